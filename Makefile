@@ -1,0 +1,42 @@
+# Thin wrapper over meson + ninja.  `make` builds build/wstore and
+# build/libwstore.so; see README.md for the rest.
+BUILD ?= build
+PREFIX ?= /usr/local
+MESON_OPTS ?=
+
+.PHONY: all deps demo test test-unit asan tsan install bench fuzz clean format-check
+
+all: $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+
+$(BUILD)/build.ninja:
+	@sh scripts/deps.sh
+	meson setup $(BUILD) --prefix=$(PREFIX) $(MESON_OPTS)
+
+deps:
+	sh scripts/deps.sh
+
+demo: all
+	sh scripts/demo.sh
+
+test: all
+	sh tests/run.sh $(BUILD)
+
+asan:
+	$(MAKE) BUILD=build-asan MESON_OPTS="-Db_sanitize=address,undefined -Db_lundef=false" all
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		sh tests/run.sh build-asan
+
+tsan:
+	$(MAKE) BUILD=build-tsan MESON_OPTS="-Db_sanitize=thread -Db_lundef=false" all
+	sh tests/run.sh build-tsan
+
+install: all
+	meson configure $(BUILD) --prefix=$(PREFIX)
+	meson install -C $(BUILD)
+
+bench: all
+	sh bench/run.sh $(BUILD)
+
+clean:
+	rm -rf build build-asan build-tsan

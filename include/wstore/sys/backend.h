@@ -1,0 +1,182 @@
+/*
+ * wstore/sys/backend.h - the interface a storage backend implements.
+ *
+ * A backend is a flat map of ASCII keys to byte strings.  The interface is
+ * shaped by the weakest store wstore must work on (docs/format.md, "What a
+ * store may do"): put may be write-once, get of a missing key may return an
+ * empty value, recently read objects may refuse a non-forced remove, and
+ * there may be no way to list keys.  The store front end (src/lib/store.c)
+ * re-checks everything a backend returns; a backend need not be trusted.
+ *
+ * A concrete backend embeds struct wstore_backend as its first member and
+ * fills in the callbacks.  Unless a callback says otherwise:
+ *  - it returns 0 on success, -errno for OS errors, or a WSTORE_E* code,
+ *    and sets the thread's last error (wstore__seterr) with a message that
+ *    names the key and, for network stores, the server;
+ *  - WSTORE_ENOTFOUND means the key does not exist;
+ *  - it may be called from several threads at once;
+ *  - key strings are only borrowed for the duration of the call.
+ */
+#ifndef WSTORE_SYS_BACKEND_H
+#define WSTORE_SYS_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "../wstore.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WSTORE_BACKEND_VERSION 1
+
+/* Behaviour flags (wstore_backend.flags). */
+/* put on an existing key may succeed yet keep the old value */
+#define WSTORE_BACKEND_WRITE_ONCE	(1u << 0)
+/* get of a missing key may return an empty value instead of ENOTFOUND */
+#define WSTORE_BACKEND_EMPTY_MISSING	(1u << 1)
+/* data read back may be stale or damaged (network/cache stores): the front
+ * end verifies what it reads against digests where it can */
+#define WSTORE_BACKEND_UNTRUSTED	(1u << 2)
+
+typedef struct wstore_backend wstore_backend;
+
+/*
+ * Update function for wstore_backend.update: given the current value (NULL
+ * and 0 if the key is absent), produce the new one in *out_value (malloc'ed;
+ * the backend frees it) and *out_len.  Return 0 to write it, a positive
+ * value to leave the key untouched, or a negative code to abort.  May be
+ * called more than once (optimistic retries); must have no side effects.
+ */
+typedef int (*wstore_update_fn)(void **out_value, size_t *out_len,
+				const void *old, size_t old_len, void *ctx);
+
+/* Listing callback: return non-zero to stop (that value is returned). */
+typedef int (*wstore_list_fn)(const char *key, void *ctx);
+
+struct wstore_backend {
+	unsigned version;	/* WSTORE_BACKEND_VERSION */
+	const char *name;	/* "file", "mem", "redis", ... */
+	unsigned flags;		/* WSTORE_BACKEND_* */
+
+	/*
+	 * Store len bytes under key.  Durable when it returns 0 (as far as
+	 * the store offers durability).  On a WRITE_ONCE store an existing
+	 * key may keep its old value while 0 is returned.  len may be 0.
+	 * Required.
+	 */
+	int (*put)(wstore_backend *b, const char *key, const void *data,
+		   size_t len);
+
+	/*
+	 * Replace the value of key whether or not it exists.  Optional: NULL
+	 * on write-once stores, where the front end removes then puts.
+	 */
+	int (*upsert)(wstore_backend *b, const char *key, const void *data,
+		      size_t len);
+
+	/*
+	 * Create key only if it does not exist: 0 when created,
+	 * WSTORE_EEXISTS when it existed (value untouched).  Atomic against
+	 * concurrent callers.  Optional (NULL): the front end then emulates
+	 * it with put + read back, which is safe on write-once stores only.
+	 */
+	int (*put_new)(wstore_backend *b, const char *key, const void *data,
+		       size_t len);
+
+	/*
+	 * Read the whole value of key into buf (capacity cap).  *out_len is
+	 * set to the value's size in every successful or ERANGE case.  If the
+	 * value is larger than cap: WSTORE_ERANGE (buf contents undefined).
+	 * Required.
+	 */
+	int (*get)(wstore_backend *b, const char *key, void *buf, size_t cap,
+		   size_t *out_len);
+
+	/*
+	 * Read len bytes at offset off of key's value into buf; *out_n is set
+	 * to the bytes read (short only at the end of the value).  Optional:
+	 * without it the front end reads whole values.
+	 */
+	int (*get_range)(wstore_backend *b, const char *key, uint64_t off,
+			 void *buf, size_t len, size_t *out_n);
+
+	/* Size of key's value in *out.  Required. */
+	int (*size)(wstore_backend *b, const char *key, uint64_t *out);
+
+	/*
+	 * Remove key.  force asks to override leases and similar
+	 * protections.  Removing a missing key returns WSTORE_ENOTFOUND (the
+	 * front end treats that as success where the contract says so).
+	 * Required.
+	 */
+	int (*remove)(wstore_backend *b, const char *key, int force);
+
+	/*
+	 * Call fn for every key starting with prefix, in no particular order.
+	 * Keys written concurrently may or may not be seen.  Optional: NULL
+	 * when the store cannot list (gc is then unavailable).
+	 */
+	int (*list)(wstore_backend *b, const char *prefix, wstore_list_fn fn,
+		    void *ctx);
+
+	/*
+	 * Atomic read-modify-write of key (used for the index objects): no
+	 * concurrent update, from this or any other process or machine, may
+	 * be lost.  Optional: without it the front end serialises updates
+	 * with a lock object built on put_new.
+	 */
+	int (*update)(wstore_backend *b, const char *key, wstore_update_fn fn,
+		      void *ctx);
+
+	/* Release everything.  Required. */
+	void (*free)(wstore_backend *b);
+};
+
+/*
+ * Wrap a backend in a store.  On success the store owns b and frees it with
+ * the store; on failure the caller keeps b.
+ */
+int wstore_open_backend(wstore_store **out, wstore_backend *b);
+
+/* The backend of a store (owned by the store). */
+wstore_backend *wstore_store_backend(wstore_store *store);
+
+/* Set the calling thread's last error message (printf-style) and return
+ * code, for backends: return wstore_backend_error(code, "...", ...); */
+int wstore_backend_error(int code, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Built-in backends, for tests and embedding. */
+/* The embedded store: a directory; created if missing. */
+int wstore_backend_file_new(wstore_backend **out, const char *root);
+/* Process-local memory; flags may include WRITE_ONCE / EMPTY_MISSING to
+ * act like a weaker store. */
+int wstore_backend_mem_new(wstore_backend **out, unsigned flags);
+
+/*
+ * Fault injection around another backend (which it then owns).  Faults are
+ * configured with a spec string of comma-separated items:
+ *   fail=N        the N-th call (1-based, counting every callback) fails
+ *                 with -EIO; fail=N+ fails it and every later call
+ *   failop=OP:N   the N-th call of one operation (put, get, remove, ...)
+ *   short=N       the N-th get returns one byte less than the value
+ *   corrupt=N     the N-th get flips one byte
+ *   writeonce     put never overwrites an existing key
+ *   emptymissing  get of a missing key returns an empty value
+ *   forget=N      the N-th put reports success but stores nothing
+ *   crash=N       the process exits immediately (_exit(137)) at the N-th
+ *                 call, as if killed
+ * The spec may also come from $WSTORE_FAULTS when a store is opened with
+ * the URL "fault+<inner URL>".
+ */
+int wstore_backend_fault_new(wstore_backend **out, wstore_backend *inner,
+			     const char *spec);
+/* Calls counted so far by a fault backend (for tests). */
+uint64_t wstore_backend_fault_calls(wstore_backend *b);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,267 @@
+/*
+ * wstore.h - public API of libwstore, a file-level model weight store.
+ *
+ * A store holds checkpoints: a directory of files (safetensors shards,
+ * config, tokenizer...) cut into fixed-size chunks, plus one manifest per
+ * checkpoint that lists paths, sizes, SHA-256 digests and chunk keys.  The
+ * layout is a contract shared with other tools; see docs/format.md.
+ *
+ * Conventions (read these once):
+ *  - Fallible calls return int: 0 on success, a negative code on failure.
+ *    OS errors are kept as -errno; wstore's own codes (WSTORE_E*) lie far
+ *    below errno.  wstore_strerror() covers both.  After a failure,
+ *    wstore_last_error() returns a one-line message naming the key, file
+ *    or server at fault; it is thread-local and valid until the next wstore
+ *    call on the same thread.
+ *  - Output parameters come first and are named out.
+ *  - Handles are opaque; every _free() accepts NULL.
+ *  - Option structs carry a version field; initialise them with their
+ *    _INIT macro so that fields added later get their defaults.
+ *  - Strings returned through const char * are owned by the object they
+ *    came from and live as long as it does, unless said otherwise.
+ *  - A wstore_store may be used from several threads at once.
+ */
+#ifndef WSTORE_WSTORE_H
+#define WSTORE_WSTORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WSTORE_VERSION "0.1.0"
+
+/* ---- errors ------------------------------------------------------------ */
+
+#define WSTORE_ERR_BASE (-30800)
+enum wstore_error {
+	WSTORE_ENOTFOUND = WSTORE_ERR_BASE,	/* no such checkpoint/file/key */
+	WSTORE_EEXISTS = WSTORE_ERR_BASE - 1,	/* id already taken */
+	WSTORE_EINVAL = WSTORE_ERR_BASE - 2,	/* bad argument or input */
+	WSTORE_ECORRUPT = WSTORE_ERR_BASE - 3,	/* stored data is damaged */
+	WSTORE_EUNAVAIL = WSTORE_ERR_BASE - 4,	/* backend unreachable */
+	WSTORE_EBUSY = WSTORE_ERR_BASE - 5,	/* locked by someone else */
+	WSTORE_EVERIFY = WSTORE_ERR_BASE - 6,	/* verification found damage */
+	WSTORE_ENOTREADY = WSTORE_ERR_BASE - 7,	/* checkpoint is not READY */
+	WSTORE_ECANCELED = WSTORE_ERR_BASE - 8,	/* interrupted by the caller */
+	WSTORE_ERANGE = WSTORE_ERR_BASE - 9,	/* value larger than buffer */
+	WSTORE_EUNSUPPORTED = WSTORE_ERR_BASE - 10, /* backend lacks feature */
+	WSTORE_ERR_LAST = WSTORE_ERR_BASE - 10
+};
+
+/* Static text for a code (never NULL). */
+const char *wstore_strerror(int code);
+/* One-line message of the last failure on this thread ("" if none). */
+const char *wstore_last_error(void);
+
+/* ---- small helpers ----------------------------------------------------- */
+
+/*
+ * Parse a size: plain bytes or a number with B, K/KB/KiB, M/MB/MiB,
+ * G/GB/GiB, T/TB/TiB, P/PB/PiB (binary multiples, case-insensitive,
+ * decimals allowed, e.g. "1.5GiB").  Zero, negatives, overflow and garbage
+ * give WSTORE_EINVAL.
+ */
+int wstore_parse_size(uint64_t *out, const char *text);
+/* Format bytes as "1.50 GiB" into buf (always NUL-terminated). */
+void wstore_format_size(char *buf, size_t cap, uint64_t bytes);
+
+/* Checkpoint id rule of the contract: 0 if valid, else WSTORE_EINVAL. */
+int wstore_validate_checkpoint_id(const char *id);
+/* Relative path rule of the contract: 0 if valid, else WSTORE_EINVAL. */
+int wstore_validate_path(const char *path);
+
+/* ---- configuration ----------------------------------------------------- */
+
+/*
+ * A configuration is a set of string keys and values.  Known keys:
+ *   store                 URL: file:///dir, a plain path, redis://...,
+ *                         redis+unix://..., redis-cluster://..., mooncake
+ *   master_server_addr, metadata_server, protocol, rdma_devices,
+ *   local_hostname        Mooncake connection settings
+ *   replica_num           copies kept by backends that replicate
+ *   redis_password        kept out of URLs; never printed
+ *   key_prefix            namespace prepended to every key (redis)
+ *   connect_timeout_ms, command_timeout_ms
+ *   mooncake_library      file name or path of libmooncake_store.so
+ * An unknown key is an error naming it.
+ */
+typedef struct wstore_config wstore_config;
+
+int wstore_config_new(wstore_config **out);
+/* Load a JSON object file; values may be strings, integers or null. */
+int wstore_config_load(wstore_config **out, const char *path);
+/* Set (value != NULL) or clear (value == NULL) a key.  Copies both. */
+int wstore_config_set(wstore_config *cfg, const char *key, const char *value);
+/* Value of key or NULL; owned by cfg, valid until the key is set again. */
+const char *wstore_config_get(const wstore_config *cfg, const char *key);
+/* Overlay: every key set in src is set in dst. */
+int wstore_config_merge(wstore_config *dst, const wstore_config *src);
+/* Overlay environment variables: for each known key, WSTORE_<KEY in upper
+ * case> (e.g. WSTORE_STORE, WSTORE_MASTER_SERVER_ADDR) if set. */
+int wstore_config_load_env(wstore_config *cfg);
+/* Names of all known keys, NULL-terminated (static). */
+const char *const *wstore_config_keys(void);
+/* Write as a JSON file atomically (temp file, fsync, rename), mode 0600. */
+int wstore_config_save(const wstore_config *cfg, const char *path);
+/* The default config path: $WSTORE_CONFIG, else ~/.config/wstore/config.json.
+ * Returns a malloc'ed string the caller frees. */
+char *wstore_config_default_path(void);
+void wstore_config_free(wstore_config *cfg);
+
+/* ---- store ------------------------------------------------------------- */
+
+typedef struct wstore_store wstore_store;
+
+/*
+ * Open the store that cfg describes (its "store" key; unset means the
+ * embedded file store at $WSTORE_HOME, else ~/.local/share/wstore).
+ * cfg may be NULL.  cfg is not retained.
+ */
+int wstore_open(wstore_store **out, const wstore_config *cfg);
+/* Shorthand: open by URL alone. */
+int wstore_open_url(wstore_store **out, const char *url);
+void wstore_free(wstore_store *store);
+/* Backend name ("file", "mem", "redis", ...). */
+const char *wstore_backend_name(const wstore_store *store);
+
+/* ---- manifests --------------------------------------------------------- */
+
+typedef struct wstore_manifest wstore_manifest;
+
+typedef struct wstore_file_info {
+	const char *path;	/* relative path */
+	const char *type;	/* "WEIGHT" or "METADATA" */
+	const char *key;	/* file key */
+	const char *sha256;	/* lower-case hex, "" if unknown */
+	uint64_t size;
+	uint64_t chunk_size;	/* 0 = unknown (legacy) */
+	uint64_t chunk_count;
+} wstore_file_info;
+
+/* Read and validate the manifest of id.  WSTORE_ENOTFOUND if absent,
+ * WSTORE_ECORRUPT if unreadable. */
+int wstore_manifest_read(wstore_manifest **out, wstore_store *store,
+			 const char *id);
+/* Parse manifest JSON bytes (validates schema, names, paths, chunks). */
+int wstore_manifest_parse(wstore_manifest **out, const void *json,
+			  size_t len);
+/* Serialise exactly as the contract wants (sorted keys, compact).  The
+ * returned string is malloc'ed; the caller frees it with free(). */
+int wstore_manifest_serialize(char **out, size_t *out_len,
+			      const wstore_manifest *m);
+void wstore_manifest_free(wstore_manifest *m);
+
+const char *wstore_manifest_checkpoint_id(const wstore_manifest *m);
+const char *wstore_manifest_model_id(const wstore_manifest *m);
+const char *wstore_manifest_revision(const wstore_manifest *m);
+const char *wstore_manifest_status(const wstore_manifest *m);
+const char *wstore_manifest_source_uri(const wstore_manifest *m);
+/* NULL when READY */
+const char *wstore_manifest_error(const wstore_manifest *m);
+int64_t wstore_manifest_created_at(const wstore_manifest *m);
+int64_t wstore_manifest_updated_at(const wstore_manifest *m);
+uint64_t wstore_manifest_total_size(const wstore_manifest *m);
+size_t wstore_manifest_file_count(const wstore_manifest *m);
+/* Fill info for file i (0-based, files sorted by path); pointers in info
+ * are owned by m.  WSTORE_ERANGE if i is out of range. */
+int wstore_manifest_file(wstore_file_info *out, const wstore_manifest *m,
+			 size_t i);
+/* Chunk key j of file i; NULL if out of range.  Owned by m. */
+const char *wstore_manifest_chunk_key(const wstore_manifest *m, size_t i,
+				      uint64_t j);
+/* Index of the file with this path, or -1. */
+int64_t wstore_manifest_find(const wstore_manifest *m, const char *path);
+
+/* ---- progress and cancellation ---------------------------------------- */
+
+/*
+ * Called from the calling thread or a worker (serialised by the library)
+ * after each chunk.  done/total are bytes.  Return non-zero to cancel: the
+ * operation stops with WSTORE_ECANCELED and cleans up as on any failure.
+ */
+typedef int (*wstore_progress_fn)(uint64_t done, uint64_t total,
+				  const char *path, void *ctx);
+
+/* ---- import ------------------------------------------------------------ */
+
+typedef struct wstore_import_options {
+	unsigned version;
+	const char *checkpoint_id;	/* required */
+	const char *model_id;		/* required */
+	const char *revision;		/* default "main" */
+	const char *source;		/* required: a directory */
+	uint64_t chunk_size;		/* default 64 MiB */
+	uint32_t replica_num;		/* default 1; for replicating backends */
+	uint32_t jobs;			/* worker threads; 0 = number of cores */
+	wstore_progress_fn progress;
+	void *progress_ctx;
+} wstore_import_options;
+#define WSTORE_IMPORT_OPTIONS_VERSION 1
+#define WSTORE_IMPORT_OPTIONS_INIT { WSTORE_IMPORT_OPTIONS_VERSION }
+
+/*
+ * Import a checkpoint directory (SPEC section 4).  On success the READY
+ * manifest is published and the id is in both indexes.  On failure or
+ * cancellation the chunks written are removed and a FAILED manifest records
+ * any that could not be; the return value says why.
+ */
+int wstore_import(wstore_store *store, const wstore_import_options *opts);
+
+/* ---- list / delete ----------------------------------------------------- */
+
+/* Ids in the global index, sorted.  *out is a NULL-terminated malloc'ed
+ * array; free it with wstore_strings_free(). */
+int wstore_list(char ***out, size_t *out_count, wstore_store *store);
+/* Ids of one model id (per-model index). */
+int wstore_list_model(char ***out, size_t *out_count, wstore_store *store,
+		      const char *model_id);
+void wstore_strings_free(char **strings);
+
+/* Delete a checkpoint (SPEC section 4).  Absent is success. */
+int wstore_delete(wstore_store *store, const char *id);
+
+/* ---- verify ------------------------------------------------------------ */
+
+/* Called once per file checked: result 0 when good, else a code and a
+ * one-line message. */
+typedef void (*wstore_verify_file_fn)(const char *path, int result,
+				      const char *message, void *ctx);
+
+typedef struct wstore_verify_options {
+	unsigned version;
+	uint32_t jobs;			/* 0 = number of cores */
+	wstore_progress_fn progress;
+	void *progress_ctx;
+	wstore_verify_file_fn on_file;
+	void *on_file_ctx;
+} wstore_verify_options;
+#define WSTORE_VERIFY_OPTIONS_VERSION 1
+#define WSTORE_VERIFY_OPTIONS_INIT { WSTORE_VERIFY_OPTIONS_VERSION }
+
+/*
+ * Re-read every chunk of every file and check sizes and SHA-256.
+ * 0 when all good; WSTORE_EVERIFY when some file is damaged (the last error
+ * names the first one); WSTORE_ENOTREADY for a FAILED checkpoint; other
+ * codes when the check itself could not run.
+ */
+int wstore_verify(wstore_store *store, const char *id,
+		  const wstore_verify_options *opts);
+
+/* ---- materialize ------------------------------------------------------- */
+
+/*
+ * Write one file of a READY checkpoint to output: a temp file next to it,
+ * checked against the manifest's size and SHA-256, fsynced and renamed into
+ * place.  On failure output is left as it was and no temp file remains.
+ */
+int wstore_materialize_file(wstore_store *store, const char *id,
+			    const char *path, const char *output);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,89 @@
+/*
+ * error.c - error codes and the thread-local last-error message.
+ *
+ * Every failing library call leaves a one-line message here that names what
+ * failed (key, file, server); the code itself says what kind of failure it
+ * was.  Codes >= WSTORE_ERR_LAST and < 0 that are not wstore's are -errno.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+static _Thread_local char last_error[1024];
+
+const char *wstore_strerror(int code)
+{
+	switch (code) {
+	case 0: return "success";
+	case WSTORE_ENOTFOUND: return "not found";
+	case WSTORE_EEXISTS: return "already exists";
+	case WSTORE_EINVAL: return "invalid argument";
+	case WSTORE_ECORRUPT: return "corrupt data";
+	case WSTORE_EUNAVAIL: return "backend unavailable";
+	case WSTORE_EBUSY: return "busy";
+	case WSTORE_EVERIFY: return "verification failed";
+	case WSTORE_ENOTREADY: return "checkpoint is not READY";
+	case WSTORE_ECANCELED: return "interrupted";
+	case WSTORE_ERANGE: return "value larger than buffer";
+	case WSTORE_EUNSUPPORTED: return "not supported by this backend";
+	}
+	if (code < 0 && code > WSTORE_ERR_BASE)
+		return strerror(-code);
+	return "unknown error";
+}
+
+const char *wstore_last_error(void)
+{
+	return last_error;
+}
+
+void wstore__clear_err(void)
+{
+	last_error[0] = '\0';
+}
+
+static int vset(int code, int append, const char *fmt, va_list ap)
+{
+	char msg[sizeof(last_error)];
+
+	/* format into a copy: fmt's arguments may point into last_error */
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (append)
+		snprintf(last_error, sizeof(last_error), "%s: %s", msg,
+			 wstore_strerror(code));
+	else
+		memcpy(last_error, msg, sizeof(msg));
+	return code;
+}
+
+int wstore__err(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vset(code, 0, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+int wstore__errc(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vset(code, 1, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+int wstore_backend_error(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vset(code, 0, fmt, ap);
+	va_end(ap);
+	return code;
+}

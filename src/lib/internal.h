@@ -1,0 +1,137 @@
+/*
+ * internal.h - declarations shared by the library's modules.  Not
+ * installed; front ends (CLI, Python, FUSE, bench) must not include it.
+ */
+#ifndef WSTORE_INTERNAL_H
+#define WSTORE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wstore/wstore.h"
+#include "wstore/sys/backend.h"
+
+/* ---- error.c ----------------------------------------------------------- */
+
+/* Set the thread's last error and return code. */
+int wstore__err(int code, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Same, with ": <strerror(code)>" appended. */
+int wstore__errc(int code, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void wstore__clear_err(void);
+
+/* ---- names.c: ids, paths, keys ----------------------------------------- */
+
+#define WSTORE__KEY_MAX 512
+#define WSTORE__DEFAULT_CHUNK_SIZE (64ull << 20)
+
+/* Lower-case hex SHA-256 of a string (65 bytes incl. NUL). */
+void wstore__sha256_hex_str(char out[65], const char *s);
+
+/* Keys of the contract, written into out (WSTORE__KEY_MAX bytes). */
+void wstore__key_manifest(char *out, const char *ckpt);
+void wstore__key_file(char *out, const char *ckpt, const char *path);
+void wstore__key_chunk(char *out, const char *file_key, uint64_t i);
+void wstore__key_models_index(char *out);
+void wstore__key_model_index(char *out, const char *model_id);
+/* Prefix of every key of a checkpoint ("weight/models/{ckpt}/"). */
+void wstore__key_ckpt_prefix(char *out, const char *ckpt);
+
+/* "WEIGHT" or "METADATA" by suffix. */
+const char *wstore__file_type(const char *path);
+
+/* ---- digest.c ---------------------------------------------------------- */
+
+typedef struct wstore__sha256 wstore__sha256;
+wstore__sha256 *wstore__sha256_new(void);
+void wstore__sha256_reset(wstore__sha256 *h);
+void wstore__sha256_update(wstore__sha256 *h, const void *data, size_t len);
+/* Finish and write lower-case hex (65 bytes incl. NUL); h can be reset. */
+void wstore__sha256_hex(wstore__sha256 *h, char out[65]);
+void wstore__sha256_free(wstore__sha256 *h);
+/* One-shot raw digest. */
+void wstore__sha256_once(unsigned char out[32], const void *data, size_t len);
+
+/* ---- manifest.c -------------------------------------------------------- */
+
+typedef struct wstore__file {
+	char *path;
+	char *type;
+	char *key;
+	char *sha256;
+	uint64_t size;
+	uint64_t chunk_size;
+	char **chunks;		/* nchunks keys */
+	uint64_t nchunks;
+} wstore__file;
+
+struct wstore_manifest {
+	char *checkpoint_id;
+	char *model_id;
+	char *revision;
+	char *status;		/* "READY" or "FAILED" */
+	char *source_uri;
+	char *error;		/* NULL when READY */
+	int64_t created_at;
+	int64_t updated_at;
+	uint64_t total_size;
+	wstore__file *files;	/* sorted by path */
+	size_t nfiles;
+};
+
+/* Empty manifest with all strings set to "" (status "FAILED"). */
+wstore_manifest *wstore__manifest_new(void);
+/* Append a file record; takes a copy of path; returns it or NULL. */
+wstore__file *wstore__manifest_add_file(wstore_manifest *m, const char *path);
+/* Append a chunk key to a file record (copied). */
+int wstore__file_add_chunk(wstore__file *f, const char *key);
+/* Sort files by path (bytewise) and recompute total_size. */
+void wstore__manifest_sort(wstore_manifest *m);
+/* Replace a string field (copy); value may be NULL. */
+int wstore__set_str(char **field, const char *value);
+
+/* ---- store.c: the checked front end over a backend --------------------- */
+
+struct wstore_store {
+	wstore_backend *b;
+	char *label;		/* URL without secrets, for messages */
+};
+
+/* Get a whole value, allocating (NUL-terminated for convenience).
+ * Missing (or empty on EMPTY_MISSING stores) -> WSTORE_ENOTFOUND. */
+int wstore__get_alloc(wstore_store *s, const char *key, char **out,
+		      size_t *out_len);
+/* Replace a mutable object: upsert, or remove(force)+put. */
+int wstore__replace(wstore_store *s, const char *key, const void *data,
+		    size_t len);
+/* Remove; not found counts as success. */
+int wstore__remove(wstore_store *s, const char *key);
+/* Add or remove id in an index object without losing concurrent updates. */
+int wstore__index_add(wstore_store *s, const char *key, const char *id);
+int wstore__index_remove(wstore_store *s, const char *key, const char *id);
+/* Parse an index value (JSON array of strings).  Empty -> empty list. */
+int wstore__index_parse(char ***out, size_t *out_n, const char *json,
+			size_t len);
+
+/* Exclusive per-checkpoint lock (import/delete): put_new of an owner record
+ * under "weight/locks/{ckpt}".  A lock whose owner process is gone (same
+ * host, pid dead) is broken. */
+int wstore__lock(wstore_store *s, const char *name, char **out_token);
+void wstore__unlock(wstore_store *s, const char *name, char *token);
+
+/* Backend constructors selected by URL in store.c.  Each parses its own
+ * URL form and reads the settings it needs from cfg (may be NULL). */
+/* redis://[user:password@]host:port[/db], redis+unix:///path[?db=N],
+ * redis-cluster://host:port,host:port,... */
+int wstore__backend_redis_open(wstore_backend **out, const char *url,
+			       const wstore_config *cfg);
+/* "mooncake": settings from cfg (master_server_addr, ...). */
+int wstore__backend_mooncake_open(wstore_backend **out,
+				  const wstore_config *cfg);
+
+/* Number of worker threads for jobs (0 = cores). */
+unsigned wstore__jobs(uint32_t jobs);
+
+#endif

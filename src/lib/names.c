@@ -1,0 +1,217 @@
+/*
+ * names.c - the naming rules of the data contract (docs/format.md
+ * sections 1-2): checkpoint ids, relative paths, key construction, file
+ * types; plus size strings ("64MiB") used by the CLI and config.
+ *
+ * Keys are built into caller buffers of WSTORE__KEY_MAX bytes: the longest
+ * possible key (255-char id, 64-hex path hash, chunk index) is far below it.
+ */
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "internal.h"
+
+static int is_alnum(unsigned char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+	       (c >= '0' && c <= '9');
+}
+
+int wstore_validate_checkpoint_id(const char *id)
+{
+	size_t n;
+
+	if (!id || !*id)
+		return wstore__err(WSTORE_EINVAL,
+				   "invalid checkpoint id '': must not be empty");
+	n = strlen(id);
+	if (n > 255)
+		return wstore__err(WSTORE_EINVAL,
+				   "invalid checkpoint id '%.40s...': longer than 255 characters",
+				   id);
+	if (!is_alnum((unsigned char)id[0]))
+		return wstore__err(WSTORE_EINVAL,
+				   "invalid checkpoint id '%s': must start with a letter or digit",
+				   id);
+	for (size_t i = 1; i < n; i++) {
+		unsigned char c = (unsigned char)id[i];
+
+		if (!is_alnum(c) && c != '.' && c != '_' && c != '-')
+			return wstore__err(WSTORE_EINVAL,
+					   "invalid checkpoint id '%s': only letters, digits, '.', '_' and '-' are allowed",
+					   id);
+	}
+	return 0;
+}
+
+int wstore_validate_path(const char *path)
+{
+	const char *seg, *p;
+
+	if (!path || !*path)
+		return wstore__err(WSTORE_EINVAL, "invalid file path '': empty");
+	if (path[0] == '/')
+		return wstore__err(WSTORE_EINVAL,
+				   "invalid file path '%s': absolute", path);
+	for (seg = path;; seg = p + 1) {
+		size_t n;
+
+		p = strchr(seg, '/');
+		n = p ? (size_t)(p - seg) : strlen(seg);
+		if (n == 0)
+			return wstore__err(WSTORE_EINVAL,
+					   "invalid file path '%s': empty segment",
+					   path);
+		if ((n == 1 && seg[0] == '.') ||
+		    (n == 2 && seg[0] == '.' && seg[1] == '.'))
+			return wstore__err(WSTORE_EINVAL,
+					   "invalid file path '%s': '.' or '..' segment",
+					   path);
+		if (!p)
+			break;
+	}
+	return 0;
+}
+
+void wstore__key_manifest(char *out, const char *ckpt)
+{
+	snprintf(out, WSTORE__KEY_MAX, "weight/models/%s/manifest", ckpt);
+}
+
+void wstore__key_ckpt_prefix(char *out, const char *ckpt)
+{
+	snprintf(out, WSTORE__KEY_MAX, "weight/models/%s/", ckpt);
+}
+
+void wstore__key_file(char *out, const char *ckpt, const char *path)
+{
+	char ph[65];
+
+	wstore__sha256_hex_str(ph, path);
+	snprintf(out, WSTORE__KEY_MAX, "weight/models/%s/files/%s", ckpt, ph);
+}
+
+void wstore__key_chunk(char *out, const char *file_key, uint64_t i)
+{
+	snprintf(out, WSTORE__KEY_MAX, "%s/chunks/%08" PRIu64, file_key, i);
+}
+
+void wstore__key_models_index(char *out)
+{
+	snprintf(out, WSTORE__KEY_MAX, "weight/index/models");
+}
+
+void wstore__key_model_index(char *out, const char *model_id)
+{
+	char mh[65];
+
+	wstore__sha256_hex_str(mh, model_id);
+	snprintf(out, WSTORE__KEY_MAX, "weight/index/model/%s", mh);
+}
+
+const char *wstore__file_type(const char *path)
+{
+	static const char *const weight_suffixes[] = {
+		".bin", ".ckpt", ".gguf", ".pt", ".pth", ".safetensors",
+	};
+	size_t n = strlen(path);
+
+	for (size_t i = 0; i < sizeof(weight_suffixes) / sizeof(*weight_suffixes); i++) {
+		size_t k = strlen(weight_suffixes[i]);
+
+		if (n >= k && strcasecmp(path + n - k, weight_suffixes[i]) == 0)
+			return "WEIGHT";
+	}
+	return "METADATA";
+}
+
+/* ---- sizes -------------------------------------------------------------- */
+
+static int unit_shift(const char *u, unsigned *out)
+{
+	static const char letters[] = "BKMGTP";
+	char c = (char)toupper((unsigned char)u[0]);
+	const char *pos;
+
+	if (!*u) {
+		*out = 0;
+		return 0;
+	}
+	pos = strchr(letters, c);
+	if (!pos || !c)
+		return -1;
+	*out = 10u * (unsigned)(pos - letters);
+	u++;
+	if (c == 'B')
+		return *u ? -1 : 0;
+	if (!*u || strcasecmp(u, "B") == 0 || strcasecmp(u, "iB") == 0)
+		return 0;
+	return -1;
+}
+
+int wstore_parse_size(uint64_t *out, const char *text)
+{
+	const char *p = text;
+	unsigned __int128 whole = 0, frac = 0, scale = 1, v;
+	unsigned shift;
+	int digits = 0;
+
+	if (!text)
+		return wstore__err(WSTORE_EINVAL, "invalid size '': empty");
+	while (isdigit((unsigned char)*p)) {
+		whole = whole * 10 + (unsigned)(*p++ - '0');
+		if (whole > UINT64_MAX)
+			goto overflow;
+		digits++;
+	}
+	if (*p == '.') {
+		p++;
+		while (isdigit((unsigned char)*p)) {
+			if (scale < 1000000000000000000ull) {
+				frac = frac * 10 + (unsigned)(*p - '0');
+				scale *= 10;
+			}
+			p++;
+			digits++;
+		}
+	}
+	if (!digits)
+		return wstore__err(WSTORE_EINVAL,
+				   "invalid size '%s': expected a number with an optional unit (B, K, M, G, T, P)",
+				   text);
+	while (*p == ' ')
+		p++;
+	if (unit_shift(p, &shift) < 0)
+		return wstore__err(WSTORE_EINVAL,
+				   "invalid size '%s': unknown unit '%s'", text, p);
+	v = (whole << shift) + ((frac << shift) / scale);
+	if ((whole << shift) >> shift != whole || v > UINT64_MAX)
+		goto overflow;
+	if (v == 0)
+		return wstore__err(WSTORE_EINVAL,
+				   "invalid size '%s': must be at least 1 byte", text);
+	*out = (uint64_t)v;
+	return 0;
+overflow:
+	return wstore__err(WSTORE_EINVAL, "invalid size '%s': too large", text);
+}
+
+void wstore_format_size(char *buf, size_t cap, uint64_t bytes)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	double v = (double)bytes;
+	int u = 0;
+
+	if (bytes < 1024) {
+		snprintf(buf, cap, "%" PRIu64 " B", bytes);
+		return;
+	}
+	while (v >= 1024 && u < 6) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, cap, "%.2f %s", v, units[u]);
+}

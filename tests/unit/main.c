@@ -1,0 +1,72 @@
+/*
+ * main.c - runs every unit test function, or those whose name contains
+ * argv[1], and prints the summary line.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "unit.h"
+
+int unit_passed, unit_failed;
+const char *unit_current = "";
+
+#define UNIT_TESTS(X)                                                      \
+	X(test_names_ids) X(test_names_paths) X(test_names_keys)            \
+	X(test_names_sizes)                                                 \
+	X(test_manifest_golden) X(test_manifest_parse_errors)               \
+	X(test_manifest_roundtrip)                                          \
+	X(test_config)                                                      \
+	X(test_backend_file) X(test_backend_mem) X(test_backend_fault)      \
+	X(test_store)
+
+#define DECL(name) void name(void);
+UNIT_TESTS(DECL)
+#undef DECL
+
+static const struct {
+	const char *name;
+	void (*fn)(void);
+} tests[] = {
+#define ENTRY(name) { #name, name },
+	UNIT_TESTS(ENTRY)
+#undef ENTRY
+};
+
+char *unit_tmpdir(void)
+{
+	const char *base = getenv("TMPDIR");
+	char *dir;
+
+	if (asprintf(&dir, "%s/wstore-unit-XXXXXX", base ? base : "/tmp") < 0)
+		abort();
+	if (!mkdtemp(dir))
+		abort();
+	return dir;
+}
+
+void unit_rmtree(const char *dir)
+{
+	char *cmd;
+
+	if (!dir || strncmp(dir, "/", 1) != 0 || !strstr(dir, "wstore-unit-"))
+		return;
+	if (asprintf(&cmd, "rm -rf '%s'", dir) < 0)
+		abort();
+	if (system(cmd) != 0)
+		fprintf(stderr, "warning: could not remove %s\n", dir);
+	free(cmd);
+}
+
+int main(int argc, char **argv)
+{
+	for (size_t i = 0; i < sizeof(tests) / sizeof(*tests); i++) {
+		if (argc > 1 && !strstr(tests[i].name, argv[1]))
+			continue;
+		unit_current = tests[i].name;
+		tests[i].fn();
+	}
+	printf("unit: %d passed, %d failed\n", unit_passed, unit_failed);
+	return unit_failed ? 1 : 0;
+}
