@@ -1,0 +1,1 @@
+/* backend_fault.c - placeholder, being written */

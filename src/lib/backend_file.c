@@ -1,0 +1,1 @@
+/* backend_file.c - placeholder, being written */

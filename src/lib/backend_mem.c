@@ -1,0 +1,1 @@
+/* backend_mem.c - placeholder, being written */

@@ -1,0 +1,1 @@
+/* delete.c - placeholder, being written */

@@ -1,0 +1,1 @@
+/* import.c - placeholder, being written */

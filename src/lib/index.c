@@ -1,0 +1,1 @@
+/* index.c - placeholder, being written */

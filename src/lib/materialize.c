@@ -1,0 +1,1 @@
+/* materialize.c - placeholder, being written */

@@ -1,0 +1,2 @@
+#include "unit.h"
+void test_config(void) {}
