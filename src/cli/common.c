@@ -1,1 +1,180 @@
-/* placeholder */
+/*
+ * common.c - helpers shared by the wstore subcommands: error reporting and
+ * exit statuses, opening the store, progress lines, signal handling.
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+void cli_catch_signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	/* a second ^C kills as usual, in case cleanup itself hangs */
+	sa.sa_flags = SA_RESETHAND;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+}
+
+int cli_interrupted(void)
+{
+	return interrupted;
+}
+
+int cli_usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("wstore: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return EXIT_USAGE;
+}
+
+int cli_fail(int code)
+{
+	const char *msg = wstore_last_error();
+
+	fprintf(stderr, "wstore: %s\n", *msg ? msg : wstore_strerror(code));
+	if (code == WSTORE_EVERIFY)
+		return EXIT_VERIFY;
+	return EXIT_ERR;
+}
+
+int cli_open_store(struct cli *c, wstore_store **out)
+{
+	int rc = wstore_open(out, c->cfg);
+
+	if (rc < 0)
+		return cli_fail(rc);
+	return 0;
+}
+
+int cli_wants_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--"))
+			break;
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+			return 1;
+	}
+	return 0;
+}
+
+void cli_print_help(const char *text)
+{
+	fputs(text, stdout);
+}
+
+double cli_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int cli_progress_fn(uint64_t done, uint64_t total, const char *path,
+		    void *ctx)
+{
+	struct cli_progress *p = ctx;
+	double now = cli_now(), el = now - p->start;
+	char d[32], t[32], r[32];
+
+	(void)path;
+	if (interrupted)
+		return 1;
+	if (!p->c->tty || (now - p->last < 0.2 && done < total))
+		return 0;
+	p->last = now;
+	wstore_format_size(d, sizeof(d), done);
+	wstore_format_size(t, sizeof(t), total);
+	wstore_format_size(r, sizeof(r), el > 0 ? (uint64_t)(done / el) : 0);
+	if (done > 0 && done < total && el > 0)
+		fprintf(stderr, "\r%s %s / %s  %s/s  ETA %.0f s   ", p->verb,
+			d, t, r, (double)(total - done) * el / (double)done);
+	else
+		fprintf(stderr, "\r%s %s / %s  %s/s            ", p->verb, d,
+			t, r);
+	return 0;
+}
+
+void cli_progress_end(struct cli_progress *p)
+{
+	if (p->c->tty && p->last > 0)
+		fputs("\r\033[K", stderr);
+}
+
+void cli_print_json(void *json)
+{
+	json_dumpf(json, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+	fputc('\n', stdout);
+	json_decref(json);
+}
+
+int cli_parse_count(uint32_t *out, const char *opt, const char *v)
+{
+	char *end;
+	unsigned long n = strtoul(v, &end, 10);
+
+	if (!*v || *end || n == 0 || n > 1024 || v[0] == '-')
+		return cli_usage_error("invalid %s '%s': expected a number from 1 to 1024",
+				       opt, v);
+	*out = (uint32_t)n;
+	return 0;
+}
+
+int cli_bad_option(int ch, char **argv, const char *cmd)
+{
+	if (ch == ':')
+		return cli_usage_error("option '%s' needs a value",
+				       argv[optind - 1]);
+	return cli_usage_error("unknown option '%s' for '%s'",
+			       argv[optind - 1], cmd);
+}
+
+/* Commands taking one checkpoint id and no options besides --help. */
+int cli_one_id(const char **out, int argc, char **argv, const char *cmd,
+	       const char *help)
+{
+	static const struct option opts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	int ch;
+
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		if (ch == 'h') {
+			cli_print_help(help);
+			return -1;
+		}
+		return cli_bad_option(ch, argv, cmd);
+	}
+	if (optind + 1 != argc)
+		return cli_usage_error("'%s' needs exactly one checkpoint id", cmd);
+	*out = argv[optind];
+	return 0;
+}

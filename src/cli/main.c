@@ -1,1 +1,211 @@
-int main(void) { return 0; }
+/*
+ * main.c - the wstore command-line tool: global options (accepted anywhere
+ * on the line), configuration (flags beat environment beat file beat
+ * defaults) and the command table.  Each subcommand lives in cmd_*.c.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static const struct cli_cmd commands[] = {
+	{ "model", "import", cmd_model_import, "import a checkpoint directory" },
+	{ "model", "list", cmd_model_list, "list checkpoints" },
+	{ "model", "inspect", cmd_model_inspect, "show a checkpoint's manifest" },
+	{ "model", "verify", cmd_model_verify, "re-read and check every file" },
+	{ "model", "delete", cmd_model_delete, "delete a checkpoint" },
+	{ "model", "materialize-file", cmd_model_materialize,
+	  "write one file of a checkpoint" },
+	{ "config", "init", cmd_config_init, "write the configuration file" },
+};
+
+/* Global options that take a value, and the config key each sets. */
+static const struct {
+	const char *flag;
+	const char *key;
+} value_flags[] = {
+	{ "--store", "store" },
+	{ "--master-server-addr", "master_server_addr" },
+	{ "--metadata-server", "metadata_server" },
+	{ "--protocol", "protocol" },
+	{ "--rdma-devices", "rdma_devices" },
+	{ "--local-hostname", "local_hostname" },
+	{ "--config", NULL },
+};
+
+static const char main_help[] =
+	"usage: wstore [global options] <command> [options]\n"
+	"\n"
+	"commands:\n"
+	"  model import --checkpoint-id ID --model-id MODEL --source DIR\n"
+	"               [--revision REV] [--chunk-size SIZE] [--replica-num N]\n"
+	"               [--jobs N]\n"
+	"  model list [--model MODEL]\n"
+	"  model inspect ID\n"
+	"  model verify ID [--jobs N]\n"
+	"  model delete ID\n"
+	"  model materialize-file ID --path REL --output FILE\n"
+	"  config init [--force]\n"
+	"\n"
+	"global options (anywhere on the line):\n"
+	"  --store URL            file:///dir or a path (default: $WSTORE_HOME,\n"
+	"                         else ~/.local/share/wstore), redis://...,\n"
+	"                         redis+unix://..., redis-cluster://..., mooncake\n"
+	"  --config FILE          config file (default: $WSTORE_CONFIG, else\n"
+	"                         ~/.config/wstore/config.json)\n"
+	"  --json                 machine-readable output\n"
+	"  --quiet                no progress lines\n"
+	"  --master-server-addr, --metadata-server, --protocol, --rdma-devices,\n"
+	"  --local-hostname       Mooncake connection settings\n"
+	"  -h, --help             help (also after any command)\n"
+	"  --version              print the version\n"
+	"\n"
+	"exit status: 0 ok, 1 error, 2 usage, 3 verification failed\n";
+
+/* Pull global options out of argv (compacting it); flags go into flags. */
+static int take_globals(struct cli *c, wstore_config *flags,
+			const char **config_path, int *argc, char **argv)
+{
+	int out = 1;
+
+	for (int i = 1; i < *argc; i++) {
+		const char *a = argv[i], *val = NULL;
+		size_t k, nf = sizeof(value_flags) / sizeof(*value_flags);
+
+		if (!strcmp(a, "--")) {
+			while (i < *argc)
+				argv[out++] = argv[i++];
+			break;
+		}
+		if (!strcmp(a, "--json")) {
+			c->json = 1;
+			continue;
+		}
+		if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+			c->quiet = 1;
+			continue;
+		}
+		for (k = 0; k < nf; k++) {
+			size_t n = strlen(value_flags[k].flag);
+
+			if (!strncmp(a, value_flags[k].flag, n) && a[n] == '=') {
+				val = a + n + 1;
+				break;
+			}
+			if (!strcmp(a, value_flags[k].flag)) {
+				if (i + 1 >= *argc)
+					return cli_usage_error("option '%s' needs a value", a);
+				val = argv[++i];
+				break;
+			}
+		}
+		if (k == nf) {
+			argv[out++] = argv[i];
+			continue;
+		}
+		if (!value_flags[k].key)
+			*config_path = val;
+		else if (wstore_config_set(flags, value_flags[k].key, val) < 0)
+			return cli_fail(WSTORE_EINVAL);
+	}
+	*argc = out;
+	argv[out] = NULL;
+	return 0;
+}
+
+/* defaults < file < env < flags */
+static int load_config(struct cli *c, wstore_config *flags,
+		       const char *explicit_path)
+{
+	const char *env_path = getenv("WSTORE_CONFIG");
+	char *def = NULL;
+	wstore_config *file = NULL;
+	int rc;
+
+	if (explicit_path || (env_path && *env_path)) {
+		c->config_path = explicit_path ? explicit_path : env_path;
+		rc = wstore_config_load(&file, c->config_path);
+		if (rc < 0)
+			return cli_fail(rc);
+	} else {
+		def = wstore_config_default_path();
+		if (def && access(def, F_OK) == 0) {
+			rc = wstore_config_load(&file, def);
+			if (rc < 0) {
+				free(def);
+				return cli_fail(rc);
+			}
+			c->config_path = def;	/* kept for the process */
+		} else {
+			free(def);
+		}
+	}
+	if (wstore_config_new(&c->cfg) < 0)
+		return cli_fail(-ENOMEM);
+	if ((file && wstore_config_merge(c->cfg, file) < 0) ||
+	    wstore_config_load_env(c->cfg) < 0 ||
+	    wstore_config_merge(c->cfg, flags) < 0) {
+		wstore_config_free(file);
+		return cli_fail(WSTORE_EINVAL);
+	}
+	wstore_config_free(file);
+	return 0;
+}
+
+static int dispatch(struct cli *c, int argc, char **argv)
+{
+	size_t n = sizeof(commands) / sizeof(*commands);
+
+	if (argc < 2 || !strcmp(argv[1], "help")) {
+		cli_print_help(main_help);
+		return argc < 2 ? EXIT_USAGE : EXIT_OK;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(argv[1], commands[i].group))
+			continue;
+		if (argc < 3)
+			break;
+		if (!strcmp(argv[2], commands[i].name))
+			return commands[i].run(c, argc - 2, argv + 2);
+	}
+	if (!strcmp(argv[1], "model") || !strcmp(argv[1], "config"))
+		return cli_usage_error("unknown or missing %s subcommand%s%s%s; see 'wstore --help'",
+				       argv[1], argc > 2 ? " '" : "",
+				       argc > 2 ? argv[2] : "", argc > 2 ? "'" : "");
+	return cli_usage_error("unknown command '%s'; see 'wstore --help'",
+			       argv[1]);
+}
+
+int main(int argc, char **argv)
+{
+	struct cli c = { 0 };
+	wstore_config *flags = NULL;
+	const char *config_path = NULL;
+	int rc;
+
+	if (argc == 2 && !strcmp(argv[1], "--version")) {
+		printf("wstore %s\n", WSTORE_VERSION);
+		return EXIT_OK;
+	}
+	if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+		cli_print_help(main_help);
+		return EXIT_OK;
+	}
+	if (wstore_config_new(&flags) < 0)
+		return cli_fail(-ENOMEM);
+	rc = take_globals(&c, flags, &config_path, &argc, argv);
+	if (rc == 0)
+		rc = load_config(&c, flags, config_path);
+	wstore_config_free(flags);
+	if (rc)
+		return rc;
+	c.tty = !c.quiet && !c.json && isatty(STDOUT_FILENO) &&
+		isatty(STDERR_FILENO);
+	cli_catch_signals();
+	rc = dispatch(&c, argc, argv);
+	wstore_config_free(c.cfg);
+	return rc;
+}

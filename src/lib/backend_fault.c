@@ -1,1 +1,395 @@
-/* backend_fault.c - placeholder, being written */
+/*
+ * backend_fault.c - a backend that forwards to another one and injects
+ * faults, so tests can check that nothing is lost and every error is clear
+ * when a store misbehaves (SQLite's fault simulation, libgit2's fake odb).
+ *
+ * The spec grammar is documented in wstore/sys/backend.h.  Calls are
+ * numbered from 1 in the order they enter the wrapper, both overall (fail=,
+ * crash=) and per operation (failop=, and short=/corrupt= count gets,
+ * forget= counts puts); free is not counted.  Counters are atomic, so with
+ * several threads "the N-th call" is whichever call took number N.
+ *
+ * The wrapper has the same optional callbacks as the inner backend, except
+ * that writeonce removes upsert.  It owns the inner backend once created
+ * (on failure the caller keeps it) and frees it in free.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+enum { OP_PUT, OP_UPSERT, OP_PUT_NEW, OP_GET, OP_GET_RANGE, OP_SIZE,
+       OP_REMOVE, OP_LIST, OP_UPDATE, OP_COUNT };
+
+static const char *const op_names[OP_COUNT] = {
+	"put", "upsert", "put_new", "get", "get_range", "size", "remove",
+	"list", "update",
+};
+
+enum { R_FAIL, R_SHORT, R_CORRUPT, R_FORGET, R_CRASH };
+
+#define MAX_RULES 32
+
+typedef struct rule {
+	int kind;
+	int op;			/* OP_* for failop, -1 for every call */
+	int plus;		/* fail=N+: N and every later call */
+	uint64_t n;
+} rule;
+
+typedef struct fault_backend {
+	wstore_backend pub;
+	wstore_backend *inner;
+	int writeonce, emptymissing;
+	rule rules[MAX_RULES];
+	size_t nrules;
+	_Atomic uint64_t calls;
+	_Atomic uint64_t opcalls[OP_COUNT];
+} fault_backend;
+
+static fault_backend *fb_of(wstore_backend *b)
+{
+	return (fault_backend *)b;
+}
+
+/* ---- spec parsing ------------------------------------------------------ */
+
+/* Parse "N" or, with plus != NULL, "N+" (N >= 1). */
+static int parse_n(const char *s, uint64_t *n, int *plus)
+{
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	*n = strtoull(s, &end, 10);
+	if (errno || *n == 0)
+		return -1;
+	if (plus && *end == '+') {
+		*plus = 1;
+		end++;
+	}
+	return *end ? -1 : 0;
+}
+
+static int parse_op(const char *s, size_t len)
+{
+	for (int i = 0; i < OP_COUNT; i++)
+		if (strlen(op_names[i]) == len &&
+		    strncmp(op_names[i], s, len) == 0)
+			return i;
+	return -1;
+}
+
+/* Parse one item (no commas, trimmed) into fb; 0 or -1. */
+static int parse_item(fault_backend *fb, const char *item)
+{
+	static const struct { const char *name; int kind; } kinds[] = {
+		{ "fail=", R_FAIL }, { "short=", R_SHORT },
+		{ "corrupt=", R_CORRUPT }, { "forget=", R_FORGET },
+		{ "crash=", R_CRASH },
+	};
+	rule r = { .op = -1 };
+
+	if (strcmp(item, "writeonce") == 0)
+		return fb->writeonce = 1, 0;
+	if (strcmp(item, "emptymissing") == 0)
+		return fb->emptymissing = 1, 0;
+	if (fb->nrules == MAX_RULES)
+		return -1;
+	if (strncmp(item, "failop=", 7) == 0) {
+		const char *colon = strchr(item + 7, ':');
+
+		r.kind = R_FAIL;
+		if (!colon)
+			return -1;
+		r.op = parse_op(item + 7, (size_t)(colon - item - 7));
+		if (r.op < 0 || parse_n(colon + 1, &r.n, &r.plus))
+			return -1;
+		fb->rules[fb->nrules++] = r;
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(*kinds); i++) {
+		size_t len = strlen(kinds[i].name);
+
+		if (strncmp(item, kinds[i].name, len) != 0)
+			continue;
+		r.kind = kinds[i].kind;
+		if (parse_n(item + len, &r.n,
+			    r.kind == R_FAIL ? &r.plus : NULL))
+			return -1;
+		fb->rules[fb->nrules++] = r;
+		return 0;
+	}
+	return -1;
+}
+
+static int parse_spec(fault_backend *fb, const char *spec)
+{
+	char *copy = strdup(spec ? spec : ""), *save = NULL, *item;
+	int rc = 0;
+
+	if (!copy)
+		return wstore__errc(-ENOMEM, "cannot parse fault spec");
+	for (item = strtok_r(copy, ",", &save); item && rc == 0;
+	     item = strtok_r(NULL, ",", &save)) {
+		size_t len;
+
+		while (*item == ' ' || *item == '\t')
+			item++;
+		len = strlen(item);
+		while (len && (item[len - 1] == ' ' || item[len - 1] == '\t'))
+			item[--len] = '\0';
+		if (*item && parse_item(fb, item))
+			rc = wstore_backend_error(WSTORE_EINVAL,
+						  "invalid fault spec item "
+						  "'%s'", item);
+	}
+	free(copy);
+	return rc;
+}
+
+/* ---- call accounting --------------------------------------------------- */
+
+/*
+ * Number this call; crash or fail it if a rule says so.  On success
+ * *opn is the call's number within its operation.
+ */
+static int enter(fault_backend *fb, int op, const char *key, uint64_t *opn)
+{
+	uint64_t n = atomic_fetch_add(&fb->calls, 1) + 1;
+	uint64_t k = atomic_fetch_add(&fb->opcalls[op], 1) + 1;
+
+	for (size_t i = 0; i < fb->nrules; i++) {
+		const rule *r = &fb->rules[i];
+		uint64_t c;
+
+		if (r->kind == R_CRASH && r->n == n)
+			_exit(137);
+		if (r->kind != R_FAIL)
+			continue;
+		c = r->op < 0 ? n : r->op == op ? k : 0;
+		if (c && (c == r->n || (r->plus && c > r->n)))
+			return wstore_backend_error(-EIO, "injected fault at "
+						    "call %llu (%s '%s')",
+						    (unsigned long long)n,
+						    op_names[op],
+						    key ? key : "");
+	}
+	*opn = k;
+	return 0;
+}
+
+/* Does a rule of this kind fire at the k-th call of its operation? */
+static int fires(const fault_backend *fb, int kind, uint64_t k)
+{
+	for (size_t i = 0; i < fb->nrules; i++)
+		if (fb->rules[i].kind == kind && fb->rules[i].n == k)
+			return 1;
+	return 0;
+}
+
+/* ---- callbacks --------------------------------------------------------- */
+
+static int fault_put(wstore_backend *b, const char *key, const void *data,
+		     size_t len)
+{
+	fault_backend *fb = fb_of(b);
+	wstore_backend *in = fb->inner;
+	uint64_t k, sz;
+	int rc = enter(fb, OP_PUT, key, &k);
+
+	if (rc)
+		return rc;
+	if (fires(fb, R_FORGET, k))
+		return 0;
+	if (!fb->writeonce)
+		return in->put(in, key, data, len);
+	/* keep an existing value; put_new does that atomically */
+	if (in->put_new) {
+		rc = in->put_new(in, key, data, len);
+		return rc == WSTORE_EEXISTS ? 0 : rc;
+	}
+	rc = in->size(in, key, &sz);
+	if (rc == 0)
+		return 0;
+	if (rc != WSTORE_ENOTFOUND)
+		return rc;
+	return in->put(in, key, data, len);
+}
+
+static int fault_upsert(wstore_backend *b, const char *key, const void *data,
+			size_t len)
+{
+	fault_backend *fb = fb_of(b);
+	uint64_t k;
+	int rc = enter(fb, OP_UPSERT, key, &k);
+
+	return rc ? rc : fb->inner->upsert(fb->inner, key, data, len);
+}
+
+static int fault_put_new(wstore_backend *b, const char *key, const void *data,
+			 size_t len)
+{
+	fault_backend *fb = fb_of(b);
+	uint64_t k;
+	int rc = enter(fb, OP_PUT_NEW, key, &k);
+
+	return rc ? rc : fb->inner->put_new(fb->inner, key, data, len);
+}
+
+static int fault_get(wstore_backend *b, const char *key, void *buf,
+		     size_t cap, size_t *out_len)
+{
+	fault_backend *fb = fb_of(b);
+	uint64_t k;
+	int rc = enter(fb, OP_GET, key, &k);
+
+	if (rc)
+		return rc;
+	rc = fb->inner->get(fb->inner, key, buf, cap, out_len);
+	if (rc == WSTORE_ENOTFOUND && fb->emptymissing) {
+		*out_len = 0;
+		return 0;
+	}
+	if (rc || *out_len == 0)
+		return rc;
+	if (fires(fb, R_SHORT, k))
+		(*out_len)--;
+	if (fires(fb, R_CORRUPT, k))
+		((unsigned char *)buf)[*out_len / 2] ^= 0xff;
+	return 0;
+}
+
+static int fault_get_range(wstore_backend *b, const char *key, uint64_t off,
+			   void *buf, size_t len, size_t *out_n)
+{
+	fault_backend *fb = fb_of(b);
+	uint64_t k;
+	int rc = enter(fb, OP_GET_RANGE, key, &k);
+
+	if (rc)
+		return rc;
+	rc = fb->inner->get_range(fb->inner, key, off, buf, len, out_n);
+	if (rc == WSTORE_ENOTFOUND && fb->emptymissing) {
+		*out_n = 0;
+		return 0;
+	}
+	return rc;
+}
+
+static int fault_size(wstore_backend *b, const char *key, uint64_t *out)
+{
+	fault_backend *fb = fb_of(b);
+	uint64_t k;
+	int rc = enter(fb, OP_SIZE, key, &k);
+
+	if (rc)
+		return rc;
+	rc = fb->inner->size(fb->inner, key, out);
+	if (rc == WSTORE_ENOTFOUND && fb->emptymissing) {
+		*out = 0;
+		return 0;
+	}
+	return rc;
+}
+
+static int fault_remove(wstore_backend *b, const char *key, int force)
+{
+	fault_backend *fb = fb_of(b);
+	uint64_t k;
+	int rc = enter(fb, OP_REMOVE, key, &k);
+
+	return rc ? rc : fb->inner->remove(fb->inner, key, force);
+}
+
+static int fault_list(wstore_backend *b, const char *prefix,
+		      wstore_list_fn fn, void *ctx)
+{
+	fault_backend *fb = fb_of(b);
+	uint64_t k;
+	int rc = enter(fb, OP_LIST, prefix, &k);
+
+	return rc ? rc : fb->inner->list(fb->inner, prefix, fn, ctx);
+}
+
+static int fault_update(wstore_backend *b, const char *key,
+			wstore_update_fn fn, void *ctx)
+{
+	fault_backend *fb = fb_of(b);
+	uint64_t k;
+	int rc = enter(fb, OP_UPDATE, key, &k);
+
+	return rc ? rc : fb->inner->update(fb->inner, key, fn, ctx);
+}
+
+static void fault_free(wstore_backend *b)
+{
+	fault_backend *fb = fb_of(b);
+
+	if (!b)
+		return;
+	if (fb->inner)
+		fb->inner->free(fb->inner);
+	free(fb);
+}
+
+/* ---- construction ------------------------------------------------------ */
+
+static void set_callbacks(fault_backend *fb)
+{
+	wstore_backend *in = fb->inner;
+
+	fb->pub.version = WSTORE_BACKEND_VERSION;
+	fb->pub.name = "fault";
+	fb->pub.flags = in->flags;
+	if (fb->writeonce)
+		fb->pub.flags |= WSTORE_BACKEND_WRITE_ONCE;
+	if (fb->emptymissing)
+		fb->pub.flags |= WSTORE_BACKEND_EMPTY_MISSING;
+	fb->pub.put = fault_put;
+	fb->pub.upsert = in->upsert && !fb->writeonce ? fault_upsert : NULL;
+	fb->pub.put_new = in->put_new ? fault_put_new : NULL;
+	fb->pub.get = fault_get;
+	fb->pub.get_range = in->get_range ? fault_get_range : NULL;
+	fb->pub.size = fault_size;
+	fb->pub.remove = fault_remove;
+	fb->pub.list = in->list ? fault_list : NULL;
+	fb->pub.update = in->update ? fault_update : NULL;
+	fb->pub.free = fault_free;
+}
+
+int wstore_backend_fault_new(wstore_backend **out, wstore_backend *inner,
+			     const char *spec)
+{
+	fault_backend *fb;
+	int rc;
+
+	*out = NULL;
+	if (!inner)
+		return wstore_backend_error(WSTORE_EINVAL,
+					    "fault backend needs an inner "
+					    "backend");
+	fb = calloc(1, sizeof(*fb));
+	if (!fb)
+		return wstore__errc(-ENOMEM, "cannot create fault backend");
+	rc = parse_spec(fb, spec);
+	if (rc) {
+		free(fb);
+		return rc;
+	}
+	fb->inner = inner;
+	set_callbacks(fb);
+	*out = &fb->pub;
+	return 0;
+}
+
+uint64_t wstore_backend_fault_calls(wstore_backend *b)
+{
+	if (!b || b->free != fault_free)
+		return 0;
+	return atomic_load(&fb_of(b)->calls);
+}

@@ -1,1 +1,806 @@
-/* backend_file.c - placeholder, being written */
+/*
+ * backend_file.c - the embedded store: a directory with one file per key.
+ *
+ * Layout: key "a/b/c" is the regular file <root>/a/b/c.  Keys are
+ * '/'-separated printable ASCII with no empty, "." or ".." segment and no
+ * segment starting with '.', so a key can never escape the root and never
+ * names one of the backend's own dot files:
+ *   <root>/.../.tmp-<base>-<pid>-<rand>   a put in progress (or abandoned)
+ *   <root>/.locks/<sha256 hex of key>     flock(2) files for update()
+ *
+ * Invariants:
+ *  - A reader sees either the old or the new value of a key, never a
+ *    partial one: values are written to a temp file in the destination
+ *    directory, fsync'ed, then published with rename(2) (put, upsert) or
+ *    link(2) (put_new, which must not clobber), and the directory is
+ *    fsync'ed (so is the parent of every directory a put creates).  Every
+ *    failure path removes the temp file.
+ *  - Directories exist only while they hold something: remove() rmdir's
+ *    empty parents.  A put racing with that rmdir sees ENOENT when it
+ *    creates its temp file and recreates the directories; once the temp
+ *    file exists its directory cannot be removed (ENOTEMPTY).
+ *  - update() serialises writers of one key across threads and processes
+ *    with an exclusive flock on the key's lock file; lock files are never
+ *    removed, since unlinking a lock file races with its next user.
+ *
+ * The backend itself holds no mutable state beyond its root path, so every
+ * callback is thread safe without a mutex.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* Attempts at recreating directories that a concurrent remove deleted. */
+#define MKDIR_RETRIES 32
+
+typedef struct file_backend {
+	wstore_backend pub;
+	char *root;		/* absolute, no trailing '/' */
+} file_backend;
+
+static file_backend *fb_of(wstore_backend *b)
+{
+	return (file_backend *)b;
+}
+
+/* ---- keys and paths ---------------------------------------------------- */
+
+/* 0 if key is a valid key; the rules are those in the file comment. */
+static int key_ok(const char *key)
+{
+	const char *seg = key;
+
+	if (!key || !*key || *key == '/')
+		return 0;
+	for (const char *p = key;; p++) {
+		if (*p == '/' || *p == '\0') {
+			size_t n = (size_t)(p - seg);
+
+			if (n == 0 || *seg == '.')
+				return 0;	/* covers "." and ".." */
+			if (*p == '\0')
+				return 1;
+			seg = p + 1;
+		} else if ((unsigned char)*p < 0x20 ||
+			   (unsigned char)*p >= 0x7f) {
+			return 0;
+		}
+	}
+}
+
+static int check_key(const char *key)
+{
+	if (key_ok(key))
+		return 0;
+	return wstore_backend_error(WSTORE_EINVAL, "invalid key '%s'",
+				    key ? key : "(null)");
+}
+
+/* <root>/<key> into out (PATH_MAX bytes). */
+static int key_path(file_backend *fb, const char *key, char *out)
+{
+	int n = snprintf(out, PATH_MAX, "%s/%s", fb->root, key);
+
+	if (n < 0 || n >= PATH_MAX)
+		return wstore__errc(-ENAMETOOLONG,
+				    "cannot use key '%s' in '%s'", key,
+				    fb->root);
+	return 0;
+}
+
+/* Missing, a directory, or a path through a file: the key does not exist. */
+static int is_missing(int err)
+{
+	return err == ENOENT || err == ENOTDIR || err == EISDIR;
+}
+
+static int os_error(file_backend *fb, int err, const char *verb,
+		    const char *key)
+{
+	if (is_missing(err))
+		return wstore_backend_error(WSTORE_ENOTFOUND,
+					    "no key '%s' in '%s'", key,
+					    fb->root);
+	return wstore__errc(-err, "cannot %s '%s' in '%s'", verb, key,
+			    fb->root);
+}
+
+/* ---- low-level file helpers -------------------------------------------- */
+
+static int fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int err = 0;
+
+	if (fd < 0)
+		return errno;
+	if (fsync(fd) < 0 && errno != EINVAL)
+		err = errno;
+	close(fd);
+	return err;
+}
+
+/*
+ * mkdir -p of path, where every component up to and including root exists
+ * already: only components below root are created.  A newly created
+ * directory's parent is fsync'ed so the entry survives a crash.  Returns 0
+ * or an errno value.
+ */
+static int mkdir_below(const char *root, char *path)
+{
+	size_t rootlen = strlen(root);
+	char *p = path + rootlen;
+
+	while (*p == '/') {
+		char *next = strchr(p + 1, '/');
+
+		if (next)
+			*next = '\0';
+		int rc = mkdir(path, 0755);
+		int err = errno;
+
+		if (rc == 0) {
+			*p = '\0';
+			fsync_dir(path);
+			*p = '/';
+		}
+		if (next)
+			*next = '/';
+		if (rc < 0 && err != EEXIST)
+			return err;
+		if (!next)
+			break;
+		p = next;
+	}
+	return 0;
+}
+
+static int write_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Read up to len bytes at off; *out_n short only at end of file. */
+static int pread_all(int fd, void *buf, size_t len, uint64_t off,
+		     size_t *out_n)
+{
+	char *p = buf;
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pread(fd, p + done, len - done,
+				  (off_t)(off + done));
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno;
+		}
+		if (n == 0)
+			break;
+		done += (size_t)n;
+	}
+	*out_n = done;
+	return 0;
+}
+
+static uint64_t rand64(void)
+{
+	static _Atomic uint64_t counter;
+	uint64_t r;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+		r = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull;
+	return r ^ atomic_fetch_add(&counter, 1);
+}
+
+/* ---- put ----------------------------------------------------------------- */
+
+/*
+ * Create and open a temp file next to path (its final name) and fill in
+ * tmp.  Recreates the parent directories as often as a concurrent remove
+ * deletes them.  Returns the fd or -errno.
+ */
+static int open_temp(file_backend *fb, const char *path, char *tmp)
+{
+	const char *slash = strrchr(path, '/');
+	size_t dirlen = (size_t)(slash - path);
+	int err = ENOENT;
+
+	for (int i = 0; i < MKDIR_RETRIES; i++) {
+		/* keep the name below NAME_MAX whatever the key's length */
+		int n = snprintf(tmp, PATH_MAX, "%.*s/.tmp-%.200s-%ld-%016llx",
+				 (int)dirlen, path, slash + 1, (long)getpid(),
+				 (unsigned long long)rand64());
+
+		if (n < 0 || n >= PATH_MAX)
+			return -ENAMETOOLONG;
+		int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+			      0644);
+		if (fd >= 0)
+			return fd;
+		err = errno;
+		if (err == EEXIST)
+			continue;
+		if (err != ENOENT)
+			break;
+		char dir[PATH_MAX];
+
+		memcpy(dir, path, dirlen);
+		dir[dirlen] = '\0';
+		err = mkdir_below(fb->root, dir);
+		if (err && err != ENOENT)
+			break;
+	}
+	return -err;
+}
+
+/* Write data to a fresh, fsync'ed temp file next to path, named in tmp
+ * (PATH_MAX bytes); on failure the temp file is gone again. */
+static int write_temp(file_backend *fb, const char *path, const void *data,
+		      size_t len, char *tmp)
+{
+	int fd = open_temp(fb, path, tmp);
+	int err;
+
+	if (fd < 0)
+		return -fd;
+	err = write_all(fd, data, len);
+	if (!err && fsync(fd) < 0)
+		err = errno;
+	if (close(fd) < 0 && !err && errno != EINTR)
+		err = errno;
+	if (err)
+		unlink(tmp);
+	return err;
+}
+
+/*
+ * The put path: temp file, then rename over path (clobber) or link to it
+ * (no clobber, EEXIST when it exists).  Returns 0 or an errno value.
+ */
+static int publish(file_backend *fb, const char *path, const void *data,
+		   size_t len, int clobber)
+{
+	char tmp[PATH_MAX];
+	int err = write_temp(fb, path, data, len, tmp);
+
+	if (err)
+		return err;
+	if (clobber) {
+		if (rename(tmp, path) < 0)
+			err = errno;
+	} else {
+		if (link(tmp, path) < 0)
+			err = errno;
+		unlink(tmp);
+	}
+	if (err) {
+		if (clobber)
+			unlink(tmp);
+		return err;
+	}
+	char *slash = strrchr(tmp, '/');
+
+	*slash = '\0';
+	return fsync_dir(tmp);
+}
+
+static int file_put(wstore_backend *b, const char *key, const void *data,
+		    size_t len)
+{
+	file_backend *fb = fb_of(b);
+	char path[PATH_MAX];
+	int rc, err;
+
+	if ((rc = check_key(key)) || (rc = key_path(fb, key, path)))
+		return rc;
+	err = publish(fb, path, data, len, 1);
+	if (err)
+		return wstore__errc(-err, "cannot write '%s' in '%s'", key,
+				    fb->root);
+	return 0;
+}
+
+static int file_put_new(wstore_backend *b, const char *key, const void *data,
+			size_t len)
+{
+	file_backend *fb = fb_of(b);
+	char path[PATH_MAX];
+	int rc, err;
+
+	if ((rc = check_key(key)) || (rc = key_path(fb, key, path)))
+		return rc;
+	err = publish(fb, path, data, len, 0);
+	if (err == EEXIST)
+		return wstore_backend_error(WSTORE_EEXISTS,
+					    "key '%s' already exists in '%s'",
+					    key, fb->root);
+	if (err)
+		return wstore__errc(-err, "cannot write '%s' in '%s'", key,
+				    fb->root);
+	return 0;
+}
+
+/* ---- get ----------------------------------------------------------------- */
+
+/* Open key's file for reading; fails with ENOTFOUND unless regular. */
+static int open_value(file_backend *fb, const char *key, struct stat *st)
+{
+	char path[PATH_MAX];
+	int rc, fd;
+
+	if ((rc = check_key(key)) || (rc = key_path(fb, key, path)))
+		return rc;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return os_error(fb, errno, "read", key);
+	if (fstat(fd, st) < 0) {
+		int err = errno;
+
+		close(fd);
+		return os_error(fb, err, "read", key);
+	}
+	if (!S_ISREG(st->st_mode)) {
+		close(fd);
+		return os_error(fb, ENOENT, "read", key);
+	}
+	return fd;
+}
+
+static int file_get(wstore_backend *b, const char *key, void *buf, size_t cap,
+		    size_t *out_len)
+{
+	file_backend *fb = fb_of(b);
+	struct stat st;
+	size_t n = 0;
+	int fd = open_value(fb, key, &st), err;
+
+	if (fd < 0)
+		return fd;
+	*out_len = (size_t)st.st_size;
+	if ((uint64_t)st.st_size > cap) {
+		close(fd);
+		return wstore_backend_error(WSTORE_ERANGE,
+					    "value of '%s' is %llu bytes, "
+					    "buffer %zu", key,
+					    (unsigned long long)st.st_size,
+					    cap);
+	}
+	err = pread_all(fd, buf, (size_t)st.st_size, 0, &n);
+	close(fd);
+	if (err)
+		return wstore__errc(-err, "cannot read '%s' in '%s'", key,
+				    fb->root);
+	/* files are replaced, never rewritten in place: n < size only if
+	 * someone outside wstore truncated it; report what is there */
+	*out_len = n;
+	return 0;
+}
+
+static int file_get_range(wstore_backend *b, const char *key, uint64_t off,
+			  void *buf, size_t len, size_t *out_n)
+{
+	file_backend *fb = fb_of(b);
+	struct stat st;
+	int fd = open_value(fb, key, &st), err;
+
+	if (fd < 0)
+		return fd;
+	err = pread_all(fd, buf, len, off, out_n);
+	close(fd);
+	if (err)
+		return wstore__errc(-err, "cannot read '%s' in '%s'", key,
+				    fb->root);
+	return 0;
+}
+
+/* Whole value of key, malloc'ed (NULL for an empty value). */
+static int read_alloc(file_backend *fb, const char *key, void **out,
+		      size_t *out_len)
+{
+	struct stat st;
+	int fd = open_value(fb, key, &st), err;
+	char *buf;
+
+	*out = NULL;
+	*out_len = 0;
+	if (fd < 0)
+		return fd;
+	buf = malloc(st.st_size ? (size_t)st.st_size : 1);
+	if (!buf) {
+		close(fd);
+		return wstore__errc(-ENOMEM, "cannot read '%s'", key);
+	}
+	err = pread_all(fd, buf, (size_t)st.st_size, 0, out_len);
+	close(fd);
+	if (err) {
+		free(buf);
+		return wstore__errc(-err, "cannot read '%s' in '%s'", key,
+				    fb->root);
+	}
+	*out = buf;
+	return 0;
+}
+
+static int file_size(wstore_backend *b, const char *key, uint64_t *out)
+{
+	file_backend *fb = fb_of(b);
+	char path[PATH_MAX];
+	struct stat st;
+	int rc;
+
+	if ((rc = check_key(key)) || (rc = key_path(fb, key, path)))
+		return rc;
+	if (stat(path, &st) < 0)
+		return os_error(fb, errno, "stat", key);
+	if (!S_ISREG(st.st_mode))
+		return os_error(fb, ENOENT, "stat", key);
+	*out = (uint64_t)st.st_size;
+	return 0;
+}
+
+/* ---- remove ------------------------------------------------------------ */
+
+/*
+ * Unlinks without fsync'ing the directory: a removal lost in a crash only
+ * leaves garbage that delete or gc reclaims, and deletes of large
+ * checkpoints remove thousands of chunks.
+ */
+static int file_remove(wstore_backend *b, const char *key, int force)
+{
+	file_backend *fb = fb_of(b);
+	char path[PATH_MAX];
+	size_t rootlen = strlen(fb->root);
+	int rc;
+
+	(void)force;	/* no leases here */
+	if ((rc = check_key(key)) || (rc = key_path(fb, key, path)))
+		return rc;
+	if (unlink(path) < 0)
+		return os_error(fb, errno, "remove", key);
+	/* drop directories left empty, up to but not including the root */
+	for (;;) {
+		char *slash = strrchr(path, '/');
+
+		if (!slash || (size_t)(slash - path) <= rootlen)
+			break;
+		*slash = '\0';
+		if (rmdir(path) < 0)
+			break;	/* ENOTEMPTY, EEXIST, ENOENT: someone's there */
+	}
+	return 0;
+}
+
+/* ---- list -------------------------------------------------------------- */
+
+typedef struct list_ctx {
+	const char *prefix;
+	size_t plen;
+	wstore_list_fn fn;
+	void *ctx;
+	int err;		/* errno of a failed directory read */
+	char key[PATH_MAX];
+} list_ctx;
+
+/* Could a key under directory key[0..len) ("a/b/") start with prefix? */
+static int dir_may_match(const list_ctx *lc, size_t len)
+{
+	size_t n = len < lc->plen ? len : lc->plen;
+
+	return memcmp(lc->key, lc->prefix, n) == 0;
+}
+
+static int walk(list_ctx *lc, int dfd, size_t len);
+
+/* Visit one entry of a directory (dfd) whose key prefix is key[0..len). */
+static int visit(list_ctx *lc, int dfd, const struct dirent *e, size_t len)
+{
+	size_t nlen = strlen(e->d_name);
+	unsigned char type = e->d_type;
+	struct stat st;
+	int sub;
+
+	if (e->d_name[0] == '.' || len + nlen + 2 > sizeof(lc->key))
+		return 0;
+	memcpy(lc->key + len, e->d_name, nlen + 1);
+	if (type == DT_UNKNOWN) {
+		if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			return 0;
+		type = S_ISREG(st.st_mode) ? DT_REG :
+		       S_ISDIR(st.st_mode) ? DT_DIR : DT_UNKNOWN;
+	}
+	if (type == DT_REG) {
+		if (len + nlen >= lc->plen &&
+		    memcmp(lc->key, lc->prefix, lc->plen) == 0)
+			return lc->fn(lc->key, lc->ctx);
+		return 0;
+	}
+	if (type != DT_DIR)
+		return 0;
+	lc->key[len + nlen] = '/';
+	lc->key[len + nlen + 1] = '\0';
+	if (!dir_may_match(lc, len + nlen + 1))
+		return 0;
+	sub = openat(dfd, e->d_name,
+		     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* a directory removed under us holds nothing */
+	if (sub < 0)
+		return 0;
+	return walk(lc, sub, len + nlen + 1);
+}
+
+/* Walk the directory open as dfd (consumed), whose key prefix is
+ * key[0..len). */
+static int walk(list_ctx *lc, int dfd, size_t len)
+{
+	DIR *d = fdopendir(dfd);
+	int rc = 0;
+
+	if (!d) {
+		lc->err = errno;
+		close(dfd);
+		return -lc->err;
+	}
+	while (rc == 0) {
+		struct dirent *e;
+
+		errno = 0;
+		e = readdir(d);
+		if (!e) {
+			if (errno) {
+				lc->err = errno;
+				rc = -errno;
+			}
+			break;
+		}
+		rc = visit(lc, dirfd(d), e, len);
+	}
+	closedir(d);
+	return rc;
+}
+
+/*
+ * Open the deepest directory the prefix names ("a/b/" for "a/b/c") and set
+ * lc->key to its key prefix, of length *out_len.  Returns the fd,
+ * NOTHING_TO_LIST when no key can start with prefix (the directory part is
+ * missing or is not a valid key), or a negative code on error.
+ */
+#define NOTHING_TO_LIST INT_MIN
+
+static int open_start(file_backend *fb, list_ctx *lc, size_t *out_len)
+{
+	const char *slash = strrchr(lc->prefix, '/');
+	size_t dlen = slash ? (size_t)(slash - lc->prefix) + 1 : 0;
+	char path[PATH_MAX];
+	int fd, n;
+
+	*out_len = dlen;
+	if (dlen >= sizeof(lc->key) - 1)
+		return NOTHING_TO_LIST;
+	if (dlen) {
+		memcpy(lc->key, lc->prefix, dlen - 1);
+		lc->key[dlen - 1] = '\0';
+		if (!key_ok(lc->key))
+			return NOTHING_TO_LIST;
+		lc->key[dlen - 1] = '/';
+		lc->key[dlen] = '\0';
+	}
+	n = snprintf(path, sizeof(path), "%s/%s", fb->root, lc->key);
+	if (n >= (int)sizeof(path))
+		return NOTHING_TO_LIST;
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0)
+		return fd;
+	if (is_missing(errno))
+		return NOTHING_TO_LIST;
+	return wstore__errc(-errno, "cannot list '%s' in '%s'", lc->prefix,
+			    fb->root);
+}
+
+static int file_list(wstore_backend *b, const char *prefix, wstore_list_fn fn,
+		     void *ctx)
+{
+	file_backend *fb = fb_of(b);
+	list_ctx *lc = calloc(1, sizeof(*lc));
+	size_t dlen;
+	int rc, dfd;
+
+	if (!lc)
+		return wstore__errc(-ENOMEM, "cannot list '%s'", fb->root);
+	lc->prefix = prefix ? prefix : "";
+	lc->plen = strlen(lc->prefix);
+	lc->fn = fn;
+	lc->ctx = ctx;
+	dfd = open_start(fb, lc, &dlen);
+	rc = dfd == NOTHING_TO_LIST ? 0 : dfd;
+	if (dfd >= 0) {
+		rc = walk(lc, dfd, dlen);
+		if (lc->err)
+			rc = wstore__errc(-lc->err, "cannot list '%s' in '%s'",
+					  lc->prefix, fb->root);
+	}
+	free(lc);
+	return rc;
+}
+
+/* ---- update ------------------------------------------------------------ */
+
+/* Open (creating) and exclusively lock key's lock file; returns fd. */
+static int lock_key(file_backend *fb, const char *key)
+{
+	char hex[65], path[PATH_MAX];
+	int fd;
+
+	wstore__sha256_hex_str(hex, key);
+	snprintf(path, sizeof(path), "%s/.locks", fb->root);
+	if (mkdir(path, 0755) < 0 && errno != EEXIST)
+		return wstore__errc(-errno, "cannot create lock directory "
+				    "'%s'", path);
+	snprintf(path, sizeof(path), "%s/.locks/%s", fb->root, hex);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return wstore__errc(-errno, "cannot open lock of '%s' ('%s')",
+				    key, path);
+	while (flock(fd, LOCK_EX) < 0) {
+		if (errno == EINTR)
+			continue;
+		int err = errno;
+
+		close(fd);
+		return wstore__errc(-err, "cannot lock '%s' ('%s')", key, path);
+	}
+	return fd;
+}
+
+static int file_update(wstore_backend *b, const char *key, wstore_update_fn fn,
+		       void *ctx)
+{
+	file_backend *fb = fb_of(b);
+	void *old = NULL, *nv = NULL;
+	size_t old_len = 0, nl = 0;
+	char path[PATH_MAX];
+	int rc, lfd;
+
+	if ((rc = check_key(key)) || (rc = key_path(fb, key, path)))
+		return rc;
+	lfd = lock_key(fb, key);
+	if (lfd < 0)
+		return lfd;
+	rc = read_alloc(fb, key, &old, &old_len);
+	if (rc == WSTORE_ENOTFOUND)
+		rc = 0;
+	if (rc == 0)
+		rc = fn(&nv, &nl, old, old_len, ctx);
+	if (rc == 0) {
+		int err = publish(fb, path, nv, nl, 1);
+
+		if (err)
+			rc = wstore__errc(-err, "cannot write '%s' in '%s'",
+					  key, fb->root);
+	} else if (rc > 0) {
+		rc = 0;		/* fn chose to leave the value as it is */
+	}
+	free(nv);
+	free(old);
+	close(lfd);	/* releases the flock */
+	return rc;
+}
+
+/* ---- construction ------------------------------------------------------ */
+
+static void file_free(wstore_backend *b)
+{
+	if (!b)
+		return;
+	free(fb_of(b)->root);
+	free(b);
+}
+
+/* mkdir -p of root (absolute or relative), mode 0755. */
+static int make_root(const char *root)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(root);
+
+	if (n == 0 || n >= sizeof(buf))
+		return n ? ENAMETOOLONG : ENOENT;
+	memcpy(buf, root, n + 1);
+	for (char *p = buf + 1;; p++) {
+		if (*p == '/' || *p == '\0') {
+			char c = *p;
+
+			*p = '\0';
+			if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+				return errno;
+			*p = c;
+			if (!c)
+				return 0;
+		}
+	}
+}
+
+static int open_root(char **out, const char *root)
+{
+	struct stat st;
+	int err;
+
+	if (!root || !*root)
+		return wstore_backend_error(WSTORE_EINVAL,
+					    "empty file store path");
+	err = make_root(root);
+	if (err == 0 && stat(root, &st) < 0)
+		err = errno;
+	if (err == EEXIST || (err == 0 && !S_ISDIR(st.st_mode)))
+		return wstore_backend_error(WSTORE_EINVAL,
+					    "file store '%s' is not a "
+					    "directory", root);
+	if (err)
+		return wstore__errc(-err, "cannot create file store '%s'",
+				    root);
+	if (access(root, W_OK | X_OK) < 0)
+		return wstore__errc(-errno, "file store '%s' is not writable",
+				    root);
+	*out = realpath(root, NULL);
+	if (!*out)
+		return wstore__errc(-errno, "cannot resolve file store '%s'",
+				    root);
+	return 0;
+}
+
+int wstore_backend_file_new(wstore_backend **out, const char *root)
+{
+	file_backend *fb;
+	int rc;
+
+	*out = NULL;
+	fb = calloc(1, sizeof(*fb));
+	if (!fb)
+		return wstore__errc(-ENOMEM, "cannot open file store '%s'",
+				    root ? root : "");
+	rc = open_root(&fb->root, root);
+	if (rc) {
+		free(fb);
+		return rc;
+	}
+	fb->pub.version = WSTORE_BACKEND_VERSION;
+	fb->pub.name = "file";
+	fb->pub.flags = 0;
+	fb->pub.put = file_put;
+	fb->pub.upsert = file_put;
+	fb->pub.put_new = file_put_new;
+	fb->pub.get = file_get;
+	fb->pub.get_range = file_get_range;
+	fb->pub.size = file_size;
+	fb->pub.remove = file_remove;
+	fb->pub.list = file_list;
+	fb->pub.update = file_update;
+	fb->pub.free = file_free;
+	*out = &fb->pub;
+	return 0;
+}

@@ -1,1 +1,447 @@
-/* config.c - placeholder, being written */
+/*
+ * config.c - the configuration: a fixed set of known keys with string
+ * values, loaded from a JSON file, overlaid from WSTORE_* environment
+ * variables, saved atomically.
+ *
+ * Values are kept as strings, one slot per known key (NULL = unset).
+ * Integer-valued keys (replica_num, *_timeout_ms) hold the decimal string
+ * of a positive integer (1..INT32_MAX, no sign, no leading zero); set() and
+ * load refuse anything else, and save() writes them as JSON integers.  In a
+ * file a value may be a string, an integer or null (unset); any other type,
+ * and any unknown key, is an error naming the file and the key.  An empty
+ * environment variable counts as unset.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "internal.h"
+
+static const char *const known_keys[] = {
+	"store",
+	"master_server_addr",
+	"metadata_server",
+	"protocol",
+	"rdma_devices",
+	"local_hostname",
+	"replica_num",
+	"redis_password",
+	"key_prefix",
+	"connect_timeout_ms",
+	"command_timeout_ms",
+	"mooncake_library",
+	NULL,
+};
+
+#define NKEYS (sizeof(known_keys) / sizeof(*known_keys) - 1)
+
+struct wstore_config {
+	char *values[NKEYS];
+};
+
+const char *const *wstore_config_keys(void)
+{
+	return known_keys;
+}
+
+static int key_index(const char *key)
+{
+	for (size_t i = 0; key && i < NKEYS; i++)
+		if (strcmp(known_keys[i], key) == 0)
+			return (int)i;
+	return -1;
+}
+
+static int is_int_key(const char *key)
+{
+	return strcmp(key, "replica_num") == 0 ||
+	       strcmp(key, "connect_timeout_ms") == 0 ||
+	       strcmp(key, "command_timeout_ms") == 0;
+}
+
+/* 1..INT32_MAX in plain decimal. */
+static int positive_int_ok(const char *v)
+{
+	long long n = 0;
+	size_t i;
+
+	if (v[0] < '1' || v[0] > '9')
+		return 0;
+	for (i = 0; v[i]; i++) {
+		if (v[i] < '0' || v[i] > '9' || i >= 10)
+			return 0;
+		n = n * 10 + (v[i] - '0');
+	}
+	return n <= INT32_MAX;
+}
+
+int wstore_config_new(wstore_config **out)
+{
+	*out = calloc(1, sizeof(**out));
+	if (!*out)
+		return wstore__errc(-ENOMEM, "cannot allocate config");
+	return 0;
+}
+
+void wstore_config_free(wstore_config *cfg)
+{
+	if (!cfg)
+		return;
+	for (size_t i = 0; i < NKEYS; i++)
+		free(cfg->values[i]);
+	free(cfg);
+}
+
+/* Check key and value; messages start with ctx ("config 'f': " or ""). */
+static int check_kv(const char *ctx, const char *key, const char *value,
+		    int *out_idx)
+{
+	int i = key_index(key);
+
+	if (i < 0)
+		return wstore__err(WSTORE_EINVAL, "%sunknown %skey '%s'", ctx,
+				   *ctx ? "" : "config ", key ? key : "");
+	if (value && is_int_key(key) && !positive_int_ok(value))
+		return wstore__err(WSTORE_EINVAL,
+				   "%s%skey '%s' must be a positive integer, got '%.40s'",
+				   ctx, *ctx ? "" : "config ", key, value);
+	*out_idx = i;
+	return 0;
+}
+
+int wstore_config_set(wstore_config *cfg, const char *key, const char *value)
+{
+	int i, rc;
+
+	if ((rc = check_kv("", key, value, &i)))
+		return rc;
+	return wstore__set_str(&cfg->values[i], value);
+}
+
+const char *wstore_config_get(const wstore_config *cfg, const char *key)
+{
+	int i = key_index(key);
+
+	return cfg && i >= 0 ? cfg->values[i] : NULL;
+}
+
+int wstore_config_merge(wstore_config *dst, const wstore_config *src)
+{
+	int rc;
+
+	for (size_t i = 0; src && i < NKEYS; i++) {
+		if (src->values[i] &&
+		    (rc = wstore__set_str(&dst->values[i], src->values[i])))
+			return rc;
+	}
+	return 0;
+}
+
+int wstore_config_load_env(wstore_config *cfg)
+{
+	char var[64], ctx[96];
+	const char *v;
+	int i, rc;
+
+	for (size_t k = 0; k < NKEYS; k++) {
+		size_t n = strlen("WSTORE_");
+
+		memcpy(var, "WSTORE_", n);
+		for (const char *p = known_keys[k]; *p && n < sizeof(var) - 1; p++)
+			var[n++] = (*p >= 'a' && *p <= 'z') ? *p - 'a' + 'A' : *p;
+		var[n] = '\0';
+		v = getenv(var);
+		if (!v || !*v)
+			continue;
+		snprintf(ctx, sizeof(ctx), "environment variable '%s': ", var);
+		if ((rc = check_kv(ctx, known_keys[k], v, &i)) ||
+		    (rc = wstore__set_str(&cfg->values[i], v)))
+			return rc;
+	}
+	return 0;
+}
+
+/* ---- loading ------------------------------------------------------------- */
+
+static int load_value(wstore_config *cfg, const char *name, const char *key,
+		      json_t *v)
+{
+	char ctx[300], num[32];
+	const char *s = NULL;
+	int i, rc;
+
+	snprintf(ctx, sizeof(ctx), "config '%.200s': ", name);
+	if (key_index(key) < 0)
+		return wstore__err(WSTORE_EINVAL, "%sunknown key '%.80s'", ctx,
+				   key);
+	if (json_is_string(v)) {
+		s = json_string_value(v);
+	} else if (json_is_integer(v)) {
+		snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT,
+			 json_integer_value(v));
+		s = num;
+	} else if (!json_is_null(v)) {
+		return wstore__err(WSTORE_EINVAL,
+				   "%skey '%s' must be a string or integer", ctx,
+				   key);
+	}
+	if ((rc = check_kv(ctx, key, s, &i)))
+		return rc;
+	return wstore__set_str(&cfg->values[i], s);
+}
+
+int wstore__config_parse(wstore_config **out, const char *json, size_t len,
+			 const char *name)
+{
+	json_error_t jerr;
+	json_t *root, *v;
+	const char *key;
+	wstore_config *cfg;
+	int rc;
+
+	*out = NULL;
+	root = json_loadb(json ? json : "", json ? len : 0,
+			  JSON_REJECT_DUPLICATES, &jerr);
+	if (!root)
+		return wstore__err(WSTORE_EINVAL,
+				   "config '%s': line %d column %d: %s", name,
+				   jerr.line, jerr.column, jerr.text);
+	if (!json_is_object(root)) {
+		json_decref(root);
+		return wstore__err(WSTORE_EINVAL,
+				   "config '%s': must be a JSON object", name);
+	}
+	if ((rc = wstore_config_new(&cfg))) {
+		json_decref(root);
+		return rc;
+	}
+	json_object_foreach(root, key, v) {
+		if ((rc = load_value(cfg, name, key, v)))
+			break;
+	}
+	json_decref(root);
+	if (rc) {
+		wstore_config_free(cfg);
+		return rc;
+	}
+	*out = cfg;
+	return 0;
+}
+
+static int read_file(char **out, size_t *out_len, const char *path)
+{
+	char *buf = NULL, *p;
+	size_t len = 0, cap = 0, n;
+	FILE *f = fopen(path, "rb");
+
+	if (!f)
+		return wstore__errc(-errno, "cannot open config '%s'", path);
+	for (;;) {
+		if (len == cap) {
+			cap = cap ? cap * 2 : 4096;
+			if (!(p = realloc(buf, cap))) {
+				free(buf);
+				fclose(f);
+				return wstore__errc(-ENOMEM, "cannot read config '%s'", path);
+			}
+			buf = p;
+		}
+		n = fread(buf + len, 1, cap - len, f);
+		len += n;
+		if (n == 0)
+			break;
+	}
+	if (ferror(f)) {
+		int e = errno ? errno : EIO;
+
+		free(buf);
+		fclose(f);
+		return wstore__errc(-e, "cannot read config '%s'", path);
+	}
+	fclose(f);
+	*out = buf;
+	*out_len = len;
+	return 0;
+}
+
+int wstore_config_load(wstore_config **out, const char *path)
+{
+	char *data = NULL;
+	size_t len = 0;
+	int rc;
+
+	*out = NULL;
+	if (!path)
+		return wstore__err(WSTORE_EINVAL, "config path is missing");
+	if ((rc = read_file(&data, &len, path)))
+		return rc;
+	rc = wstore__config_parse(out, data, len, path);
+	free(data);
+	return rc;
+}
+
+/* ---- saving -------------------------------------------------------------- */
+
+char *wstore_config_default_path(void)
+{
+	const char *env = getenv("WSTORE_CONFIG"), *home = getenv("HOME");
+	struct passwd pw, *res = NULL;
+	char pwbuf[4096], *out;
+
+	if (env && *env)
+		return strdup(env);
+	if (!home || !*home) {
+		if (getpwuid_r(getuid(), &pw, pwbuf, sizeof(pwbuf), &res) || !res)
+			return NULL;
+		home = res->pw_dir;
+	}
+	if (asprintf(&out, "%s/.config/wstore/config.json", home) < 0)
+		return NULL;
+	return out;
+}
+
+static json_t *to_json(const wstore_config *cfg)
+{
+	json_t *obj = json_object(), *v;
+
+	for (size_t i = 0; obj && i < NKEYS; i++) {
+		const char *s = cfg->values[i];
+
+		if (!s)
+			continue;
+		if (is_int_key(known_keys[i]))
+			v = json_integer(strtoll(s, NULL, 10));
+		else
+			v = json_string(s);
+		if (!v || json_object_set_new(obj, known_keys[i], v)) {
+			json_decref(obj);
+			return NULL;
+		}
+	}
+	return obj;
+}
+
+/* mkdir -p dir, new directories with mode 0700. */
+static int mkdirs(const char *dir)
+{
+	char *p, *copy = strdup(dir);
+
+	if (!copy)
+		return wstore__errc(-ENOMEM, "cannot create '%s'", dir);
+	for (p = copy + 1;; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char c = *p;
+
+		*p = '\0';
+		if (mkdir(copy, 0700) < 0 && errno != EEXIST) {
+			int rc = wstore__errc(-errno, "cannot create directory '%s'",
+					      copy);
+			free(copy);
+			return rc;
+		}
+		*p = c;
+		if (!c)
+			break;
+	}
+	free(copy);
+	return 0;
+}
+
+static int fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+
+	if (fd < 0)
+		return wstore__errc(-errno, "cannot open directory '%s'", dir);
+	if (fsync(fd) < 0 && errno != EINVAL)
+		rc = wstore__errc(-errno, "cannot sync directory '%s'", dir);
+	close(fd);
+	return rc;
+}
+
+/* Write data to a temp file in dir, fsync, rename to path, fsync dir. */
+static int write_atomic(const char *dir, const char *path, const char *data,
+			size_t len)
+{
+	char *tmp;
+	size_t off = 0;
+	int fd, rc = 0;
+
+	if (asprintf(&tmp, "%s.tmp.XXXXXX", path) < 0)
+		return wstore__errc(-ENOMEM, "cannot save config '%s'", path);
+	fd = mkstemp(tmp);
+	if (fd < 0) {
+		rc = wstore__errc(-errno, "cannot create '%s'", tmp);
+		free(tmp);
+		return rc;
+	}
+	if (fchmod(fd, 0600) < 0)
+		rc = wstore__errc(-errno, "cannot chmod '%s'", tmp);
+	while (!rc && off < len) {
+		ssize_t n = write(fd, data + off, len - off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			rc = wstore__errc(-errno, "cannot write '%s'", tmp);
+		else
+			off += (size_t)n;
+	}
+	if (!rc && fsync(fd) < 0)
+		rc = wstore__errc(-errno, "cannot sync '%s'", tmp);
+	if (close(fd) < 0 && !rc)
+		rc = wstore__errc(-errno, "cannot close '%s'", tmp);
+	if (!rc && rename(tmp, path) < 0)
+		rc = wstore__errc(-errno, "cannot rename '%s' to '%s'", tmp, path);
+	if (rc)
+		unlink(tmp);
+	free(tmp);
+	return rc ? rc : fsync_dir(dir);
+}
+
+int wstore_config_save(const wstore_config *cfg, const char *path)
+{
+	char *dir, *slash, *text = NULL, *full = NULL;
+	json_t *obj;
+	int rc;
+
+	if (!cfg || !path || !*path)
+		return wstore__err(WSTORE_EINVAL, "cannot save config: no path");
+	if (!(obj = to_json(cfg)))
+		return wstore__err(WSTORE_EINVAL,
+				   "cannot save config '%s': a value is not valid UTF-8",
+				   path);
+	text = json_dumps(obj, JSON_INDENT(2) | JSON_SORT_KEYS);
+	json_decref(obj);
+	if (!text || asprintf(&full, "%s\n", text) < 0) {
+		free(text);
+		return wstore__errc(-ENOMEM, "cannot save config '%s'", path);
+	}
+	free(text);
+	if (!(dir = strdup(path))) {
+		free(full);
+		return wstore__errc(-ENOMEM, "cannot save config '%s'", path);
+	}
+	slash = strrchr(dir, '/');
+	if (!slash)
+		strcpy(dir, ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	rc = mkdirs(dir);
+	if (!rc)
+		rc = write_atomic(dir, path, full, strlen(full));
+	free(dir);
+	free(full);
+	return rc;
+}

@@ -1,1 +1,119 @@
-/* delete.c - placeholder, being written */
+/*
+ * delete.c - delete a checkpoint (docs/format.md section 4): read the
+ * manifest; take the id out of both indexes; remove every chunk listed;
+ * remove the manifest last.  "Not found" is success at every step, so a
+ * delete interrupted at any point is finished by running it again.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct sweep {
+	wstore_store *s;
+	const char *manifest_key;
+	int err;
+};
+
+static int sweep_one(const char *key, void *vctx)
+{
+	struct sweep *sw = vctx;
+	int rc;
+
+	if (strcmp(key, sw->manifest_key) == 0)
+		return 0;
+	rc = wstore__remove(sw->s, key);
+	if (rc < 0 && !sw->err)
+		sw->err = rc;
+	return 0;
+}
+
+/* An unreadable manifest names no chunks: on stores that can list, remove
+ * every key under the checkpoint's prefix instead. */
+static int delete_corrupt(wstore_store *s, const char *id, const char *mkey)
+{
+	char prefix[WSTORE__KEY_MAX], key[WSTORE__KEY_MAX];
+	struct sweep sw = { s, mkey, 0 };
+	int rc;
+
+	wstore__key_models_index(key);
+	rc = wstore__index_remove(s, key, id);
+	if (rc < 0)
+		return rc;
+	if (s->b->list) {
+		wstore__key_ckpt_prefix(prefix, id);
+		rc = s->b->list(s->b, prefix, sweep_one, &sw);
+		if (rc < 0)
+			return rc;
+		if (sw.err)
+			return sw.err;
+	}
+	return wstore__remove(s, mkey);
+}
+
+static int delete_chunks(wstore_store *s, const wstore_manifest *m)
+{
+	for (size_t i = 0; i < m->nfiles; i++)
+		for (uint64_t c = 0; c < m->files[i].nchunks; c++) {
+			int rc = wstore__remove(s, m->files[i].chunks[c]);
+
+			if (rc < 0)
+				return wstore__err(rc, "cannot remove chunk '%s': %s",
+						   m->files[i].chunks[c],
+						   wstore_last_error());
+		}
+	return 0;
+}
+
+int wstore__delete_unlocked(wstore_store *s, const char *id)
+{
+	char mkey[WSTORE__KEY_MAX], key[WSTORE__KEY_MAX];
+	wstore_manifest *m = NULL;
+	int rc;
+
+	wstore__key_manifest(mkey, id);
+	rc = wstore_manifest_read(&m, s, id);
+	if (rc == WSTORE_ECORRUPT)
+		return delete_corrupt(s, id, mkey);
+	if (rc == WSTORE_ENOTFOUND) {
+		/* nothing to delete; drop a stale index entry if any */
+		wstore__key_models_index(key);
+		return wstore__index_remove(s, key, id);
+	}
+	if (rc < 0)
+		return rc;
+	wstore__key_models_index(key);
+	rc = wstore__index_remove(s, key, id);
+	if (rc == 0) {
+		wstore__key_model_index(key, m->model_id);
+		rc = wstore__index_remove(s, key, id);
+	}
+	if (rc == 0)
+		rc = delete_chunks(s, m);
+	if (rc == 0)
+		rc = wstore__remove(s, mkey);
+	wstore_manifest_free(m);
+	return rc;
+}
+
+int wstore_delete(wstore_store *s, const char *id)
+{
+	char lockname[WSTORE__KEY_MAX], *token = NULL;
+	int rc = wstore_validate_checkpoint_id(id);
+
+	if (rc < 0)
+		return rc;
+	snprintf(lockname, sizeof(lockname), "models/%s", id);
+	rc = wstore__lock(s, lockname, &token);
+	if (rc == WSTORE_EBUSY)
+		return wstore__err(rc,
+				   "checkpoint '%s' is busy (an import or delete is running): %s",
+				   id, wstore_last_error());
+	if (rc < 0)
+		return rc;
+	rc = wstore__delete_unlocked(s, id);
+	wstore__unlock(s, lockname, token);
+	return rc;
+}

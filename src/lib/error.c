@@ -46,7 +46,7 @@ void wstore__clear_err(void)
 
 static int vset(int code, int append, const char *fmt, va_list ap)
 {
-	char msg[sizeof(last_error)];
+	char msg[sizeof(last_error) - 64];
 
 	/* format into a copy: fmt's arguments may point into last_error */
 	vsnprintf(msg, sizeof(msg), fmt, ap);

@@ -1,1 +1,519 @@
-/* import.c - placeholder, being written */
+/*
+ * import.c - import a checkpoint directory into a store (the contract's
+ * lifecycle, docs/format.md section 4):
+ *
+ *   scan the source and check it (index.json weight_map, safetensors
+ *   headers) -> take the checkpoint's lock -> refuse a READY id, reclaim a
+ *   FAILED one -> workers stream files chunk by chunk: read, hash, put ->
+ *   on write-once stores read each chunk back (it may hold an old value) ->
+ *   publish the READY manifest once -> add the id to both indexes.
+ *
+ * On any failure or cancellation the chunks written are removed and a
+ * FAILED manifest lists those that could not be.  Each worker owns one
+ * chunk-sized buffer for the whole import (fresh memory is slow to touch).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "internal.h"
+#include "safetensors.h"
+#include "scan.h"
+
+struct import {
+	wstore_store *s;
+	const wstore_import_options *o;
+	wstore__scan scan;
+	wstore_manifest *m;
+	uint64_t chunk_size;
+	uint64_t *attempted;	/* per file: chunks put (or tried) */
+	char *done;		/* per file: finished and hashed */
+	pthread_mutex_t mu;
+	size_t next;		/* next file index to hand out */
+	uint64_t bytes_done;
+	int err;		/* first error; stops every worker */
+	char errmsg[1024];
+};
+
+static void fail(struct import *im, int rc)
+{
+	pthread_mutex_lock(&im->mu);
+	if (!im->err) {
+		im->err = rc;
+		snprintf(im->errmsg, sizeof(im->errmsg), "%s",
+			 wstore_last_error());
+	}
+	pthread_mutex_unlock(&im->mu);
+}
+
+static int stopped(struct import *im)
+{
+	int e;
+
+	pthread_mutex_lock(&im->mu);
+	e = im->err;
+	pthread_mutex_unlock(&im->mu);
+	return e;
+}
+
+static int progress(struct import *im, uint64_t n, const char *path)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&im->mu);
+	im->bytes_done += n;
+	if (im->o->progress &&
+	    im->o->progress(im->bytes_done, im->scan.total, path,
+			    im->o->progress_ctx))
+		rc = wstore__err(WSTORE_ECANCELED, "import interrupted");
+	pthread_mutex_unlock(&im->mu);
+	return rc;
+}
+
+static int read_full(int fd, void *buf, size_t n, uint64_t off,
+		     const char *path)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t r = pread(fd, (char *)buf + got, n - got,
+				  (off_t)(off + got));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return wstore__errc(-errno, "cannot read '%s'", path);
+		if (r == 0)
+			return wstore__err(WSTORE_EINVAL,
+					   "source file '%s' shrank during import",
+					   path);
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+/*
+ * Store one chunk.  On a write-once store the key may still hold bytes of
+ * an earlier import that could not be cleaned up: read it back, and if it
+ * differs remove it and write again.
+ */
+static int put_chunk(struct import *im, const char *key, const void *data,
+		     size_t n, void *vbuf)
+{
+	wstore_backend *b = im->s->b;
+	int rc = b->put(b, key, data, n);
+
+	if (rc < 0 || !(b->flags & WSTORE_BACKEND_WRITE_ONCE))
+		return rc;
+	for (int tries = 0; tries < 2; tries++) {
+		size_t got = 0;
+
+		rc = b->get(b, key, vbuf, im->chunk_size, &got);
+		if (rc == 0 && got == n && memcmp(vbuf, data, n) == 0)
+			return 0;
+		if (rc < 0 && rc != WSTORE_ERANGE && rc != WSTORE_ENOTFOUND)
+			return rc;
+		rc = wstore__remove(im->s, key);
+		if (rc == 0)
+			rc = b->put(b, key, data, n);
+		if (rc < 0)
+			return rc;
+	}
+	return wstore__err(WSTORE_ECORRUPT,
+			   "store keeps a different value under '%s'", key);
+}
+
+static int import_file(struct import *im, size_t idx, void *buf, void *vbuf,
+		       wstore__sha256 *h)
+{
+	const wstore__scan_file *sf = &im->scan.files[idx];
+	wstore__file *rec = &im->m->files[idx];
+	struct stat st;
+	int rc = 0, fd = open(sf->abs, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return wstore__errc(-errno, "cannot open '%s'", sf->abs);
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != sf->size) {
+		close(fd);
+		return wstore__err(WSTORE_EINVAL,
+				   "source file '%s' changed during import",
+				   sf->abs);
+	}
+	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	wstore__sha256_reset(h);
+	for (uint64_t i = 0; i < rec->nchunks && rc == 0; i++) {
+		uint64_t off = i * im->chunk_size;
+		size_t n = (size_t)(sf->size - off < im->chunk_size ?
+				    sf->size - off : im->chunk_size);
+
+		if ((rc = stopped(im)) != 0)
+			break;
+		rc = read_full(fd, buf, n, off, sf->abs);
+		if (rc < 0)
+			break;
+		wstore__sha256_update(h, buf, n);
+		im->attempted[idx] = i + 1;
+		rc = put_chunk(im, rec->chunks[i], buf, n, vbuf);
+		if (rc == 0)
+			rc = progress(im, n, sf->rel);
+	}
+	if (rc == 0 && (fstat(fd, &st) < 0 ||
+			(uint64_t)st.st_size != sf->size))
+		rc = wstore__err(WSTORE_EINVAL,
+				 "source file '%s' changed during import",
+				 sf->abs);
+	close(fd);
+	if (rc == 0) {
+		char hex[65];
+
+		wstore__sha256_hex(h, hex);
+		rc = wstore__set_str(&rec->sha256, hex);
+		im->done[idx] = 1;
+	}
+	return rc;
+}
+
+static void *worker(void *arg)
+{
+	struct import *im = arg;
+	int write_once = im->s->b->flags & WSTORE_BACKEND_WRITE_ONCE;
+	void *buf = malloc(im->chunk_size);
+	void *vbuf = write_once ? malloc(im->chunk_size) : NULL;
+	wstore__sha256 *h = wstore__sha256_new();
+
+	if (!buf || !h || (write_once && !vbuf)) {
+		wstore__err(-ENOMEM, "cannot allocate a %llu-byte chunk buffer",
+			    (unsigned long long)im->chunk_size);
+		fail(im, -ENOMEM);
+	}
+	while (!stopped(im)) {
+		size_t idx;
+		int rc;
+
+		pthread_mutex_lock(&im->mu);
+		idx = im->next++;
+		pthread_mutex_unlock(&im->mu);
+		if (idx >= im->scan.n)
+			break;
+		rc = import_file(im, idx, buf, vbuf, h);
+		if (rc < 0)
+			fail(im, rc);
+	}
+	free(buf);
+	free(vbuf);
+	wstore__sha256_free(h);
+	return NULL;
+}
+
+static int run_workers(struct import *im)
+{
+	unsigned n = wstore__jobs(im->o->jobs);
+	pthread_t *t;
+	unsigned started = 0;
+
+	if (n > im->scan.n)
+		n = (unsigned)im->scan.n;
+	t = calloc(n, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	for (; started < n; started++)
+		if (pthread_create(&t[started], NULL, worker, im) != 0)
+			break;
+	if (started == 0) {
+		free(t);
+		return wstore__err(-EAGAIN, "cannot start import threads");
+	}
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(t[i], NULL);
+	free(t);
+	if (im->err)
+		return wstore__err(im->err, "%s", im->errmsg);
+	return 0;
+}
+
+/* Every file named in model.safetensors.index.json's weight_map must be in
+ * the source: an engine would otherwise fail on the READY checkpoint. */
+static int check_index_json(const wstore__scan *scan)
+{
+	const wstore__scan_file *f =
+		wstore__scan_find(scan, "model.safetensors.index.json");
+	json_error_t jerr;
+	json_t *j, *map, *v;
+	const char *tensor;
+	int rc = 0;
+
+	if (!f)
+		return 0;
+	j = json_load_file(f->abs, JSON_REJECT_DUPLICATES, &jerr);
+	if (!j)
+		return wstore__err(WSTORE_EINVAL,
+				   "'%s' is not valid JSON: %s (line %d)",
+				   f->abs, jerr.text, jerr.line);
+	map = json_object_get(j, "weight_map");
+	if (!json_is_object(map)) {
+		json_decref(j);
+		return wstore__err(WSTORE_EINVAL,
+				   "'%s' has no weight_map object", f->abs);
+	}
+	json_object_foreach(map, tensor, v) {
+		const char *file = json_string_value(v);
+
+		if (!file) {
+			rc = wstore__err(WSTORE_EINVAL,
+					 "'%s': weight_map entry '%s' is not a file name",
+					 f->abs, tensor);
+			break;
+		}
+		if (!wstore__scan_find(scan, file)) {
+			rc = wstore__err(WSTORE_EINVAL,
+					 "'%s' names shard '%s' (tensor '%s'), which is not in the source",
+					 f->abs, file, tensor);
+			break;
+		}
+	}
+	json_decref(j);
+	return rc;
+}
+
+static int build_manifest(struct import *im, const char *source_uri)
+{
+	const wstore_import_options *o = im->o;
+	wstore_manifest *m = wstore__manifest_new();
+	char key[WSTORE__KEY_MAX], ck[WSTORE__KEY_MAX];
+
+	if (!m)
+		return -ENOMEM;
+	im->m = m;
+	m->created_at = m->updated_at = (int64_t)time(NULL);
+	if (wstore__set_str(&m->checkpoint_id, o->checkpoint_id) < 0 ||
+	    wstore__set_str(&m->model_id, o->model_id) < 0 ||
+	    wstore__set_str(&m->revision, o->revision ? o->revision : "main") < 0 ||
+	    wstore__set_str(&m->source_uri, source_uri) < 0)
+		return -ENOMEM;
+	for (size_t i = 0; i < im->scan.n; i++) {
+		const wstore__scan_file *sf = &im->scan.files[i];
+		wstore__file *f = wstore__manifest_add_file(m, sf->rel);
+		uint64_t n = (sf->size + im->chunk_size - 1) / im->chunk_size;
+
+		if (!f)
+			return -ENOMEM;
+		if (wstore_validate_path(sf->rel) < 0)
+			return WSTORE_EINVAL;
+		wstore__key_file(key, o->checkpoint_id, sf->rel);
+		if (wstore__set_str(&f->key, key) < 0 ||
+		    wstore__set_str(&f->type, wstore__file_type(sf->rel)) < 0)
+			return -ENOMEM;
+		f->size = sf->size;
+		f->chunk_size = im->chunk_size;
+		for (uint64_t c = 0; c < n; c++) {
+			wstore__key_chunk(ck, key, c);
+			if (wstore__file_add_chunk(f, ck) < 0)
+				return -ENOMEM;
+		}
+	}
+	wstore__manifest_sort(m);
+	return 0;
+}
+
+static int put_manifest(wstore_store *s, const wstore_manifest *m)
+{
+	char key[WSTORE__KEY_MAX];
+	char *json = NULL;
+	size_t len = 0;
+	int rc = wstore_manifest_serialize(&json, &len, m);
+
+	if (rc < 0)
+		return rc;
+	wstore__key_manifest(key, m->checkpoint_id);
+	rc = wstore__replace(s, key, json, len);
+	free(json);
+	return rc;
+}
+
+/* Failure path: remove what was written, record what could not be. */
+static void leave_failed(struct import *im, int err, const char *msg)
+{
+	wstore_manifest *m = im->m;
+
+	for (size_t i = 0; i < m->nfiles; i++) {
+		wstore__file *f = &m->files[i];
+		uint64_t kept = 0;
+
+		for (uint64_t c = 0; c < im->attempted[i]; c++)
+			if (wstore__remove(im->s, f->chunks[c]) < 0)
+				f->chunks[kept++] = f->chunks[c];
+			else
+				free(f->chunks[c]);
+		for (uint64_t c = im->attempted[i]; c < f->nchunks; c++)
+			free(f->chunks[c]);
+		f->nchunks = kept;
+		if (!im->done[i])
+			wstore__set_str(&f->sha256, "");
+	}
+	wstore__set_str(&m->status, "FAILED");
+	wstore__set_str(&m->error, msg);
+	m->updated_at = (int64_t)time(NULL);
+	if (put_manifest(im->s, m) < 0)
+		wstore__err(err, "%s (and the FAILED manifest could not be written: %s)",
+			    msg, wstore_last_error());
+	else
+		wstore__err(err, "%s", msg);
+}
+
+static int check_options(const wstore_import_options *o)
+{
+	if (!o || o->version != WSTORE_IMPORT_OPTIONS_VERSION)
+		return wstore__err(WSTORE_EINVAL,
+				   "import options missing or of another version");
+	if (wstore_validate_checkpoint_id(o->checkpoint_id) < 0)
+		return WSTORE_EINVAL;
+	if (!o->model_id || !*o->model_id)
+		return wstore__err(WSTORE_EINVAL, "model id must not be empty");
+	if (o->revision && !*o->revision)
+		return wstore__err(WSTORE_EINVAL, "revision must not be empty");
+	if (o->chunk_size > (4ull << 30))
+		return wstore__err(WSTORE_EINVAL,
+				   "chunk size %llu is larger than 4 GiB",
+				   (unsigned long long)o->chunk_size);
+	return 0;
+}
+
+static int add_to_indexes(wstore_store *s, const wstore_manifest *m)
+{
+	char key[WSTORE__KEY_MAX];
+	int rc;
+
+	wstore__key_models_index(key);
+	rc = wstore__index_add(s, key, m->checkpoint_id);
+	if (rc == 0) {
+		wstore__key_model_index(key, m->model_id);
+		rc = wstore__index_add(s, key, m->checkpoint_id);
+	}
+	return rc;
+}
+
+/*
+ * With the lock held: a READY id is refused (after making sure it is in
+ * the indexes, which a crash right after publishing can leave out); a
+ * FAILED or unreadable one is deleted so the import can start clean.
+ */
+static int claim_id(wstore_store *s, const char *id)
+{
+	wstore_manifest *old = NULL;
+	int rc = wstore_manifest_read(&old, s, id);
+
+	if (rc == WSTORE_ENOTFOUND)
+		return 0;
+	if (rc == 0 && strcmp(old->status, "READY") == 0) {
+		add_to_indexes(s, old);
+		wstore_manifest_free(old);
+		return wstore__err(WSTORE_EEXISTS,
+				   "checkpoint '%s' already exists and is READY; delete it first",
+				   id);
+	}
+	wstore_manifest_free(old);
+	if (rc < 0 && rc != WSTORE_ECORRUPT)
+		return rc;
+	return wstore__delete_unlocked(s, id);
+}
+
+static int import_locked(struct import *im, const char *source_uri)
+{
+	int rc = claim_id(im->s, im->o->checkpoint_id);
+
+	if (rc < 0)
+		return rc;
+	rc = build_manifest(im, source_uri);
+	if (rc < 0)
+		return rc;
+	im->attempted = calloc(im->scan.n, sizeof(*im->attempted));
+	im->done = calloc(im->scan.n, 1);
+	if (!im->attempted || !im->done)
+		return -ENOMEM;
+	rc = run_workers(im);
+	if (rc == 0) {
+		wstore__set_str(&im->m->status, "READY");
+		wstore__set_str(&im->m->error, NULL);
+		im->m->updated_at = (int64_t)time(NULL);
+		rc = put_manifest(im->s, im->m);
+	}
+	if (rc < 0) {
+		char msg[1024];
+
+		snprintf(msg, sizeof(msg), "%s", wstore_last_error());
+		leave_failed(im, rc, msg);
+		return rc;
+	}
+	rc = add_to_indexes(im->s, im->m);
+	if (rc < 0)
+		return wstore__err(rc,
+				   "checkpoint '%s' is READY but %s; run the import again to repair the index",
+				   im->o->checkpoint_id, wstore_last_error());
+	return 0;
+}
+
+int wstore_import(wstore_store *s, const wstore_import_options *o)
+{
+	struct import im = { .s = s, .o = o };
+	char lockname[WSTORE__KEY_MAX], *token = NULL, *source_uri = NULL;
+	int rc = check_options(o);
+
+	if (rc < 0)
+		return rc;
+	im.chunk_size = o->chunk_size ? o->chunk_size : WSTORE__DEFAULT_CHUNK_SIZE;
+	pthread_mutex_init(&im.mu, NULL);
+	rc = wstore__scan_source(&im.scan, o->source);
+	if (rc == 0)
+		rc = check_index_json(&im.scan);
+	if (rc == 0)
+		rc = wstore__check_source_shards(&im.scan);
+	if (rc == 0) {
+		source_uri = realpath(o->source, NULL);
+		if (!source_uri)
+			rc = wstore__errc(-errno, "cannot resolve source '%s'",
+					  o->source);
+	}
+	snprintf(lockname, sizeof(lockname), "models/%s", o->checkpoint_id);
+	if (rc == 0)
+		rc = wstore__lock(s, lockname, &token);
+	if (rc == 0) {
+		rc = import_locked(&im, source_uri);
+		wstore__unlock(s, lockname, token);
+	}
+	free(source_uri);
+	free(im.attempted);
+	free(im.done);
+	wstore_manifest_free(im.m);
+	wstore__scan_free(&im.scan);
+	pthread_mutex_destroy(&im.mu);
+	return rc;
+}
+
+int wstore__check_source_shards(const wstore__scan *scan)
+{
+	for (size_t i = 0; i < scan->n; i++) {
+		const wstore__scan_file *f = &scan->files[i];
+		size_t n = strlen(f->rel);
+		int fd, rc;
+
+		if (n < 12 || strcmp(f->rel + n - 12, ".safetensors") != 0)
+			continue;
+		fd = open(f->abs, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return wstore__errc(-errno, "cannot open '%s'", f->abs);
+		rc = wstore__safetensors_check_file(NULL, fd, f->abs);
+		close(fd);
+		if (rc < 0)
+			return wstore__err(WSTORE_EINVAL, "%s", wstore_last_error());
+	}
+	return 0;
+}

@@ -1,1 +1,240 @@
-/* index.c - placeholder, being written */
+/*
+ * index.c - the index objects: "weight/index/models" (every published
+ * checkpoint id) and "weight/index/model/{sha256(model id)}" (the ids of
+ * one model).  Each is a compact, sorted JSON array of strings; a missing
+ * or empty value is the empty list.
+ *
+ * Updates must not lose a concurrent writer's entry, so they go through
+ * the backend's atomic update where it has one, else under the catalog
+ * lock (lock.c).  A corrupt index is rebuilt from the manifests when the
+ * backend can list keys, else restarted from the update being made.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "internal.h"
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void wstore_strings_free(char **strings)
+{
+	if (!strings)
+		return;
+	for (char **p = strings; *p; p++)
+		free(*p);
+	free(strings);
+}
+
+int wstore__index_parse(char ***out, size_t *out_n, const char *json,
+			size_t len)
+{
+	json_error_t jerr;
+	json_t *j, *v;
+	char **ids;
+	size_t i, n = 0;
+
+	*out = NULL;
+	*out_n = 0;
+	if (len == 0 || !json) {
+		*out = calloc(1, sizeof(char *));
+		return *out ? 0 : -ENOMEM;
+	}
+	j = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!j || !json_is_array(j)) {
+		json_decref(j);
+		return wstore__err(WSTORE_ECORRUPT, "not a JSON array");
+	}
+	ids = calloc(json_array_size(j) + 1, sizeof(char *));
+	if (!ids) {
+		json_decref(j);
+		return -ENOMEM;
+	}
+	json_array_foreach(j, i, v) {
+		const char *id = json_string_value(v);
+
+		if (!id || wstore_validate_checkpoint_id(id) < 0) {
+			wstore_strings_free(ids);
+			json_decref(j);
+			return wstore__err(WSTORE_ECORRUPT,
+					   "entry %zu is not a valid checkpoint id", i);
+		}
+		ids[n++] = strdup(id);
+	}
+	json_decref(j);
+	qsort(ids, n, sizeof(char *), cmp_str);
+	*out = ids;
+	*out_n = n;
+	return 0;
+}
+
+static char *index_serialize(char **ids, size_t n)
+{
+	json_t *arr = json_array();
+	char *s;
+
+	for (size_t i = 0; i < n; i++) {
+		if (i && strcmp(ids[i], ids[i - 1]) == 0)
+			continue;
+		json_array_append_new(arr, json_string(ids[i]));
+	}
+	s = json_dumps(arr, JSON_COMPACT);
+	json_decref(arr);
+	return s;
+}
+
+struct edit {
+	const char *id;
+	int add;
+	char **rebuilt;		/* used when the old value is corrupt */
+	size_t nrebuilt;
+};
+
+/* Apply one add/remove to an index value; 1 = nothing to change. */
+static int edit_fn(void **out, size_t *out_len, const void *old,
+		   size_t old_len, void *vctx)
+{
+	struct edit *e = vctx;
+	char **ids = NULL, **grown;
+	size_t n = 0, i, found = (size_t)-1;
+
+	if (wstore__index_parse(&ids, &n, old, old_len) < 0) {
+		ids = calloc(e->nrebuilt + 1, sizeof(char *));
+		if (!ids)
+			return -ENOMEM;
+		for (n = 0; n < e->nrebuilt; n++)
+			ids[n] = strdup(e->rebuilt[n]);
+	}
+	for (i = 0; i < n; i++)
+		if (strcmp(ids[i], e->id) == 0)
+			found = i;
+	if ((e->add && found != (size_t)-1 && old_len) ||
+	    (!e->add && found == (size_t)-1 && old_len)) {
+		wstore_strings_free(ids);
+		return 1;
+	}
+	if (e->add && found == (size_t)-1) {
+		grown = realloc(ids, (n + 2) * sizeof(char *));
+		if (!grown) {
+			wstore_strings_free(ids);
+			return -ENOMEM;
+		}
+		ids = grown;
+		ids[n++] = strdup(e->id);
+		ids[n] = NULL;
+		qsort(ids, n, sizeof(char *), cmp_str);
+	} else if (!e->add && found != (size_t)-1) {
+		free(ids[found]);
+		memmove(ids + found, ids + found + 1,
+			(n - found) * sizeof(char *));
+		n--;
+	}
+	*out = index_serialize(ids, n);
+	wstore_strings_free(ids);
+	if (!*out)
+		return -ENOMEM;
+	*out_len = strlen(*out);
+	return 0;
+}
+
+/* Without an atomic update: read-modify-write under the catalog lock. */
+static int update_locked(wstore_store *s, const char *key, struct edit *e)
+{
+	char *token = NULL, *old = NULL;
+	void *nv = NULL;
+	size_t old_len = 0, nlen = 0;
+	int rc;
+
+	for (int tries = 0;; tries++) {
+		rc = wstore__lock(s, "catalog", &token);
+		if (rc != WSTORE_EBUSY || tries >= 300)
+			break;
+		usleep(100000);	/* held only for one read and one write */
+	}
+	if (rc < 0)
+		return rc;
+	rc = wstore__get_alloc(s, key, &old, &old_len);
+	if (rc == WSTORE_ENOTFOUND)
+		rc = 0;
+	if (rc == 0)
+		rc = edit_fn(&nv, &nlen, old, old_len, e);
+	if (rc == 0)
+		rc = wstore__replace(s, key, nv, nlen);
+	free(old);
+	free(nv);
+	wstore__unlock(s, "catalog", token);
+	return rc > 0 ? 0 : rc;
+}
+
+static int index_edit(wstore_store *s, const char *key, const char *id,
+		      int add)
+{
+	struct edit e = { .id = id, .add = add };
+	int rc;
+
+	if (s->b->update)
+		rc = s->b->update(s->b, key, edit_fn, &e);
+	else
+		rc = update_locked(s, key, &e);
+	if (rc > 0)
+		rc = 0;
+	if (rc < 0)
+		return wstore__err(rc, "cannot update index '%s': %s", key,
+				   wstore_last_error());
+	return 0;
+}
+
+int wstore__index_add(wstore_store *s, const char *key, const char *id)
+{
+	return index_edit(s, key, id, 1);
+}
+
+int wstore__index_remove(wstore_store *s, const char *key, const char *id)
+{
+	return index_edit(s, key, id, 0);
+}
+
+static int read_index(char ***out, size_t *out_n, wstore_store *s,
+		      const char *key)
+{
+	char *val = NULL;
+	size_t len = 0;
+	int rc = wstore__get_alloc(s, key, &val, &len);
+
+	if (rc == WSTORE_ENOTFOUND)
+		return wstore__index_parse(out, out_n, NULL, 0);
+	if (rc < 0)
+		return rc;
+	rc = wstore__index_parse(out, out_n, val, len);
+	free(val);
+	if (rc == WSTORE_ECORRUPT)
+		return wstore__err(rc, "index '%s' is corrupt: %s", key,
+				   wstore_last_error());
+	return rc;
+}
+
+int wstore_list(char ***out, size_t *out_count, wstore_store *s)
+{
+	char key[WSTORE__KEY_MAX];
+
+	wstore__key_models_index(key);
+	return read_index(out, out_count, s, key);
+}
+
+int wstore_list_model(char ***out, size_t *out_count, wstore_store *s,
+		      const char *model_id)
+{
+	char key[WSTORE__KEY_MAX];
+
+	if (!model_id || !*model_id)
+		return wstore__err(WSTORE_EINVAL, "model id must not be empty");
+	wstore__key_model_index(key, model_id);
+	return read_index(out, out_count, s, key);
+}

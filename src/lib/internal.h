@@ -108,6 +108,24 @@ int wstore__replace(wstore_store *s, const char *key, const void *data,
 		    size_t len);
 /* Remove; not found counts as success. */
 int wstore__remove(wstore_store *s, const char *key);
+/* Length chunk c of f must have, from size and chunk_size.  A multi-chunk
+ * record without chunk_size gives WSTORE_EUNSUPPORTED. */
+int wstore__chunk_len(uint64_t *out, const wstore__file *f, uint64_t c);
+/* Read chunk c of f into buf (cap bytes): exactly the length the manifest
+ * implies, or WSTORE_ECORRUPT naming the file and chunk (missing, short,
+ * long).  Other backend errors pass through with the file named. */
+int wstore__read_chunk(wstore_store *s, const wstore__file *f, uint64_t c,
+		       void *buf, size_t cap);
+/* Largest chunk any file of m needs (the buffer size for reading m). */
+uint64_t wstore__max_chunk(const wstore_manifest *m);
+/* Write file f of a checkpoint to fd from offset 0, checking size and (if
+ * verify) SHA-256; buf of cap >= wstore__max_chunk bytes is reused.
+ * fd < 0 only reads and checks (verify).
+ * progress may be NULL; it is called with the bytes of each chunk. */
+int wstore__fetch_to_fd(wstore_store *s, const wstore__file *f, int fd,
+			void *buf, size_t cap, int verify,
+			int (*progress)(uint64_t n, void *ctx), void *ctx);
+
 /* Add or remove id in an index object without losing concurrent updates. */
 int wstore__index_add(wstore_store *s, const char *key, const char *id);
 int wstore__index_remove(wstore_store *s, const char *key, const char *id);
@@ -131,7 +149,22 @@ int wstore__backend_redis_open(wstore_backend **out, const char *url,
 int wstore__backend_mooncake_open(wstore_backend **out,
 				  const wstore_config *cfg);
 
+/* delete.c: delete a checkpoint whose lock the caller holds. */
+int wstore__delete_unlocked(wstore_store *s, const char *id);
+
+/* import.c calls this to check every .safetensors shard of a source before
+ * anything is written (a READY checkpoint must always load). */
+struct wstore__scan;
+int wstore__check_source_shards(const struct wstore__scan *scan);
+
 /* Number of worker threads for jobs (0 = cores). */
 unsigned wstore__jobs(uint32_t jobs);
+
+/* ---- config.c (internal; used by tests/fuzz/fuzz_config.c) ----------- */
+
+/* Parse config JSON from memory; name is used in messages in place of the
+ * file path.  Same rules as wstore_config_load. */
+int wstore__config_parse(wstore_config **out, const char *json, size_t len,
+			 const char *name);
 
 #endif

@@ -1,1 +1,319 @@
-/* store.c - placeholder, being written */
+/*
+ * store.c - the store front end: opening a store from a URL or config, and
+ * the checked primitives every operation is built on (whole-value reads,
+ * replacing mutable objects on write-once stores, removes that treat "not
+ * found" as done, and the per-checkpoint lock).
+ *
+ * Backends are not trusted: sizes they report are re-checked here and by
+ * callers against the manifest.  Read src/lib/import.c next.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "internal.h"
+
+/* Copy url without "user:password@" so it can appear in messages. */
+static char *redact_url(const char *url)
+{
+	const char *scheme = strstr(url, "://");
+	const char *at, *host;
+	char *out;
+
+	if (!scheme)
+		return strdup(url);
+	host = scheme + 3;
+	at = strchr(host, '@');
+	if (!at || (strchr(host, '/') && strchr(host, '/') < at))
+		return strdup(url);
+	if (asprintf(&out, "%.*s%s", (int)(host - url), url, at + 1) < 0)
+		return NULL;
+	return out;
+}
+
+static char *default_root(void)
+{
+	const char *home = getenv("WSTORE_HOME");
+	char *root;
+
+	if (home && *home)
+		return strdup(home);
+	home = getenv("HOME");
+	if (!home || !*home)
+		return NULL;
+	if (asprintf(&root, "%s/.local/share/wstore", home) < 0)
+		return NULL;
+	return root;
+}
+
+static int open_file_store(wstore_backend **out, const char *path)
+{
+	char *root = path ? strdup(path) : default_root();
+	int rc;
+
+	if (!root)
+		return wstore__err(WSTORE_EINVAL,
+				   "no store given and neither WSTORE_HOME nor HOME is set");
+	rc = wstore_backend_file_new(out, root);
+	free(root);
+	return rc;
+}
+
+static int open_backend(wstore_backend **out, const char *url,
+			const wstore_config *cfg)
+{
+	if (!url || !*url)
+		return open_file_store(out, NULL);
+	if (strncmp(url, "file://", 7) == 0)
+		return open_file_store(out, url + 7);
+	if (strcmp(url, "mem://") == 0 || strcmp(url, "mem") == 0)
+		return wstore_backend_mem_new(out, 0);
+	if (strncmp(url, "fault+", 6) == 0) {
+		wstore_backend *inner;
+		int rc = open_backend(&inner, url + 6, cfg);
+		const char *spec = getenv("WSTORE_FAULTS");
+
+		if (rc < 0)
+			return rc;
+		rc = wstore_backend_fault_new(out, inner, spec ? spec : "");
+		if (rc < 0)
+			inner->free(inner);
+		return rc;
+	}
+	if (strncmp(url, "redis://", 8) == 0 ||
+	    strncmp(url, "redis+unix://", 13) == 0 ||
+	    strncmp(url, "redis-cluster://", 16) == 0)
+		return wstore__backend_redis_open(out, url, cfg);
+	if (strcmp(url, "mooncake") == 0 || strncmp(url, "mooncake://", 11) == 0)
+		return wstore__backend_mooncake_open(out, cfg);
+	if (strstr(url, "://"))
+		return wstore__err(WSTORE_EINVAL,
+				   "unknown store URL '%s': expected file://, redis://, redis+unix://, redis-cluster:// or mooncake",
+				   url);
+	return open_file_store(out, url);
+}
+
+int wstore_open(wstore_store **out, const wstore_config *cfg)
+{
+	const char *url = cfg ? wstore_config_get(cfg, "store") : NULL;
+	wstore_backend *b = NULL;
+	int rc;
+
+	*out = NULL;
+	rc = open_backend(&b, url, cfg);
+	if (rc < 0)
+		return rc;
+	rc = wstore_open_backend(out, b);
+	if (rc < 0) {
+		b->free(b);
+		return rc;
+	}
+	free((*out)->label);
+	(*out)->label = redact_url(url && *url ? url : b->name);
+	return 0;
+}
+
+int wstore_open_url(wstore_store **out, const char *url)
+{
+	wstore_config *cfg = NULL;
+	int rc = wstore_config_new(&cfg);
+
+	if (rc < 0)
+		return rc;
+	if (url)
+		rc = wstore_config_set(cfg, "store", url);
+	if (rc == 0)
+		rc = wstore_open(out, cfg);
+	wstore_config_free(cfg);
+	return rc;
+}
+
+int wstore_open_backend(wstore_store **out, wstore_backend *b)
+{
+	wstore_store *s;
+
+	*out = NULL;
+	if (!b || b->version != WSTORE_BACKEND_VERSION || !b->put ||
+	    !b->get || !b->size || !b->remove || !b->free)
+		return wstore__err(WSTORE_EINVAL,
+				   "backend lacks a required callback or has a wrong version");
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->b = b;
+	s->label = strdup(b->name ? b->name : "backend");
+	*out = s;
+	return 0;
+}
+
+void wstore_free(wstore_store *s)
+{
+	if (!s)
+		return;
+	if (s->b)
+		s->b->free(s->b);
+	free(s->label);
+	free(s);
+}
+
+wstore_backend *wstore_store_backend(wstore_store *s)
+{
+	return s->b;
+}
+
+const char *wstore_backend_name(const wstore_store *s)
+{
+	return s->b->name;
+}
+
+int wstore__get_alloc(wstore_store *s, const char *key, char **out,
+		      size_t *out_len)
+{
+	size_t cap = 64 * 1024, len = 0;
+	char *buf = NULL;
+	int rc;
+
+	*out = NULL;
+	for (int tries = 0; tries < 8; tries++) {
+		char *nb = realloc(buf, cap + 1);
+
+		if (!nb) {
+			free(buf);
+			return -ENOMEM;
+		}
+		buf = nb;
+		rc = s->b->get(s->b, key, buf, cap, &len);
+		if (rc != WSTORE_ERANGE)
+			break;
+		/* the value grew past our guess: retry with its size */
+		cap = len;
+	}
+	if (rc == 0 && len == 0 && (s->b->flags & WSTORE_BACKEND_EMPTY_MISSING))
+		rc = wstore__err(WSTORE_ENOTFOUND, "'%s' not found", key);
+	if (rc < 0) {
+		free(buf);
+		return rc;
+	}
+	buf[len] = '\0';
+	*out = buf;
+	if (out_len)
+		*out_len = len;
+	return 0;
+}
+
+int wstore__remove(wstore_store *s, const char *key)
+{
+	int rc = s->b->remove(s->b, key, 1);
+
+	return rc == WSTORE_ENOTFOUND ? 0 : rc;
+}
+
+/* On a write-once store, check that key now holds exactly data. */
+static int confirm_value(wstore_store *s, const char *key, const void *data,
+			 size_t len)
+{
+	char *got = NULL;
+	size_t n = 0;
+	int rc = wstore__get_alloc(s, key, &got, &n);
+
+	if (rc == WSTORE_ENOTFOUND && len == 0)
+		return 0;
+	if (rc < 0)
+		return rc;
+	rc = (n == len && memcmp(got, data, len) == 0) ? 0 :
+		wstore__err(WSTORE_EBUSY,
+			    "'%s' was changed by another writer", key);
+	free(got);
+	return rc;
+}
+
+int wstore__replace(wstore_store *s, const char *key, const void *data,
+		    size_t len)
+{
+	int rc;
+
+	if (s->b->upsert)
+		return s->b->upsert(s->b, key, data, len);
+	rc = wstore__remove(s, key);
+	if (rc < 0)
+		return rc;
+	rc = s->b->put(s->b, key, data, len);
+	if (rc < 0)
+		return rc;
+	return (s->b->flags & WSTORE_BACKEND_WRITE_ONCE) ?
+		confirm_value(s, key, data, len) : 0;
+}
+
+unsigned wstore__jobs(uint32_t jobs)
+{
+	long n;
+
+	if (jobs)
+		return jobs > 256 ? 256 : jobs;
+	n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n < 1 ? 1 : n > 64 ? 64 : (unsigned)n;
+}
+
+int wstore__chunk_len(uint64_t *out, const wstore__file *f, uint64_t c)
+{
+	if (c >= f->nchunks)
+		return wstore__err(WSTORE_ECORRUPT,
+				   "file '%s' has no chunk %llu", f->path,
+				   (unsigned long long)c);
+	if (f->chunk_size == 0) {
+		if (f->nchunks != 1)
+			return wstore__err(WSTORE_EUNSUPPORTED,
+					   "file '%s' has %llu chunks but no chunk_size (legacy record); offsets cannot be mapped",
+					   f->path, (unsigned long long)f->nchunks);
+		*out = f->size;
+		return 0;
+	}
+	if (c * f->chunk_size >= f->size && !(c == 0 && f->size == 0))
+		return wstore__err(WSTORE_ECORRUPT,
+				   "file '%s': chunk list longer than size/chunk_size",
+				   f->path);
+	*out = f->size - c * f->chunk_size < f->chunk_size ?
+		f->size - c * f->chunk_size : f->chunk_size;
+	return 0;
+}
+
+int wstore__read_chunk(wstore_store *s, const wstore__file *f, uint64_t c,
+		       void *buf, size_t cap)
+{
+	const char *key;
+	uint64_t want;
+	size_t got = 0;
+	int rc = wstore__chunk_len(&want, f, c);
+
+	if (rc < 0)
+		return rc;
+	if (want > cap)
+		return wstore__err(WSTORE_ERANGE, "chunk buffer too small");
+	key = f->chunks[c];
+	rc = s->b->get(s->b, key, buf, (size_t)want, &got);
+	if (rc == WSTORE_ERANGE)
+		return wstore__err(WSTORE_ECORRUPT,
+				   "file '%s': chunk '%s' is larger than expected (%zu > %llu bytes)",
+				   f->path, key, got, (unsigned long long)want);
+	if (rc == WSTORE_ENOTFOUND ||
+	    (rc == 0 && got == 0 && want > 0 &&
+	     (s->b->flags & WSTORE_BACKEND_EMPTY_MISSING)))
+		return wstore__err(WSTORE_ECORRUPT,
+				   "file '%s': chunk '%s' is missing", f->path,
+				   key);
+	if (rc < 0)
+		return wstore__err(rc, "file '%s': cannot read chunk '%s': %s",
+				   f->path, key, wstore_last_error());
+	if (got != want)
+		return wstore__err(WSTORE_ECORRUPT,
+				   "file '%s': chunk '%s' holds %zu bytes, expected %llu",
+				   f->path, key, got, (unsigned long long)want);
+	return 0;
+}

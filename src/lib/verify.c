@@ -1,1 +1,147 @@
-/* verify.c - placeholder, being written */
+/*
+ * verify.c - re-read every chunk of a READY checkpoint and check each
+ * file's size and SHA-256 against its manifest.  Files are checked in
+ * parallel, one per worker, each worker reusing one chunk buffer.  A damaged
+ * file (missing, short, long or altered chunk) is reported and checking goes
+ * on; a store that cannot be read at all stops the run with its error.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct verify {
+	wstore_store *s;
+	const wstore_verify_options *o;
+	wstore_manifest *m;
+	size_t cap;
+	pthread_mutex_t mu;
+	size_t next;
+	uint64_t done, total;
+	size_t bad;
+	int err;		/* a failure of the check itself */
+	int canceled;
+	char first_bad[1024];
+	char errmsg[1024];
+};
+
+static int verify_progress(uint64_t n, void *ctx)
+{
+	struct verify *v = ctx;
+	int rc = 0;
+
+	pthread_mutex_lock(&v->mu);
+	v->done += n;
+	if (v->err || v->canceled)
+		rc = WSTORE_ECANCELED;
+	else if (v->o->progress &&
+		 v->o->progress(v->done, v->total, NULL, v->o->progress_ctx)) {
+		v->canceled = 1;
+		rc = WSTORE_ECANCELED;
+	}
+	pthread_mutex_unlock(&v->mu);
+	return rc ? wstore__err(rc, "verify interrupted") : 0;
+}
+
+/* A file's own damage is a finding; anything else stops the run. */
+static void record(struct verify *v, const wstore__file *f, int rc)
+{
+	const char *msg = rc ? wstore_last_error() : "ok";
+
+	pthread_mutex_lock(&v->mu);
+	if (rc == WSTORE_ECORRUPT) {
+		if (!v->bad++)
+			snprintf(v->first_bad, sizeof(v->first_bad), "%s", msg);
+	} else if (rc && rc != WSTORE_ECANCELED && !v->err) {
+		v->err = rc;
+		snprintf(v->errmsg, sizeof(v->errmsg), "%s", msg);
+	}
+	if (v->o->on_file && (rc == 0 || rc == WSTORE_ECORRUPT))
+		v->o->on_file(f->path, rc, msg, v->o->on_file_ctx);
+	pthread_mutex_unlock(&v->mu);
+}
+
+static void *verify_worker(void *arg)
+{
+	struct verify *v = arg;
+	void *buf = malloc(v->cap ? v->cap : 1);
+
+	for (;;) {
+		size_t i;
+		int rc;
+
+		pthread_mutex_lock(&v->mu);
+		i = v->err || v->canceled ? v->m->nfiles : v->next++;
+		pthread_mutex_unlock(&v->mu);
+		if (i >= v->m->nfiles)
+			break;
+		if (!buf) {
+			record(v, &v->m->files[i],
+			       wstore__err(-ENOMEM, "cannot allocate a chunk buffer"));
+			break;
+		}
+		/* /dev/null stands in for a file: only the digest matters */
+		rc = wstore__fetch_to_fd(v->s, &v->m->files[i], -1, buf,
+					 v->cap, 1, verify_progress, v);
+		record(v, &v->m->files[i], rc);
+	}
+	free(buf);
+	return NULL;
+}
+
+static int run(struct verify *v)
+{
+	unsigned n = wstore__jobs(v->o->jobs);
+	pthread_t t[256];
+	unsigned started = 0;
+
+	if (n > v->m->nfiles)
+		n = v->m->nfiles ? (unsigned)v->m->nfiles : 1;
+	for (; started < n; started++)
+		if (pthread_create(&t[started], NULL, verify_worker, v) != 0)
+			break;
+	if (!started)
+		return wstore__err(-EAGAIN, "cannot start verify threads");
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(t[i], NULL);
+	if (v->err)
+		return wstore__err(v->err, "%s", v->errmsg);
+	if (v->canceled)
+		return wstore__err(WSTORE_ECANCELED, "verify interrupted");
+	if (v->bad)
+		return wstore__err(WSTORE_EVERIFY, "%zu of %zu files damaged; first: %s",
+				   v->bad, v->m->nfiles, v->first_bad);
+	return 0;
+}
+
+int wstore_verify(wstore_store *s, const char *id,
+		  const wstore_verify_options *o)
+{
+	wstore_verify_options defaults = WSTORE_VERIFY_OPTIONS_INIT;
+	struct verify v = { .s = s, .o = o ? o : &defaults };
+	int rc;
+
+	if (v.o->version != WSTORE_VERIFY_OPTIONS_VERSION)
+		return wstore__err(WSTORE_EINVAL,
+				   "verify options of another version");
+	rc = wstore_manifest_read(&v.m, s, id);
+	if (rc < 0)
+		return rc;
+	if (strcmp(v.m->status, "READY") != 0) {
+		rc = wstore__err(WSTORE_ENOTREADY, "checkpoint '%s' is %s: %s",
+				 id, v.m->status,
+				 v.m->error ? v.m->error : "not READY");
+		wstore_manifest_free(v.m);
+		return rc;
+	}
+	v.cap = (size_t)wstore__max_chunk(v.m);
+	v.total = v.m->total_size;
+	pthread_mutex_init(&v.mu, NULL);
+	rc = run(&v);
+	pthread_mutex_destroy(&v.mu);
+	wstore_manifest_free(v.m);
+	return rc;
+}

@@ -1,2 +1,322 @@
+/*
+ * test_config.c - configuration: set/get rules, loading (tests/data/config:
+ * good/X.json load; bad/X.json fail with WSTORE_EINVAL and a message that
+ * contains the first line of bad/X.err and names the file), environment
+ * overlay, merge, atomic save and the default path.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "internal.h"
 #include "unit.h"
-void test_config(void) {}
+
+static char *data_path(const char *rel)
+{
+	const char *env = getenv("WSTORE_TEST_DATA");
+	const char *cands[] = { env, "tests/data", NULL };
+	char base[4096], *out;
+	struct stat st;
+
+	snprintf(base, sizeof(base), "%s", __FILE__);
+	if (strstr(base, "/unit/"))
+		strcpy(strstr(base, "/unit/"), "/data");
+	cands[2] = base;
+	for (size_t i = 0; i < 3; i++) {
+		if (!cands[i] || stat(cands[i], &st) != 0)
+			continue;
+		if (asprintf(&out, "%s/%s", cands[i], rel) < 0)
+			abort();
+		return out;
+	}
+	if (asprintf(&out, "tests/data/%s", rel) < 0)
+		abort();
+	return out;
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	size_t n;
+
+	if (!f)
+		return NULL;
+	buf = calloc(1, 1 << 16);
+	n = fread(buf, 1, (1 << 16) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+static void test_set_get(void)
+{
+	static const char *const bad_ints[] = {
+		"0", "-1", "abc", "01", "1.5", " 1", "1 ", "2147483648",
+		"99999999999", "", "+1",
+	};
+	const char *const *keys = wstore_config_keys();
+	wstore_config *c = NULL;
+	size_t n = 0;
+
+	while (keys[n])
+		n++;
+	CHECK_EQ_INT(n, 12);
+	CHECK_EQ_INT(wstore_config_new(&c), 0);
+	for (size_t i = 0; i < n; i++)
+		CHECK(wstore_config_get(c, keys[i]) == NULL);
+	CHECK_EQ_INT(wstore_config_set(c, "store", "file:///tmp/x"), 0);
+	CHECK_STR(wstore_config_get(c, "store"), "file:///tmp/x");
+	CHECK_EQ_INT(wstore_config_set(c, "store", "mooncake"), 0);
+	CHECK_STR(wstore_config_get(c, "store"), "mooncake");
+	CHECK_EQ_INT(wstore_config_set(c, "store", NULL), 0);
+	CHECK(wstore_config_get(c, "store") == NULL);
+	CHECK(wstore_config_get(c, "nope") == NULL);
+	CHECK(wstore_config_get(c, NULL) == NULL);
+
+	CHECK_EQ_INT(wstore_config_set(c, "stroe", "x"), WSTORE_EINVAL);
+	CHECK_STR(wstore_last_error(), "unknown config key 'stroe'");
+	CHECK_EQ_INT(wstore_config_set(c, NULL, "x"), WSTORE_EINVAL);
+
+	CHECK_EQ_INT(wstore_config_set(c, "replica_num", "3"), 0);
+	CHECK_EQ_INT(wstore_config_set(c, "connect_timeout_ms", "2147483647"),
+		     0);
+	for (size_t i = 0; i < sizeof(bad_ints) / sizeof(*bad_ints); i++) {
+		CHECK_EQ_INT(wstore_config_set(c, "replica_num", bad_ints[i]),
+			     WSTORE_EINVAL);
+		CHECK(strstr(wstore_last_error(),
+			     "key 'replica_num' must be a positive integer"));
+	}
+	CHECK_STR(wstore_config_get(c, "replica_num"), "3");
+	CHECK_EQ_INT(wstore_config_set(c, "replica_num", NULL), 0);
+	/* non-integer keys take any string */
+	CHECK_EQ_INT(wstore_config_set(c, "rdma_devices", ""), 0);
+	CHECK_STR(wstore_config_get(c, "rdma_devices"), "");
+	wstore_config_free(c);
+	wstore_config_free(NULL);
+}
+
+static void test_load_good(void)
+{
+	char *p = data_path("config/good/full.json");
+	wstore_config *c = NULL;
+
+	CHECK_EQ_INT(wstore_config_load(&c, p), 0);
+	if (!c) {
+		fprintf(stderr, "  %s\n", wstore_last_error());
+		free(p);
+		return;
+	}
+	CHECK_STR(wstore_config_get(c, "store"), "redis://127.0.0.1:6379/0");
+	CHECK_STR(wstore_config_get(c, "replica_num"), "2");
+	CHECK_STR(wstore_config_get(c, "connect_timeout_ms"), "1500");
+	CHECK_STR(wstore_config_get(c, "command_timeout_ms"), "30000");
+	CHECK_STR(wstore_config_get(c, "redis_password"), "s3crét");
+	CHECK_STR(wstore_config_get(c, "rdma_devices"), "");
+	CHECK(wstore_config_get(c, "key_prefix") == NULL);
+	wstore_config_free(c);
+	free(p);
+
+	p = data_path("config/good/empty.json");
+	CHECK_EQ_INT(wstore_config_load(&c, p), 0);
+	CHECK(c && wstore_config_get(c, "store") == NULL);
+	wstore_config_free(c);
+	free(p);
+}
+
+static void check_bad(const char *dir, const char *name)
+{
+	char *json, *errf, *want = NULL, *nl;
+	wstore_config *c = (wstore_config *)1;
+	int rc;
+
+	if (asprintf(&json, "%s/%s.json", dir, name) < 0 ||
+	    asprintf(&errf, "%s/%s.err", dir, name) < 0)
+		abort();
+	want = slurp(errf);
+	CHECK(want != NULL);
+	if (want && (nl = strchr(want, '\n')))
+		*nl = '\0';
+	rc = wstore_config_load(&c, json);
+	CHECK_EQ_INT(rc, WSTORE_EINVAL);
+	CHECK(c == NULL);
+	if (want && !strstr(wstore_last_error(), want)) {
+		unit_failed++;
+		fprintf(stderr, "FAIL %s: %s: error '%s' lacks '%s'\n",
+			unit_current, name, wstore_last_error(), want);
+	} else {
+		unit_passed++;
+	}
+	/* the message names the file */
+	CHECK(strstr(wstore_last_error(), json) != NULL);
+	free(want);
+	free(json);
+	free(errf);
+}
+
+static void test_load_bad(void)
+{
+	char *dir = data_path("config/bad");
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+	wstore_config *c;
+
+	CHECK(d != NULL);
+	while (d && (e = readdir(d))) {
+		size_t len = strlen(e->d_name);
+		char name[256];
+
+		if (len < 6 || strcmp(e->d_name + len - 5, ".json") != 0)
+			continue;
+		snprintf(name, sizeof(name), "%.*s", (int)(len - 5), e->d_name);
+		check_bad(dir, name);
+		n++;
+	}
+	if (d)
+		closedir(d);
+	CHECK(n >= 10);
+	free(dir);
+
+	CHECK_EQ_INT(wstore_config_load(&c, "/nonexistent/wstore.json"),
+		     -ENOENT);
+	CHECK(strstr(wstore_last_error(), "'/nonexistent/wstore.json'"));
+	CHECK_EQ_INT(wstore__config_parse(&c, "{\"x\":1}", 7, "<mem>"),
+		     WSTORE_EINVAL);
+	CHECK_STR(wstore_last_error(), "config '<mem>': unknown key 'x'");
+}
+
+static void test_env_merge(void)
+{
+	wstore_config *a = NULL, *b = NULL;
+
+	wstore_config_new(&a);
+	wstore_config_new(&b);
+	wstore_config_set(a, "store", "file:///a");
+	wstore_config_set(a, "protocol", "tcp");
+	wstore_config_set(b, "store", "redis://h:1");
+	wstore_config_set(b, "replica_num", "4");
+	CHECK_EQ_INT(wstore_config_merge(a, b), 0);
+	CHECK_STR(wstore_config_get(a, "store"), "redis://h:1");
+	CHECK_STR(wstore_config_get(a, "protocol"), "tcp");
+	CHECK_STR(wstore_config_get(a, "replica_num"), "4");
+
+	setenv("WSTORE_MASTER_SERVER_ADDR", "10.0.0.1:50051", 1);
+	setenv("WSTORE_PROTOCOL", "", 1);
+	setenv("WSTORE_COMMAND_TIMEOUT_MS", "250", 1);
+	CHECK_EQ_INT(wstore_config_load_env(a), 0);
+	CHECK_STR(wstore_config_get(a, "master_server_addr"), "10.0.0.1:50051");
+	CHECK_STR(wstore_config_get(a, "protocol"), "tcp");
+	CHECK_STR(wstore_config_get(a, "command_timeout_ms"), "250");
+	setenv("WSTORE_REPLICA_NUM", "zero", 1);
+	CHECK_EQ_INT(wstore_config_load_env(a), WSTORE_EINVAL);
+	CHECK(strstr(wstore_last_error(), "'WSTORE_REPLICA_NUM'"));
+	CHECK_STR(wstore_config_get(a, "replica_num"), "4");
+	unsetenv("WSTORE_REPLICA_NUM");
+	unsetenv("WSTORE_MASTER_SERVER_ADDR");
+	unsetenv("WSTORE_PROTOCOL");
+	unsetenv("WSTORE_COMMAND_TIMEOUT_MS");
+	wstore_config_free(a);
+	wstore_config_free(b);
+}
+
+static void test_save(void)
+{
+	static const char want[] =
+		"{\n"
+		"  \"command_timeout_ms\": 250,\n"
+		"  \"redis_password\": \"p\\\"w\",\n"
+		"  \"replica_num\": 3,\n"
+		"  \"store\": \"redis://h:1/ü\"\n"
+		"}\n";
+	char *tmp = unit_tmpdir(), *path, *text;
+	wstore_config *c = NULL, *r = NULL;
+	struct stat st;
+	DIR *d;
+	struct dirent *e;
+	int entries = 0;
+
+	if (asprintf(&path, "%s/a/b/config.json", tmp) < 0)
+		abort();
+	wstore_config_new(&c);
+	wstore_config_set(c, "store", "redis://h:1/ü");
+	wstore_config_set(c, "replica_num", "3");
+	wstore_config_set(c, "command_timeout_ms", "250");
+	wstore_config_set(c, "redis_password", "p\"w");
+	CHECK_EQ_INT(wstore_config_save(c, path), 0);
+	text = slurp(path);
+	CHECK_STR(text, want);
+	free(text);
+	CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
+	*strrchr(path, '/') = '\0';
+	CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0700);
+	strcat(path, "/config.json");
+
+	CHECK_EQ_INT(wstore_config_load(&r, path), 0);
+	CHECK(r && strcmp(wstore_config_get(r, "store"), "redis://h:1/ü") == 0);
+	CHECK(r && strcmp(wstore_config_get(r, "replica_num"), "3") == 0);
+	/* overwrite: still one file, no temp files left */
+	wstore_config_set(c, "store", NULL);
+	CHECK_EQ_INT(wstore_config_save(c, path), 0);
+	*strrchr(path, '/') = '\0';
+	d = opendir(path);
+	while (d && (e = readdir(d)))
+		entries += e->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	CHECK_EQ_INT(entries, 1);
+	strcat(path, "/config.json");
+	text = slurp(path);
+	CHECK(text && !strstr(text, "store"));
+	free(text);
+
+	wstore_config_set(c, "store", "bad\xff");
+	CHECK_EQ_INT(wstore_config_save(c, path), WSTORE_EINVAL);
+	wstore_config_free(c);
+	wstore_config_free(r);
+	free(path);
+	unit_rmtree(tmp);
+	free(tmp);
+}
+
+static void test_default_path(void)
+{
+	char *old_cfg = getenv("WSTORE_CONFIG"), *old_home = getenv("HOME");
+	char *p;
+
+	old_cfg = old_cfg ? strdup(old_cfg) : NULL;
+	old_home = old_home ? strdup(old_home) : NULL;
+	setenv("WSTORE_CONFIG", "/etc/wstore.json", 1);
+	p = wstore_config_default_path();
+	CHECK_STR(p, "/etc/wstore.json");
+	free(p);
+	unsetenv("WSTORE_CONFIG");
+	setenv("HOME", "/home/u", 1);
+	p = wstore_config_default_path();
+	CHECK_STR(p, "/home/u/.config/wstore/config.json");
+	free(p);
+	if (old_cfg)
+		setenv("WSTORE_CONFIG", old_cfg, 1);
+	if (old_home)
+		setenv("HOME", old_home, 1);
+	else
+		unsetenv("HOME");
+	free(old_cfg);
+	free(old_home);
+}
+
+void test_config(void)
+{
+	test_set_get();
+	test_load_good();
+	test_load_bad();
+	test_env_merge();
+	test_save();
+	test_default_path();
+}

@@ -1,0 +1,83 @@
+/*
+ * cli.h - what the subcommands of the wstore tool share.  The tool uses
+ * only the public API (include/wstore/); nothing here reaches into the
+ * library's internals.
+ */
+#ifndef WSTORE_CLI_H
+#define WSTORE_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <wstore/wstore.h>
+
+/* Exit statuses. */
+#define EXIT_OK 0
+#define EXIT_ERR 1
+#define EXIT_USAGE 2
+#define EXIT_VERIFY 3
+
+struct cli {
+	wstore_config *cfg;	/* defaults < file < env < flags */
+	const char *config_path;	/* the file read, or NULL */
+	int json;
+	int quiet;
+	int tty;		/* progress lines allowed */
+};
+
+/* One subcommand: argv[0] is its name; getopt-style parsing inside. */
+struct cli_cmd {
+	const char *group;	/* "model", "config", or NULL for top level */
+	const char *name;
+	int (*run)(struct cli *c, int argc, char **argv);
+	const char *summary;
+};
+
+int cmd_model_import(struct cli *c, int argc, char **argv);
+int cmd_model_list(struct cli *c, int argc, char **argv);
+int cmd_model_inspect(struct cli *c, int argc, char **argv);
+int cmd_model_verify(struct cli *c, int argc, char **argv);
+int cmd_model_delete(struct cli *c, int argc, char **argv);
+int cmd_model_materialize(struct cli *c, int argc, char **argv);
+int cmd_config_init(struct cli *c, int argc, char **argv);
+
+/* Print "wstore: <msg>" to stderr; returns EXIT_USAGE. */
+int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Print "wstore: <library's last error>" and map code to an exit status. */
+int cli_fail(int code);
+/* Open the configured store; prints the error itself. */
+int cli_open_store(struct cli *c, wstore_store **out);
+
+/* True if argv holds -h or --help (then print help and exit 0). */
+int cli_wants_help(int argc, char **argv);
+/* Print usage text (to stdout for --help). */
+void cli_print_help(const char *text);
+
+/* Progress line on stderr when c->tty; returns non-zero after SIGINT. */
+struct cli_progress {
+	struct cli *c;
+	const char *verb;
+	double start;
+	double last;
+};
+int cli_progress_fn(uint64_t done, uint64_t total, const char *path, void *ctx);
+void cli_progress_end(struct cli_progress *p);
+/* Seconds since an arbitrary start (monotonic). */
+double cli_now(void);
+/* Install the SIGINT/SIGTERM handler that makes cli_progress_fn cancel. */
+void cli_catch_signals(void);
+int cli_interrupted(void);
+
+/* Parse a positive count (1..1024) for option opt; usage error if bad. */
+int cli_parse_count(uint32_t *out, const char *opt, const char *v);
+/* Report a getopt failure (ch is ':' or '?'); returns EXIT_USAGE. */
+int cli_bad_option(int ch, char **argv, const char *cmd);
+/* Parse "CMD ID" with only --help: 0 and *out set, -1 after printing help
+ * (exit 0), or EXIT_USAGE. */
+int cli_one_id(const char **out, int argc, char **argv, const char *cmd,
+	       const char *help);
+
+/* Print a JSON value (jansson json_t *) to stdout and free it. */
+void cli_print_json(void *json);
+
+#endif

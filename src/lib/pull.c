@@ -1,0 +1,464 @@
+/*
+ * pull.c - write a whole READY checkpoint into a directory, the way an
+ * engine expects a Hugging Face download (wstore_pull in wstore/read.h).
+ *
+ * Safety: every manifest path is validated before anything is written.
+ * Below DEST everything is reached through directory fds opened with
+ * O_NOFOLLOW | O_DIRECTORY, one component at a time (mkdirat when
+ * missing), so a symlink planted in DEST is an error, never a way out.
+ * A planted symlink at a file's own name is replaced by the rename, not
+ * followed.
+ *
+ * Each file streams into ".<name>.wstore-tmp-<pid>" next to it
+ * (wstore__fetch_to_fd: chunk by chunk through the worker's reused buffer,
+ * size and SHA-256 checked), is fsynced and renamed into place, then the
+ * directory is fsynced.  Temp files are removed on every failure; temps of
+ * a killed pull (their pid gone) are removed when the file is pulled again.
+ * Files present with the right size (and digest, when verifying) are
+ * skipped, which makes a pull resumable and idempotent.
+ *
+ * Workers take files largest first from a shared cursor; the first error
+ * (or a cancel from the progress callback) stops them all.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "wstore/read.h"
+
+#define TMP_TAG ".wstore-tmp-"
+#define MIN_BUF (4u << 20)
+
+struct pull {
+	wstore_store *s;
+	const wstore_manifest *m;
+	const wstore_pull_options *o;
+	const char *dest;
+	int dfd;		/* DEST, opened once */
+	size_t *sel;		/* selected file indices, largest first */
+	size_t nsel;
+	size_t bufcap;		/* per-worker chunk buffer size */
+	pthread_mutex_t lock;	/* guards everything below */
+	size_t next;
+	uint64_t done, total;
+	int rc;
+	char msg[1024];
+	atomic_int stop;
+};
+
+struct worker {
+	struct pull *p;
+	const wstore__file *f;
+	pthread_t tid;
+	char *buf;
+};
+
+static void fail(struct pull *p, int rc)
+{
+	pthread_mutex_lock(&p->lock);
+	if (!p->rc) {
+		p->rc = rc;
+		snprintf(p->msg, sizeof(p->msg), "%s", wstore_last_error());
+	}
+	atomic_store(&p->stop, 1);
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* Count n more bytes done; the callback may cancel. */
+static int add_progress(struct pull *p, uint64_t n, const char *path)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&p->lock);
+	p->done += n;
+	if (p->o->progress &&
+	    p->o->progress(p->done, p->total, path, p->o->progress_ctx)) {
+		rc = wstore__err(WSTORE_ECANCELED, "pull of '%s' canceled",
+				 p->m->checkpoint_id);
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (rc == 0 && atomic_load(&p->stop))
+		rc = wstore__err(WSTORE_ECANCELED, "pull of '%s' stopped",
+				 p->m->checkpoint_id);
+	return rc;
+}
+
+static int chunk_progress(uint64_t n, void *ctx)
+{
+	struct worker *w = ctx;
+
+	return add_progress(w->p, n, w->f->path);
+}
+
+/* ---- directories ---------------------------------------------------------- */
+
+/* Open (creating if needed) directory name under fd, never following a
+ * symlink.  prefix is the path so far, for messages. */
+static int open_subdir(struct pull *p, int fd, const char *name,
+		       const char *prefix)
+{
+	int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+	int sub = openat(fd, name, flags);
+
+	if (sub < 0 && errno == ENOENT) {
+		if (mkdirat(fd, name, 0755) < 0 && errno != EEXIST)
+			return wstore__errc(-errno, "cannot create directory "
+					    "'%s' in '%s'", prefix, p->dest);
+		sub = openat(fd, name, flags);
+	}
+	if (sub < 0 && (errno == ELOOP || errno == ENOTDIR))
+		return wstore__err(-errno, "'%s' in '%s' is a symlink or not "
+				   "a directory; refusing to follow it", prefix,
+				   p->dest);
+	if (sub < 0)
+		return wstore__errc(-errno, "cannot open directory '%s' in "
+				    "'%s'", prefix, p->dest);
+	return sub;
+}
+
+/* The directory fd holding path's last component (p->dfd or a new fd)
+ * and the offset of that component in path. */
+static int open_parent(struct pull *p, const char *path, int *out_fd,
+		       size_t *out_base)
+{
+	char prefix[4096];
+	const char *slash;
+	int fd = p->dfd;
+	size_t at = 0;
+
+	while ((slash = strchr(path + at, '/'))) {
+		size_t end = (size_t)(slash - path);
+		int sub;
+
+		if (end >= sizeof(prefix)) {
+			sub = wstore__err(-ENAMETOOLONG, "path '%s' is too "
+					  "long", path);
+		} else {
+			memcpy(prefix, path, end);
+			prefix[end] = '\0';
+			sub = open_subdir(p, fd, prefix + at, prefix);
+		}
+		if (fd != p->dfd)
+			close(fd);
+		if (sub < 0)
+			return sub;
+		fd = sub;
+		at = end + 1;
+	}
+	*out_fd = fd;
+	*out_base = at;
+	return 0;
+}
+
+/* Remove temps of base left by pulls whose process is gone. */
+static void remove_stale_temps(int pfd, const char *base)
+{
+	size_t n = strlen(base);
+	struct dirent *de;
+	int fd = dup(pfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((de = readdir(d))) {
+		const char *s = de->d_name;
+		char *end;
+		long pid;
+
+		if (s[0] != '.' || strncmp(s + 1, base, n) != 0 ||
+		    strncmp(s + 1 + n, TMP_TAG, strlen(TMP_TAG)) != 0)
+			continue;
+		pid = strtol(s + 1 + n + strlen(TMP_TAG), &end, 10);
+		if (*end || pid <= 0 || pid == (long)getpid() ||
+		    kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		unlinkat(dirfd(d), s, 0);
+	}
+	closedir(d);
+}
+
+/* ---- one file ---------------------------------------------------------- */
+
+/* Whether a good copy is present: a regular file (not a symlink) of the
+ * right size and, when verifying, digest. */
+static int already_present(struct worker *w, int pfd, const char *base)
+{
+	const wstore__file *f = w->f;
+	wstore__sha256 *h;
+	struct stat st;
+	char hex[65];
+	ssize_t r;
+	int fd, same = 0;
+
+	if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    !S_ISREG(st.st_mode) || (uint64_t)st.st_size != f->size)
+		return 0;
+	if (w->p->o->no_verify)
+		return 1;
+	fd = openat(pfd, base, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || !(h = wstore__sha256_new())) {
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	while ((r = read(fd, w->buf, w->p->bufcap)) > 0)
+		wstore__sha256_update(h, w->buf, (size_t)r);
+	if (r == 0) {
+		wstore__sha256_hex(h, hex);
+		same = strcmp(hex, f->sha256) == 0;
+	}
+	wstore__sha256_free(h);
+	close(fd);
+	return same;
+}
+
+/* Stream f into tmp under pfd, check it, sync it and rename it to base. */
+static int write_file(struct worker *w, int pfd, const char *tmp,
+		      const char *base)
+{
+	const wstore__file *f = w->f;
+	int fd, rc;
+
+	unlinkat(pfd, tmp, 0);
+	fd = openat(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+		    O_CLOEXEC, 0644);
+	if (fd < 0)
+		return wstore__errc(-errno, "file '%s': cannot create temp "
+				    "file '%s'", f->path, tmp);
+	if (f->size && fallocate(fd, 0, 0, (off_t)f->size) < 0 &&
+	    errno == ENOSPC)
+		rc = wstore__errc(-ENOSPC, "file '%s': cannot allocate %" PRIu64
+				  " bytes in '%s'", f->path, f->size, w->p->dest);
+	else
+		rc = wstore__fetch_to_fd(w->p->s, f, fd, w->buf, w->p->bufcap,
+					 !w->p->o->no_verify, chunk_progress,
+					 w);
+	if (rc == 0 && fsync(fd) < 0)
+		rc = wstore__errc(-errno, "file '%s': cannot sync", f->path);
+	if (close(fd) < 0 && rc == 0)
+		rc = wstore__errc(-errno, "file '%s': cannot write", f->path);
+	if (rc == 0 && renameat(pfd, tmp, pfd, base) < 0)
+		rc = wstore__errc(-errno, "file '%s': cannot rename into place",
+				  f->path);
+	if (rc < 0) {
+		unlinkat(pfd, tmp, 0);
+		return rc;
+	}
+	if (fsync(pfd) < 0)
+		return wstore__errc(-errno, "file '%s': cannot sync its "
+				    "directory", f->path);
+	return 0;
+}
+
+static int pull_file(struct worker *w)
+{
+	const wstore__file *f = w->f;
+	char tmp[512];
+	const char *base;
+	size_t at;
+	int pfd, rc;
+
+	if ((rc = open_parent(w->p, f->path, &pfd, &at)) < 0)
+		return rc;
+	base = f->path + at;
+	if (!w->p->o->force && already_present(w, pfd, base)) {
+		rc = add_progress(w->p, f->size, f->path);
+	} else if (snprintf(tmp, sizeof(tmp), ".%s" TMP_TAG "%ld", base,
+			    (long)getpid()) >= (int)sizeof(tmp)) {
+		rc = wstore__err(-ENAMETOOLONG, "file '%s': name too long",
+				 f->path);
+	} else {
+		remove_stale_temps(pfd, base);
+		rc = write_file(w, pfd, tmp, base);
+	}
+	if (pfd != w->p->dfd)
+		close(pfd);
+	return rc;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct pull *p = w->p;
+	size_t i;
+	int rc;
+
+	if (!(w->buf = malloc(p->bufcap))) {
+		fail(p, wstore__errc(-ENOMEM, "cannot allocate a %zu-byte "
+				     "buffer", p->bufcap));
+		return NULL;
+	}
+	for (;;) {
+		pthread_mutex_lock(&p->lock);
+		i = p->next < p->nsel && !atomic_load(&p->stop) ? p->next++
+								: SIZE_MAX;
+		pthread_mutex_unlock(&p->lock);
+		if (i == SIZE_MAX)
+			break;
+		w->f = &p->m->files[p->sel[i]];
+		if ((rc = pull_file(w)) < 0) {
+			fail(p, rc);
+			break;
+		}
+	}
+	free(w->buf);
+	w->buf = NULL;
+	return NULL;
+}
+
+/* ---- the whole pull ---------------------------------------------------- */
+
+static int matches_any(const char *const *globs, const char *path)
+{
+	for (; globs && *globs; globs++)
+		if (fnmatch(*globs, path, 0) == 0)
+			return 1;
+	return 0;
+}
+
+static int selected(const wstore_pull_options *o, const char *path)
+{
+	if (o->include && o->include[0] && !matches_any(o->include, path))
+		return 0;
+	return !matches_any(o->exclude, path);
+}
+
+static int cmp_size_desc(const void *a, const void *b, void *ctx)
+{
+	const wstore_manifest *m = ctx;
+	uint64_t x = m->files[*(const size_t *)a].size;
+	uint64_t y = m->files[*(const size_t *)b].size;
+
+	return x == y ? 0 : x > y ? -1 : 1;
+}
+
+/* Validate every path and chunk list, then pick the files to pull. */
+static int plan(struct pull *p)
+{
+	const wstore_manifest *m = p->m;
+	uint64_t len;
+
+	if (!(p->sel = malloc((m->nfiles ? m->nfiles : 1) * sizeof(size_t))))
+		return wstore__errc(-ENOMEM, "cannot plan pull");
+	for (size_t i = 0; i < m->nfiles; i++) {
+		const wstore__file *f = &m->files[i];
+		int rc;
+
+		if (wstore_validate_path(f->path) < 0)
+			return wstore__err(WSTORE_ECORRUPT, "checkpoint '%s': "
+					   "refusing unsafe path: %s",
+					   m->checkpoint_id,
+					   wstore_last_error());
+		if (!selected(p->o, f->path))
+			continue;
+		if (f->nchunks &&
+		    (rc = wstore__chunk_len(&len, f, f->nchunks - 1)) < 0)
+			return rc;
+		p->sel[p->nsel++] = i;
+		p->total += f->size;
+	}
+	qsort_r(p->sel, p->nsel, sizeof(size_t), cmp_size_desc, (void *)m);
+	len = wstore__max_chunk(m);
+	p->bufcap = len > MIN_BUF ? (size_t)len : MIN_BUF;
+	return 0;
+}
+
+/* mkdir -p for DEST itself (the caller's own path, symlinks allowed). */
+static int make_dest(const char *dest)
+{
+	char *copy = strdup(dest), *s;
+	int rc = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	for (s = copy + 1; rc == 0; s++) {
+		if (*s && *s != '/')
+			continue;
+		char c = *s;
+
+		*s = '\0';
+		if (mkdir(copy, 0755) < 0 && errno != EEXIST)
+			rc = wstore__errc(-errno, "cannot create '%s'", copy);
+		*s = c;
+		if (!c)
+			break;
+	}
+	free(copy);
+	return rc;
+}
+
+static int run_workers(struct pull *p)
+{
+	unsigned n = wstore__jobs(p->o->jobs), started = 0;
+	struct worker *w;
+
+	if (n > p->nsel)
+		n = p->nsel ? (unsigned)p->nsel : 1;
+	if (!(w = calloc(n, sizeof(*w))))
+		return wstore__errc(-ENOMEM, "cannot start pull workers");
+	for (unsigned i = 0; i < n; i++) {
+		w[i].p = p;
+		if (i && pthread_create(&w[i].tid, NULL, worker_main, &w[i]))
+			break;
+		started++;
+	}
+	worker_main(&w[0]);
+	for (unsigned i = 1; i < started; i++)
+		pthread_join(w[i].tid, NULL);
+	free(w);
+	if (p->rc)
+		return wstore__err(p->rc, "%s", p->msg);
+	return 0;
+}
+
+int wstore_pull(wstore_store *store, const char *id, const char *dest,
+		const wstore_pull_options *opts)
+{
+	static const wstore_pull_options defaults = WSTORE_PULL_OPTIONS_INIT;
+	struct pull p = { .s = store, .o = opts ? opts : &defaults,
+			  .dfd = -1 };
+	wstore_checkpoint *ck;
+	int rc;
+
+	if (p.o->version != WSTORE_PULL_OPTIONS_VERSION)
+		return wstore__err(WSTORE_EINVAL, "pull options version %u "
+				   "not supported", p.o->version);
+	if (!dest || !*dest)
+		return wstore__err(WSTORE_EINVAL, "pull needs a destination "
+				   "directory");
+	if ((rc = wstore_checkpoint_open(&ck, store, id)) < 0)
+		return rc;
+	p.m = wstore_checkpoint_manifest(ck);
+	p.dest = dest;
+	pthread_mutex_init(&p.lock, NULL);
+	rc = plan(&p);
+	if (rc == 0)
+		rc = make_dest(dest);
+	if (rc == 0 && (p.dfd = open(dest, O_RDONLY | O_DIRECTORY |
+				     O_CLOEXEC)) < 0)
+		rc = wstore__errc(-errno, "cannot open '%s'", dest);
+	if (rc == 0 && p.o->progress)
+		p.o->progress(0, p.total, "", p.o->progress_ctx);
+	if (rc == 0)
+		rc = run_workers(&p);
+	if (p.dfd >= 0)
+		close(p.dfd);
+	pthread_mutex_destroy(&p.lock);
+	free(p.sel);
+	wstore_checkpoint_free(ck);
+	return rc;
+}

@@ -1,0 +1,671 @@
+/*
+ * read.c - the read API: checkpoint and file handles, byte-range reads
+ * mapped onto chunks, per-file summaries for inspect and the structure
+ * checks verify adds (safetensors headers, the shard index).
+ *
+ * Chunk i of a file holds bytes [i*cs, min((i+1)*cs, size)) where cs is
+ * the record's chunk_size; a single-chunk record with chunk_size 0 (legacy)
+ * is mapped with cs = size, a multi-chunk one cannot be.  Every chunk read
+ * is checked against the length this implies: the backend is untrusted.
+ *
+ * A range read is split into pieces, one per (destination, chunk); pieces
+ * of one chunk are served by one backend call: a whole chunk goes straight
+ * into the caller's buffer, a part of one through get_range when the
+ * backend has it, otherwise the chunk is read into a scratch buffer taken
+ * from a small locked pool on the checkpoint (reused, since first touch of
+ * fresh memory costs more than the copy) and the pieces copied out.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <jansson.h>
+
+#include "safetensors.h"
+
+#define POOL_MAX 8
+
+struct scratch {
+	struct scratch *next;
+	size_t cap;
+	char *buf;
+};
+
+struct wstore_checkpoint {
+	wstore_store *s;
+	wstore_manifest *m;
+	pthread_mutex_t lock;	/* guards pool */
+	struct scratch *pool;
+	unsigned npool;
+};
+
+struct wstore_file {
+	wstore_checkpoint *ck;
+	const wstore__file *rec;
+};
+
+/* One piece of a scatter read: part of one chunk into one destination. */
+struct piece {
+	uint64_t ci;		/* chunk index */
+	uint64_t coff;		/* offset inside the chunk */
+	size_t len;
+	char *dst;
+};
+
+/* ---- checkpoints and files ---------------------------------------------- */
+
+int wstore_checkpoint_open(wstore_checkpoint **out, wstore_store *store,
+			   const char *id)
+{
+	wstore_checkpoint *ck;
+	wstore_manifest *m;
+	int rc;
+
+	*out = NULL;
+	if ((rc = wstore_manifest_read(&m, store, id)) < 0)
+		return rc;
+	if (strcmp(m->status, "READY") != 0) {
+		rc = wstore__err(WSTORE_ENOTREADY, "checkpoint '%s' is %s: %s",
+				 id, m->status,
+				 m->error && *m->error ? m->error
+						       : "no error recorded");
+		wstore_manifest_free(m);
+		return rc;
+	}
+	if (!(ck = calloc(1, sizeof(*ck)))) {
+		wstore_manifest_free(m);
+		return wstore__errc(-ENOMEM, "cannot open checkpoint '%s'", id);
+	}
+	ck->s = store;
+	ck->m = m;
+	pthread_mutex_init(&ck->lock, NULL);
+	*out = ck;
+	return 0;
+}
+
+const wstore_manifest *wstore_checkpoint_manifest(const wstore_checkpoint *ck)
+{
+	return ck->m;
+}
+
+void wstore_checkpoint_free(wstore_checkpoint *ck)
+{
+	struct scratch *sc, *next;
+
+	if (!ck)
+		return;
+	for (sc = ck->pool; sc; sc = next) {
+		next = sc->next;
+		free(sc->buf);
+		free(sc);
+	}
+	pthread_mutex_destroy(&ck->lock);
+	wstore_manifest_free(ck->m);
+	free(ck);
+}
+
+int wstore_file_open(wstore_file **out, wstore_checkpoint *ck,
+		     const char *path)
+{
+	int64_t i = wstore_manifest_find(ck->m, path ? path : "");
+	wstore_file *f;
+
+	*out = NULL;
+	if (i < 0)
+		return wstore__err(WSTORE_ENOTFOUND, "no file '%s' in "
+				   "checkpoint '%s'", path ? path : "",
+				   ck->m->checkpoint_id);
+	if (!(f = calloc(1, sizeof(*f))))
+		return wstore__errc(-ENOMEM, "cannot open '%s'", path);
+	f->ck = ck;
+	f->rec = &ck->m->files[i];
+	*out = f;
+	return 0;
+}
+
+uint64_t wstore_file_size(const wstore_file *f)
+{
+	return f->rec->size;
+}
+
+const char *wstore_file_path(const wstore_file *f)
+{
+	return f->rec->path;
+}
+
+void wstore_file_free(wstore_file *f)
+{
+	free(f);
+}
+
+/* ---- chunk geometry and checked chunk reads ----------------------------- */
+
+/* The chunk size offsets map with, or an error if they cannot be mapped. */
+static int chunk_geometry(const wstore__file *r, uint64_t *out_cs)
+{
+	uint64_t want;
+
+	if (r->size == 0) {
+		*out_cs = 1;
+		return 0;
+	}
+	if (r->chunk_size == 0) {
+		if (r->nchunks == 1) {
+			*out_cs = r->size;
+			return 0;
+		}
+		return wstore__err(WSTORE_EUNSUPPORTED, "file '%s' has %" PRIu64
+				   " chunks but chunk_size 0 (legacy record): "
+				   "cannot map offsets to chunks", r->path,
+				   r->nchunks);
+	}
+	want = r->size / r->chunk_size + (r->size % r->chunk_size != 0);
+	if (r->nchunks != want)
+		return wstore__err(WSTORE_ECORRUPT, "file '%s' lists %" PRIu64
+				   " chunks but size %" PRIu64 " and chunk_size "
+				   "%" PRIu64 " imply %" PRIu64, r->path,
+				   r->nchunks, r->size, r->chunk_size, want);
+	*out_cs = r->chunk_size;
+	return 0;
+}
+
+static size_t chunk_len(const wstore__file *r, uint64_t cs, uint64_t ci)
+{
+	uint64_t start = ci * cs;
+
+	return (size_t)(r->size - start < cs ? r->size - start : cs);
+}
+
+/* Turn a get_range result into the contract's view of a chunk read (the
+ * same messages as wstore__read_chunk). */
+static int check_part(const wstore__file *r, uint64_t ci, int rc, uint64_t off,
+		      size_t got, size_t want)
+{
+	const char *key = r->chunks[ci];
+
+	if (rc == WSTORE_ENOTFOUND || (rc == 0 && got == 0 && want > 0))
+		return wstore__err(WSTORE_ECORRUPT, "file '%s': chunk '%s' is "
+				   "missing", r->path, key);
+	if (rc < 0)
+		return wstore__err(rc, "file '%s': cannot read chunk '%s': %s",
+				   r->path, key, wstore_last_error());
+	if (got != want)
+		return wstore__err(WSTORE_ECORRUPT, "file '%s': chunk '%s' "
+				   "ends at byte %" PRIu64 ", expected at least "
+				   "%" PRIu64, r->path, key, off + got,
+				   off + want);
+	return 0;
+}
+
+/* Read all of chunk ci (want bytes by the manifest) into dst. */
+static int get_chunk(wstore_file *f, uint64_t ci, void *dst, size_t want)
+{
+	return wstore__read_chunk(f->ck->s, f->rec, ci, dst, want);
+}
+
+/* Read len bytes at off of chunk ci with get_range. */
+static int get_part(wstore_file *f, uint64_t ci, uint64_t off, void *dst,
+		    size_t len)
+{
+	wstore_backend *b = f->ck->s->b;
+	size_t got = 0;
+	int rc = b->get_range(b, f->rec->chunks[ci], off, dst, len, &got);
+
+	return check_part(f->rec, ci, rc, off, got, len);
+}
+
+static char *scratch_take(wstore_checkpoint *ck, size_t need, size_t *cap)
+{
+	struct scratch *sc;
+	char *buf;
+
+	pthread_mutex_lock(&ck->lock);
+	sc = ck->pool;
+	if (sc) {
+		ck->pool = sc->next;
+		ck->npool--;
+	}
+	pthread_mutex_unlock(&ck->lock);
+	if (sc && sc->cap >= need) {
+		buf = sc->buf;
+		*cap = sc->cap;
+		free(sc);
+		return buf;
+	}
+	if (sc) {
+		free(sc->buf);
+		free(sc);
+	}
+	*cap = need;
+	return malloc(need ? need : 1);
+}
+
+static void scratch_give(wstore_checkpoint *ck, char *buf, size_t cap)
+{
+	struct scratch *sc = malloc(sizeof(*sc));
+
+	if (!sc) {
+		free(buf);
+		return;
+	}
+	sc->buf = buf;
+	sc->cap = cap;
+	pthread_mutex_lock(&ck->lock);
+	if (ck->npool < POOL_MAX) {
+		sc->next = ck->pool;
+		ck->pool = sc;
+		ck->npool++;
+		sc = NULL;
+	}
+	pthread_mutex_unlock(&ck->lock);
+	if (sc) {
+		free(sc->buf);
+		free(sc);
+	}
+}
+
+/* ---- scatter reads ------------------------------------------------------- */
+
+/* Serve the n pieces of one chunk with one backend call. */
+static int read_group(wstore_file *f, uint64_t cs, struct piece *p, size_t n)
+{
+	wstore_backend *b = f->ck->s->b;
+	size_t clen = chunk_len(f->rec, cs, p[0].ci), cap;
+	uint64_t lo = p[0].coff, hi = 0;
+	char *buf;
+	int rc;
+
+	if (n == 1 && p[0].coff == 0 && p[0].len == clen)
+		return get_chunk(f, p[0].ci, p[0].dst, clen);
+	if (n == 1 && b->get_range)
+		return get_part(f, p[0].ci, p[0].coff, p[0].dst, p[0].len);
+	for (size_t i = 0; i < n; i++) {
+		lo = p[i].coff < lo ? p[i].coff : lo;
+		hi = p[i].coff + p[i].len > hi ? p[i].coff + p[i].len : hi;
+	}
+	if (!b->get_range || hi - lo == clen)
+		lo = 0, hi = clen;
+	if (!(buf = scratch_take(f->ck, (size_t)(hi - lo), &cap)))
+		return wstore__errc(-ENOMEM, "cannot read '%s'", f->rec->path);
+	if (hi - lo == clen)
+		rc = get_chunk(f, p[0].ci, buf, clen);
+	else
+		rc = get_part(f, p[0].ci, lo, buf, (size_t)(hi - lo));
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		memcpy(p[i].dst, buf + (p[i].coff - lo), p[i].len);
+	scratch_give(f->ck, buf, cap);
+	return rc;
+}
+
+static int cmp_piece(const void *a, const void *b)
+{
+	const struct piece *x = a, *y = b;
+
+	if (x->ci != y->ci)
+		return x->ci < y->ci ? -1 : 1;
+	if (x->coff != y->coff)
+		return x->coff < y->coff ? -1 : 1;
+	return 0;
+}
+
+/* Split segments into per-chunk pieces, sorted by chunk and offset. */
+static int split_pieces(struct piece **out, size_t *out_n, uint64_t cs,
+			const wstore__seg *segs, size_t n)
+{
+	struct piece *p;
+	size_t np = 0, k = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (segs[i].len)
+			np += (size_t)((segs[i].off + segs[i].len - 1) / cs -
+				       segs[i].off / cs + 1);
+	if (!(p = malloc((np ? np : 1) * sizeof(*p))))
+		return wstore__errc(-ENOMEM, "cannot plan a read");
+	for (size_t i = 0; i < n; i++) {
+		uint64_t off = segs[i].off, end = off + segs[i].len;
+		char *dst = segs[i].dst;
+
+		while (off < end) {
+			uint64_t ci = off / cs, cend = (ci + 1) * cs;
+			uint64_t take = (end < cend ? end : cend) - off;
+
+			p[k++] = (struct piece){ ci, off - ci * cs,
+						 (size_t)take, dst };
+			dst += take;
+			off += take;
+		}
+	}
+	qsort(p, np, sizeof(*p), cmp_piece);
+	*out = p;
+	*out_n = np;
+	return 0;
+}
+
+int wstore__file_readv(wstore_file *f, wstore__seg *segs, size_t n)
+{
+	struct piece *p = NULL;
+	size_t np = 0, i, j;
+	uint64_t cs = 1;
+	int rc;
+
+	for (i = 0; i < n; i++)
+		if (segs[i].off > f->rec->size ||
+		    segs[i].len > f->rec->size - segs[i].off)
+			return wstore__err(WSTORE_EINVAL, "read of %" PRIu64
+					   " bytes at %" PRIu64 " is past the "
+					   "end of '%s'", segs[i].len,
+					   segs[i].off, f->rec->path);
+	if ((rc = chunk_geometry(f->rec, &cs)) < 0 ||
+	    (rc = split_pieces(&p, &np, cs, segs, n)) < 0)
+		return rc;
+	for (i = 0; rc == 0 && i < np; i = j) {
+		for (j = i + 1; j < np && p[j].ci == p[i].ci; j++)
+			;
+		rc = read_group(f, cs, p + i, j - i);
+	}
+	free(p);
+	return rc;
+}
+
+int wstore_file_pread(wstore_file *f, void *buf, size_t len, uint64_t off,
+		      size_t *out_n)
+{
+	uint64_t size = f->rec->size;
+	wstore__seg seg;
+	int rc;
+
+	if (out_n)
+		*out_n = 0;
+	if (off >= size || len == 0)
+		return 0;
+	if (len > size - off)
+		len = (size_t)(size - off);
+	seg = (wstore__seg){ off, len, buf };
+	if ((rc = wstore__file_readv(f, &seg, 1)) < 0)
+		return rc;
+	if (out_n)
+		*out_n = len;
+	return 0;
+}
+
+size_t wstore__file_window(const wstore_file *f)
+{
+	uint64_t cs = f->rec->chunk_size ? f->rec->chunk_size : f->rec->size;
+
+	if (f->ck->s->b->get_range || cs < (1u << 20))
+		return 1u << 20;
+	return cs > (256u << 20) ? (256u << 20) : (size_t)cs;
+}
+
+/* ---- summaries ----------------------------------------------------------- */
+
+static int has_suffix(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+
+	return n >= k && strcasecmp(s + n - k, suffix) == 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Join names, sorted and without duplicates, as "A,B" into out. */
+static void join_names(char *out, size_t cap, const char **names, size_t n)
+{
+	size_t len = 0;
+
+	out[0] = '\0';
+	qsort(names, n, sizeof(*names), cmp_str);
+	for (size_t i = 0; i < n; i++) {
+		size_t k = strlen(names[i]);
+
+		if (i && strcmp(names[i], names[i - 1]) == 0)
+			continue;
+		if (len + k + 2 > cap)
+			break;
+		if (len)
+			out[len++] = ',';
+		memcpy(out + len, names[i], k + 1);
+		len += k;
+	}
+}
+
+static int summary_safetensors(wstore_file_summary_info *out, wstore_file *f)
+{
+	const char *names[32];
+	wstore_safetensors *ws;
+	wstore_tensor_info ti;
+	size_t nn = 0;
+	int rc;
+
+	if ((rc = wstore_safetensors_open(&ws, f)) < 0)
+		return rc;
+	out->format = "safetensors";
+	out->tensor_count = wstore_safetensors_count(ws);
+	for (size_t i = 0; i < out->tensor_count; i++) {
+		uint64_t ne = 1;
+		size_t k;
+
+		wstore_safetensors_tensor(&ti, ws, i);
+		for (uint32_t d = 0; d < ti.ndim; d++)
+			ne *= (uint64_t)ti.shape[d];
+		out->param_count += ne;
+		for (k = 0; k < nn && names[k] != ti.dtype; k++)
+			;
+		if (k == nn && nn < 32)
+			names[nn++] = ti.dtype;
+	}
+	join_names(out->dtypes, sizeof(out->dtypes), names, nn);
+	wstore_safetensors_free(ws);
+	return 0;
+}
+
+static int summary_gguf(wstore_file_summary_info *out, wstore_file *f)
+{
+	const char *names[128];
+	wstore__gguf_info gi;
+	size_t nn = 0;
+	int rc;
+
+	if ((rc = wstore__gguf_parse_file(&gi, f)) < 0)
+		return rc;
+	out->format = "gguf";
+	out->tensor_count = gi.tensor_count;
+	out->param_count = gi.param_count;
+	out->kv_count = gi.kv_count;
+	out->gguf_version = gi.version;
+	for (unsigned t = 0; t < 128; t++)
+		if ((gi.type_mask[t / 64] >> (t % 64)) & 1)
+			names[nn++] = wstore__gguf_type_name(t);
+	join_names(out->dtypes, sizeof(out->dtypes), names, nn);
+	return 0;
+}
+
+int wstore_file_summary(wstore_file_summary_info *out, wstore_file *f)
+{
+	memset(out, 0, sizeof(*out));
+	out->format = "other";
+	if (has_suffix(f->rec->path, ".safetensors"))
+		return summary_safetensors(out, f);
+	if (has_suffix(f->rec->path, ".gguf"))
+		return summary_gguf(out, f);
+	return 0;
+}
+
+/* ---- structure checks ---------------------------------------------------- */
+
+struct check {
+	wstore_checkpoint *ck;
+	wstore_verify_file_fn cb;
+	void *ctx;
+	wstore__st **st;	/* parsed header per manifest file, or NULL */
+	size_t problems;
+	char first[1024];
+};
+
+static void problem(struct check *c, const char *path, int code,
+		    const char *msg)
+{
+	if (!c->problems++)
+		snprintf(c->first, sizeof(c->first), "%s", msg);
+	if (c->cb)
+		c->cb(path, code, msg, c->ctx);
+}
+
+/* Parse the header of manifest file i when it is a weight format.  A bad
+ * header is a problem; a failure to read is returned. */
+static int check_header(struct check *c, size_t i)
+{
+	const wstore__file *r = &c->ck->m->files[i];
+	wstore_safetensors *ws;
+	wstore__gguf_info gi;
+	wstore_file *f;
+	int rc;
+
+	if (!has_suffix(r->path, ".safetensors") &&
+	    !has_suffix(r->path, ".gguf"))
+		return 0;
+	if ((rc = wstore_file_open(&f, c->ck, r->path)) < 0)
+		return rc;
+	if (has_suffix(r->path, ".gguf"))
+		rc = wstore__gguf_parse_file(&gi, f);
+	else if ((rc = wstore_safetensors_open(&ws, f)) == 0)
+		c->st[i] = wstore__safetensors_take(ws); /* for the index */
+	wstore_file_free(f);
+	if (rc == WSTORE_ECORRUPT)
+		problem(c, r->path, rc, wstore_last_error());
+	return rc == WSTORE_ECORRUPT || rc == WSTORE_EUNSUPPORTED ? 0 : rc;
+}
+
+/* Read a whole (small) file into a NUL-terminated malloc'ed buffer. */
+static int read_whole(char **out, wstore_file *f)
+{
+	uint64_t size = f->rec->size;
+	char *buf;
+	int rc;
+
+	*out = NULL;
+	if (size > (256u << 20))
+		return wstore__err(WSTORE_ECORRUPT, "file '%s' is too large "
+				   "for a shard index (%" PRIu64 " bytes)",
+				   f->rec->path, size);
+	if (!(buf = malloc(size + 1)))
+		return wstore__errc(-ENOMEM, "cannot read '%s'", f->rec->path);
+	if ((rc = wstore_file_pread(f, buf, size, 0, NULL)) < 0) {
+		free(buf);
+		return rc;
+	}
+	buf[size] = '\0';
+	*out = buf;
+	return 0;
+}
+
+#define MAX_TENSOR_PROBLEMS 20
+
+/* Check one weight_map entry: its file exists, the tensor is in it. */
+static void check_entry(struct check *c, const char *index, const char *dir,
+			const char *tensor, const json_t *file,
+			json_t *reported, size_t *missing)
+{
+	char msg[1024], *full = NULL;
+	const wstore__st *st;
+	int64_t k;
+
+	if (!json_is_string(file)) {
+		snprintf(msg, sizeof(msg), "index '%s': weight_map entry of "
+			 "'%.200s' is not a file name", index, tensor);
+		problem(c, index, WSTORE_ECORRUPT, msg);
+		return;
+	}
+	if (asprintf(&full, "%s%s", dir, json_string_value(file)) < 0)
+		return;
+	k = wstore_manifest_find(c->ck->m, full);
+	if (k < 0 && !json_object_get(reported, full)) {
+		json_object_set_new(reported, full, json_true());
+		snprintf(msg, sizeof(msg), "index '%s' names file '%s', which "
+			 "is not in the checkpoint", index, full);
+		problem(c, index, WSTORE_ECORRUPT, msg);
+	}
+	st = k >= 0 ? c->st[k] : NULL;
+	if (st && wstore__st_find(st, tensor) < 0 &&
+	    (*missing)++ < MAX_TENSOR_PROBLEMS) {
+		snprintf(msg, sizeof(msg), "index '%s': tensor '%.200s' is not "
+			 "in '%s'", index, tensor, full);
+		problem(c, index, WSTORE_ECORRUPT, msg);
+	}
+	free(full);
+}
+
+static int check_index(struct check *c, size_t i)
+{
+	const char *path = c->ck->m->files[i].path, *slash, *tensor;
+	json_t *root, *map, *file, *reported;
+	size_t missing = 0;
+	char msg[1024], *text, *dir;
+	json_error_t jerr;
+	wstore_file *f;
+	int rc;
+
+	if ((rc = wstore_file_open(&f, c->ck, path)) < 0)
+		return rc;
+	rc = read_whole(&text, f);
+	wstore_file_free(f);
+	if (rc < 0)
+		return rc == WSTORE_EUNSUPPORTED ? 0 : rc;
+	root = json_loads(text, 0, &jerr);
+	free(text);
+	map = json_object_get(root, "weight_map");
+	if (!json_is_object(map)) {
+		snprintf(msg, sizeof(msg), "index '%s': %s", path,
+			 root ? "no weight_map object" : jerr.text);
+		problem(c, path, WSTORE_ECORRUPT, msg);
+		json_decref(root);
+		return 0;
+	}
+	slash = strrchr(path, '/');
+	dir = strndup(path, slash ? (size_t)(slash - path + 1) : 0);
+	reported = json_object();
+	json_object_foreach(map, tensor, file)
+		if (dir && reported)
+			check_entry(c, path, dir, tensor, file, reported,
+				    &missing);
+	if (missing > MAX_TENSOR_PROBLEMS) {
+		snprintf(msg, sizeof(msg), "index '%s': %zu more tensors "
+			 "missing from their files", path,
+			 missing - MAX_TENSOR_PROBLEMS);
+		problem(c, path, WSTORE_ECORRUPT, msg);
+	}
+	json_decref(reported);
+	json_decref(root);
+	free(dir);
+	return 0;
+}
+
+int wstore_check_structure(wstore_checkpoint *ck,
+			   wstore_verify_file_fn on_problem, void *ctx)
+{
+	struct check c = { ck, on_problem, ctx, NULL, 0, "" };
+	size_t n = ck->m->nfiles;
+	int rc = 0;
+
+	if (!(c.st = calloc(n ? n : 1, sizeof(*c.st))))
+		return wstore__errc(-ENOMEM, "cannot check checkpoint '%s'",
+				    ck->m->checkpoint_id);
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		rc = check_header(&c, i);
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		if (has_suffix(ck->m->files[i].path, ".safetensors.index.json"))
+			rc = check_index(&c, i);
+	for (size_t i = 0; i < n; i++)
+		wstore__st_free(c.st[i]);
+	free(c.st);
+	if (rc == 0 && c.problems)
+		rc = wstore__err(WSTORE_EVERIFY, "%s%s", c.first,
+				 c.problems > 1 ? " (and more problems)" : "");
+	return rc;
+}

@@ -1,0 +1,123 @@
+/*
+ * redis_proto.h - what backend_redis.c (connections, commands, standalone
+ * routing) shares with redis_cluster.c (slot routing).  Internal.
+ *
+ * A node is one Redis server with a pool of connections.  A request
+ * (struct rd_req) is one backend operation on one key; rd_do() runs it on a
+ * connection and says whether it succeeded, failed for good, or hit a
+ * server error reply or a broken connection that a router may retry
+ * (RD_REPLY_ERR / RD_CONN_ERR, text in req->err).
+ */
+#ifndef WSTORE_REDIS_PROTO_H
+#define WSTORE_REDIS_PROTO_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/time.h>
+
+#include <hiredis/hiredis.h>
+
+#include "internal.h"
+
+/* rd_do() results besides 0 and error codes (both > 0, never returned to
+ * the backend's callers). */
+#define RD_REPLY_ERR 1		/* server error reply, text in req->err */
+#define RD_CONN_ERR 2		/* connection broken, text in req->err */
+
+struct rd_opts {
+	char *user;		/* NULL: AUTH with the password only */
+	char *password;		/* NULL: no AUTH */
+	int db;
+	int connect_ms;
+	int command_ms;
+};
+
+struct rd_conn {
+	redisContext *c;
+	struct rd_conn *next;
+};
+
+struct rd_node {
+	char *host;		/* TCP host, or NULL */
+	int port;
+	char *path;		/* unix socket path, or NULL */
+	char name[280];		/* "host:port" or the path, for messages */
+	const struct rd_opts *opts;
+	pthread_mutex_t lock;	/* guards free */
+	struct rd_conn *free;
+	int nfree;
+	int auth_failed;	/* the server refused our credentials */
+	int probed;		/* max_bulk asked for */
+	uint64_t max_bulk;	/* proto-max-bulk-len, 0 if unknown */
+};
+
+enum rd_op {
+	RD_PUT, RD_PUT_NEW, RD_GET, RD_GET_RANGE, RD_SIZE, RD_REMOVE,
+	RD_UPDATE
+};
+
+struct rd_req {
+	enum rd_op op;
+	const char *key;	/* full Redis key (prefix included) */
+	size_t klen;
+	const char *lkey;	/* logical key, for messages */
+	const void *data;	/* put: value */
+	size_t len;		/* put: value size; get_range: bytes */
+	void *buf;		/* get/get_range: destination */
+	size_t cap;
+	uint64_t off;		/* get_range */
+	size_t *out_len;
+	uint64_t *out_size;
+	wstore_update_fn fn;
+	void *ctx;
+	char err[256];
+};
+
+int rd_node_new(struct rd_node **out, const char *host, int port,
+		const char *path, const struct rd_opts *o);
+void rd_node_free(struct rd_node *n);
+/* A connection to n, from the pool or new (connected, authenticated,
+ * database selected).  0, or WSTORE_EUNAVAIL with the last error set. */
+int rd_node_take(struct rd_node *n, struct rd_conn **out, int *reused);
+/* Give a connection back; a broken one is closed instead. */
+void rd_node_give(struct rd_node *n, struct rd_conn *rc, int broken);
+
+/* A command of C-string arguments (NULL-terminated argv) on rc; the reply,
+ * or NULL with the connection marked broken (rc->c->errstr says why). */
+redisReply *rd_command(struct rd_conn *rc, const char **argv);
+
+/* Run req on a connection of n; see the top of this file. */
+int rd_do(struct rd_node *n, struct rd_conn *rc, struct rd_req *req);
+/* Turn an RD_REPLY_ERR / RD_CONN_ERR into a final error code and message. */
+int rd_fail(struct rd_node *n, struct rd_req *req, int rc);
+
+/* One SCAN pass over node n for keys matching the glob pattern; fn gets
+ * each key with skip bytes (the key prefix) removed. */
+int rd_scan(struct rd_node *n, const char *pattern, size_t skip,
+	    wstore_list_fn fn, void *ctx);
+
+/* Parse "host:port", "[v6]:port" or "host" (port 6379) of n bytes at s;
+ * *host is malloc'ed. */
+int rd_parse_hostport(const char *s, size_t n, char **host, int *port);
+
+/* Milliseconds on the monotonic clock. */
+int64_t rd_now_ms(void);
+/* Sleep for the attempt-th backoff step (a few ms growing to ~500 ms). */
+void rd_backoff(int attempt);
+
+/* ---- redis_cluster.c ------------------------------------------------------ */
+
+struct rd_cluster;
+
+/* Discover the cluster from a comma-separated "host:port,..." list. */
+int rdc_open(struct rd_cluster **out, const char *seeds,
+	     const struct rd_opts *o);
+/* Route req by its key's slot, following redirections, and run it. */
+int rdc_run(struct rd_cluster *cl, struct rd_req *req);
+/* The current masters, for SCAN (array malloc'ed; nodes owned by cl). */
+int rdc_masters(struct rd_cluster *cl, struct rd_node ***out, size_t *n);
+void rdc_free(struct rd_cluster *cl);
+/* Hash slot of a key (CRC16 of the key or its {hash tag}, mod 16384). */
+unsigned rdc_slot(const char *key, size_t len);
+
+#endif

@@ -1,0 +1,184 @@
+/*
+ * scan.c - walk an import source directory: every regular file under it,
+ * recursively, with symlinks followed (a Hugging Face cache snapshot is a
+ * tree of symlinks into ../../blobs/).  Anything that is not a regular file
+ * or directory (FIFO, socket, device, dangling link, symlink loop,
+ * unreadable file) stops the scan with an error naming it, before anything
+ * is written to the store.  Result: files sorted by relative path.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "scan.h"
+
+struct walk {
+	wstore__scan *out;
+	size_t cap;
+	dev_t dev[64];		/* directories on the current path, for loops */
+	ino_t ino[64];
+	int depth;
+};
+
+static int add_file(struct walk *w, const char *rel, const char *abs,
+		    const struct stat *st)
+{
+	wstore__scan_file *f;
+	int fd;
+
+	/* open now so an unreadable file fails the scan, not the import */
+	fd = open(abs, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return wstore__errc(-errno, "cannot read source file '%s'", abs);
+	close(fd);
+	if (w->out->n == w->cap) {
+		size_t cap = w->cap ? 2 * w->cap : 64;
+		void *p = realloc(w->out->files, cap * sizeof(*f));
+
+		if (!p)
+			return -ENOMEM;
+		w->out->files = p;
+		w->cap = cap;
+	}
+	f = &w->out->files[w->out->n];
+	f->rel = strdup(rel);
+	f->abs = strdup(abs);
+	if (!f->rel || !f->abs) {
+		free(f->rel);
+		free(f->abs);
+		return -ENOMEM;
+	}
+	f->size = (uint64_t)st->st_size;
+	w->out->n++;
+	w->out->total += f->size;
+	return 0;
+}
+
+static int walk_dir(struct walk *w, const char *abs, const char *rel);
+
+static int walk_entry(struct walk *w, const char *abs, const char *rel)
+{
+	struct stat st, lst;
+
+	if (stat(abs, &st) < 0) {
+		int e = errno;
+
+		if (lstat(abs, &lst) == 0 && S_ISLNK(lst.st_mode))
+			return wstore__err(e == ELOOP ? -ELOOP : -ENOENT,
+					   "source '%s' is a %s symlink", abs,
+					   e == ELOOP ? "looping" : "dangling");
+		return wstore__errc(-e, "cannot stat source '%s'", abs);
+	}
+	if (S_ISREG(st.st_mode))
+		return add_file(w, rel, abs, &st);
+	if (S_ISDIR(st.st_mode)) {
+		for (int i = 0; i < w->depth; i++)
+			if (w->dev[i] == st.st_dev && w->ino[i] == st.st_ino)
+				return wstore__err(-ELOOP,
+						   "source '%s' is a symlink loop",
+						   abs);
+		if (w->depth == 64)
+			return wstore__err(WSTORE_EINVAL,
+					   "source '%s' is nested too deeply", abs);
+		w->dev[w->depth] = st.st_dev;
+		w->ino[w->depth] = st.st_ino;
+		w->depth++;
+		int rc = walk_dir(w, abs, rel);
+		w->depth--;
+		return rc;
+	}
+	return wstore__err(WSTORE_EINVAL,
+			   "source '%s' is not a regular file or directory (FIFO, socket or device)",
+			   abs);
+}
+
+static int walk_dir(struct walk *w, const char *abs, const char *rel)
+{
+	DIR *d = opendir(abs);
+	struct dirent *de;
+	int rc = 0;
+
+	if (!d)
+		return wstore__errc(-errno, "cannot read source directory '%s'",
+				    abs);
+	while (rc == 0 && (errno = 0, de = readdir(d))) {
+		char *cabs, *crel;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (asprintf(&cabs, "%s/%s", abs, de->d_name) < 0)
+			return closedir(d), -ENOMEM;
+		if (asprintf(&crel, "%s%s%s", rel, *rel ? "/" : "",
+			     de->d_name) < 0) {
+			free(cabs);
+			return closedir(d), -ENOMEM;
+		}
+		rc = walk_entry(w, cabs, crel);
+		free(cabs);
+		free(crel);
+	}
+	if (rc == 0 && errno)
+		rc = wstore__errc(-errno, "cannot read source directory '%s'",
+				  abs);
+	closedir(d);
+	return rc;
+}
+
+static int cmp_rel(const void *a, const void *b)
+{
+	return strcmp(((const wstore__scan_file *)a)->rel,
+		      ((const wstore__scan_file *)b)->rel);
+}
+
+int wstore__scan_source(wstore__scan *out, const char *source)
+{
+	struct walk w = { .out = out };
+	struct stat st;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (!source || !*source)
+		return wstore__err(WSTORE_EINVAL, "no source directory given");
+	if (stat(source, &st) < 0)
+		return wstore__errc(-errno, "cannot open source '%s'", source);
+	if (!S_ISDIR(st.st_mode))
+		return wstore__err(WSTORE_EINVAL,
+				   "source '%s' is not a directory", source);
+	w.dev[0] = st.st_dev;
+	w.ino[0] = st.st_ino;
+	w.depth = 1;
+	rc = walk_dir(&w, source, "");
+	if (rc == 0 && out->n == 0)
+		rc = wstore__err(WSTORE_EINVAL, "source '%s' holds no files",
+				 source);
+	if (rc < 0) {
+		wstore__scan_free(out);
+		return rc;
+	}
+	qsort(out->files, out->n, sizeof(*out->files), cmp_rel);
+	return 0;
+}
+
+void wstore__scan_free(wstore__scan *scan)
+{
+	for (size_t i = 0; i < scan->n; i++) {
+		free(scan->files[i].rel);
+		free(scan->files[i].abs);
+	}
+	free(scan->files);
+	memset(scan, 0, sizeof(*scan));
+}
+
+const wstore__scan_file *wstore__scan_find(const wstore__scan *scan,
+					   const char *rel)
+{
+	wstore__scan_file key = { .rel = (char *)rel };
+
+	return bsearch(&key, scan->files, scan->n, sizeof(key), cmp_rel);
+}

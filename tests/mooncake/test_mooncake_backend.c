@@ -1,0 +1,560 @@
+/*
+ * test_mooncake_backend.c - contract tests of the Mooncake backend
+ * (src/lib/backend_mooncake.c) through its real dlopen path, against the
+ * stand-in library built from tests/mooncake/standin.c.  The stand-in
+ * imitates the behaviour SPEC.md section 6 records for Mooncake Store; it
+ * is NOT Mooncake, so these are contract tests, not Mooncake tests.
+ *
+ * Usage: mooncake-backend-tests [BUILD_DIR]   (default "build"); expects
+ * BUILD_DIR/libmooncake_store.so and BUILD_DIR/libmooncake_store_partial.so
+ * (the stand-in without mooncake_store_get_into).  Prints
+ * "mooncake: N passed, N failed".
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static int passed, failed;
+static const char *current = "";
+static const char *build_dir = "build";
+static char *tmp_root;
+
+#define CHECK(cond)                                                       \
+	do {                                                              \
+		if (cond) {                                               \
+			passed++;                                         \
+		} else {                                                  \
+			failed++;                                         \
+			fprintf(stderr, "FAIL %s: %s:%d: %s (last error: " \
+				"%s)\n", current, __FILE__, __LINE__,     \
+				#cond, wstore_last_error());              \
+		}                                                         \
+	} while (0)
+
+#define CHECK_EQ(a, b)                                                    \
+	do {                                                              \
+		long long a_ = (long long)(a), b_ = (long long)(b);       \
+		if (a_ == b_) {                                           \
+			passed++;                                         \
+		} else {                                                  \
+			failed++;                                         \
+			fprintf(stderr, "FAIL %s: %s:%d: %s == %s (%lld != " \
+				"%lld; last error: %s)\n", current,       \
+				__FILE__, __LINE__, #a, #b, a_, b_,       \
+				wstore_last_error());                     \
+		}                                                         \
+	} while (0)
+
+#define CHECK_MSG(text)                                                   \
+	do {                                                              \
+		const char *m_ = wstore_last_error();                     \
+		if (strstr(m_, (text))) {                                 \
+			passed++;                                         \
+		} else {                                                  \
+			failed++;                                         \
+			fprintf(stderr, "FAIL %s: %s:%d: message '%s' "   \
+				"lacks '%s'\n", current, __FILE__,         \
+				__LINE__, m_, (text));                    \
+		}                                                         \
+	} while (0)
+
+/* ---- helpers ----------------------------------------------------------- */
+
+static char *lib_path(const char *name)
+{
+	static char buf[4][4096];
+	static int n;
+	char *p = buf[n++ % 4];
+
+	snprintf(p, sizeof(buf[0]), "%s/%s", build_dir, name);
+	return p;
+}
+
+/* Point the stand-in at a fresh store directory with the given lease. */
+static void fresh_store(const char *lease_ms)
+{
+	static int n;
+	char *dir;
+
+	if (asprintf(&dir, "%s/store%d", tmp_root, n++) < 0)
+		abort();
+	setenv("MOONCAKE_STANDIN_DIR", dir, 1);
+	setenv("MOONCAKE_STANDIN_LEASE_MS", lease_ms, 1);
+	free(dir);
+}
+
+static int open_with(wstore_backend **out, const char *lib,
+		     const char *master, const char *replicas)
+{
+	wstore_config *cfg;
+	int rc;
+
+	*out = NULL;
+	if (wstore_config_new(&cfg) != 0)
+		abort();
+	wstore_config_set(cfg, "mooncake_library", lib);
+	if (master)
+		wstore_config_set(cfg, "master_server_addr", master);
+	if (replicas)
+		wstore_config_set(cfg, "replica_num", replicas);
+	rc = wstore__backend_mooncake_open(out, cfg);
+	wstore_config_free(cfg);
+	return rc;
+}
+
+static wstore_backend *open_standin(void)
+{
+	wstore_backend *b;
+	int rc = open_with(&b, lib_path("libmooncake_store.so"), NULL, NULL);
+
+	CHECK_EQ(rc, 0);
+	return rc == 0 ? b : NULL;
+}
+
+static int put_str(wstore_backend *b, const char *key, const char *v)
+{
+	return b->put(b, key, v, strlen(v));
+}
+
+/* Get key as a string into buf (cap 256); returns the get's code. */
+static int get_str(wstore_backend *b, const char *key, char *buf)
+{
+	size_t n = 0;
+	int rc = b->get(b, key, buf, 255, &n);
+
+	buf[rc == 0 ? n : 0] = '\0';
+	return rc;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- tests ------------------------------------------------------------- */
+
+static void test_roundtrip(void)
+{
+	wstore_backend *b;
+	char buf[256];
+	uint64_t size = 0;
+
+	fresh_store("10000");
+	if (!(b = open_standin()))
+		return;
+	CHECK(strcmp(b->name, "mooncake") == 0);
+	CHECK_EQ(b->version, WSTORE_BACKEND_VERSION);
+	CHECK(b->flags & WSTORE_BACKEND_WRITE_ONCE);
+	CHECK(b->flags & WSTORE_BACKEND_EMPTY_MISSING);
+	CHECK(b->flags & WSTORE_BACKEND_UNTRUSTED);
+	CHECK(!b->upsert && !b->put_new && !b->list && !b->update);
+	CHECK_EQ(put_str(b, "weight/index/models", "[\"a\"]"), 0);
+	CHECK_EQ(get_str(b, "weight/index/models", buf), 0);
+	CHECK(strcmp(buf, "[\"a\"]") == 0);
+	CHECK_EQ(b->size(b, "weight/index/models", &size), 0);
+	CHECK_EQ(size, 5);
+	/* a key that is a prefix of another, as "files/{ph}" is */
+	CHECK_EQ(put_str(b, "a/b", "1"), 0);
+	CHECK_EQ(put_str(b, "a/b/c", "2"), 0);
+	CHECK_EQ(get_str(b, "a/b", buf), 0);
+	CHECK(strcmp(buf, "1") == 0);
+	CHECK_EQ(get_str(b, "a/b/c", buf), 0);
+	CHECK(strcmp(buf, "2") == 0);
+	b->free(b);
+}
+
+static void test_write_once_and_replace(void)
+{
+	wstore_backend *b;
+	char buf[256];
+
+	fresh_store("10000");
+	if (!(b = open_standin()))
+		return;
+	CHECK_EQ(put_str(b, "k", "old"), 0);
+	CHECK_EQ(put_str(b, "k", "new!"), 0);
+	CHECK_EQ(get_str(b, "k", buf), 0);
+	CHECK(strcmp(buf, "old") == 0);
+	/* the front end's replace: forced remove (despite the lease the
+	 * get just took), then put */
+	CHECK_EQ(b->remove(b, "k", 1), 0);
+	CHECK_EQ(put_str(b, "k", "new!"), 0);
+	CHECK_EQ(get_str(b, "k", buf), 0);
+	CHECK(strcmp(buf, "new!") == 0);
+	b->free(b);
+}
+
+static void test_missing_and_errors(void)
+{
+	wstore_backend *b;
+	char buf[256];
+	uint64_t size;
+	size_t n = 0;
+
+	fresh_store("10000");
+	if (!(b = open_standin()))
+		return;
+	CHECK_EQ(get_str(b, "nope", buf), WSTORE_ENOTFOUND);
+	CHECK_MSG("'nope'");
+	CHECK_EQ(b->size(b, "nope", &size), WSTORE_ENOTFOUND);
+	CHECK_EQ(b->remove(b, "nope", 1), WSTORE_ENOTFOUND);
+	CHECK_EQ(b->remove(b, "nope", 0), WSTORE_ENOTFOUND);
+	CHECK_EQ(b->put(b, "empty", "", 0), WSTORE_EINVAL);
+	CHECK_MSG("zero-length");
+	CHECK_EQ(b->size(b, "empty", &size), WSTORE_ENOTFOUND);
+	CHECK_EQ(put_str(b, "ten", "0123456789"), 0);
+	CHECK_EQ(b->get(b, "ten", buf, 4, &n), WSTORE_ERANGE);
+	CHECK_EQ(n, 10);
+	CHECK_MSG("'ten'");
+	CHECK_EQ(b->get(b, "ten", buf, 10, &n), 0);
+	CHECK(n == 10 && memcmp(buf, "0123456789", 10) == 0);
+	b->free(b);
+}
+
+static void fill(unsigned char *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++) {
+		seed = seed * 1103515245u + 12345u;
+		p[i] = (unsigned char)(seed >> 16);
+	}
+}
+
+static void test_big_and_long_keys(void)
+{
+	size_t big = (9u << 20) + 123;
+	unsigned char *v = malloc(big), *r = malloc(big);
+	char key[460], buf[256];
+	wstore_backend *b;
+	size_t n = 0;
+
+	fresh_store("10000");
+	if (!v || !r || !(b = open_standin())) {
+		free(v);
+		free(r);
+		return;
+	}
+	fill(v, big, 7);
+	CHECK_EQ(b->put(b, "big", v, big), 0);
+	CHECK_EQ(b->get(b, "big", r, big, &n), 0);
+	CHECK(n == big && memcmp(v, r, big) == 0);
+	/* keys longer than a file name, with bytes the stand-in escapes */
+	memset(key, 'x', sizeof(key) - 1);
+	key[sizeof(key) - 1] = '\0';
+	memcpy(key, "weight/models/.a b%c@d/", 23);
+	CHECK_EQ(put_str(b, key, "long"), 0);
+	CHECK_EQ(get_str(b, key, buf), 0);
+	CHECK(strcmp(buf, "long") == 0);
+	CHECK_EQ(b->remove(b, key, 1), 0);
+	CHECK_EQ(get_str(b, key, buf), WSTORE_ENOTFOUND);
+	b->free(b);
+	free(v);
+	free(r);
+}
+
+static void test_lease(void)
+{
+	wstore_backend *b;
+	char buf[256];
+	double t0;
+
+	/* a short lease: the non-forced remove waits it out and succeeds */
+	fresh_store("400");
+	setenv("WSTORE_MOONCAKE_LEASE_WAIT_MS", "5000", 1);
+	if (!(b = open_standin()))
+		return;
+	CHECK_EQ(put_str(b, "leased", "v"), 0);
+	CHECK_EQ(get_str(b, "leased", buf), 0);
+	t0 = now_s();
+	CHECK_EQ(b->remove(b, "leased", 0), 0);
+	CHECK(now_s() - t0 >= 0.25);
+	CHECK_EQ(get_str(b, "leased", buf), WSTORE_ENOTFOUND);
+	b->free(b);
+
+	/* a lease longer than the wait: reported as busy; force overrides */
+	fresh_store("10000");
+	setenv("WSTORE_MOONCAKE_LEASE_WAIT_MS", "200", 1);
+	if (!(b = open_standin()))
+		return;
+	CHECK_EQ(put_str(b, "leased", "v"), 0);
+	CHECK_EQ(get_str(b, "leased", buf), 0);
+	CHECK_EQ(b->remove(b, "leased", 0), WSTORE_EBUSY);
+	CHECK_MSG("object 'leased' is leased (in use); retry later");
+	CHECK_EQ(b->remove(b, "leased", 1), 0);
+	CHECK_EQ(get_str(b, "leased", buf), WSTORE_ENOTFOUND);
+	b->free(b);
+	unsetenv("WSTORE_MOONCAKE_LEASE_WAIT_MS");
+}
+
+static void test_load_errors(void)
+{
+	wstore_backend *b;
+	const char *missing = "/nonexistent/libmooncake_store.so";
+
+	fresh_store("10000");
+	CHECK_EQ(open_with(&b, missing, NULL, NULL), WSTORE_EUNAVAIL);
+	CHECK(b == NULL);
+	CHECK_MSG("cannot load mooncake client library "
+		  "'/nonexistent/libmooncake_store.so': ");
+	CHECK(!strchr(wstore_last_error(), '\n'));
+	CHECK_EQ(open_with(&b, lib_path("libmooncake_store_partial.so"),
+			   NULL, NULL), WSTORE_EUNAVAIL);
+	CHECK_MSG("lacks symbol 'mooncake_store_get_into'");
+	CHECK_EQ(open_with(&b, "libm.so.6", NULL, NULL), WSTORE_EUNAVAIL);
+	CHECK_MSG("mooncake client library 'libm.so.6' lacks symbol "
+		  "'mooncake_store_create'");
+	CHECK_EQ(open_with(&b, lib_path("libmooncake_store.so"), NULL,
+			   "5000"), WSTORE_EINVAL);
+	CHECK_MSG("invalid replica_num '5000'");
+	CHECK_EQ(open_with(&b, lib_path("libmooncake_store.so"), NULL, "2"),
+		 0);
+	if (b)
+		b->free(b);
+}
+
+static void test_setup_failure(void)
+{
+	wstore_backend *b;
+
+	fresh_store("10000");
+	setenv("MOONCAKE_STANDIN_FAIL_SETUP", "1", 1);
+	CHECK_EQ(open_with(&b, lib_path("libmooncake_store.so"),
+			   "10.255.0.1:50051", NULL), WSTORE_EUNAVAIL);
+	CHECK(b == NULL);
+	CHECK_MSG("cannot connect to mooncake master '10.255.0.1:50051'");
+	unsetenv("MOONCAKE_STANDIN_FAIL_SETUP");
+}
+
+/* Two clients (the second in another process) share one stand-in store,
+ * as separate wstore CLI runs do. */
+static void test_shared_store(void)
+{
+	wstore_backend *a, *b;
+	char buf[256];
+	pid_t pid;
+	int status = -1;
+
+	fresh_store("10000");
+	if (!(a = open_standin()))
+		return;
+	if (!(b = open_standin())) {
+		a->free(a);
+		return;
+	}
+	CHECK_EQ(put_str(a, "shared", "from a"), 0);
+	CHECK_EQ(get_str(b, "shared", buf), 0);
+	CHECK(strcmp(buf, "from a") == 0);
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		wstore_backend *c = NULL;
+
+		if (open_with(&c, lib_path("libmooncake_store.so"), NULL,
+			      NULL) != 0 || put_str(c, "child", "hi") != 0 ||
+		    get_str(c, "shared", buf) != 0 || strcmp(buf, "from a"))
+			_exit(1);
+		c->free(c);
+		_exit(0);
+	}
+	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK_EQ(get_str(a, "child", buf), 0);
+	CHECK(strcmp(buf, "hi") == 0);
+	a->free(a);
+	b->free(b);
+}
+
+struct worker {
+	wstore_backend *b;
+	unsigned id;
+	atomic_int *errors;
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	size_t cap = 3u << 19;
+	unsigned char *v = malloc(cap), *r = malloc(cap);
+	char key[64];
+
+	for (unsigned i = 0; v && r && i < 25; i++) {
+		size_t len = 1 + ((size_t)(i * 7919 + w->id * 104729) % cap);
+		size_t n = 0;
+
+		snprintf(key, sizeof(key), "t%u/%u", w->id, i);
+		fill(v, len, w->id * 1000 + i);
+		if (w->b->put(w->b, key, v, len) != 0 ||
+		    w->b->get(w->b, key, r, cap, &n) != 0 || n != len ||
+		    memcmp(v, r, len) != 0)
+			atomic_fetch_add(w->errors, 1);
+		/* read a neighbour's key too: found or not, never an error */
+		snprintf(key, sizeof(key), "t%u/%u", (w->id + 1) % 4, i);
+		int rc = w->b->get(w->b, key, r, cap, &n);
+
+		if (rc != 0 && rc != WSTORE_ENOTFOUND)
+			atomic_fetch_add(w->errors, 1);
+	}
+	if (!v || !r)
+		atomic_fetch_add(w->errors, 1);
+	free(v);
+	free(r);
+	return NULL;
+}
+
+static void test_threads(void)
+{
+	struct worker w[4];
+	pthread_t t[4];
+	atomic_int errors = 0;
+	wstore_backend *b;
+
+	fresh_store("10000");
+	if (!(b = open_standin()))
+		return;
+	for (unsigned i = 0; i < 4; i++) {
+		w[i] = (struct worker){ b, i, &errors };
+		CHECK_EQ(pthread_create(&t[i], NULL, worker_main, &w[i]), 0);
+	}
+	for (unsigned i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	CHECK_EQ(atomic_load(&errors), 0);
+	b->free(b);
+}
+
+/* ---- the stand-in itself, called directly ------------------------------ */
+
+struct rcfg {
+	size_t replica_num;
+	int with_soft_pin;
+	int with_hard_pin;
+	const char **preferred_segments;
+	size_t preferred_segments_count;
+};
+
+struct standin_api {
+	void *(*create)(void);
+	void (*destroy)(void *);
+	int (*setup)(void *, const char *, const char *, uint64_t, uint64_t,
+		     const char *, const char *, const char *);
+	int (*put)(void *, const char *, const void *, size_t,
+		   const struct rcfg *);
+	int64_t (*get_into)(void *, const char *, void *, size_t);
+	int (*reg)(void *, void *, size_t);
+	int (*is_exist)(void *, const char *);
+	int64_t (*get_size)(void *, const char *);
+	int64_t (*remove_by_regex)(void *, const char *, int);
+};
+
+static int load_standin(struct standin_api *api, void **dl)
+{
+	static const char *names[] = {
+		"mooncake_store_create", "mooncake_store_destroy",
+		"mooncake_store_setup", "mooncake_store_put",
+		"mooncake_store_get_into", "mooncake_store_register_buffer",
+		"mooncake_store_is_exist", "mooncake_store_get_size",
+		"mooncake_store_remove_by_regex",
+	};
+	void **slot = (void **)api;
+
+	*dl = dlopen(lib_path("libmooncake_store.so"), RTLD_NOW);
+	if (!*dl)
+		return -1;
+	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
+		void *sym = dlsym(*dl, names[i]);
+
+		if (!sym)
+			return -1;
+		memcpy(&slot[i], &sym, sizeof(sym));
+	}
+	return 0;
+}
+
+static void test_standin_direct(void)
+{
+	struct rcfg rc = { 1, 0, 1, NULL, 0 };
+	struct standin_api api;
+	static char reg[64], unreg[64];
+	char big[2048] = { 0 };
+	void *dl, *h;
+
+	fresh_store("10000");
+	CHECK_EQ(load_standin(&api, &dl), 0);
+	if (!dl || !(h = api.create()))
+		return;
+	CHECK_EQ(api.setup(h, "localhost", "P2PHANDSHAKE", 0, 1024, "tcp", "",
+			   "127.0.0.1:50051"), 0);
+	CHECK_EQ(api.put(h, "k", big, sizeof(big), &rc), -600);
+	CHECK_EQ(api.put(h, "k", big, 0, &rc), -600);
+	CHECK_EQ(api.put(h, "k", "abcdef", 6, &rc), 0);
+	CHECK_EQ(api.is_exist(h, "k"), 1);
+	CHECK_EQ(api.is_exist(h, "missing"), 0);
+	CHECK_EQ(api.get_size(h, "missing"), -704);
+	CHECK_EQ(api.get_into(h, "k", unreg, sizeof(unreg)), -600);
+	CHECK_EQ(api.reg(h, reg, sizeof(reg)), 0);
+	CHECK_EQ(api.get_into(h, "k", reg, 4), -600);
+	CHECK_EQ(api.get_into(h, "k", reg + 8, 32), 6);
+	CHECK_EQ(api.get_into(h, "missing", reg, sizeof(reg)), -704);
+	CHECK_EQ(api.put(h, "x/1", "1", 1, &rc), 0);
+	CHECK_EQ(api.put(h, "x/2", "2", 1, &rc), 0);
+	CHECK_EQ(api.remove_by_regex(h, "^x/", 1), 2);
+	CHECK_EQ(api.is_exist(h, "x/1"), 0);
+	setenv("MOONCAKE_STANDIN_NO_SEGMENT", "1", 1);
+	CHECK_EQ(api.put(h, "y", "1", 1, &rc), -200);
+	unsetenv("MOONCAKE_STANDIN_NO_SEGMENT");
+	api.destroy(h);
+	dlclose(dl);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct {
+		const char *name;
+		void (*fn)(void);
+	} tests[] = {
+		{ "roundtrip", test_roundtrip },
+		{ "write_once_and_replace", test_write_once_and_replace },
+		{ "missing_and_errors", test_missing_and_errors },
+		{ "big_and_long_keys", test_big_and_long_keys },
+		{ "lease", test_lease },
+		{ "load_errors", test_load_errors },
+		{ "setup_failure", test_setup_failure },
+		{ "shared_store", test_shared_store },
+		{ "threads", test_threads },
+		{ "standin_direct", test_standin_direct },
+	};
+	const char *tmp = getenv("TMPDIR");
+	char *cmd;
+
+	if (argc > 1)
+		build_dir = argv[1];
+	if (asprintf(&tmp_root, "%s/wstore-mooncake-XXXXXX",
+		     tmp ? tmp : "/tmp") < 0 || !mkdtemp(tmp_root)) {
+		perror("mkdtemp");
+		return 2;
+	}
+	for (size_t i = 0; i < sizeof(tests) / sizeof(*tests); i++) {
+		if (argc > 2 && !strstr(tests[i].name, argv[2]))
+			continue;
+		current = tests[i].name;
+		tests[i].fn();
+	}
+	if (asprintf(&cmd, "rm -rf '%s'", tmp_root) < 0)
+		cmd = NULL;
+	if (cmd && system(cmd) != 0)
+		fprintf(stderr, "warning: cannot remove %s\n", tmp_root);
+	free(cmd);
+	free(tmp_root);
+	printf("mooncake: %d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,528 @@
+/*
+ * test_redis_backend.c - the backend contract against a real Redis server
+ * or cluster, run by tests/redis/run.sh (which starts the servers).
+ *
+ *   redis-backend-tests URL                    all contract tests
+ *   redis-backend-tests URL write-many N       write N known keys
+ *   redis-backend-tests URL check-many N       read them back and compare
+ *   redis-backend-tests URL expect-put-error SIZE TEXT
+ *                                              a SIZE-byte put must fail
+ *                                              with TEXT in the message
+ *   redis-backend-tests URL bench MIB N        put/get N values of MIB MiB
+ *
+ * Keys live under "wstore-test/<pid>/" so runs do not collide.  Prints
+ * "redis: N passed, N failed"; exits non-zero on any failure.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "redis_proto.h"
+
+static int passed, failed;
+static char ns[64];		/* "wstore-test/<pid>/" */
+
+#define CHECK(cond)                                                        \
+	do {                                                               \
+		if (cond) {                                                \
+			passed++;                                          \
+		} else {                                                   \
+			failed++;                                          \
+			fprintf(stderr, "FAIL %s:%d: %s (last error: %s)\n", \
+				__FILE__, __LINE__, #cond,                 \
+				wstore_last_error());                      \
+		}                                                          \
+	} while (0)
+
+static char *key(const char *name)
+{
+	static _Thread_local char buf[4][256];
+	static _Thread_local int i;
+	char *k = buf[i++ % 4];
+
+	snprintf(k, 256, "%s%s", ns, name);
+	return k;
+}
+
+static wstore_backend *open_url(const char *url, const char *prefix)
+{
+	wstore_config *cfg = NULL;
+	wstore_backend *b = NULL;
+	int r;
+
+	if (prefix) {
+		wstore_config_new(&cfg);
+		wstore_config_set(cfg, "key_prefix", prefix);
+	}
+	r = wstore__backend_redis_open(&b, url, cfg);
+	wstore_config_free(cfg);
+	if (r) {
+		fprintf(stderr, "cannot open: %s\n", wstore_last_error());
+		return NULL;
+	}
+	return b;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void test_basic(wstore_backend *b)
+{
+	char buf[64];
+	size_t n = 0;
+	uint64_t sz = 1;
+	const char bin[] = "a\r\nb\0c$-1\r\n";
+
+	CHECK(b->put(b, key("k1"), "hello world", 11) == 0);
+	CHECK(b->get(b, key("k1"), buf, sizeof(buf), &n) == 0 && n == 11 &&
+	      memcmp(buf, "hello world", 11) == 0);
+	n = 0;
+	CHECK(b->get(b, key("k1"), buf, 5, &n) == WSTORE_ERANGE && n == 11);
+	/* the connection is still in sync after ERANGE */
+	CHECK(b->get(b, key("k1"), buf, sizeof(buf), &n) == 0 && n == 11);
+	CHECK(b->size(b, key("k1"), &sz) == 0 && sz == 11);
+	CHECK(b->put(b, key("bin"), bin, sizeof(bin)) == 0);
+	CHECK(b->get(b, key("bin"), buf, sizeof(buf), &n) == 0 &&
+	      n == sizeof(bin) && memcmp(buf, bin, n) == 0);
+	CHECK(b->put(b, key("empty"), "", 0) == 0);
+	CHECK(b->get(b, key("empty"), buf, 0, &n) == 0 && n == 0);
+	CHECK(b->size(b, key("empty"), &sz) == 0 && sz == 0);
+	CHECK(b->get_range(b, key("empty"), 0, buf, 4, &n) == 0 && n == 0);
+	CHECK(b->get_range(b, key("k1"), 6, buf, 5, &n) == 0 && n == 5 &&
+	      memcmp(buf, "world", 5) == 0);
+	CHECK(b->get_range(b, key("k1"), 9, buf, 10, &n) == 0 && n == 2 &&
+	      memcmp(buf, "ld", 2) == 0);
+	CHECK(b->get_range(b, key("k1"), 11, buf, 10, &n) == 0 && n == 0);
+	CHECK(b->get_range(b, key("k1"), 1000, buf, 10, &n) == 0 && n == 0);
+	CHECK(b->get_range(b, key("k1"), 0, buf, 0, &n) == 0 && n == 0);
+	CHECK(b->get(b, key("nope"), buf, sizeof(buf), &n) ==
+	      WSTORE_ENOTFOUND);
+	CHECK(b->size(b, key("nope"), &sz) == WSTORE_ENOTFOUND);
+	CHECK(b->get_range(b, key("nope"), 0, buf, 4, &n) ==
+	      WSTORE_ENOTFOUND);
+	CHECK(b->remove(b, key("nope"), 1) == WSTORE_ENOTFOUND);
+	CHECK(b->remove(b, key("k1"), 1) == 0);
+	CHECK(b->remove(b, key("k1"), 0) == WSTORE_ENOTFOUND);
+	CHECK(b->get(b, key("k1"), buf, sizeof(buf), &n) == WSTORE_ENOTFOUND);
+	CHECK(b->put_new(b, key("new"), "one", 3) == 0);
+	CHECK(b->put_new(b, key("new"), "two", 3) == WSTORE_EEXISTS);
+	CHECK(b->get(b, key("new"), buf, sizeof(buf), &n) == 0 && n == 3 &&
+	      memcmp(buf, "one", 3) == 0);
+	CHECK(b->upsert(b, key("new"), "three", 5) == 0);
+	CHECK(b->get(b, key("new"), buf, sizeof(buf), &n) == 0 && n == 5);
+	CHECK(b->put(b, key("new"), "4", 1) == 0);
+	CHECK(b->get(b, key("new"), buf, sizeof(buf), &n) == 0 && n == 1 &&
+	      buf[0] == '4');
+	CHECK(b->flags & WSTORE_BACKEND_UNTRUSTED);
+}
+
+static int count_fn(const char *k, void *ctx)
+{
+	(void)k;
+	(*(int *)ctx)++;
+	return 0;
+}
+
+static int stop_fn(const char *k, void *ctx)
+{
+	(void)k;
+	(void)ctx;
+	return 42;
+}
+
+struct seen {
+	const char *want;
+	int found, other;
+};
+
+static int seen_fn(const char *k, void *ctx)
+{
+	struct seen *s = ctx;
+
+	if (strcmp(k, s->want) == 0)
+		s->found++;
+	else
+		s->other++;
+	return 0;
+}
+
+static void test_list(wstore_backend *b)
+{
+	int n = 0;
+	char name[64];
+
+	for (int i = 0; i < 25; i++) {
+		snprintf(name, sizeof(name), "list/%02d", i);
+		CHECK(b->put(b, key(name), "x", 1) == 0);
+	}
+	CHECK(b->put(b, key("lisx"), "x", 1) == 0);
+	CHECK(b->list(b, key("list/"), count_fn, &n) == 0 && n == 25);
+	n = 0;
+	CHECK(b->list(b, key("lis"), count_fn, &n) == 0 && n == 26);
+	CHECK(b->list(b, key("list/"), stop_fn, NULL) == 42);
+	/* glob characters in a prefix are literal */
+	CHECK(b->put(b, key("gl*b[1]?\\/x"), "x", 1) == 0);
+	CHECK(b->put(b, key("glob1/x"), "x", 1) == 0);
+	struct seen s = { key("gl*b[1]?\\/x"), 0, 0 };
+	CHECK(b->list(b, key("gl*b[1]?\\"), seen_fn, &s) == 0 &&
+	      s.found == 1 && s.other == 0);
+}
+
+static void test_big(wstore_backend *b)
+{
+	size_t len = 64u << 20, n = 0;
+	unsigned char *v = malloc(len), *w = malloc(len);
+
+	for (size_t i = 0; i < len; i++)
+		v[i] = (unsigned char)(i * 2654435761u >> 13);
+	CHECK(b->put(b, key("big"), v, len) == 0);
+	CHECK(b->get(b, key("big"), w, len, &n) == 0 && n == len &&
+	      memcmp(v, w, len) == 0);
+	CHECK(b->get(b, key("big"), w, len - 1, &n) == WSTORE_ERANGE &&
+	      n == len);
+	CHECK(b->get_range(b, key("big"), len - 100, w, 1000, &n) == 0 &&
+	      n == 100 && memcmp(w, v + len - 100, 100) == 0);
+	CHECK(b->get(b, key("big"), w, len, &n) == 0 && n == len);
+	CHECK(b->remove(b, key("big"), 1) == 0);
+	free(v);
+	free(w);
+}
+
+/* Update callback: the value is a decimal counter; add one. */
+static int incr(void **out, size_t *out_len, const void *old, size_t len,
+		void *ctx)
+{
+	char tmp[32];
+	long v = 0;
+
+	(void)ctx;
+	if (old) {
+		snprintf(tmp, sizeof(tmp), "%.*s", (int)len, (const char *)old);
+		v = atol(tmp);
+	}
+	*out = malloc(32);
+	*out_len = (size_t)snprintf(*out, 32, "%ld", v + 1);
+	return 0;
+}
+
+static int keep(void **out, size_t *out_len, const void *old, size_t len,
+		void *ctx)
+{
+	(void)out, (void)out_len, (void)old, (void)len, (void)ctx;
+	return 1;
+}
+
+static int abort_fn(void **out, size_t *out_len, const void *old,
+		    size_t len, void *ctx)
+{
+	(void)out, (void)out_len, (void)old, (void)len, (void)ctx;
+	return -EINTR;
+}
+
+struct upd {
+	wstore_backend *b;
+	const char *key;
+	int fails;
+};
+
+static void *upd_thread(void *arg)
+{
+	struct upd *u = arg;
+
+	for (int i = 0; i < 50; i++)
+		if (u->b->update(u->b, u->key, incr, NULL))
+			u->fails++;
+	return NULL;
+}
+
+static long read_counter(wstore_backend *b, const char *k)
+{
+	char buf[32];
+	size_t n = 0;
+
+	if (b->get(b, k, buf, sizeof(buf) - 1, &n))
+		return -1;
+	buf[n] = '\0';
+	return atol(buf);
+}
+
+static void test_update(wstore_backend *b, const char *url)
+{
+	pthread_t t[4];
+	struct upd u[4];
+	char k1[256], k2[256];
+	int fails = 0;
+
+	snprintf(k1, sizeof(k1), "%s", key("counter-threads"));
+	snprintf(k2, sizeof(k2), "%s", key("counter-procs"));
+	CHECK(b->update(b, k1, incr, NULL) == 0 && read_counter(b, k1) == 1);
+	CHECK(b->update(b, k1, keep, NULL) == 0 && read_counter(b, k1) == 1);
+	CHECK(b->update(b, k1, abort_fn, NULL) == -EINTR &&
+	      read_counter(b, k1) == 1);
+	CHECK(b->remove(b, k1, 1) == 0);
+	for (int i = 0; i < 4; i++) {
+		u[i] = (struct upd){ b, k1, 0 };
+		pthread_create(&t[i], NULL, upd_thread, &u[i]);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		fails += u[i].fails;
+	}
+	CHECK(fails == 0);
+	CHECK(read_counter(b, k1) == 200);
+
+	pid_t pids[4];
+	for (int i = 0; i < 4; i++) {
+		if ((pids[i] = fork()) == 0) {
+			wstore_backend *cb = open_url(url, NULL);
+			struct upd cu = { cb, k2, 0 };
+
+			if (!cb)
+				_exit(2);
+			upd_thread(&cu);
+			cb->free(cb);
+			_exit(cu.fails ? 1 : 0);
+		}
+	}
+	for (int i = 0; i < 4; i++) {
+		int st = 0;
+
+		waitpid(pids[i], &st, 0);
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	CHECK(read_counter(b, k2) == 200);
+}
+
+static void *par_thread(void *arg)
+{
+	struct upd *u = arg;
+	size_t len = 1u << 20, n;
+	char *v = malloc(len), *w = malloc(len), name[64];
+
+	for (int i = 0; i < 20; i++) {
+		snprintf(name, sizeof(name), "par/%p/%d", (void *)u, i);
+		memset(v, 'a' + i, len);
+		if (u->b->put(u->b, key(name), v, len) ||
+		    u->b->get(u->b, key(name), w, len, &n) || n != len ||
+		    memcmp(v, w, len) || u->b->remove(u->b, key(name), 1))
+			u->fails++;
+	}
+	free(v);
+	free(w);
+	return NULL;
+}
+
+static void test_parallel(wstore_backend *b)
+{
+	pthread_t t[8];
+	struct upd u[8];
+	int fails = 0;
+
+	for (int i = 0; i < 8; i++) {
+		u[i] = (struct upd){ b, NULL, 0 };
+		pthread_create(&t[i], NULL, par_thread, &u[i]);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(t[i], NULL);
+		fails += u[i].fails;
+	}
+	CHECK(fails == 0);
+}
+
+static void test_prefix(wstore_backend *b, const char *url)
+{
+	char pfx[64], full[256], buf[16];
+	wstore_backend *p;
+	size_t n = 0;
+
+	snprintf(pfx, sizeof(pfx), "pfx:%d:", (int)getpid());
+	p = open_url(url, pfx);
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	CHECK(p->put(p, key("a"), "A", 1) == 0);
+	snprintf(full, sizeof(full), "%s%s", pfx, key("a"));
+	CHECK(b->get(b, full, buf, sizeof(buf), &n) == 0 && n == 1);
+	CHECK(b->get(b, key("a"), buf, sizeof(buf), &n) == WSTORE_ENOTFOUND);
+	struct seen s = { key("a"), 0, 0 };
+	CHECK(p->list(p, ns, seen_fn, &s) == 0 && s.found == 1 &&
+	      s.other == 0);
+	CHECK(p->update(p, key("c"), incr, NULL) == 0 &&
+	      read_counter(p, key("c")) == 1);
+	CHECK(p->remove(p, key("a"), 1) == 0 && p->remove(p, key("c"), 1) == 0);
+	p->free(p);
+}
+
+/* The URL with its credentials replaced by a wrong password. */
+static void wrong_password_url(char *out, size_t cap, const char *url)
+{
+	const char *s = strstr(url, "://") + 3, *at = strrchr(url, '@');
+
+	snprintf(out, cap, "%.*s:wrong-secret-xyz@%s", (int)(s - url), url,
+		 at ? at + 1 : s);
+}
+
+static void test_errors(const char *url)
+{
+	wstore_backend *b = NULL;
+	char bad[512];
+	const char *e;
+	int r;
+
+	wrong_password_url(bad, sizeof(bad), url);
+	r = wstore__backend_redis_open(&b, bad, NULL);
+	e = wstore_last_error();
+	CHECK(r == WSTORE_EUNAVAIL && strstr(e, "authentication"));
+	CHECK(!strstr(e, "wrong-secret-xyz"));
+	fprintf(stderr, "  (wrong password: %s)\n", e);
+	r = wstore__backend_redis_open(&b, strncmp(url, "redis-cluster", 13) ?
+				       "redis://:pw@127.0.0.1:1" :
+				       "redis-cluster://127.0.0.1:1,127.0.0.1:2",
+				       NULL);
+	e = wstore_last_error();
+	CHECK(r == WSTORE_EUNAVAIL && strstr(e, "127.0.0.1:1") &&
+	      strstr(e, "onnect"));
+	CHECK(!strstr(e, "pw"));
+	fprintf(stderr, "  (unreachable: %s)\n", e);
+	CHECK(wstore__backend_redis_open(&b, "redis://h:99999", NULL) ==
+	      WSTORE_EINVAL);
+	CHECK(wstore__backend_redis_open(&b, "redis+unix://relative", NULL) ==
+	      WSTORE_EINVAL);
+}
+
+static void test_slots(void)
+{
+	CHECK(rdc_slot("123456789", 9) == 12739);
+	CHECK(rdc_slot("foo", 3) == 12182);
+	CHECK(rdc_slot("{user1000}.following", 20) ==
+	      rdc_slot("user1000", 8));
+	CHECK(rdc_slot("foo{}{bar}", 10) != rdc_slot("bar", 3));
+	CHECK(rdc_slot("foo{{bar}}zap", 13) == rdc_slot("{bar", 4));
+}
+
+static void fill(unsigned char *v, size_t len, int i)
+{
+	for (size_t j = 0; j < len; j++)
+		v[j] = (unsigned char)(j * 31 + (size_t)i * 7);
+}
+
+static int many(wstore_backend *b, int write, int count)
+{
+	size_t len = 100000, n;
+	unsigned char *v = malloc(len), *w = malloc(len);
+	char name[64];
+
+	snprintf(ns, sizeof(ns), "wstore-test/many/");
+	for (int i = 0; i < count; i++) {
+		snprintf(name, sizeof(name), "%05d", i);
+		fill(v, len, i);
+		if (write)
+			CHECK(b->put(b, key(name), v, len) == 0);
+		else
+			CHECK(b->get(b, key(name), w, len, &n) == 0 &&
+			      n == len && memcmp(v, w, len) == 0);
+	}
+	free(v);
+	free(w);
+	return 0;
+}
+
+static void bench(wstore_backend *b, size_t mib, int count)
+{
+	size_t len = mib << 20, n;
+	unsigned char *v = malloc(len), *w = malloc(len);
+	char name[64];
+	double t0, t1, t2;
+
+	memset(v, 7, len);
+	memset(w, 0, len);
+	t0 = now_s();
+	for (int i = 0; i < count; i++) {
+		snprintf(name, sizeof(name), "bench/%d", i);
+		CHECK(b->put(b, key(name), v, len) == 0);
+	}
+	t1 = now_s();
+	for (int i = 0; i < count; i++) {
+		snprintf(name, sizeof(name), "bench/%d", i);
+		CHECK(b->get(b, key(name), w, len, &n) == 0 && n == len);
+	}
+	t2 = now_s();
+	for (int i = 0; i < count; i++) {
+		snprintf(name, sizeof(name), "bench/%d", i);
+		b->remove(b, key(name), 1);
+	}
+	printf("backend SET %.2f GB/s  GET %.2f GB/s  (%d x %zu MiB)\n",
+	       count * (double)len / (t1 - t0) / 1e9,
+	       count * (double)len / (t2 - t1) / 1e9, count, mib);
+	free(v);
+	free(w);
+}
+
+static void cleanup(wstore_backend *b)
+{
+	const char *names[] = { "bin", "empty", "new", "lisx", "gl*b[1]?\\/x",
+				"glob1/x", "counter-threads", "counter-procs" };
+	char name[64];
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		b->remove(b, key(names[i]), 1);
+	for (int i = 0; i < 25; i++) {
+		snprintf(name, sizeof(name), "list/%02d", i);
+		b->remove(b, key(name), 1);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	wstore_backend *b;
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: %s URL [write-many N | check-many N | expect-put-error SIZE TEXT | bench MIB N]\n",
+			argv[0]);
+		return 2;
+	}
+	snprintf(ns, sizeof(ns), "wstore-test/%d/", (int)getpid());
+	if (!(b = open_url(argv[1], NULL))) {
+		failed++;
+	} else if (argc == 4 && !strcmp(argv[2], "write-many")) {
+		many(b, 1, atoi(argv[3]));
+	} else if (argc == 4 && !strcmp(argv[2], "check-many")) {
+		many(b, 0, atoi(argv[3]));
+	} else if (argc == 5 && !strcmp(argv[2], "expect-put-error")) {
+		size_t len = strtoull(argv[3], NULL, 10);
+		char *v = calloc(1, len);
+
+		CHECK(b->put(b, key("toobig"), v, len) != 0 &&
+		      strstr(wstore_last_error(), argv[4]));
+		fprintf(stderr, "  (error: %s)\n", wstore_last_error());
+		free(v);
+	} else if (argc == 5 && !strcmp(argv[2], "bench")) {
+		bench(b, strtoull(argv[3], NULL, 10), atoi(argv[4]));
+	} else {
+		test_slots();
+		test_basic(b);
+		test_list(b);
+		test_big(b);
+		test_update(b, argv[1]);
+		test_parallel(b);
+		test_prefix(b, argv[1]);
+		test_errors(argv[1]);
+		cleanup(b);
+	}
+	if (b)
+		b->free(b);
+	printf("redis: %d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
