@@ -44,6 +44,7 @@ typedef struct fault_backend {
 	wstore_backend pub;
 	wstore_backend *inner;
 	int writeonce, emptymissing;
+	unsigned delay_ms;	/* every call sleeps this long (races, ^C) */
 	rule rules[MAX_RULES];
 	size_t nrules;
 	_Atomic uint64_t calls;
@@ -98,6 +99,14 @@ static int parse_item(fault_backend *fb, const char *item)
 		return fb->writeonce = 1, 0;
 	if (strcmp(item, "emptymissing") == 0)
 		return fb->emptymissing = 1, 0;
+	if (strncmp(item, "delay=", 6) == 0) {
+		uint64_t ms;
+
+		if (parse_n(item + 6, &ms, NULL) || ms > 600000)
+			return -1;
+		fb->delay_ms = (unsigned)ms;
+		return 0;
+	}
 	if (fb->nrules == MAX_RULES)
 		return -1;
 	if (strncmp(item, "failop=", 7) == 0) {
@@ -163,6 +172,8 @@ static int enter(fault_backend *fb, int op, const char *key, uint64_t *opn)
 	uint64_t n = atomic_fetch_add(&fb->calls, 1) + 1;
 	uint64_t k = atomic_fetch_add(&fb->opcalls[op], 1) + 1;
 
+	if (fb->delay_ms)
+		usleep(fb->delay_ms * 1000u);
 	for (size_t i = 0; i < fb->nrules; i++) {
 		const rule *r = &fb->rules[i];
 		uint64_t c;

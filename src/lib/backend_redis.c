@@ -423,8 +423,16 @@ static int op_put(struct rd_conn *rc, struct rd_req *req)
 /* Read exactly the bytes iov describes (iov is modified). */
 static int read_iov(struct rd_conn *rc, struct iovec *iov, int n)
 {
-	while (n > 0) {
-		ssize_t k = readv(rc->c->fd, iov, n);
+	for (;;) {
+		ssize_t k;
+
+		while (n > 0 && iov->iov_len == 0) {
+			iov++;
+			n--;
+		}
+		if (n == 0)
+			return 0;
+		k = readv(rc->c->fd, iov, n);
 
 		if (k < 0 && errno == EINTR)
 			continue;
@@ -442,7 +450,6 @@ static int read_iov(struct rd_conn *rc, struct iovec *iov, int n)
 			iov->iov_len -= k;
 		}
 	}
-	return 0;
 }
 
 /* Drop the rest of a bulk that does not fit the caller's buffer: read it
@@ -499,7 +506,7 @@ static int read_bulk(struct rd_conn *rc, struct rd_req *req, void *buf,
 	}
 	*eol = '\0';
 	if (h[0] == '-') {
-		snprintf(req->err, sizeof(req->err), "%s", h + 1);
+		snprintf(req->err, sizeof(req->err), "%.200s", h + 1);
 		return RD_REPLY_ERR;
 	}
 	errno = 0;

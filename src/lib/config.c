@@ -11,6 +11,7 @@
  * and any unknown key, is an error naming the file and the key.  An empty
  * environment variable counts as unset.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -155,8 +156,8 @@ int wstore_config_load_env(wstore_config *cfg)
 		size_t n = strlen("WSTORE_");
 
 		memcpy(var, "WSTORE_", n);
-		for (const char *p = known_keys[k]; *p && n < sizeof(var) - 1; p++)
-			var[n++] = (*p >= 'a' && *p <= 'z') ? *p - 'a' + 'A' : *p;
+		for (const char *p = known_keys[k]; *p; p++)
+			var[n++] = (char)toupper((unsigned char)*p);
 		var[n] = '\0';
 		v = getenv(var);
 		if (!v || !*v)
@@ -250,7 +251,9 @@ static int read_file(char **out, size_t *out_len, const char *path)
 			if (!(p = realloc(buf, cap))) {
 				free(buf);
 				fclose(f);
-				return wstore__errc(-ENOMEM, "cannot read config '%s'", path);
+				return wstore__errc(-ENOMEM,
+						    "cannot read config '%s'",
+						    path);
 			}
 			buf = p;
 		}
@@ -299,7 +302,8 @@ char *wstore_config_default_path(void)
 	if (env && *env)
 		return strdup(env);
 	if (!home || !*home) {
-		if (getpwuid_r(getuid(), &pw, pwbuf, sizeof(pwbuf), &res) || !res)
+		if (getpwuid_r(getuid(), &pw, pwbuf, sizeof(pwbuf), &res) ||
+		    !res)
 			return NULL;
 		home = res->pw_dir;
 	}
@@ -343,7 +347,8 @@ static int mkdirs(const char *dir)
 
 		*p = '\0';
 		if (mkdir(copy, 0700) < 0 && errno != EEXIST) {
-			int rc = wstore__errc(-errno, "cannot create directory '%s'",
+			int rc = wstore__errc(-errno,
+					      "cannot create directory '%s'",
 					      copy);
 			free(copy);
 			return rc;
@@ -401,7 +406,8 @@ static int write_atomic(const char *dir, const char *path, const char *data,
 	if (close(fd) < 0 && !rc)
 		rc = wstore__errc(-errno, "cannot close '%s'", tmp);
 	if (!rc && rename(tmp, path) < 0)
-		rc = wstore__errc(-errno, "cannot rename '%s' to '%s'", tmp, path);
+		rc = wstore__errc(-errno, "cannot rename '%s' to '%s'", tmp,
+				  path);
 	if (rc)
 		unlink(tmp);
 	free(tmp);
@@ -415,7 +421,8 @@ int wstore_config_save(const wstore_config *cfg, const char *path)
 	int rc;
 
 	if (!cfg || !path || !*path)
-		return wstore__err(WSTORE_EINVAL, "cannot save config: no path");
+		return wstore__err(WSTORE_EINVAL,
+				   "cannot save config: no path");
 	if (!(obj = to_json(cfg)))
 		return wstore__err(WSTORE_EINVAL,
 				   "cannot save config '%s': a value is not valid UTF-8",

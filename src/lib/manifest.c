@@ -383,7 +383,8 @@ int wstore_manifest_serialize(char **out, size_t *out_len,
 	int rc;
 
 	if (!out || !m)
-		return wstore__err(WSTORE_EINVAL, "cannot serialize manifest: no manifest");
+		return wstore__err(WSTORE_EINVAL,
+				   "cannot serialize manifest: no manifest");
 	if ((rc = serialize_check(m, &total)))
 		return rc;
 	sorted = malloc((m->nfiles ? m->nfiles : 1) * sizeof(*sorted));
@@ -399,7 +400,8 @@ int wstore_manifest_serialize(char **out, size_t *out_len,
 		if (b.err == WSTORE_EINVAL)
 			return wstore__err(WSTORE_EINVAL,
 					   "cannot serialize manifest of '%s': a string is not valid UTF-8",
-					   m->checkpoint_id ? m->checkpoint_id : "");
+					   m->checkpoint_id ? m->checkpoint_id :
+							      "");
 		return wstore__errc(b.err, "cannot serialize manifest");
 	}
 	*out = b.p;
@@ -410,7 +412,8 @@ int wstore_manifest_serialize(char **out, size_t *out_len,
 
 /* ---- parsing ------------------------------------------------------------- */
 
-#define CORRUPT(...) wstore__err(WSTORE_ECORRUPT, "invalid manifest: " __VA_ARGS__)
+#define CORRUPT(...) \
+	wstore__err(WSTORE_ECORRUPT, "invalid manifest: " __VA_ARGS__)
 
 /* Look up key in obj; what names the record for messages ("" or
  * "file 'x': "). */
@@ -456,7 +459,7 @@ static int is_hex64(const char *s)
 	size_t i;
 
 	for (i = 0; s[i]; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+		if (!strchr("0123456789abcdef", s[i]))
 			return 0;
 	return i == 64;
 }
@@ -486,7 +489,8 @@ static int parse_chunks(wstore__file *f, json_t *rec, const char *what)
 		return CORRUPT("%skey 'chunks' must be an array", what);
 	json_array_foreach(arr, j, v) {
 		if (!json_is_string(v) || !key_ok(json_string_value(v)))
-			return CORRUPT("%schunk %zu is not a valid key", what, j);
+			return CORRUPT("%schunk %zu is not a valid key", what,
+				       j);
 		if ((rc = wstore__file_add_chunk(f, json_string_value(v))))
 			return rc;
 	}
@@ -499,11 +503,12 @@ static int check_ready_file(const wstore__file *f, const char *what)
 	uint64_t want;
 
 	if (!is_hex64(f->sha256))
-		return CORRUPT("%ssha256 is not 64 lower-case hex digits", what);
+		return CORRUPT("%ssha256 is not 64 lower-case hex digits",
+			       what);
 	if (f->chunk_size == 0) {
 		if (f->size > 0 && f->nchunks == 0)
-			return CORRUPT("%shas no chunks but size %" PRIu64, what,
-				       f->size);
+			return CORRUPT("%shas no chunks but size %" PRIu64,
+				       what, f->size);
 		return 0;
 	}
 	want = f->size / f->chunk_size + (f->size % f->chunk_size != 0);
@@ -530,7 +535,8 @@ static int parse_file_fields(wstore__file *f, json_t *rec, const char *what,
 	if (!key_ok(f->key))
 		return CORRUPT("%sinvalid key '%.80s'", what, f->key);
 	if (*f->sha256 && !is_hex64(f->sha256))
-		return CORRUPT("%ssha256 is not 64 lower-case hex digits", what);
+		return CORRUPT("%ssha256 is not 64 lower-case hex digits",
+			       what);
 	if ((rc = get_int(&v, rec, "size", what, 0)))
 		return rc;
 	f->size = (uint64_t)v;
@@ -689,7 +695,8 @@ int wstore_manifest_read(wstore_manifest **out, wstore_store *store,
 		msg = wstore_last_error();
 		if (strncmp(msg, prefix, sizeof(prefix) - 1) == 0)
 			msg += sizeof(prefix) - 1;
-		return wstore__err(rc, "checkpoint '%s': manifest is corrupt: %s",
+		return wstore__err(rc,
+				   "checkpoint '%s': manifest is corrupt: %s",
 				   id, msg);
 	}
 	if (rc)

@@ -30,7 +30,7 @@ void test_names_ids(void)
 	for (size_t i = 0; i < sizeof(invalid) / sizeof(*invalid); i++) {
 		CHECK_EQ_INT(wstore_validate_checkpoint_id(invalid[i]),
 			     WSTORE_EINVAL);
-		CHECK(strstr(wstore_last_error(), "invalid checkpoint id") != NULL);
+		CHECK(strstr(wstore_last_error(), "invalid checkpoint id"));
 	}
 	CHECK_EQ_INT(wstore_validate_checkpoint_id(NULL), WSTORE_EINVAL);
 
@@ -57,7 +57,8 @@ void test_names_paths(void)
 	for (size_t i = 0; i < sizeof(valid) / sizeof(*valid); i++) {
 		CHECK_EQ_INT(wstore_validate_path(valid[i]), 0);
 		if (wstore_validate_path(valid[i]))
-			fprintf(stderr, "  valid path '%s' refused\n", valid[i]);
+			fprintf(stderr, "  valid path '%s' refused\n",
+				valid[i]);
 	}
 	for (size_t i = 0; i < sizeof(invalid) / sizeof(*invalid); i++) {
 		CHECK_EQ_INT(wstore_validate_path(invalid[i]), WSTORE_EINVAL);

@@ -167,6 +167,8 @@ int wstore_backend_mem_new(wstore_backend **out, unsigned flags);
  *   forget=N      the N-th put reports success but stores nothing
  *   crash=N       the process exits immediately (_exit(137)) at the N-th
  *                 call, as if killed
+ *   delay=MS      every call first sleeps MS milliseconds (for races and
+ *                 interruption tests)
  * The spec may also come from $WSTORE_FAULTS when a store is opened with
  * the URL "fault+<inner URL>".
  */

@@ -1,0 +1,227 @@
+# tests/lib/redis.sh - start and stop throwaway Redis servers for tests.
+# POSIX sh; source it, then:
+#
+#   trap redis_stop_all EXIT
+#   redis_start_standalone DIR   one server with a password and a unix
+#                                socket; exports WSTORE_TEST_REDIS_URL,
+#                                WSTORE_TEST_REDIS_UNIX_URL,
+#                                WSTORE_TEST_REDIS_PORT,
+#                                WSTORE_TEST_REDIS_PASSWORD
+#   redis_start_cluster DIR      3 masters + 3 replicas; exports
+#                                WSTORE_TEST_CLUSTER_URL,
+#                                WSTORE_TEST_CLUSTER_PORTS
+#   redis_kill_port PORT         SIGKILL the server on PORT
+#   redis_restart_port PORT      start it again with the same settings
+#   redis_cli PORT ARGS...       redis-cli on PORT (with the password
+#                                of the standalone server if it is that)
+#   redis_wait_cluster_ok PORT...  until every live PORT says
+#                                cluster_state:ok and sees no failed master
+#   redis_stop_all               kill every server started, remove dirs
+#
+# Servers bind 127.0.0.1 only, keep nothing on disk (--save '',
+# --appendonly no) and pick free ports themselves: a port that fails to
+# bind is retried with another.
+
+_REDIS_SERVERS=""	# "port:dir" words of the servers started
+_REDIS_DIRS=""
+
+# _redis_port N: a pseudo-random candidate port in 20000-39999 (the
+# cluster bus uses port + 10000).
+_redis_port() {
+	_seed=$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')
+	echo $(( 20000 + (_seed + $1 * 7919) % 20000 ))
+}
+
+_redis_pid() {
+	cat "$1/redis-$2.pid" 2>/dev/null
+}
+
+# _redis_launch DIR PORT ARGS...: start a server in the background, wait
+# until it answers PING; non-zero if it died (port taken) or never came up.
+_redis_launch() {
+	_d=$1 _p=$2
+	shift 2
+	printf '%s\n' "$@" > "$_d/args-$_p"
+	redis-server --port "$_p" --bind 127.0.0.1 --dir "$_d" \
+		--save '' --appendonly no --daemonize no \
+		--logfile "$_d/redis-$_p.log" "$@" >/dev/null 2>&1 &
+	echo $! > "$_d/redis-$_p.pid"
+	_i=0
+	while [ $_i -lt 100 ]; do
+		if ! kill -0 "$(_redis_pid "$_d" "$_p")" 2>/dev/null; then
+			return 1
+		fi
+		if redis_cli "$_p" ping 2>/dev/null | grep -q PONG; then
+			_REDIS_SERVERS="$_REDIS_SERVERS $_p:$_d"
+			return 0
+		fi
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	kill -9 "$(_redis_pid "$_d" "$_p")" 2>/dev/null
+	return 1
+}
+
+# _redis_start DIR ARGS...: launch on the first free candidate port, left
+# in _REDIS_LAST_PORT (not printed: a $(...) subshell would lose the
+# record of the server).
+_redis_start() {
+	_dir=$1
+	shift
+	_n=0
+	while [ $_n -lt 20 ]; do
+		_port=$(_redis_port $_n)
+		if _redis_launch "$_dir" "$_port" "$@"; then
+			_REDIS_LAST_PORT=$_port
+			return 0
+		fi
+		_n=$((_n + 1))
+	done
+	echo "redis.sh: cannot start redis-server (see $_dir/*.log)" >&2
+	return 1
+}
+
+redis_cli() {
+	_cp=$1
+	shift
+	if [ "$_cp" = "${WSTORE_TEST_REDIS_PORT:-}" ]; then
+		REDISCLI_AUTH=$WSTORE_TEST_REDIS_PASSWORD \
+			redis-cli -h 127.0.0.1 -p "$_cp" "$@"
+	else
+		redis-cli -h 127.0.0.1 -p "$_cp" "$@"
+	fi
+}
+
+redis_start_standalone() {
+	mkdir -p "$1" || return 1
+	_dir=$(cd "$1" && pwd)
+	_REDIS_DIRS="$_REDIS_DIRS $_dir"
+	_pw=$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
+	WSTORE_TEST_REDIS_PASSWORD=$_pw
+	export WSTORE_TEST_REDIS_PASSWORD
+	# redis_cli needs the password before the port is known
+	WSTORE_TEST_REDIS_PORT=
+	_sp=""
+	_n=0
+	while [ -z "$_sp" ] && [ $_n -lt 20 ]; do
+		_port=$(_redis_port $_n)
+		WSTORE_TEST_REDIS_PORT=$_port
+		if _redis_launch "$_dir" "$_port" --requirepass "$_pw" \
+		    --unixsocket "$_dir/redis.sock" --unixsocketperm 700; then
+			_sp=$_port
+		fi
+		_n=$((_n + 1))
+	done
+	if [ -z "$_sp" ]; then
+		echo "redis.sh: cannot start redis-server (see $_dir/*.log)" >&2
+		return 1
+	fi
+	export WSTORE_TEST_REDIS_PORT
+	WSTORE_TEST_REDIS_URL="redis://:$_pw@127.0.0.1:$_sp"
+	WSTORE_TEST_REDIS_UNIX_URL="redis+unix://:$_pw@$_dir/redis.sock"
+	export WSTORE_TEST_REDIS_URL WSTORE_TEST_REDIS_UNIX_URL
+}
+
+# redis_wait_cluster_ok PORT...: every port that still runs reports
+# cluster_state:ok and no master flagged as failed (after a kill the
+# state stays "ok" until the failure is detected, so both are needed).
+redis_wait_cluster_ok() {
+	_i=0
+	while [ $_i -lt 600 ]; do
+		_ok=1
+		for _p in "$@"; do
+			redis_cli "$_p" ping >/dev/null 2>&1 || continue
+			redis_cli "$_p" cluster info 2>/dev/null |
+				grep -q 'cluster_state:ok' || _ok=0
+			redis_cli "$_p" cluster nodes 2>/dev/null |
+				grep -q 'master,fail ' && _ok=0
+			redis_cli "$_p" cluster nodes 2>/dev/null |
+				grep -q 'master,fail?' && _ok=0
+		done
+		[ $_ok = 1 ] && return 0
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	echo "redis.sh: cluster not ok after 60 s" >&2
+	return 1
+}
+
+redis_start_cluster() {
+	mkdir -p "$1" || return 1
+	_cdir=$(cd "$1" && pwd)
+	_REDIS_DIRS="$_REDIS_DIRS $_cdir"
+	_ports=""
+	_addrs=""
+	for _k in 1 2 3 4 5 6; do
+		# one directory per server: each keeps its own nodes.conf
+		mkdir -p "$_cdir/n$_k"
+		_redis_start "$_cdir/n$_k" --cluster-enabled yes \
+			--cluster-config-file nodes.conf \
+			--cluster-node-timeout 2000 || return 1
+		_cp=$_REDIS_LAST_PORT
+		_ports="$_ports $_cp"
+		_addrs="$_addrs 127.0.0.1:$_cp"
+	done
+	# shellcheck disable=SC2086
+	redis-cli --cluster create $_addrs --cluster-replicas 1 \
+		--cluster-yes > "$_cdir/create.log" 2>&1 || {
+		echo "redis.sh: cluster create failed (see $_cdir/create.log)" >&2
+		return 1
+	}
+	# shellcheck disable=SC2086
+	redis_wait_cluster_ok $_ports || return 1
+	set -- $_ports
+	WSTORE_TEST_CLUSTER_URL="redis-cluster://127.0.0.1:$1,127.0.0.1:$2"
+	WSTORE_TEST_CLUSTER_PORTS=$(echo $_ports)
+	export WSTORE_TEST_CLUSTER_URL WSTORE_TEST_CLUSTER_PORTS
+}
+
+_redis_dir_of() {
+	for _s in $_REDIS_SERVERS; do
+		[ "${_s%%:*}" = "$1" ] && { echo "${_s#*:}"; return 0; }
+	done
+	return 1
+}
+
+redis_kill_port() {
+	_kd=$(_redis_dir_of "$1") || return 1
+	kill -9 "$(_redis_pid "$_kd" "$1")" 2>/dev/null
+	_i=0
+	while kill -0 "$(_redis_pid "$_kd" "$1")" 2>/dev/null &&
+	    [ $_i -lt 50 ]; do
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+}
+
+redis_restart_port() {
+	_rd=$(_redis_dir_of "$1") || return 1
+	_old=$IFS
+	IFS='
+'
+	# shellcheck disable=SC2046
+	set -- "$1" $(cat "$_rd/args-$1")
+	IFS=$_old
+	_rp=$1
+	shift
+	_redis_launch "$_rd" "$_rp" "$@"
+}
+
+redis_stop_all() {
+	for _s in $_REDIS_SERVERS; do
+		kill -9 "$(_redis_pid "${_s#*:}" "${_s%%:*}")" 2>/dev/null
+	done
+	for _s in $_REDIS_SERVERS; do
+		_i=0
+		while kill -0 "$(_redis_pid "${_s#*:}" "${_s%%:*}")" \
+		    2>/dev/null && [ $_i -lt 50 ]; do
+			sleep 0.1
+			_i=$((_i + 1))
+		done
+	done
+	for _d in $_REDIS_DIRS; do
+		rm -rf "$_d"
+	done
+	_REDIS_SERVERS=""
+	_REDIS_DIRS=""
+}

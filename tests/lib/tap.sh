@@ -1,0 +1,52 @@
+# tap.sh - tiny assertion helpers for the shell test suites.  Each check
+# prints "ok - name" or "not ok - name" (with details); tap_done prints the
+# "N passed, N failed" line and returns non-zero if anything failed.
+TAP_PASS=0
+TAP_FAIL=0
+TAP_SUITE=${TAP_SUITE:-suite}
+
+tap_ok() {
+	TAP_PASS=$((TAP_PASS + 1))
+	echo "ok - $TAP_SUITE: $1"
+}
+
+tap_not_ok() {
+	TAP_FAIL=$((TAP_FAIL + 1))
+	echo "not ok - $TAP_SUITE: $1"
+	shift
+	for line in "$@"; do echo "#   $line"; done
+}
+
+# check NAME CMD...: passes when CMD exits 0
+check() {
+	name=$1; shift
+	if out=$("$@" 2>&1); then tap_ok "$name"
+	else tap_not_ok "$name" "command: $*" "output: $(printf %s "$out" | tail -5)"; fi
+}
+
+# check_exit NAME STATUS CMD...: passes when CMD exits with STATUS; the
+# output of CMD is kept in $OUT
+check_exit() {
+	name=$1; want=$2; shift 2
+	OUT=$("$@" 2>&1); got=$?
+	if [ "$got" = "$want" ]; then tap_ok "$name"
+	else tap_not_ok "$name" "command: $*" "exit $got, wanted $want" "output: $(printf %s "$OUT" | tail -5)"; fi
+}
+
+# check_grep NAME PATTERN TEXT: TEXT contains the (grep -E) PATTERN
+check_grep() {
+	if printf '%s\n' "$3" | grep -Eq -- "$2"; then tap_ok "$1"
+	else tap_not_ok "$1" "wanted /$2/ in:" "$(printf %s "$3" | tail -5)"; fi
+}
+
+# check_one_line NAME TEXT: an error message is exactly one line
+check_one_line() {
+	n=$(printf '%s\n' "$2" | grep -c .)
+	if [ "$n" = 1 ]; then tap_ok "$1"
+	else tap_not_ok "$1" "wanted one line, got $n:" "$2"; fi
+}
+
+tap_done() {
+	echo "$TAP_SUITE: $TAP_PASS passed, $TAP_FAIL failed"
+	[ "$TAP_FAIL" = 0 ]
+}
