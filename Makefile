@@ -17,7 +17,7 @@ deps:
 	sh scripts/deps.sh
 
 demo: all
-	sh scripts/demo.sh
+	BUILD=$(BUILD) sh scripts/demo.sh
 
 test: all
 	sh tests/run.sh $(BUILD)

@@ -53,11 +53,23 @@ static int delete_corrupt(wstore_store *s, const char *id, const char *mkey)
 	return wstore__remove(s, mkey);
 }
 
+/* Only keys under the checkpoint's own prefix are removed: chunk keys are
+ * opaque to readers, and a hand-made manifest naming another checkpoint's
+ * chunks must not make a delete destroy them. */
 static int delete_chunks(wstore_store *s, const wstore_manifest *m)
 {
+	char prefix[WSTORE__KEY_MAX];
+	size_t plen;
+
+	wstore__key_ckpt_prefix(prefix, m->checkpoint_id);
+	plen = strlen(prefix);
 	for (size_t i = 0; i < m->nfiles; i++)
 		for (uint64_t c = 0; c < m->files[i].nchunks; c++) {
-			int rc = wstore__remove(s, m->files[i].chunks[c]);
+			int rc;
+
+			if (strncmp(m->files[i].chunks[c], prefix, plen) != 0)
+				continue;
+			rc = wstore__remove(s, m->files[i].chunks[c]);
 
 			if (rc < 0)
 				return wstore__err(rc, "cannot remove chunk '%s': %s",

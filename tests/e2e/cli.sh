@@ -35,7 +35,7 @@ keys_under() {
 		--pattern "$1*" ;;
 	cluster) for p in $WSTORE_TEST_CLUSTER_PORTS; do
 			redis-cli -p "$p" --scan --pattern "$1*"; done | sort -u ;;
-	mooncake) "$BUILD/mooncake-standin-ls" "$1" 2>/dev/null || echo unsupported ;;
+	mooncake) echo "no key listing on mooncake" ;;
 	esac
 }
 can_list() { [ "$KIND" != mooncake ]; }

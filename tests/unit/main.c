@@ -19,7 +19,12 @@ const char *unit_current = "";
 	X(test_manifest_roundtrip)                                          \
 	X(test_config)                                                      \
 	X(test_backend_file) X(test_backend_mem) X(test_backend_fault)      \
-	X(test_store)
+	X(test_store)                                                       \
+	X(test_safetensors_data) X(test_safetensors_mutations)              \
+	X(test_read_api) X(test_read_concurrent) X(test_read_legacy)        \
+	X(test_read_damaged) X(test_check_structure) X(test_gguf)           \
+	X(test_gguf_summary) X(test_pull_basic) X(test_pull_hostile)        \
+	X(test_pull_corrupt) X(test_pull_resume) X(test_pull_not_ready)
 
 #define DECL(name) void name(void);
 UNIT_TESTS(DECL)

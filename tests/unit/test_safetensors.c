@@ -21,6 +21,14 @@
 
 /* ---- helpers -------------------------------------------------------------- */
 
+/* snprintf into an array, which must not truncate. */
+#define PATHF(buf, ...)                                                    \
+	do {                                                               \
+		if (snprintf(buf, sizeof(buf), __VA_ARGS__) >=            \
+		    (int)sizeof(buf))                                      \
+			abort();                                           \
+	} while (0)
+
 static const char *data_dir(void)
 {
 	static const char *const cand[] = {
@@ -31,7 +39,7 @@ static const char *data_dir(void)
 	static char buf[4096];
 
 	if (env) {
-		snprintf(buf, sizeof(buf), "%s/safetensors", env);
+		PATHF(buf, "%s/safetensors", env);
 		return buf;
 	}
 	for (size_t i = 0; i < sizeof(cand) / sizeof(*cand); i++)
@@ -69,7 +77,7 @@ static void spit(const char *dir, const char *name, const void *data,
 	char path[4096];
 	FILE *fp;
 
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	PATHF(path, "%s/%s", dir, name);
 	fp = fopen(path, "wb");
 	CHECK(fp != NULL);
 	if (!fp)
@@ -83,7 +91,7 @@ static int exists(const char *dir, const char *name)
 	char path[4096];
 	struct stat st;
 
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	PATHF(path, "%s/%s", dir, name);
 	return lstat(path, &st) == 0;
 }
 
@@ -177,9 +185,9 @@ static char *source_dir(char **shard, size_t *shard_n)
 	spit(dir, "model.safetensors", *shard, *shard_n);
 	spit(dir, "config.json", "{\"a\":1}\n", 8);
 	spit(dir, "model.safetensors.index.json", index, sizeof(index) - 1);
-	snprintf(sub, sizeof(sub), "%s/sub", dir);
+	PATHF(sub, "%s/sub", dir);
 	mkdir(sub, 0755);
-	snprintf(sub, sizeof(sub), "%s/sub/dir", dir);
+	PATHF(sub, "%s/sub/dir", dir);
 	mkdir(sub, 0755);
 	spit(sub, "x.bin", "0123456789", 10);
 	spit(dir, "empty.txt", "", 0);
@@ -229,6 +237,15 @@ static void fixture_done(struct fixture *fx)
 	free(fx->shard);
 }
 
+/* Key of chunk i of path in checkpoint id. */
+static void chunk_key(char *out, const char *id, const char *path, uint64_t i)
+{
+	char fk[WSTORE__KEY_MAX];
+
+	wstore__key_file(fk, id, path);
+	wstore__key_chunk(out, fk, i);
+}
+
 /* Put a chunk value straight into the backend (replacing it). */
 static void put_raw(wstore_store *s, const char *key, const void *v, size_t n)
 {
@@ -247,7 +264,7 @@ static void run_case(const char *dir, const char *name, int good)
 	size_t n, en;
 	int rc, fd;
 
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	PATHF(path, "%s/%s", dir, name);
 	buf = slurp(path, &n);
 	CHECK(buf != NULL);
 	if (!buf)
@@ -269,7 +286,7 @@ static void run_case(const char *dir, const char *name, int good)
 	CHECK(good || (err && strstr(wstore_last_error(), err)));
 	wstore__st_free(st);
 	/* the fd path must agree */
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	PATHF(path, "%s/%s", dir, name);
 	fd = open(path, O_RDONLY);
 	rc = wstore__safetensors_check_file(NULL, fd, name);
 	CHECK_EQ_INT(rc, good ? 0 : WSTORE_ECORRUPT);
@@ -285,7 +302,7 @@ static int run_dir(const char *base, int good)
 	struct dirent **list;
 	int n, cases = 0;
 
-	snprintf(dir, sizeof(dir), "%s/%s", base, good ? "good" : "bad");
+	PATHF(dir, "%s/%s", base, good ? "good" : "bad");
 	n = scandir(dir, &list, NULL, alphasort);
 	CHECK(n > 0);
 	for (int i = 0; i < n; i++) {
@@ -411,7 +428,7 @@ static void check_tensors(wstore_file *f, const char *data)
 		size_t k = NT - i;
 		int64_t idx;
 
-		snprintf(name, sizeof(name), "t%02zu", k);
+		PATHF(name, "t%02zu", k);
 		names[i] = k == NT ? "w" : strdup(name);
 		idx = wstore_safetensors_find(ws, names[i]);
 		wstore_safetensors_tensor(&ti, ws, (size_t)idx);
@@ -450,9 +467,9 @@ static void read_api(int no_range)
 
 	if (fixture_init(&fx, no_range, 64) < 0)
 		goto out;
-	CHECK_EQ_INT(wstore_checkpoint_open(&ck, fx.s, "ck"), 0);
 	CHECK_EQ_INT(wstore_checkpoint_open(&ck, fx.s, "nope"),
 		     WSTORE_ENOTFOUND);
+	CHECK(ck == NULL);
 	CHECK_EQ_INT(wstore_checkpoint_open(&ck, fx.s, "ck"), 0);
 	if (!ck)
 		goto out;
@@ -623,8 +640,7 @@ static void damaged(int no_range, unsigned flags)
 	put_by_hand(s, "d", "w.bin", data, 32, 8, 8);
 	CHECK_EQ_INT(wstore_checkpoint_open(&ck, s, "d"), 0);
 	CHECK_EQ_INT(wstore_file_open(&f, ck, "w.bin"), 0);
-	wstore__key_file(key, "d", "w.bin");
-	wstore__key_chunk(key, key, 1);
+	chunk_key(key, "d", "w.bin", 1);
 	put_raw(s, key, "89abcde", 7);
 	CHECK_EQ_INT(wstore_file_pread(f, buf, 32, 0, &got), WSTORE_ECORRUPT);
 	CHECK(strstr(wstore_last_error(), key) != NULL);
@@ -711,8 +727,7 @@ void test_check_structure(void)
 	/* a shard whose header was damaged after import, and the index of
 	 * the imported checkpoint naming a tensor the shard lacks */
 	CHECK_EQ_INT(wstore_checkpoint_open(&ck, fx.s, "ck"), 0);
-	wstore__key_file(key, "ck", "model.safetensors");
-	wstore__key_chunk(key, key, 0);
+	chunk_key(key, "ck", "model.safetensors", 0);
 	{
 		char bad[64];
 
@@ -895,7 +910,7 @@ static ino_t inode(const char *dir, const char *name)
 	char path[4096];
 	struct stat st;
 
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	PATHF(path, "%s/%s", dir, name);
 	return lstat(path, &st) == 0 ? st.st_ino : 0;
 }
 
@@ -904,13 +919,13 @@ static void check_pulled(struct fixture *fx, const char *dest)
 {
 	char path[4096];
 
-	snprintf(path, sizeof(path), "%s/model.safetensors", dest);
+	PATHF(path, "%s/model.safetensors", dest);
 	CHECK(same_file(path, fx->shard, fx->shard_n));
-	snprintf(path, sizeof(path), "%s/config.json", dest);
+	PATHF(path, "%s/config.json", dest);
 	CHECK(same_file(path, "{\"a\":1}\n", 8));
-	snprintf(path, sizeof(path), "%s/sub/dir/x.bin", dest);
+	PATHF(path, "%s/sub/dir/x.bin", dest);
 	CHECK(same_file(path, "0123456789", 10));
-	snprintf(path, sizeof(path), "%s/empty.txt", dest);
+	PATHF(path, "%s/empty.txt", dest);
 	CHECK(same_file(path, "", 0));
 }
 
@@ -925,7 +940,7 @@ void test_pull_basic(void)
 
 	if (fixture_init(&fx, 0, 64) < 0)
 		goto out;
-	snprintf(dest, sizeof(dest), "%s/out/a", tmp);
+	PATHF(dest, "%s/out/a", tmp);
 	CHECK_EQ_INT(pull(fx.s, "ck", dest, NULL, NULL, 0, &pr), 0);
 	check_pulled(&fx, dest);
 	CHECK(pr.total > fx.shard_n && pr.done == pr.total);
@@ -939,12 +954,12 @@ void test_pull_basic(void)
 	CHECK(inode(dest, "model.safetensors") != ino);
 	check_pulled(&fx, dest);
 	/* include / exclude */
-	snprintf(d2, sizeof(d2), "%s/json", tmp);
+	PATHF(d2, "%s/json", tmp);
 	CHECK_EQ_INT(pull(fx.s, "ck", d2, json, NULL, 0, NULL), 0);
 	CHECK(exists(d2, "config.json") && exists(d2,
 	      "model.safetensors.index.json"));
 	CHECK(!exists(d2, "model.safetensors") && !exists(d2, "sub"));
-	snprintf(d2, sizeof(d2), "%s/nosub", tmp);
+	PATHF(d2, "%s/nosub", tmp);
 	CHECK_EQ_INT(pull(fx.s, "ck", d2, NULL, sub, 0, NULL), 0);
 	CHECK(exists(d2, "model.safetensors") && !exists(d2, "sub"));
 	CHECK_EQ_INT(pull(fx.s, "nope", d2, NULL, NULL, 0, NULL),
@@ -955,25 +970,44 @@ out:
 	free(tmp);
 }
 
+/* s with the first from replaced by to (malloc'ed). */
+static char *replace(const char *s, const char *from, const char *to)
+{
+	const char *p = strstr(s, from);
+	char *out = NULL;
+
+	CHECK(p != NULL);
+	if (p && asprintf(&out, "%.*s%s%s", (int)(p - s), s, to,
+			  p + strlen(from)) < 0)
+		out = NULL;
+	return out;
+}
+
+/* Rewrite the stored manifest of id, replacing from by to. */
+static void edit_manifest(wstore_store *s, const char *id, const char *from,
+			  const char *to)
+{
+	char key[WSTORE__KEY_MAX], *json = NULL, *fixed;
+	size_t len;
+
+	wstore__key_manifest(key, id);
+	CHECK_EQ_INT(wstore__get_alloc(s, key, &json, &len), 0);
+	if (json && (fixed = replace(json, from, to))) {
+		put_raw(s, key, fixed, strlen(fixed));
+		free(fixed);
+	}
+	free(json);
+}
+
 /* Store a manifest whose single path is replaced by bad. */
 static void put_hostile(wstore_store *s, const char *id, const char *bad)
 {
-	char key[WSTORE__KEY_MAX], *json, *p, *fixed;
-	size_t len;
+	char *to = NULL;
 
 	put_by_hand(s, id, "zzzz", "data", 4, 4, 4);
-	wstore__key_manifest(key, id);
-	CHECK_EQ_INT(wstore__get_alloc(s, key, &json, &len), 0);
-	p = strstr(json, "\"path\":\"zzzz\"");
-	CHECK(p != NULL);
-	if (!p)
-		return;
-	*p = '\0';
-	CHECK(asprintf(&fixed, "%s\"path\":\"%s\"%s", json, bad,
-		       p + strlen("\"path\":\"zzzz\"")) > 0);
-	put_raw(s, key, fixed, strlen(fixed));
-	free(fixed);
-	free(json);
+	CHECK(asprintf(&to, "\"path\":\"%s\"", bad) > 0);
+	edit_manifest(s, id, "\"path\":\"zzzz\"", to);
+	free(to);
 }
 
 void test_pull_hostile(void)
@@ -997,21 +1031,21 @@ void test_pull_hostile(void)
 		wstore__get_alloc(s, key, &json, &len);
 		CHECK(wstore_manifest_parse(&m, json, len) < 0);
 		free(json);
-		snprintf(dest, sizeof(dest), "%s/d%zu/in", tmp, i);
+		PATHF(dest, "%s/d%zu/in", tmp, i);
 		rc = pull(s, "h", dest, NULL, NULL, 0, NULL);
 		CHECK(rc < 0);
-		snprintf(path, sizeof(path), "%s/d%zu", tmp, i);
+		PATHF(path, "%s/d%zu", tmp, i);
 		CHECK(access(path, F_OK) != 0);	/* nothing written at all */
 	}
 	CHECK_EQ_INT(count_names(tmp, "x"), 0);
 	/* a symlink planted in DEST where a directory goes */
 	if (fixture_init(&fx, 0, 64) < 0)
 		goto out;
-	snprintf(dest, sizeof(dest), "%s/dest", tmp);
-	snprintf(out, sizeof(out), "%s/outside", tmp);
+	PATHF(dest, "%s/dest", tmp);
+	PATHF(out, "%s/outside", tmp);
 	mkdir(dest, 0755);
 	mkdir(out, 0755);
-	snprintf(path, sizeof(path), "%s/sub", dest);
+	PATHF(path, "%s/sub", dest);
 	CHECK_EQ_INT(symlink(out, path), 0);
 	rc = pull(fx.s, "ck", dest, NULL, NULL, 0, NULL);
 	CHECK(rc < 0);
@@ -1021,7 +1055,7 @@ void test_pull_hostile(void)
 	CHECK_EQ_INT(count_names(dest, "wstore-tmp"), 0);
 	/* a symlink at a file's name is replaced, not written through */
 	spit(out, "target", "keep", 4);
-	snprintf(path, sizeof(path), "%s/config.json", dest);
+	PATHF(path, "%s/config.json", dest);
 	unlink(path);
 	snprintf(out + strlen(out), sizeof(out) - strlen(out), "/target");
 	CHECK_EQ_INT(symlink(out, path), 0);
@@ -1045,9 +1079,8 @@ void test_pull_corrupt(void)
 
 	if (fixture_init(&fx, 0, 64) < 0)
 		goto out;
-	snprintf(dest, sizeof(dest), "%s/dest", tmp);
-	wstore__key_file(key, "ck", "model.safetensors");
-	wstore__key_chunk(key, key, 2);
+	PATHF(dest, "%s/dest", tmp);
+	chunk_key(key, "ck", "model.safetensors", 2);
 	memcpy(junk, fx.shard + 128, 64);
 	junk[5] ^= 1;
 	put_raw(fx.s, key, junk, 64);
@@ -1094,7 +1127,7 @@ void test_pull_resume(void)
 
 	if (fixture_init(&fx, 0, 64) < 0)
 		goto out;
-	snprintf(dest, sizeof(dest), "%s/dest", tmp);
+	PATHF(dest, "%s/dest", tmp);
 	/* cancel from the progress callback: no temp, no partial file */
 	pr.cancel_at = 2;
 	CHECK_EQ_INT(pull(fx.s, "ck", dest, NULL, NULL, 0, &pr),
@@ -1104,20 +1137,20 @@ void test_pull_resume(void)
 	CHECK_EQ_INT(pull(fx.s, "ck", dest, NULL, NULL, 0, NULL), 0);
 	/* damage: a truncated shard, same-size wrong config, a temp left
 	 * by a killed pull */
-	snprintf(path, sizeof(path), "%s/model.safetensors", dest);
+	PATHF(path, "%s/model.safetensors", dest);
 	CHECK_EQ_INT(truncate(path, 100), 0);
 	spit(dest, "config.json", "{\"a\":2}\n", 8);
-	snprintf(path, sizeof(path), "%s/sub/dir", dest);
-	snprintf(name, sizeof(name), ".x.bin.wstore-tmp-%ld",
+	PATHF(path, "%s/sub/dir", dest);
+	PATHF(name, ".x.bin.wstore-tmp-%ld",
 		 (long)dead_pid());
 	spit(path, name, "junk", 4);
-	snprintf(path, sizeof(path), "%s/sub/dir/x.bin", dest);
+	PATHF(path, "%s/sub/dir/x.bin", dest);
 	unlink(path);
 	ino = inode(dest, "empty.txt");
 	CHECK_EQ_INT(pull(fx.s, "ck", dest, NULL, NULL, 0, &pr), 0);
 	check_pulled(&fx, dest);
 	CHECK(inode(dest, "empty.txt") == ino);
-	snprintf(path, sizeof(path), "%s/sub/dir", dest);
+	PATHF(path, "%s/sub/dir", dest);
 	CHECK_EQ_INT(count_names(path, "wstore-tmp"), 0);
 out:
 	fixture_done(&fx);
@@ -1128,34 +1161,15 @@ out:
 void test_pull_not_ready(void)
 {
 	wstore_store *s = mem_store(0, 0);
-	char key[WSTORE__KEY_MAX], *json, *p, *fixed;
 	wstore_checkpoint *ck = NULL;
 	char *tmp = unit_tmpdir(), dest[4096];
-	size_t len;
 
 	put_by_hand(s, "f", "a.bin", "data", 4, 4, 4);
-	wstore__key_manifest(key, "f");
-	CHECK_EQ_INT(wstore__get_alloc(s, key, &json, &len), 0);
-	p = strstr(json, "\"error\":null");
-	CHECK(p != NULL && strstr(json, "\"status\":\"READY\""));
-	if (p) {
-		*p = '\0';
-		CHECK(asprintf(&fixed, "%s\"error\":\"disk full\"%s", json,
-			       p + strlen("\"error\":null")) > 0);
-		memcpy(strstr(fixed, "\"READY\""), "\"FAILED\"", 8);
-		/* "READY" is one byte shorter: rebuild the tail */
-		p = strstr(fixed, "\"FAILED\"");
-		free(json);
-		json = fixed;
-		CHECK(asprintf(&fixed, "%.*s\"FAILED\"%s", (int)(p - json),
-			       json, p + 7) > 0);
-		put_raw(s, key, fixed, strlen(fixed));
-		free(fixed);
-	}
-	free(json);
+	edit_manifest(s, "f", "\"status\":\"READY\"", "\"status\":\"FAILED\"");
+	edit_manifest(s, "f", "\"error\":null", "\"error\":\"disk full\"");
 	CHECK_EQ_INT(wstore_checkpoint_open(&ck, s, "f"), WSTORE_ENOTREADY);
 	CHECK(strstr(wstore_last_error(), "'f' is FAILED: disk full") != NULL);
-	snprintf(dest, sizeof(dest), "%s/d", tmp);
+	PATHF(dest, "%s/d", tmp);
 	CHECK_EQ_INT(pull(s, "f", dest, NULL, NULL, 0, NULL), WSTORE_ENOTREADY);
 	CHECK(access(dest, F_OK) != 0);
 	wstore_free(s);

@@ -1,0 +1,132 @@
+#!/bin/sh
+# faults.sh - failure handling of import, delete and materialize on the
+# file store wrapped in the fault-injecting backend (URL "fault+DIR",
+# faults from $WSTORE_FAULTS, see include/wstore/sys/backend.h):
+# a failure at each put, SIGINT mid-import, a crash (as if SIGKILLed) at
+# every call of a delete, and a write-once store holding stale chunks.
+set -u
+BUILD=${BUILD:-build}
+TAP_SUITE=faults
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+. "$HERE/lib/tap.sh"
+
+W=$(cd "$BUILD" && pwd)/wstore
+T=$(mktemp -d "${TMPDIR:-/tmp}/wstore-faults-XXXXXX")
+trap 'rm -rf "$T"' EXIT
+export HOME="$T/home" WSTORE_CONFIG=
+mkdir -p "$HOME"
+S="$T/store"
+ws() { "$W" --store "$S" "$@"; }
+wf() { WSTORE_FAULTS="$1" "$W" --store "fault+$S" "$@"; }
+chunks() { (cd "$S" && find weight/models -path '*/chunks/*' -type f 2>/dev/null | wc -l); }
+tmps() { find "$S" -name '.tmp-*' | wc -l; }
+
+SRC="$T/src"
+python3 "$HERE/tools/mkckpt.py" "$SRC" --size 60000 --shards 2
+CS=16K
+nput=$(python3 -c "import os;print(sum((os.path.getsize(os.path.join('$SRC',f))+16383)//16384 for f in os.listdir('$SRC')))")
+
+# ---- a failure at each put ------------------------------------------------
+k=1
+while [ "$k" -le "$nput" ]; do
+	WSTORE_FAULTS="failop=put:$k" "$W" --store "fault+$S" model import \
+		--checkpoint-id f --model-id M --source "$SRC" --chunk-size $CS --jobs 1 \
+		> "$T/out" 2>&1
+	rc=$?
+	st=$(ws --json model inspect f 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])' 2>/dev/null)
+	if [ $rc = 1 ] && [ "$st" = FAILED ] && [ "$(chunks)" = 0 ] && [ "$(tmps)" = 0 ] &&
+		grep -q "injected fault" "$T/out" && [ "$(grep -c . "$T/out")" = 1 ]; then
+		tap_ok "failure at put $k: exit 1, FAILED manifest, no chunk or temp left"
+	else
+		tap_not_ok "failure at put $k" "rc=$rc status=$st chunks=$(chunks) tmps=$(tmps)" "$(cat "$T/out")"
+	fi
+	k=$((k + 1))
+done
+check_exit "list works with a FAILED checkpoint" 0 ws model list
+check_exit "verify of a FAILED checkpoint is refused" 1 ws model verify f
+check_grep "refusal says FAILED" "is FAILED" "$OUT"
+check_exit "re-import reclaims the FAILED id" 0 ws model import --checkpoint-id f \
+	--model-id M --source "$SRC" --chunk-size $CS
+check_exit "and it verifies" 0 ws model verify f
+check_exit "delete" 0 ws model delete f
+
+# ---- leftovers that could not be removed are recorded ---------------------
+# puts 1-2 succeed, put 3 fails, then every remove fails: chunks stay, and
+# the FAILED manifest must list them so that delete reclaims them
+WSTORE_FAULTS="failop=put:3,failop=remove:1+" "$W" --store "fault+$S" model import \
+	--checkpoint-id lf --model-id M --source "$SRC" --chunk-size $CS --jobs 1 >/dev/null 2>&1
+ws --json model inspect lf | python3 -c 'import json,sys; print("\n".join(c for f in json.load(sys.stdin)["files"] for c in f["chunks"]))' | sort > "$T/listed"
+(cd "$S" && find weight/models -path '*/chunks/*' -type f | sort) > "$T/present"
+check "FAILED manifest lists every chunk left behind ($(wc -l < "$T/present") present)" \
+	test -s "$T/present" -a -z "$(comm -23 "$T/present" "$T/listed")"
+check_exit "delete reclaims them" 0 ws model delete lf
+check "no chunk left after delete" test "$(chunks)" = 0
+
+# ---- SIGINT mid-import ---------------------------------------------------
+WSTORE_FAULTS="delay=100" "$W" --store "fault+$S" model import --checkpoint-id int \
+	--model-id M --source "$SRC" --chunk-size $CS --jobs 1 > "$T/int.out" 2>&1 &
+pid=$!
+sleep 1
+kill -INT $pid
+wait $pid
+rc=$?
+check "SIGINT: import exits 1 ($rc)" test $rc = 1
+check_grep "SIGINT: says interrupted" "interrupted" "$(cat "$T/int.out")"
+st=$(ws --json model inspect int | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])')
+check "SIGINT: manifest is FAILED ($st)" test "$st" = FAILED
+check "SIGINT: no chunk and no temp file left" test "$(chunks)" = 0 -a "$(tmps)" = 0
+check_exit "SIGINT: re-import succeeds" 0 ws model import --checkpoint-id int --model-id M --source "$SRC"
+ws model delete int >/dev/null
+
+# ---- a crash at every call of a delete: re-running finishes it -----------
+ws model import --checkpoint-id d --model-id M --source "$SRC" --chunk-size $CS >/dev/null
+ncalls=$(( $(chunks) + 12 ))
+k=1
+ok=1
+while [ "$k" -le "$ncalls" ]; do
+	ws model import --checkpoint-id d --model-id M --source "$SRC" --chunk-size $CS >/dev/null 2>&1
+	WSTORE_FAULTS="crash=$k" "$W" --store "fault+$S" model delete d >/dev/null 2>&1
+	if ! ws model delete d >/dev/null 2>"$T/err"; then
+		ok=0; tap_not_ok "delete after a crash at call $k" "$(cat "$T/err")"
+	elif [ "$(chunks)" != 0 ] || ws model inspect d >/dev/null 2>&1 || ws model list | grep -q '^d '; then
+		ok=0; tap_not_ok "delete after a crash at call $k leaves nothing"
+	fi
+	k=$((k + 1))
+done
+[ $ok = 1 ] && tap_ok "delete crashed at each of $ncalls calls, then re-run: nothing left"
+
+# ---- a crash at every call of an import: never READY and incomplete ------
+k=1
+ok=1
+while [ "$k" -le "$((nput + 12))" ]; do
+	WSTORE_FAULTS="crash=$k" "$W" --store "fault+$S" model import --checkpoint-id ci \
+		--model-id M --source "$SRC" --chunk-size $CS --jobs 1 >/dev/null 2>&1
+	if ws --json model inspect ci 2>/dev/null | grep -q '"status":"READY"'; then
+		ws model verify ci >/dev/null 2>&1 || { ok=0; tap_not_ok "crash at import call $k left a READY checkpoint that fails verify"; }
+	fi
+	# the same command run again must succeed (or find it READY)
+	out=$(ws model import --checkpoint-id ci --model-id M --source "$SRC" --chunk-size $CS 2>&1) ||
+		echo "$out" | grep -q "already exists and is READY" ||
+		{ ok=0; tap_not_ok "import after a crash at call $k" "$out"; }
+	ws model verify ci >/dev/null 2>&1 || { ok=0; tap_not_ok "verify after crash $k and re-import"; }
+	ws model delete ci >/dev/null 2>&1
+	k=$((k + 1))
+done
+[ $ok = 1 ] && tap_ok "import crashed at each of $((nput + 12)) calls: re-run always succeeds and verifies"
+
+# ---- write-once store holding stale chunk values -------------------------
+ws model import --checkpoint-id wo --model-id M --source "$SRC" --chunk-size $CS >/dev/null
+key=$(ws --json model inspect wo | python3 -c 'import json,sys; print(json.load(sys.stdin)["files"][3]["chunks"][1])')
+# forget the manifest (as a crash before publishing would) but keep a
+# damaged chunk under a key the next import will write again
+ws --json model inspect wo > "$T/wo.json"
+rm "$S/weight/models/wo/manifest"
+printf 'stale' > "$S/$key"
+check_exit "write-once: import over a stale chunk succeeds" 0 \
+	env WSTORE_FAULTS=writeonce "$W" --store "fault+$S" model import --checkpoint-id wo \
+	--model-id M --source "$SRC" --chunk-size $CS
+check_exit "write-once: the stale chunk was replaced (verify passes)" 0 ws model verify wo
+ws model delete wo >/dev/null
+
+check "no temp file left anywhere" test "$(tmps)" = 0
+tap_done

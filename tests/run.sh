@@ -1,0 +1,96 @@
+#!/bin/sh
+# run.sh - the whole test suite: unit tests, the CLI end-to-end suite once
+# per backend (file, redis, redis-cluster, mooncake stand-in), fault
+# injection, backend contract suites.  Servers the suites need are started
+# here on free loopback ports and stopped on exit.  Ends with the line
+# "N passed, N failed" summed over every suite.
+#   sh tests/run.sh [BUILD_DIR] [SUITE...]
+set -u
+BUILD=${1:-build}
+[ $# -gt 0 ] && shift
+ONLY="$*"
+HERE=$(cd "$(dirname "$0")" && pwd)
+BUILD=$(cd "$BUILD" && pwd)
+export BUILD
+TOTAL_PASS=0
+TOTAL_FAIL=0
+RESULTS=""
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/wstore-tests-XXXXXX")
+
+. "$HERE/lib/redis.sh"
+cleanup() {
+	redis_stop_all >/dev/null 2>&1
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+wanted() {
+	[ -z "$ONLY" ] && return 0
+	for w in $ONLY; do [ "$w" = "$1" ] && return 0; done
+	return 1
+}
+
+# run_suite NAME CMD...: run a suite, echo its output to a log, and add the
+# counts of its "N passed, N failed" line; no such line is a failure.
+run_suite() {
+	name=$1; shift
+	wanted "$name" || return 0
+	echo "== $name"
+	log="$WORK/$name.log"
+	"$@" > "$log" 2>&1
+	rc=$?
+	grep -E '^(not ok|FAIL)' "$log" | head -40
+	line=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
+	p=$(echo "$line" | sed -E 's/^(.*[^0-9])?([0-9]+) passed.*/\2/')
+	f=$(echo "$line" | sed -E 's/^.*[^0-9]([0-9]+) failed.*/\1/')
+	if [ -z "$line" ]; then
+		p=0; f=1
+		echo "   suite '$name' printed no summary (exit $rc); last lines:"
+		tail -15 "$log" | sed 's/^/   | /'
+	elif [ "$p" = 0 ] && [ "$f" = 0 ]; then
+		f=1
+		echo "   suite '$name' ran no test; last lines:"
+		tail -15 "$log" | sed 's/^/   | /'
+	elif [ "$rc" != 0 ] && [ "$f" = 0 ]; then
+		f=1
+		echo "   suite '$name' exited $rc; last lines:"
+		tail -15 "$log" | sed 's/^/   | /'
+	fi
+	echo "   $name: $p passed, $f failed"
+	TOTAL_PASS=$((TOTAL_PASS + p))
+	TOTAL_FAIL=$((TOTAL_FAIL + f))
+	RESULTS="$RESULTS $name:$f"
+}
+
+cd "$HERE/.."
+run_suite unit "$BUILD/unit-tests"
+run_suite e2e-file env WSTORE_TEST_KIND=file sh "$HERE/e2e/cli.sh"
+run_suite faults sh "$HERE/e2e/faults.sh"
+run_suite mooncake-backend sh "$HERE/mooncake/run.sh" "$BUILD"
+run_suite e2e-mooncake env WSTORE_TEST_KIND=mooncake WSTORE_TEST_STORE=mooncake \
+	WSTORE_MOONCAKE_LIBRARY="$BUILD/libmooncake_store.so" \
+	MOONCAKE_STANDIN_DIR="$WORK/mooncake" MOONCAKE_STANDIN_LEASE_MS=300 \
+	sh "$HERE/e2e/cli.sh"
+
+if wanted redis-backend || wanted e2e-redis || wanted e2e-cluster || [ -z "$ONLY" ]; then
+	if ! command -v redis-server >/dev/null; then
+		echo "== redis: redis-server is not installed (run scripts/deps.sh)"
+		TOTAL_FAIL=$((TOTAL_FAIL + 1))
+	else
+		redis_start_standalone "$WORK/redis" && redis_start_cluster "$WORK/cluster" || {
+			echo "== redis: cannot start test servers"
+			TOTAL_FAIL=$((TOTAL_FAIL + 1))
+		}
+		run_suite redis-backend sh "$HERE/redis/run.sh" "$BUILD"
+		run_suite e2e-redis env WSTORE_TEST_KIND=redis \
+			WSTORE_TEST_STORE="$WSTORE_TEST_REDIS_URL" sh "$HERE/e2e/cli.sh"
+		run_suite e2e-cluster env WSTORE_TEST_KIND=cluster \
+			WSTORE_TEST_STORE="$WSTORE_TEST_CLUSTER_URL" sh "$HERE/e2e/cli.sh"
+	fi
+fi
+
+echo
+echo "suites:$RESULTS"
+echo "$TOTAL_PASS passed, $TOTAL_FAIL failed"
+[ "$TOTAL_FAIL" = 0 ]
