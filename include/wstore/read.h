@@ -103,7 +103,7 @@ void wstore_safetensors_free(wstore_safetensors *ws);
 /* ---- inspect and structure checks ------------------------------------- */
 
 typedef struct wstore_file_summary_info {
-	const char *format;	/* "safetensors", "gguf" or "other" (static) */
+	const char *format;	/* "safetensors", "gguf", "other" (static) */
 	uint64_t tensor_count;
 	uint64_t param_count;	/* sum over tensors of the shape product */
 	uint64_t kv_count;	/* GGUF metadata pairs (0 otherwise) */

@@ -101,7 +101,7 @@ static int chunk_progress(uint64_t n, void *ctx)
 	return add_progress(w->p, n, w->f->path);
 }
 
-/* ---- directories ---------------------------------------------------------- */
+/* ---- directories ------------------------------------------------------- */
 
 /* Open (creating if needed) directory name under fd, never following a
  * symlink.  prefix is the path so far, for messages. */
@@ -242,7 +242,8 @@ static int write_file(struct worker *w, int pfd, const char *tmp,
 	if (f->size && fallocate(fd, 0, 0, (off_t)f->size) < 0 &&
 	    errno == ENOSPC)
 		rc = wstore__errc(-ENOSPC, "file '%s': cannot allocate %" PRIu64
-				  " bytes in '%s'", f->path, f->size, w->p->dest);
+				  " bytes in '%s'", f->path, f->size,
+				  w->p->dest);
 	else
 		rc = wstore__fetch_to_fd(w->p->s, f, fd, w->buf, w->p->bufcap,
 					 !w->p->o->no_verify, chunk_progress,

@@ -165,9 +165,10 @@ static int chunk_geometry(const wstore__file *r, uint64_t *out_cs)
 	want = r->size / r->chunk_size + (r->size % r->chunk_size != 0);
 	if (r->nchunks != want)
 		return wstore__err(WSTORE_ECORRUPT, "file '%s' lists %" PRIu64
-				   " chunks but size %" PRIu64 " and chunk_size "
-				   "%" PRIu64 " imply %" PRIu64, r->path,
-				   r->nchunks, r->size, r->chunk_size, want);
+				   " chunks but size %" PRIu64
+				   " and chunk_size %" PRIu64 " imply %" PRIu64,
+				   r->path, r->nchunks, r->size, r->chunk_size,
+				   want);
 	*out_cs = r->chunk_size;
 	return 0;
 }
@@ -194,8 +195,9 @@ static int check_part(const wstore__file *r, uint64_t ci, int rc, uint64_t off,
 				   r->path, key, wstore_last_error());
 	if (got != want)
 		return wstore__err(WSTORE_ECORRUPT, "file '%s': chunk '%s' "
-				   "ends at byte %" PRIu64 ", expected at least "
-				   "%" PRIu64, r->path, key, off + got,
+				   "ends at byte %" PRIu64
+				   ", expected at least %" PRIu64, r->path, key,
+				   off + got,
 				   off + want);
 	return 0;
 }

@@ -311,8 +311,8 @@ int wstore__safetensors_parse(wstore__st **out, const void *hdr, size_t n,
 
 	*out = NULL;
 	if (n < 8)
-		return bad(what, "truncated: %zu bytes, shorter than the 8-byte "
-			   "header length", n);
+		return bad(what, "truncated: %zu bytes, shorter than the "
+			   "8-byte header length", n);
 	if ((rc = wstore__safetensors_header_len(&len, p, file_size, what)) < 0)
 		return rc;
 	if (n < len + 8)

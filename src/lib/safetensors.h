@@ -32,7 +32,7 @@ typedef struct wstore__st {
 	wstore__st_tensor *t;	/* sorted by begin (file order) */
 	size_t n;
 	size_t *by_name;	/* indices into t, sorted by name */
-	char **meta;		/* nmeta key, value pairs (2 * nmeta strings) */
+	char **meta;		/* key, value, key, value... (2 * nmeta) */
 	size_t nmeta;
 } wstore__st;
 
@@ -74,7 +74,7 @@ typedef struct wstore__gguf_info {
 	uint64_t param_count;
 	uint32_t alignment;
 	uint64_t data_start;	/* offset of the tensor data */
-	uint64_t type_mask[2];	/* bit t set: some tensor has ggml type t */
+	uint64_t type_mask[2];	/* bit t: some tensor has ggml type t */
 } wstore__gguf_info;
 
 /* Random-access reader the GGUF parser pulls bytes through: read exactly

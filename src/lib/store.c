@@ -66,6 +66,23 @@ static int open_file_store(wstore_backend **out, const char *path)
 	return rc;
 }
 
+/* "mooncake://HOST:PORT" is shorthand for master_server_addr. */
+static int open_mooncake_url(wstore_backend **out, const char *addr,
+			     const wstore_config *cfg)
+{
+	wstore_config *c = NULL;
+	int rc = wstore_config_new(&c);
+
+	if (rc == 0 && cfg)
+		rc = wstore_config_merge(c, cfg);
+	if (rc == 0 && *addr)
+		rc = wstore_config_set(c, "master_server_addr", addr);
+	if (rc == 0)
+		rc = wstore__backend_mooncake_open(out, c);
+	wstore_config_free(c);
+	return rc;
+}
+
 static int open_backend(wstore_backend **out, const char *url,
 			const wstore_config *cfg)
 {
@@ -91,8 +108,10 @@ static int open_backend(wstore_backend **out, const char *url,
 	    strncmp(url, "redis+unix://", 13) == 0 ||
 	    strncmp(url, "redis-cluster://", 16) == 0)
 		return wstore__backend_redis_open(out, url, cfg);
-	if (strcmp(url, "mooncake") == 0 || strncmp(url, "mooncake://", 11) == 0)
+	if (strcmp(url, "mooncake") == 0)
 		return wstore__backend_mooncake_open(out, cfg);
+	if (strncmp(url, "mooncake://", 11) == 0)
+		return open_mooncake_url(out, url + 11, cfg);
 	if (strstr(url, "://"))
 		return wstore__err(WSTORE_EINVAL,
 				   "unknown store URL '%s': expected file://, redis://, redis+unix://, redis-cluster:// or mooncake",

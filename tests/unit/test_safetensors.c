@@ -19,7 +19,7 @@
 #include "safetensors.h"
 #include "unit.h"
 
-/* ---- helpers -------------------------------------------------------------- */
+/* ---- helpers ------------------------------------------------------------- */
 
 /* snprintf into an array, which must not truncate. */
 #define PATHF(buf, ...)                                                    \
@@ -255,7 +255,7 @@ static void put_raw(wstore_store *s, const char *key, const void *v, size_t n)
 	CHECK_EQ_INT(b->put(b, key, v, n), 0);
 }
 
-/* ---- data-driven parser cases ------------------------------------------- */
+/* ---- data-driven parser cases -------------------------------------------- */
 
 static void run_case(const char *dir, const char *name, int good)
 {
@@ -365,7 +365,7 @@ void test_safetensors_mutations(void)
 	free(buf);
 }
 
-/* ---- read API ------------------------------------------------------------- */
+/* ---- read API ------------------------------------------------------------ */
 
 static void check_preads(wstore_file *f, const char *data, size_t n)
 {
@@ -437,8 +437,9 @@ static void check_tensors(wstore_file *f, const char *data)
 	}
 	CHECK_EQ_INT(wstore_safetensors_read(ws, names, bufs, caps, NT + 1), 0);
 	for (size_t i = 0; i <= NT; i++) {
-		wstore_safetensors_tensor(&ti, ws, (size_t)
-					  wstore_safetensors_find(ws, names[i]));
+		int64_t k = wstore_safetensors_find(ws, names[i]);
+
+		wstore_safetensors_tensor(&ti, ws, (size_t)k);
 		bad += memcmp(bufs[i], data + ti.offset, ti.nbytes) != 0;
 	}
 	CHECK_EQ_INT(bad, 0);
@@ -667,7 +668,7 @@ void test_read_damaged(void)
 	damaged(1, WSTORE_BACKEND_EMPTY_MISSING);
 }
 
-/* ---- structure checks ------------------------------------------------------ */
+/* ---- structure checks ---------------------------------------------------- */
 
 struct problems {
 	int n;
@@ -706,7 +707,8 @@ void test_check_structure(void)
 	put_by_hand(fx.s, "idx", "model.safetensors.index.json", index,
 		    sizeof(index) - 1, 64, 64);
 	CHECK_EQ_INT(wstore_checkpoint_open(&ck, fx.s, "idx"), 0);
-	CHECK_EQ_INT(wstore_check_structure(ck, on_problem, &p), WSTORE_EVERIFY);
+	CHECK_EQ_INT(wstore_check_structure(ck, on_problem, &p),
+		     WSTORE_EVERIFY);
 	CHECK_EQ_INT(p.n, 2);	/* each missing file once */
 	CHECK(strstr(p.text, "'gone.safetensors'") != NULL);
 	CHECK(strstr(p.text, "'model.safetensors'") != NULL);
@@ -719,7 +721,8 @@ void test_check_structure(void)
 	CHECK_EQ_INT(wstore_checkpoint_open(&ck, fx.s, "ck2"), 0);
 	p.n = 0;
 	p.text[0] = '\0';
-	CHECK_EQ_INT(wstore_check_structure(ck, on_problem, &p), WSTORE_EVERIFY);
+	CHECK_EQ_INT(wstore_check_structure(ck, on_problem, &p),
+		     WSTORE_EVERIFY);
 	CHECK_EQ_INT(p.n, 1);
 	CHECK(strstr(p.text, "tensor 'ghost' is not in 'model.safetensors'"));
 	wstore_checkpoint_free(ck);
@@ -737,7 +740,8 @@ void test_check_structure(void)
 	}
 	p.n = 0;
 	p.text[0] = '\0';
-	CHECK_EQ_INT(wstore_check_structure(ck, on_problem, &p), WSTORE_EVERIFY);
+	CHECK_EQ_INT(wstore_check_structure(ck, on_problem, &p),
+		     WSTORE_EVERIFY);
 	CHECK_EQ_INT(p.n, 1);
 	CHECK(strstr(p.text, "model.safetensors: safetensors file") != NULL);
 	CHECK(strstr(wstore_last_error(), "not valid JSON") != NULL);
@@ -746,7 +750,7 @@ out:
 	fixture_done(&fx);
 }
 
-/* ---- GGUF ------------------------------------------------------------------ */
+/* ---- GGUF ---------------------------------------------------------------- */
 
 struct gbuf {
 	unsigned char d[4096];
@@ -872,7 +876,7 @@ void test_gguf_summary(void)
 	wstore_free(s);
 }
 
-/* ---- pull ----------------------------------------------------------------- */
+/* ---- pull ---------------------------------------------------------------- */
 
 struct prog {
 	uint64_t done, total;
@@ -1035,7 +1039,7 @@ void test_pull_hostile(void)
 		rc = pull(s, "h", dest, NULL, NULL, 0, NULL);
 		CHECK(rc < 0);
 		PATHF(path, "%s/d%zu", tmp, i);
-		CHECK(access(path, F_OK) != 0);	/* nothing written at all */
+		CHECK(access(path, F_OK) != 0);	/* nothing written */
 	}
 	CHECK_EQ_INT(count_names(tmp, "x"), 0);
 	/* a symlink planted in DEST where a directory goes */
