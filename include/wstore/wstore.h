@@ -260,6 +260,93 @@ int wstore_verify(wstore_store *store, const char *id,
 int wstore_materialize_file(wstore_store *store, const char *id,
 			    const char *path, const char *output);
 
+/* ---- garbage collection and locks (gc.c) ------------------------------ */
+
+/*
+ * Called once per orphan gc finds: key is the store key, or for a stale
+ * temp file of the file store its path relative to the store root (it
+ * starts with ".tmp-" in its last segment).  removed is 1 when it was
+ * removed, 0 on a dry run or when removing failed.  key is valid only for
+ * the duration of the call.
+ */
+typedef void (*wstore_gc_fn)(const char *key, uint64_t bytes, int removed,
+			     void *ctx);
+/* Called once per checkpoint gc leaves alone: code is WSTORE_EBUSY (an
+ * import or delete holds its lock) or WSTORE_ECORRUPT (its manifest is
+ * unreadable, so what it references is unknown; `model delete` cleans it);
+ * message is a one-line reason, valid only for the call. */
+typedef void (*wstore_gc_skip_fn)(const char *id, int code,
+				  const char *message, void *ctx);
+
+typedef struct wstore_gc_options {
+	unsigned version;
+	int dry_run;		/* report, remove nothing */
+	/* temp files younger than this are left alone (a put may be
+	 * writing them); < 0 = the default, 3600 */
+	int64_t grace_seconds;
+	wstore_gc_fn on_orphan;
+	void *on_orphan_ctx;
+	wstore_gc_skip_fn on_skip;
+	void *on_skip_ctx;
+} wstore_gc_options;
+#define WSTORE_GC_OPTIONS_VERSION 1
+#define WSTORE_GC_OPTIONS_INIT { WSTORE_GC_OPTIONS_VERSION, 0, -1 }
+
+typedef struct wstore_gc_stats {
+	uint64_t checkpoints;	/* checkpoint ids examined */
+	uint64_t orphans;	/* orphaned objects found (not temp files) */
+	uint64_t orphan_bytes;
+	uint64_t temps;		/* stale temp files found (file store) */
+	uint64_t temp_bytes;
+	uint64_t removed;	/* orphans and temps removed (0 on dry run) */
+	uint64_t skipped;	/* checkpoints left alone (see on_skip) */
+} wstore_gc_stats;
+
+/*
+ * Remove what no manifest references, on stores that can list keys
+ * (file, redis); elsewhere WSTORE_EUNSUPPORTED.
+ *
+ * An orphan is a key under "weight/models/{ckpt}/" that is neither the
+ * manifest nor a chunk listed in a manifest (READY or FAILED; chunks a
+ * FAILED manifest lists are kept for `model delete`).  Each checkpoint is
+ * handled while holding its lock, the lock every import and delete holds
+ * from before its first write until after its manifest is published or
+ * removed: a checkpoint whose lock is held by a live owner is skipped, so
+ * the chunks of a running import are never touched, and a READY manifest
+ * keeps every chunk it lists.  On the file store, temp files of puts
+ * ("<dir>/.tmp-*") older than grace_seconds are removed too.
+ * A dry run takes no lock and removes nothing.
+ *
+ * out (may be NULL) receives counts, also when an error is returned.
+ * Returns 0, or the first error (gc goes on past failed removes).
+ */
+int wstore_gc(wstore_gc_stats *out, wstore_store *store,
+	      const wstore_gc_options *opts);
+
+/*
+ * Locks are store objects "weight/locks/<name>" holding an owner record
+ * (JSON {"host","pid","time","token"}).  Names: "catalog" (index updates
+ * on stores without an atomic update) and "models/<checkpoint id>"
+ * (imports and deletes of that id).  A lock whose owner process died on
+ * this host is taken over automatically; one held from another host stays
+ * until broken here.
+ *
+ * wstore_lock_owner: *out is the owner record (malloc'ed, caller frees;
+ * the raw bytes if unparsable), *out_live 1 if the owner is a live process
+ * on this host, 0 if it is a dead one on this host or the record is
+ * unreadable, -1 if it ran on another host (cannot tell).  WSTORE_ENOTFOUND
+ * when the lock is not held.
+ */
+int wstore_lock_owner(char **out, int *out_live, wstore_store *store,
+		      const char *name);
+/*
+ * Remove lock name.  Without force, a lock whose owner is alive on this
+ * host is refused with WSTORE_EBUSY.  WSTORE_ENOTFOUND if not held.
+ * Breaking the lock of a running import or delete lets another one run
+ * beside it: use only for owners that are gone.
+ */
+int wstore_lock_break(wstore_store *store, const char *name, int force);
+
 #ifdef __cplusplus
 }
 #endif

@@ -22,11 +22,11 @@
 #include "internal.h"
 
 enum { OP_PUT, OP_UPSERT, OP_PUT_NEW, OP_GET, OP_GET_RANGE, OP_SIZE,
-       OP_REMOVE, OP_LIST, OP_UPDATE, OP_COUNT };
+       OP_REMOVE, OP_LIST, OP_UPDATE, OP_SYNC, OP_COUNT };
 
 static const char *const op_names[OP_COUNT] = {
 	"put", "upsert", "put_new", "get", "get_range", "size", "remove",
-	"list", "update",
+	"list", "update", "sync",
 };
 
 enum { R_FAIL, R_SHORT, R_CORRUPT, R_FORGET, R_CRASH };
@@ -337,6 +337,15 @@ static int fault_update(wstore_backend *b, const char *key,
 	return rc ? rc : fb->inner->update(fb->inner, key, fn, ctx);
 }
 
+static int fault_sync(wstore_backend *b)
+{
+	fault_backend *fb = fb_of(b);
+	uint64_t k;
+	int rc = enter(fb, OP_SYNC, NULL, &k);
+
+	return rc ? rc : fb->inner->sync(fb->inner);
+}
+
 static void fault_free(wstore_backend *b)
 {
 	fault_backend *fb = fb_of(b);
@@ -370,6 +379,7 @@ static void set_callbacks(fault_backend *fb)
 	fb->pub.remove = fault_remove;
 	fb->pub.list = in->list ? fault_list : NULL;
 	fb->pub.update = in->update ? fault_update : NULL;
+	fb->pub.sync = in->sync ? fault_sync : NULL;
 	fb->pub.free = fault_free;
 }
 

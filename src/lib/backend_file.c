@@ -11,10 +11,11 @@
  * Invariants:
  *  - A reader sees either the old or the new value of a key, never a
  *    partial one: values are written to a temp file in the destination
- *    directory, fsync'ed, then published with rename(2) (put, upsert) or
- *    link(2) (put_new, which must not clobber), and the directory is
- *    fsync'ed (so is the parent of every directory a put creates).  Every
- *    failure path removes the temp file.
+ *    directory, then published with rename(2) (put, upsert) or link(2)
+ *    (put_new, which must not clobber).  upsert, put_new and update
+ *    fsync the file and its directory before returning; put leaves that
+ *    to sync() (syncfs), which import calls once before it publishes a
+ *    manifest.  Every failure path removes the temp file.
  *  - Directories exist only while they hold something: remove() rmdir's
  *    empty parents.  A put racing with that rmdir sees ENOENT when it
  *    creates its temp file and recreates the directories; once the temp
@@ -260,10 +261,10 @@ static int open_temp(file_backend *fb, const char *path, char *tmp)
 	return -err;
 }
 
-/* Write data to a fresh, fsync'ed temp file next to path, named in tmp
- * (PATH_MAX bytes); on failure the temp file is gone again. */
+/* Write data to a fresh temp file next to path, named in tmp (PATH_MAX
+ * bytes), fsync'ed if durable; on failure the temp file is gone again. */
 static int write_temp(file_backend *fb, const char *path, const void *data,
-		      size_t len, char *tmp)
+		      size_t len, char *tmp, int durable)
 {
 	int fd = open_temp(fb, path, tmp);
 	int err;
@@ -271,7 +272,7 @@ static int write_temp(file_backend *fb, const char *path, const void *data,
 	if (fd < 0)
 		return -fd;
 	err = write_all(fd, data, len);
-	if (!err && fsync(fd) < 0)
+	if (!err && durable && fsync(fd) < 0)
 		err = errno;
 	if (close(fd) < 0 && !err && errno != EINTR)
 		err = errno;
@@ -282,13 +283,16 @@ static int write_temp(file_backend *fb, const char *path, const void *data,
 
 /*
  * The put path: temp file, then rename over path (clobber) or link to it
- * (no clobber, EEXIST when it exists).  Returns 0 or an errno value.
+ * (no clobber, EEXIST when it exists).  Not durable: the data and the
+ * directory entry reach the disk at the next file_sync() (chunks: import
+ * syncs once before it publishes the manifest, instead of paying two
+ * fsyncs per chunk).  Returns 0 or an errno value.
  */
 static int publish(file_backend *fb, const char *path, const void *data,
-		   size_t len, int clobber)
+		   size_t len, int clobber, int durable)
 {
 	char tmp[PATH_MAX];
-	int err = write_temp(fb, path, data, len, tmp);
+	int err = write_temp(fb, path, data, len, tmp, durable);
 
 	if (err)
 		return err;
@@ -305,14 +309,16 @@ static int publish(file_backend *fb, const char *path, const void *data,
 			unlink(tmp);
 		return err;
 	}
+	if (!durable)
+		return 0;
 	char *slash = strrchr(tmp, '/');
 
 	*slash = '\0';
 	return fsync_dir(tmp);
 }
 
-static int file_put(wstore_backend *b, const char *key, const void *data,
-		    size_t len)
+static int put_common(wstore_backend *b, const char *key, const void *data,
+		      size_t len, int durable)
 {
 	file_backend *fb = fb_of(b);
 	char path[PATH_MAX];
@@ -320,11 +326,38 @@ static int file_put(wstore_backend *b, const char *key, const void *data,
 
 	if ((rc = check_key(key)) || (rc = key_path(fb, key, path)))
 		return rc;
-	err = publish(fb, path, data, len, 1);
+	err = publish(fb, path, data, len, 1, durable);
 	if (err)
 		return wstore__errc(-err, "cannot write '%s' in '%s'", key,
 				    fb->root);
 	return 0;
+}
+
+/* put: durable at the next sync; upsert (manifests, indexes): at once */
+static int file_put(wstore_backend *b, const char *key, const void *data,
+		    size_t len)
+{
+	return put_common(b, key, data, len, 0);
+}
+
+static int file_upsert(wstore_backend *b, const char *key, const void *data,
+		       size_t len)
+{
+	return put_common(b, key, data, len, 1);
+}
+
+/* Every put so far reaches the disk: one syncfs for the filesystem. */
+static int file_sync(wstore_backend *b)
+{
+	file_backend *fb = fb_of(b);
+	int fd = open(fb->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+
+	if (fd < 0 || syncfs(fd) < 0)
+		rc = wstore__errc(-errno, "cannot sync file store '%s'",
+				  fb->root);
+	if (fd >= 0)
+		close(fd);
+	return rc;
 }
 
 static int file_put_new(wstore_backend *b, const char *key, const void *data,
@@ -336,7 +369,7 @@ static int file_put_new(wstore_backend *b, const char *key, const void *data,
 
 	if ((rc = check_key(key)) || (rc = key_path(fb, key, path)))
 		return rc;
-	err = publish(fb, path, data, len, 0);
+	err = publish(fb, path, data, len, 0, 1);
 	if (err == EEXIST)
 		return wstore_backend_error(WSTORE_EEXISTS,
 					    "key '%s' already exists in '%s'",
@@ -698,7 +731,7 @@ static int file_update(wstore_backend *b, const char *key, wstore_update_fn fn,
 	if (rc == 0)
 		rc = fn(&nv, &nl, old, old_len, ctx);
 	if (rc == 0) {
-		int err = publish(fb, path, nv, nl, 1);
+		int err = publish(fb, path, nv, nl, 1, 1);
 
 		if (err)
 			rc = wstore__errc(-err, "cannot write '%s' in '%s'",
@@ -792,7 +825,8 @@ int wstore_backend_file_new(wstore_backend **out, const char *root)
 	fb->pub.name = "file";
 	fb->pub.flags = 0;
 	fb->pub.put = file_put;
-	fb->pub.upsert = file_put;
+	fb->pub.upsert = file_upsert;
+	fb->pub.sync = file_sync;
 	fb->pub.put_new = file_put_new;
 	fb->pub.get = file_get;
 	fb->pub.get_range = file_get_range;
@@ -803,4 +837,143 @@ int wstore_backend_file_new(wstore_backend **out, const char *root)
 	fb->pub.free = file_free;
 	*out = &fb->pub;
 	return 0;
+}
+
+/* ---- stale temp files (gc) --------------------------------------------- */
+
+/*
+ * Temp files are invisible to list() (their names start with '.'), so gc
+ * cannot find them through the backend interface; this walks the root for
+ * them instead.  A put holds its temp file for the time it takes to write
+ * and fsync one value, so one older than older_than seconds belongs to a
+ * process that died (or to a clock far off: keep the grace period large).
+ */
+struct sweep {
+	file_backend *fb;
+	time_t cutoff;
+	int dry_run;
+	size_t n;
+	void (*fn)(const char *path, uint64_t bytes, int removed, void *ctx);
+	void *ctx;
+	int err;
+	char path[PATH_MAX];
+};
+
+static void sweep_dir(struct sweep *sw, size_t len, int depth);
+
+static void sweep_entry(struct sweep *sw, size_t len, const char *name,
+			int depth)
+{
+	size_t nlen = strlen(name), rootlen = strlen(sw->fb->root);
+	struct stat st;
+	int removed = 0;
+
+	if (len + nlen + 2 > sizeof(sw->path))
+		return;
+	sw->path[len] = '/';
+	memcpy(sw->path + len + 1, name, nlen + 1);
+	if (lstat(sw->path, &st) < 0)
+		return;
+	if (S_ISDIR(st.st_mode)) {
+		/* the flock files of update() live in <root>/.locks */
+		if (name[0] != '.')
+			sweep_dir(sw, len + 1 + nlen, depth + 1);
+		return;
+	}
+	if (!S_ISREG(st.st_mode) || strncmp(name, ".tmp-", 5) != 0 ||
+	    st.st_mtime > sw->cutoff)
+		return;
+	sw->n++;
+	if (!sw->dry_run) {
+		if (unlink(sw->path) == 0)
+			removed = 1;
+		else if (errno != ENOENT && !sw->err)
+			sw->err = wstore__errc(-errno, "cannot remove '%s'",
+					       sw->path);
+	}
+	if (sw->fn)
+		sw->fn(sw->path + rootlen + 1, (uint64_t)st.st_size, removed,
+		       sw->ctx);
+	/* drop directories left empty, as remove() does */
+	if (removed) {
+		char dir[PATH_MAX];
+
+		memcpy(dir, sw->path, len);
+		dir[len] = '\0';
+		for (size_t dl = len; dl > rootlen; dl = (size_t)(strrchr(dir, '/') - dir)) {
+			dir[dl] = '\0';
+			if (rmdir(dir) < 0)
+				break;
+		}
+	}
+}
+
+static void sweep_dir(struct sweep *sw, size_t len, int depth)
+{
+	DIR *d;
+	struct dirent *e;
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+
+	if (depth > 64)
+		return;
+	sw->path[len] = '\0';
+	d = opendir(sw->path);
+	if (!d)
+		return;
+	/* read the names first: sweeping may rmdir below this directory */
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (n == cap) {
+			char **nn = realloc(names, (cap ? cap * 2 : 16) *
+					    sizeof(*names));
+
+			if (!nn)
+				break;
+			names = nn;
+			cap = cap ? cap * 2 : 16;
+		}
+		if (!(names[n] = strdup(e->d_name)))
+			break;
+		n++;
+	}
+	closedir(d);
+	for (size_t i = 0; i < n; i++) {
+		sweep_entry(sw, len, names[i], depth);
+		free(names[i]);
+	}
+	free(names);
+}
+
+int wstore__file_backend_sweep_temps(wstore_backend *b, int64_t older_than,
+				     int dry_run, size_t *out_n,
+				     void (*fn)(const char *path,
+						uint64_t bytes, int removed,
+						void *ctx),
+				     void *ctx)
+{
+	struct sweep *sw;
+	int rc;
+
+	if (out_n)
+		*out_n = 0;
+	if (!b || b->free != file_free)
+		return wstore__err(WSTORE_EUNSUPPORTED,
+				   "not a file store: no temp files to sweep");
+	sw = calloc(1, sizeof(*sw));
+	if (!sw)
+		return -ENOMEM;
+	sw->fb = fb_of(b);
+	sw->cutoff = time(NULL) - (time_t)(older_than > 0 ? older_than : 0);
+	sw->dry_run = dry_run;
+	sw->fn = fn;
+	sw->ctx = ctx;
+	snprintf(sw->path, sizeof(sw->path), "%s", sw->fb->root);
+	sweep_dir(sw, strlen(sw->path), 0);
+	rc = sw->err;
+	if (out_n)
+		*out_n = sw->n;
+	free(sw);
+	return rc;
 }

@@ -440,6 +440,9 @@ static int import_locked(struct import *im, const char *source_uri)
 	if (!im->attempted || !im->done)
 		return -ENOMEM;
 	rc = run_workers(im);
+	/* chunks must be durable before the manifest that makes them visible */
+	if (rc == 0 && im->s->b->sync)
+		rc = im->s->b->sync(im->s->b);
 	if (rc == 0) {
 		wstore__set_str(&im->m->status, "READY");
 		wstore__set_str(&im->m->error, NULL);

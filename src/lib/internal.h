@@ -167,4 +167,20 @@ unsigned wstore__jobs(uint32_t jobs);
 int wstore__config_parse(wstore_config **out, const char *json, size_t len,
 			 const char *name);
 
+/* ---- backend_file.c: stale temp files, for gc.c ------------------------ */
+
+/*
+ * Find temp files of puts ("<dir>/.tmp-*", invisible to list()) under a
+ * file backend's root whose mtime is more than older_than seconds ago, and
+ * unlink them unless dry_run.  fn (may be NULL) is called for each with
+ * its path relative to the root.  b may be any backend: one that is not
+ * the file backend gives WSTORE_EUNSUPPORTED.  *out_n = temp files found.
+ */
+int wstore__file_backend_sweep_temps(wstore_backend *b, int64_t older_than,
+				     int dry_run, size_t *out_n,
+				     void (*fn)(const char *path,
+						uint64_t bytes, int removed,
+						void *ctx),
+				     void *ctx);
+
 #endif

@@ -61,7 +61,8 @@ struct wstore_backend {
 
 	/*
 	 * Store len bytes under key.  Durable when it returns 0 (as far as
-	 * the store offers durability).  On a WRITE_ONCE store an existing
+	 * the store offers durability), or, on a backend with sync, once a
+	 * later sync returns 0.  Visible to readers in full or not at all.  On a WRITE_ONCE store an existing
 	 * key may keep its old value while 0 is returned.  len may be 0.
 	 * Required.
 	 */
@@ -129,6 +130,13 @@ struct wstore_backend {
 	int (*update)(wstore_backend *b, const char *key, wstore_update_fn fn,
 		      void *ctx);
 
+	/*
+	 * Make every put that returned before this call durable.  Optional:
+	 * NULL when put is durable by itself.  Upsert, put_new and update are
+	 * always durable when they return.
+	 */
+	int (*sync)(wstore_backend *b);
+
 	/* Release everything.  Required. */
 	void (*free)(wstore_backend *b);
 };
@@ -159,7 +167,8 @@ int wstore_backend_mem_new(wstore_backend **out, unsigned flags);
  * configured with a spec string of comma-separated items:
  *   fail=N        the N-th call (1-based, counting every callback) fails
  *                 with -EIO; fail=N+ fails it and every later call
- *   failop=OP:N   the N-th call of one operation (put, get, remove, ...)
+ *   failop=OP:N   the N-th call of one operation (put, upsert, put_new,
+ *                 get, get_range, size, remove, list, update, sync)
  *   short=N       the N-th get returns one byte less than the value
  *   corrupt=N     the N-th get flips one byte
  *   writeonce     put never overwrites an existing key

@@ -1,0 +1,184 @@
+"""Loading libwstore.so and declaring the C prototypes the binding uses.
+
+Private module: everything public lives in ``wstore`` itself.  Every
+function used is declared here with its argtypes and restype so that ctypes
+never guesses (a guessed ``int`` return would truncate pointers).
+
+The library is looked for, in order:
+  1. ``$WSTORE_LIBRARY`` (a path to libwstore.so);
+  2. ``../../build/libwstore.so`` next to this package (the repository
+     layout: python/wstore/ and build/);
+  3. the system: ``ctypes.util.find_library("wstore")``, then
+     ``libwstore.so.0``.
+"""
+import ctypes
+import ctypes.util
+import os
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_int,
+                    c_int64, c_size_t, c_uint, c_uint32, c_uint64, c_void_p)
+
+__all__ = ["lib", "libc", "library_path"]
+
+
+def _candidates():
+    env = os.environ.get("WSTORE_LIBRARY")
+    if env:
+        # An explicit choice is never silently replaced by another copy.
+        return [env]
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = [os.path.normpath(os.path.join(here, "..", "..", "build",
+                                         "libwstore.so"))]
+    found = ctypes.util.find_library("wstore")
+    if found:
+        out.append(found)
+    out.append("libwstore.so.0")
+    return out
+
+
+def _load():
+    errors = []
+    for cand in _candidates():
+        if os.sep in cand and not os.path.exists(cand):
+            errors.append("%s: no such file" % cand)
+            continue
+        try:
+            return ctypes.CDLL(cand), cand
+        except OSError as e:
+            errors.append(str(e))
+    raise ImportError("wstore: cannot load libwstore.so (set WSTORE_LIBRARY "
+                      "to its path): " + "; ".join(errors))
+
+
+lib, library_path = _load()
+libc = ctypes.CDLL(None)
+libc.free.argtypes = [c_void_p]
+libc.free.restype = None
+
+# ---- types ----------------------------------------------------------------
+
+PROGRESS_FN = CFUNCTYPE(c_int, c_uint64, c_uint64, c_char_p, c_void_p)
+VERIFY_FILE_FN = CFUNCTYPE(None, c_char_p, c_int, c_char_p, c_void_p)
+
+
+class FileInfo(Structure):
+    _fields_ = [("path", c_char_p), ("type", c_char_p), ("key", c_char_p),
+                ("sha256", c_char_p), ("size", c_uint64),
+                ("chunk_size", c_uint64), ("chunk_count", c_uint64)]
+
+
+class TensorInfo(Structure):
+    _fields_ = [("name", c_char_p), ("dtype", c_char_p), ("ndim", c_uint32),
+                ("shape", POINTER(c_int64)), ("offset", c_uint64),
+                ("nbytes", c_uint64)]
+
+
+class FileSummaryInfo(Structure):
+    _fields_ = [("format", c_char_p), ("tensor_count", c_uint64),
+                ("param_count", c_uint64), ("kv_count", c_uint64),
+                ("gguf_version", c_uint32), ("dtypes", c_char * 384)]
+
+
+class ImportOptions(Structure):
+    _fields_ = [("version", c_uint), ("checkpoint_id", c_char_p),
+                ("model_id", c_char_p), ("revision", c_char_p),
+                ("source", c_char_p), ("chunk_size", c_uint64),
+                ("replica_num", c_uint32), ("jobs", c_uint32),
+                ("progress", PROGRESS_FN), ("progress_ctx", c_void_p)]
+
+
+class VerifyOptions(Structure):
+    _fields_ = [("version", c_uint), ("jobs", c_uint32),
+                ("progress", PROGRESS_FN), ("progress_ctx", c_void_p),
+                ("on_file", VERIFY_FILE_FN), ("on_file_ctx", c_void_p)]
+
+
+class PullOptions(Structure):
+    _fields_ = [("version", c_uint), ("include", POINTER(c_char_p)),
+                ("exclude", POINTER(c_char_p)), ("jobs", c_uint32),
+                ("no_verify", c_int), ("force", c_int),
+                ("progress", PROGRESS_FN), ("progress_ctx", c_void_p)]
+
+
+IMPORT_OPTIONS_VERSION = 1
+VERIFY_OPTIONS_VERSION = 1
+PULL_OPTIONS_VERSION = 1
+
+# ---- prototypes -------------------------------------------------------------
+
+_P = c_void_p  # opaque handle
+_PP = POINTER(c_void_p)
+_STRV = POINTER(c_char_p)
+
+_PROTOS = {
+    # errors and helpers
+    "wstore_strerror": (c_char_p, [c_int]),
+    "wstore_last_error": (c_char_p, []),
+    "wstore_parse_size": (c_int, [POINTER(c_uint64), c_char_p]),
+    "wstore_validate_checkpoint_id": (c_int, [c_char_p]),
+    # configuration
+    "wstore_config_new": (c_int, [_PP]),
+    "wstore_config_load": (c_int, [_PP, c_char_p]),
+    "wstore_config_set": (c_int, [_P, c_char_p, c_char_p]),
+    "wstore_config_get": (c_char_p, [_P, c_char_p]),
+    "wstore_config_load_env": (c_int, [_P]),
+    "wstore_config_default_path": (c_void_p, []),  # malloc'ed, freed by us
+    "wstore_config_free": (None, [_P]),
+    # store
+    "wstore_open": (c_int, [_PP, _P]),
+    "wstore_free": (None, [_P]),
+    "wstore_backend_name": (c_char_p, [_P]),
+    # manifests
+    "wstore_manifest_read": (c_int, [_PP, _P, c_char_p]),
+    "wstore_manifest_serialize": (c_int, [POINTER(c_void_p),
+                                          POINTER(c_size_t), _P]),
+    "wstore_manifest_free": (None, [_P]),
+    "wstore_manifest_file_count": (c_size_t, [_P]),
+    "wstore_manifest_file": (c_int, [POINTER(FileInfo), _P, c_size_t]),
+    "wstore_manifest_checkpoint_id": (c_char_p, [_P]),
+    "wstore_manifest_model_id": (c_char_p, [_P]),
+    "wstore_manifest_total_size": (c_uint64, [_P]),
+    # import / list / delete / verify / pull
+    "wstore_import": (c_int, [_P, POINTER(ImportOptions)]),
+    "wstore_list": (c_int, [POINTER(_STRV), POINTER(c_size_t), _P]),
+    "wstore_list_model": (c_int, [POINTER(_STRV), POINTER(c_size_t), _P,
+                                  c_char_p]),
+    "wstore_strings_free": (None, [_STRV]),
+    "wstore_delete": (c_int, [_P, c_char_p]),
+    "wstore_verify": (c_int, [_P, c_char_p, POINTER(VerifyOptions)]),
+    "wstore_pull": (c_int, [_P, c_char_p, c_char_p, POINTER(PullOptions)]),
+    # read API
+    "wstore_checkpoint_open": (c_int, [_PP, _P, c_char_p]),
+    "wstore_checkpoint_manifest": (c_void_p, [_P]),
+    "wstore_checkpoint_free": (None, [_P]),
+    "wstore_file_open": (c_int, [_PP, _P, c_char_p]),
+    "wstore_file_size": (c_uint64, [_P]),
+    "wstore_file_path": (c_char_p, [_P]),
+    "wstore_file_pread": (c_int, [_P, c_void_p, c_size_t, c_uint64,
+                                  POINTER(c_size_t)]),
+    "wstore_file_free": (None, [_P]),
+    "wstore_file_summary": (c_int, [POINTER(FileSummaryInfo), _P]),
+    "wstore_check_structure": (c_int, [_P, VERIFY_FILE_FN, c_void_p]),
+    # safetensors
+    "wstore_safetensors_open": (c_int, [_PP, _P]),
+    "wstore_safetensors_header_size": (c_uint64, [_P]),
+    "wstore_safetensors_count": (c_size_t, [_P]),
+    "wstore_safetensors_tensor": (c_int, [POINTER(TensorInfo), _P,
+                                          c_size_t]),
+    "wstore_safetensors_find": (c_int64, [_P, c_char_p]),
+    "wstore_safetensors_metadata": (c_char_p, [_P, c_char_p]),
+    "wstore_safetensors_read": (c_int, [_P, _STRV, POINTER(c_void_p),
+                                        POINTER(c_uint64), c_size_t]),
+    "wstore_safetensors_free": (None, [_P]),
+}
+
+missing = []
+for _name, (_res, _args) in _PROTOS.items():
+    try:
+        _fn = getattr(lib, _name)
+    except AttributeError:
+        # Reported when used (see wstore._fn), so that an older library
+        # still serves the functions it has.
+        missing.append(_name)
+        continue
+    _fn.restype = _res
+    _fn.argtypes = _args
