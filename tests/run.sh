@@ -67,6 +67,7 @@ cd "$HERE/.."
 run_suite unit "$BUILD/unit-tests"
 run_suite e2e-file env WSTORE_TEST_KIND=file sh "$HERE/e2e/cli.sh"
 run_suite faults sh "$HERE/e2e/faults.sh"
+run_suite python sh "$HERE/python/run.sh" "$BUILD"
 run_suite mooncake-backend sh "$HERE/mooncake/run.sh" "$BUILD"
 run_suite e2e-mooncake env WSTORE_TEST_KIND=mooncake WSTORE_TEST_STORE=mooncake \
 	WSTORE_MOONCAKE_LIBRARY="$BUILD/libmooncake_store.so" \

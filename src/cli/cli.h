@@ -39,7 +39,10 @@ int cmd_model_inspect(struct cli *c, int argc, char **argv);
 int cmd_model_verify(struct cli *c, int argc, char **argv);
 int cmd_model_delete(struct cli *c, int argc, char **argv);
 int cmd_model_materialize(struct cli *c, int argc, char **argv);
+int cmd_model_pull(struct cli *c, int argc, char **argv);
 int cmd_config_init(struct cli *c, int argc, char **argv);
+int cmd_gc(struct cli *c, int argc, char **argv);
+int cmd_admin_unlock(struct cli *c, int argc, char **argv);
 
 /* Print "wstore: <msg>" to stderr; returns EXIT_USAGE. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

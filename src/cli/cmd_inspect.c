@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include <wstore/read.h>
+
 #include "cli.h"
 
 static const char help[] =
@@ -15,7 +17,31 @@ static const char help[] =
 	"counts and SHA-256.  With --json, print the manifest exactly as the\n"
 	"data contract serialises it.\n";
 
-static void print_manifest(const wstore_manifest *m)
+/* Tensor summary of one file ("" when it is not a weight format). */
+static void summary(char *out, size_t cap, wstore_checkpoint *ck,
+		    const char *path)
+{
+	wstore_file_summary_info si;
+	wstore_file *f = NULL;
+
+	out[0] = '\0';
+	if (!ck || wstore_file_open(&f, ck, path) < 0)
+		return;
+	if (wstore_file_summary(&si, f) < 0)
+		snprintf(out, cap, "  [unreadable header: %s]", wstore_last_error());
+	else if (si.kv_count || si.gguf_version)
+		snprintf(out, cap, "  [gguf v%u: %llu tensors, %llu params, %llu metadata keys]",
+			 si.gguf_version, (unsigned long long)si.tensor_count,
+			 (unsigned long long)si.param_count,
+			 (unsigned long long)si.kv_count);
+	else if (si.tensor_count)
+		snprintf(out, cap, "  [%s: %llu tensors, %llu params, %s]",
+			 si.format, (unsigned long long)si.tensor_count,
+			 (unsigned long long)si.param_count, si.dtypes);
+	wstore_file_free(f);
+}
+
+static void print_manifest(const wstore_manifest *m, wstore_checkpoint *ck)
 {
 	char sz[32];
 	time_t t = (time_t)wstore_manifest_updated_at(m);
@@ -36,13 +62,15 @@ static void print_manifest(const wstore_manifest *m)
 	       "SHA256", "PATH");
 	for (size_t i = 0; i < n; i++) {
 		wstore_file_info f;
+		char sum[512];
 
 		if (wstore_manifest_file(&f, m, i) < 0)
 			continue;
-		printf("%-8s %14llu %7llu  %-16.16s  %s\n", f.type,
+		summary(sum, sizeof(sum), ck, f.path);
+		printf("%-8s %14llu %7llu  %-16.16s  %s%s\n", f.type,
 		       (unsigned long long)f.size,
 		       (unsigned long long)f.chunk_count,
-		       *f.sha256 ? f.sha256 : "-", f.path);
+		       *f.sha256 ? f.sha256 : "-", f.path, sum);
 	}
 }
 
@@ -73,7 +101,13 @@ int cmd_model_inspect(struct cli *c, int argc, char **argv)
 		}
 		free(json);
 	} else {
-		print_manifest(m);
+		wstore_checkpoint *ck = NULL;
+
+		/* tensor summaries need a READY checkpoint; FAILED has none */
+		if (wstore_checkpoint_open(&ck, s, id) < 0)
+			ck = NULL;
+		print_manifest(m, ck);
+		wstore_checkpoint_free(ck);
 	}
 	wstore_manifest_free(m);
 	wstore_free(s);

@@ -8,13 +8,18 @@
 
 #include <jansson.h>
 
+#include <wstore/read.h>
+
 #include "cli.h"
 
 static const char help[] =
 	"usage: wstore model verify ID [--jobs N]\n"
 	"\n"
 	"Re-read every chunk of a READY checkpoint and check each file's size\n"
-	"and SHA-256 against the manifest.  Damaged files are named.\n"
+	"and SHA-256 against the manifest, then check the structure a byte\n"
+	"check cannot see: safetensors and GGUF headers, and that\n"
+	"model.safetensors.index.json names only files and tensors that exist.\n"
+	"Damaged files are named.\n"
 	"Exit status: 0 all good, 3 damage found, 1 the check could not run.\n";
 
 struct report {
@@ -41,6 +46,19 @@ static void on_file(const char *path, int result, const char *msg, void *ctx)
 		printf("BAD  %s: %s\n", path, msg);
 	else if (!r->c->quiet)
 		printf("ok   %s\n", path);
+}
+
+/* Headers and index.json: what a byte-level check cannot see. */
+static int structure(wstore_store *s, const char *id, struct report *r)
+{
+	wstore_checkpoint *ck = NULL;
+	int rc = wstore_checkpoint_open(&ck, s, id);
+
+	if (rc < 0)
+		return rc;
+	rc = wstore_check_structure(ck, on_file, r);
+	wstore_checkpoint_free(ck);
+	return rc;
 }
 
 int cmd_model_verify(struct cli *c, int argc, char **argv)
@@ -80,6 +98,12 @@ int cmd_model_verify(struct cli *c, int argc, char **argv)
 	p.start = cli_now();
 	rc = wstore_verify(s, id, &o);
 	cli_progress_end(&p);
+	if (rc == 0 || rc == WSTORE_EVERIFY) {
+		int src = structure(s, id, &r);
+
+		if (src < 0 && rc == 0)
+			rc = src;
+	}
 	wstore_free(s);
 	if (c->json && (rc == 0 || rc == WSTORE_EVERIFY)) {
 		cli_print_json(json_pack("{s:s, s:b, s:I, s:o}", "checkpoint_id",

@@ -19,7 +19,10 @@ static const struct cli_cmd commands[] = {
 	{ "model", "delete", cmd_model_delete, "delete a checkpoint" },
 	{ "model", "materialize-file", cmd_model_materialize,
 	  "write one file of a checkpoint" },
+	{ "model", "pull", cmd_model_pull, "write a whole checkpoint to a directory" },
 	{ "config", "init", cmd_config_init, "write the configuration file" },
+	{ "admin", "gc", cmd_gc, "remove orphaned chunks and temp files" },
+	{ "admin", "unlock", cmd_admin_unlock, "remove a stale lock" },
 };
 
 /* Global options that take a value, and the config key each sets. */
@@ -48,7 +51,11 @@ static const char main_help[] =
 	"  model verify ID [--jobs N]\n"
 	"  model delete ID\n"
 	"  model materialize-file ID --path REL --output FILE\n"
+	"  model pull ID --dest DIR [--include GLOB]... [--exclude GLOB]...\n"
+	"             [--jobs N] [--no-verify] [--force]\n"
 	"  config init [--force]\n"
+	"  admin gc [--dry-run] [--grace SECONDS]\n"
+	"  admin unlock ID|catalog [--force]\n"
 	"\n"
 	"global options (anywhere on the line):\n"
 	"  --store URL            file:///dir or a path (default: $WSTORE_HOME,\n"
@@ -171,7 +178,8 @@ static int dispatch(struct cli *c, int argc, char **argv)
 		if (!strcmp(argv[2], commands[i].name))
 			return commands[i].run(c, argc - 2, argv + 2);
 	}
-	if (!strcmp(argv[1], "model") || !strcmp(argv[1], "config"))
+	if (!strcmp(argv[1], "model") || !strcmp(argv[1], "config") ||
+	    !strcmp(argv[1], "admin"))
 		return cli_usage_error("unknown or missing %s subcommand%s%s%s; see 'wstore --help'",
 				       argv[1], argc > 2 ? " '" : "",
 				       argc > 2 ? argv[2] : "", argc > 2 ? "'" : "");

@@ -58,6 +58,7 @@ check_exit "list --model" 0 ws model list --model "Org/Model-ü"
 check_grep "per-model index lists it" "$P-a" "$OUT"
 check_exit "inspect succeeds" 0 ws model inspect "$P-a"
 check_grep "inspect shows a file table" "WEIGHT .*model-00001-of-00002.safetensors" "$OUT"
+check_grep "inspect summarises tensors" "model-00001-of-00002.safetensors +\\[safetensors: [0-9]+ tensors, [0-9]+ params, BF16,F32\\]" "$OUT"
 ws --json model inspect "$P-a" > "$T/m.json"
 python3 "$HERE/tools/refmanifest.py" "$SRC" "$P-a" "Org/Model-ü" r1 1024000 "$T/m.json" > "$T/ref.json"
 printf '\n' >> "$T/ref.json"
@@ -76,6 +77,26 @@ check_grep "refusal says READY" "already exists and is READY" "$OUT"
 check_one_line "refusal is one line" "$OUT"
 check_exit "materialize of a missing path" 1 ws model materialize-file "$P-a" --path nope --output "$T/nope"
 check_grep "missing path is named" "has no file 'nope'" "$OUT"
+
+# ---- pull ------------------------------------------------------------------
+check_exit "pull" 0 ws model pull "$P-a" --dest "$T/pull"
+check "pulled tree equals the source" diff -r "$SRC" "$T/pull"
+rm "$T/pull/config.json"
+truncate -s 100 "$T/pull/model-00001-of-00002.safetensors"
+echo junk > "$T/pull/tokenizer.json"
+check_exit "pull resumes over a damaged tree" 0 ws model pull "$P-a" --dest "$T/pull"
+check "resumed tree equals the source" diff -r "$SRC" "$T/pull"
+check_exit "pull --include" 0 ws model pull "$P-a" --dest "$T/pull-inc" --include '*.json'
+check "include pulled only json files" test -f "$T/pull-inc/config.json" -a ! -e "$T/pull-inc/model-00001-of-00002.safetensors"
+check_exit "pull --exclude --no-verify" 0 ws model pull "$P-a" --dest "$T/pull-exc" --exclude 'sub/*' --no-verify
+check "exclude skipped sub/" test ! -e "$T/pull-exc/sub" -a -f "$T/pull-exc/empty.txt"
+mkdir -p "$T/outside" "$T/pull-sym"
+ln -s "$T/outside" "$T/pull-sym/sub"
+check_exit "pull refuses a symlink planted in DEST" 1 ws model pull "$P-a" --dest "$T/pull-sym"
+check "nothing written through the planted symlink" test -z "$(ls -A "$T/outside")"
+check_one_line "planted-symlink error is one line" "$OUT"
+check_exit "pull of a missing id" 1 ws model pull "$P-nope" --dest "$T/pull-nope"
+check_grep "missing id is named" "$P-nope" "$OUT"
 
 # ---- multi-chunk with tiny chunks ---------------------------------------
 check_exit "import with 4097-byte chunks" 0 ws model import --checkpoint-id "$P-small" \
@@ -96,6 +117,9 @@ if [ "$KIND" = file ]; then
 		--path model-00001-of-00002.safetensors --output "$T/keep"
 	check "failed materialize leaves the old output" grep -qx old "$T/keep"
 	check "failed materialize leaves no temp file" test -z "$(ls -A "$T" | grep wstore-tmp)"
+	check_exit "pull of a damaged checkpoint fails" 1 ws model pull "$P-small" --dest "$T/pull-bad"
+	check_grep "pull names the damaged file" "model-00001-of-00002.safetensors" "$OUT"
+	check "pull leaves no partial or temp file" test ! -e "$T/pull-bad/model-00001-of-00002.safetensors" -a -z "$(find "$T/pull-bad" -name '*wstore-tmp*' 2>/dev/null)"
 	rm "$STORE/$key"
 	check_exit "verify finds a missing chunk (exit 3)" 3 ws model verify "$P-small"
 	check_grep "missing chunk is named" "chunk '.*' is missing" "$OUT"
@@ -144,7 +168,7 @@ fi
 
 # ---- help on every command ------------------------------------------------
 for c in "model import" "model list" "model inspect" "model verify" \
-	"model delete" "model materialize-file" "config init"; do
+	"model delete" "model materialize-file" "model pull" "config init"; do
 	check_exit "help: $c --help" 0 ws $c --help
 	check_grep "help: $c shows usage" "usage: wstore" "$OUT"
 done

@@ -78,6 +78,27 @@ check "SIGINT: no chunk and no temp file left" test "$(chunks)" = 0 -a "$(tmps)"
 check_exit "SIGINT: re-import succeeds" 0 ws model import --checkpoint-id int --model-id M --source "$SRC"
 ws model delete int >/dev/null
 
+# ---- pull killed with SIGKILL and resumed ----------------------------------
+ws model import --checkpoint-id pk --model-id M --source "$SRC" --chunk-size $CS >/dev/null
+for delay in 300 700 1200; do
+	rm -rf "$T/pk"
+	WSTORE_FAULTS="delay=40" "$W" --store "fault+$S" model pull pk --dest "$T/pk" --jobs 1 >/dev/null 2>&1 &
+	pid=$!
+	sleep "$(echo "$delay" | awk '{print $1/1000}')"
+	kill -9 $pid 2>/dev/null
+	wait $pid 2>/dev/null
+	bad=0
+	for f in "$T"/pk/*; do
+		[ -f "$f" ] || continue
+		cmp -s "$f" "$SRC/$(basename "$f")" || bad=1
+	done
+	check "pull killed after ${delay} ms: every file at a final path is complete" test $bad = 0
+	check_exit "pull killed after ${delay} ms: re-run succeeds" 0 ws model pull pk --dest "$T/pk"
+	check "pull killed after ${delay} ms: tree equals the source, no temp left" \
+		sh -c "diff -r '$SRC' '$T/pk' && test -z \"\$(find '$T/pk' -name '*wstore-tmp*')\""
+done
+ws model delete pk >/dev/null
+
 # ---- a crash at every call of a delete: re-running finishes it -----------
 ws model import --checkpoint-id d --model-id M --source "$SRC" --chunk-size $CS >/dev/null
 ncalls=$(( $(chunks) + 12 ))

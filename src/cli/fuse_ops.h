@@ -1,0 +1,44 @@
+/*
+ * fuse_ops.h - the read-only FUSE filesystem behind `wstore mount`: a tree
+ * of READY checkpoints refreshed in the background, a bounded LRU of whole
+ * chunks with sequential read-ahead, and the low-level FUSE operations.
+ * Uses only the public API (wstore.h, read.h).  cmd_mount.c parses the
+ * command line and daemonizes; everything FUSE lives here.
+ */
+#ifndef WSTORE_CLI_FUSE_OPS_H
+#define WSTORE_CLI_FUSE_OPS_H
+
+#include <stdint.h>
+
+#include <wstore/wstore.h>
+
+struct wmount_opts {
+	const char *checkpoint;	/* NULL: one directory per READY checkpoint */
+	uint64_t cache_size;	/* bytes of whole chunks kept (LRU) */
+	double refresh;		/* seconds between manifest re-reads */
+	unsigned threads;	/* FUSE worker threads; 1 = single-threaded */
+	int direct_io;		/* bypass the kernel page cache */
+	int allow_other;	/* let other users read the mount */
+	int foreground;		/* log to stderr, else to syslog */
+};
+
+struct wmount;
+
+/*
+ * Build the tree (the first listing of the store; with a checkpoint, fails
+ * naming it if it is absent or not READY).  The store must outlive the
+ * mount; it is used from several threads.  Prints its own errors.
+ */
+int wmount_new(struct wmount **out, wstore_store *store,
+	       const struct wmount_opts *o);
+/*
+ * Mount at mountpoint and serve until unmounted or SIGINT/SIGTERM/SIGHUP.
+ * ready(ctx) is called once the mount is visible (daemon mode hands the
+ * terminal back there).  Returns 0 after a clean unmount, else non-zero
+ * with the error printed.
+ */
+int wmount_run(struct wmount *m, const char *mountpoint,
+	       void (*ready)(void *ctx), void *ctx);
+void wmount_free(struct wmount *m);
+
+#endif

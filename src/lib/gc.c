@@ -1,0 +1,492 @@
+/*
+ * gc.c - garbage collection of orphaned objects, and the admin side of
+ * the lock objects (inspect and break a lock).
+ *
+ * What gc removes: keys under "weight/models/{ckpt}/" that are neither the
+ * checkpoint's manifest nor a chunk listed by some manifest (READY or
+ * FAILED), and on the file store the temp files of puts older than the
+ * grace period.  Crashed imports leave the first kind (chunks written
+ * before the FAILED manifest could be), crashed puts the second.
+ *
+ * Why it is safe against a running import: every import and delete of an
+ * id holds the lock "weight/locks/models/{ckpt}" from before it writes its
+ * first chunk until after its manifest is published (or removed), and gc
+ * examines each checkpoint while holding that same lock, re-reading the
+ * manifest under it.  A checkpoint whose lock is held by a live owner is
+ * skipped; chunk keys are deterministic, so without the lock gc could
+ * remove a chunk that a new import has just rewritten.  The grace period
+ * therefore only matters for temp files, which no lock covers.
+ *
+ * Passes: list every key under "weight/models/" and every lock under
+ * "weight/locks/models/" (an id may have only a stale lock left); read
+ * every manifest once to collect the chunk keys referenced across
+ * checkpoints (chunk keys are opaque: a manifest may list another
+ * checkpoint's); then per id, under its lock, remove what is unreferenced.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "internal.h"
+
+#define GC_DEFAULT_GRACE 3600
+
+static const char models_prefix[] = "weight/models/";
+static const char locks_prefix[] = "weight/locks/models/";
+
+/* A growable array of strings, sorted once filled. */
+struct strv {
+	char **v;
+	size_t n, cap;
+};
+
+static int strv_add(struct strv *sv, const char *s, size_t len)
+{
+	if (sv->n == sv->cap) {
+		size_t cap = sv->cap ? sv->cap * 2 : 64;
+		char **nv = realloc(sv->v, cap * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		sv->v = nv;
+		sv->cap = cap;
+	}
+	sv->v[sv->n] = strndup(s, len);
+	if (!sv->v[sv->n])
+		return -ENOMEM;
+	sv->n++;
+	return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sort and drop duplicates. */
+static void strv_sort(struct strv *sv)
+{
+	size_t out = 0;
+
+	if (sv->n == 0)
+		return;
+	qsort(sv->v, sv->n, sizeof(char *), cmp_str);
+	for (size_t i = 1; i < sv->n; i++) {
+		if (strcmp(sv->v[i], sv->v[out]) == 0)
+			free(sv->v[i]);
+		else
+			sv->v[++out] = sv->v[i];
+	}
+	sv->n = out + 1;
+}
+
+static int strv_has(const struct strv *sv, const char *s)
+{
+	return sv->n && bsearch(&s, sv->v, sv->n, sizeof(char *), cmp_str);
+}
+
+static void strv_free(struct strv *sv)
+{
+	for (size_t i = 0; i < sv->n; i++)
+		free(sv->v[i]);
+	free(sv->v);
+	memset(sv, 0, sizeof(*sv));
+}
+
+struct gc {
+	wstore_store *s;
+	const wstore_gc_options *o;
+	wstore_gc_stats *st;
+	struct strv keys;	/* every key under weight/models/ */
+	struct strv ids;	/* checkpoint ids seen (keys and locks) */
+	struct strv refs;	/* chunk keys any manifest lists */
+	int err;		/* first failure; gc goes on */
+	char errmsg[1024];
+};
+
+static void gc_fail(struct gc *g, int rc)
+{
+	if (!g->err) {
+		g->err = rc;
+		snprintf(g->errmsg, sizeof(g->errmsg), "%s",
+			 wstore_last_error());
+	}
+}
+
+/* The id in "<prefix>{id}[/...]" if it is a valid checkpoint id. */
+static int add_id(struct gc *g, const char *key, size_t plen)
+{
+	const char *id = key + plen, *slash = strchr(id, '/');
+	size_t len = slash ? (size_t)(slash - id) : strlen(id);
+	char buf[256];
+
+	if (len == 0 || len >= sizeof(buf))
+		return 0;
+	memcpy(buf, id, len);
+	buf[len] = '\0';
+	if (wstore_validate_checkpoint_id(buf) < 0) {
+		wstore__clear_err();
+		return 0;
+	}
+	return strv_add(&g->ids, buf, len);
+}
+
+static int on_model_key(const char *key, void *ctx)
+{
+	struct gc *g = ctx;
+	int rc = strv_add(&g->keys, key, strlen(key));
+
+	return rc ? rc : add_id(g, key, sizeof(models_prefix) - 1);
+}
+
+static int on_lock_key(const char *key, void *ctx)
+{
+	struct gc *g = ctx;
+
+	/* "weight/locks/models/{id}" only: nothing deeper is a lock */
+	if (strchr(key + sizeof(locks_prefix) - 1, '/'))
+		return 0;
+	return add_id(g, key, sizeof(locks_prefix) - 1);
+}
+
+static int manifest_refs(struct strv *out, const wstore_manifest *m)
+{
+	for (size_t i = 0; i < m->nfiles; i++)
+		for (uint64_t c = 0; c < m->files[i].nchunks; c++) {
+			const char *k = m->files[i].chunks[c];
+			int rc = strv_add(out, k, strlen(k));
+
+			if (rc)
+				return rc;
+		}
+	return 0;
+}
+
+/* Pass 1 and 2: what exists, and what every readable manifest lists. */
+static int collect(struct gc *g)
+{
+	wstore_backend *b = g->s->b;
+	int rc = b->list(b, models_prefix, on_model_key, g);
+
+	if (rc == 0)
+		rc = b->list(b, locks_prefix, on_lock_key, g);
+	if (rc)
+		return rc;
+	strv_sort(&g->keys);
+	strv_sort(&g->ids);
+	for (size_t i = 0; i < g->ids.n; i++) {
+		wstore_manifest *m = NULL;
+
+		rc = wstore_manifest_read(&m, g->s, g->ids.v[i]);
+		if (rc == 0)
+			rc = manifest_refs(&g->refs, m);
+		wstore_manifest_free(m);
+		if (rc == WSTORE_ENOTFOUND || rc == WSTORE_ECORRUPT)
+			rc = 0;		/* handled per id in pass 3 */
+		if (rc)
+			return rc;
+	}
+	strv_sort(&g->refs);
+	wstore__clear_err();
+	return 0;
+}
+
+/* ---- lock owner records ---------------------------------------------- */
+
+/* 1 alive on this host, 0 dead here or unreadable, -1 another host. */
+static int owner_live(const char *rec, size_t len)
+{
+	char host[256] = "";
+	json_t *j = json_loadb(rec, len, 0, NULL);
+	const char *h;
+	long long pid;
+	int live = 0;
+
+	if (!j)
+		return 0;
+	h = json_string_value(json_object_get(j, "host"));
+	pid = json_integer_value(json_object_get(j, "pid"));
+	gethostname(host, sizeof(host) - 1);
+	if (h && pid > 0) {
+		if (strcmp(h, host) != 0)
+			live = -1;
+		else if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			live = 1;
+	}
+	json_decref(j);
+	return live;
+}
+
+static void skip(struct gc *g, const char *id, int code, const char *msg)
+{
+	g->st->skipped++;
+	if (g->o->on_skip)
+		g->o->on_skip(id, code, msg, g->o->on_skip_ctx);
+}
+
+/* ---- pass 3: per checkpoint ------------------------------------------ */
+
+static void remove_orphan(struct gc *g, const char *key)
+{
+	wstore_backend *b = g->s->b;
+	uint64_t bytes = 0;
+	int rc = b->size(b, key, &bytes), removed = 0;
+
+	if (rc == WSTORE_ENOTFOUND)
+		return;		/* gone since it was listed */
+	if (rc < 0)
+		bytes = 0;
+	g->st->orphans++;
+	g->st->orphan_bytes += bytes;
+	if (!g->o->dry_run) {
+		rc = wstore__remove(g->s, key);
+		if (rc == 0) {
+			removed = 1;
+			g->st->removed++;
+		} else {
+			wstore__err(rc, "cannot remove orphan '%s': %s", key,
+				    wstore_last_error());
+			gc_fail(g, rc);
+		}
+	}
+	if (g->o->on_orphan)
+		g->o->on_orphan(key, bytes, removed, g->o->on_orphan_ctx);
+}
+
+/* Keys of id (from the listing) that neither its manifest m (may be
+ * NULL) nor any other manifest lists. */
+static int sweep_id(struct gc *g, const char *id, const wstore_manifest *m)
+{
+	char prefix[WSTORE__KEY_MAX], mkey[WSTORE__KEY_MAX];
+	struct strv own = { 0 };
+	size_t plen, i;
+	int rc = m ? manifest_refs(&own, m) : 0;
+
+	if (rc)
+		return rc;
+	strv_sort(&own);
+	wstore__key_ckpt_prefix(prefix, id);
+	wstore__key_manifest(mkey, id);
+	plen = strlen(prefix);
+	/* keys are sorted: the id's keys are one run */
+	for (i = 0; i < g->keys.n && strcmp(g->keys.v[i], prefix) < 0; i++)
+		;
+	for (; i < g->keys.n && !strncmp(g->keys.v[i], prefix, plen); i++) {
+		const char *k = g->keys.v[i];
+
+		if (!strcmp(k, mkey) || strv_has(&own, k) ||
+		    strv_has(&g->refs, k))
+			continue;
+		remove_orphan(g, k);
+	}
+	strv_free(&own);
+	return 0;
+}
+
+/* Dry run: no lock taken; a live owner's checkpoint is skipped. */
+static int lock_is_live(struct gc *g, const char *id, char *owner,
+			size_t cap)
+{
+	char key[WSTORE__KEY_MAX], *rec = NULL;
+	size_t n = 0;
+	int live = 0;
+
+	snprintf(key, sizeof(key), "%s%s", locks_prefix, id);
+	if (wstore__get_alloc(g->s, key, &rec, &n) == 0) {
+		live = owner_live(rec, n) != 0;
+		snprintf(owner, cap, "locked by %.*s", (int)(n < 300 ? n : 300),
+			 rec);
+	}
+	free(rec);
+	wstore__clear_err();
+	return live;
+}
+
+static void gc_id(struct gc *g, const char *id)
+{
+	char lockname[WSTORE__KEY_MAX], *token = NULL, msg[1024];
+	wstore_manifest *m = NULL;
+	int rc;
+
+	g->st->checkpoints++;
+	snprintf(lockname, sizeof(lockname), "models/%s", id);
+	if (g->o->dry_run) {
+		if (lock_is_live(g, id, msg, sizeof(msg))) {
+			skip(g, id, WSTORE_EBUSY, msg);
+			return;
+		}
+	} else {
+		rc = wstore__lock(g->s, lockname, &token);
+		if (rc == WSTORE_EBUSY) {
+			skip(g, id, rc, wstore_last_error());
+			return;
+		}
+		if (rc < 0) {
+			gc_fail(g, rc);
+			return;
+		}
+	}
+	rc = wstore_manifest_read(&m, g->s, id);
+	if (rc == WSTORE_ECORRUPT) {
+		snprintf(msg, sizeof(msg), "%s; run 'wstore model delete %s'",
+			 wstore_last_error(), id);
+		skip(g, id, rc, msg);
+	} else if (rc == 0 || rc == WSTORE_ENOTFOUND) {
+		rc = sweep_id(g, id, m);
+		if (rc < 0)
+			gc_fail(g, rc);
+	} else {
+		gc_fail(g, rc);
+	}
+	wstore_manifest_free(m);
+	/* also removes a stale lock of a dead owner, taken over above */
+	wstore__unlock(g->s, lockname, token);
+}
+
+/* ---- temp files ------------------------------------------------------- */
+
+static void on_temp(const char *path, uint64_t bytes, int removed,
+		    void *ctx)
+{
+	struct gc *g = ctx;
+
+	g->st->temps++;
+	g->st->temp_bytes += bytes;
+	if (removed)
+		g->st->removed++;
+	if (g->o->on_orphan)
+		g->o->on_orphan(path, bytes, removed, g->o->on_orphan_ctx);
+}
+
+int wstore_gc(wstore_gc_stats *out, wstore_store *s,
+	      const wstore_gc_options *o)
+{
+	struct gc g = { .s = s, .o = o };
+	wstore_gc_stats stats = { 0 };
+	int64_t grace;
+	int rc;
+
+	g.st = &stats;
+	if (out)
+		memset(out, 0, sizeof(*out));
+	if (!o || o->version != WSTORE_GC_OPTIONS_VERSION)
+		return wstore__err(WSTORE_EINVAL,
+				   "gc options missing or of another version");
+	if (!s->b->list)
+		return wstore__err(WSTORE_EUNSUPPORTED,
+				   "store '%s' cannot list its keys, so gc cannot find orphans there (delete checkpoints with 'wstore model delete')",
+				   s->label ? s->label : s->b->name);
+	grace = o->grace_seconds < 0 ? GC_DEFAULT_GRACE : o->grace_seconds;
+	rc = collect(&g);
+	if (rc < 0) {
+		wstore__err(rc, "gc cannot list the store: %s",
+			    wstore_last_error());
+		goto out;
+	}
+	for (size_t i = 0; i < g.ids.n; i++)
+		gc_id(&g, g.ids.v[i]);
+	if (!strcmp(s->b->name, "file")) {
+		rc = wstore__file_backend_sweep_temps(s->b, grace, o->dry_run,
+						      NULL, on_temp, &g);
+		if (rc < 0)
+			gc_fail(&g, rc);
+	}
+	rc = g.err;
+	if (rc)
+		wstore__err(rc, "%s", g.errmsg);
+out:
+	strv_free(&g.keys);
+	strv_free(&g.ids);
+	strv_free(&g.refs);
+	if (out)
+		*out = stats;
+	return rc;
+}
+
+/* ---- admin: lock owners ----------------------------------------------- */
+
+static int lock_key_of(char *out, const char *name)
+{
+	if (!name || (strcmp(name, "catalog") != 0 &&
+		      (strncmp(name, "models/", 7) != 0 ||
+		       wstore_validate_checkpoint_id(name + 7) < 0)))
+		return wstore__err(WSTORE_EINVAL,
+				   "invalid lock name '%s': expected 'catalog' or 'models/<checkpoint id>'",
+				   name ? name : "");
+	snprintf(out, WSTORE__KEY_MAX, "weight/locks/%s", name);
+	return 0;
+}
+
+/* The raw record of lock name (NUL-terminated copy in *out). */
+static int lock_record(char **out, size_t *out_len, wstore_store *s,
+		       const char *name, char *key)
+{
+	int rc = lock_key_of(key, name);
+
+	*out = NULL;
+	if (rc)
+		return rc;
+	rc = wstore__get_alloc(s, key, out, out_len);
+	if (rc == WSTORE_ENOTFOUND)
+		return wstore__err(rc, "lock '%s' is not held", name);
+	return rc;
+}
+
+int wstore_lock_owner(char **out, int *out_live, wstore_store *s,
+		      const char *name)
+{
+	char key[WSTORE__KEY_MAX], *rec = NULL;
+	size_t n = 0;
+	int rc = lock_record(&rec, &n, s, name, key);
+
+	*out = NULL;
+	if (out_live)
+		*out_live = 0;
+	if (rc)
+		return rc;
+	if (out_live)
+		*out_live = owner_live(rec, n);
+	/* for display on one line: no control bytes, no trailing space */
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)rec[i] < 0x20 || rec[i] == 0x7f)
+			rec[i] = ' ';
+	while (n > 0 && rec[n - 1] == ' ')
+		rec[--n] = '\0';
+	*out = rec;
+	return 0;
+}
+
+int wstore_lock_break(wstore_store *s, const char *name, int force)
+{
+	char key[WSTORE__KEY_MAX], *rec = NULL, *again = NULL;
+	size_t n = 0, n2 = 0;
+	int live, rc = lock_record(&rec, &n, s, name, key);
+
+	if (rc)
+		return rc;
+	live = owner_live(rec, n);
+	if (live == 1 && !force) {
+		free(rec);
+		return wstore__err(WSTORE_EBUSY,
+				   "lock '%s' is held by a live process on this host; use --force to break it anyway",
+				   name);
+	}
+	/* narrow the window in which the lock changes hands under us */
+	rc = wstore__get_alloc(s, key, &again, &n2);
+	if (rc == 0 && (n2 != n || memcmp(again, rec, n) != 0))
+		rc = wstore__err(WSTORE_EBUSY,
+				 "lock '%s' changed owner while being broken; look again",
+				 name);
+	else if (rc == WSTORE_ENOTFOUND)
+		rc = wstore__err(rc, "lock '%s' is not held", name);
+	else if (rc == 0)
+		rc = wstore__remove(s, key);
+	free(again);
+	free(rec);
+	return rc;
+}
