@@ -219,6 +219,9 @@ int wstore_list(char ***out, size_t *out_count, wstore_store *store);
 int wstore_list_model(char ***out, size_t *out_count, wstore_store *store,
 		      const char *model_id);
 void wstore_strings_free(char **strings);
+/* Free a string the library returned as malloc'ed (serialize, paths), for
+ * callers that cannot reach the C library's free() (e.g. ctypes). */
+void wstore_string_free(char *s);
 
 /* Delete a checkpoint (SPEC section 4).  Absent is success. */
 int wstore_delete(wstore_store *store, const char *id);

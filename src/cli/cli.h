@@ -41,6 +41,8 @@ int cmd_model_delete(struct cli *c, int argc, char **argv);
 int cmd_model_materialize(struct cli *c, int argc, char **argv);
 int cmd_model_pull(struct cli *c, int argc, char **argv);
 int cmd_config_init(struct cli *c, int argc, char **argv);
+int cmd_mount(struct cli *c, int argc, char **argv);
+int cmd_umount(struct cli *c, int argc, char **argv);
 int cmd_gc(struct cli *c, int argc, char **argv);
 int cmd_admin_unlock(struct cli *c, int argc, char **argv);
 

@@ -21,6 +21,8 @@ static const struct cli_cmd commands[] = {
 	  "write one file of a checkpoint" },
 	{ "model", "pull", cmd_model_pull, "write a whole checkpoint to a directory" },
 	{ "config", "init", cmd_config_init, "write the configuration file" },
+	{ NULL, "mount", cmd_mount, "mount the store read-only (FUSE)" },
+	{ NULL, "umount", cmd_umount, "unmount a wstore mount" },
 	{ "admin", "gc", cmd_gc, "remove orphaned chunks and temp files" },
 	{ "admin", "unlock", cmd_admin_unlock, "remove a stale lock" },
 };
@@ -54,6 +56,8 @@ static const char main_help[] =
 	"  model pull ID --dest DIR [--include GLOB]... [--exclude GLOB]...\n"
 	"             [--jobs N] [--no-verify] [--force]\n"
 	"  config init [--force]\n"
+	"  mount MOUNTPOINT [--checkpoint ID] [--cache-size SIZE] [--foreground]\n"
+	"  umount MOUNTPOINT\n"
 	"  admin gc [--dry-run] [--grace SECONDS]\n"
 	"  admin unlock ID|catalog [--force]\n"
 	"\n"
@@ -171,7 +175,10 @@ static int dispatch(struct cli *c, int argc, char **argv)
 		return argc < 2 ? EXIT_USAGE : EXIT_OK;
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (strcmp(argv[1], commands[i].group))
+		/* a NULL group is a top-level command named by argv[1] */
+		if (!commands[i].group && !strcmp(argv[1], commands[i].name))
+			return commands[i].run(c, argc - 1, argv + 1);
+		if (!commands[i].group || strcmp(argv[1], commands[i].group))
 			continue;
 		if (argc < 3)
 			break;

@@ -186,8 +186,8 @@ static void *worker(void *arg)
 {
 	struct import *im = arg;
 	int write_once = im->s->b->flags & WSTORE_BACKEND_WRITE_ONCE;
-	void *buf = malloc(im->chunk_size);
-	void *vbuf = write_once ? malloc(im->chunk_size) : NULL;
+	void *buf = wstore__buf_alloc(im->chunk_size);
+	void *vbuf = write_once ? wstore__buf_alloc(im->chunk_size) : NULL;
 	wstore__sha256 *h = wstore__sha256_new();
 
 	if (!buf || !h || (write_once && !vbuf)) {

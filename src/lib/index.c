@@ -24,6 +24,11 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+void wstore_string_free(char *s)
+{
+	free(s);
+}
+
 void wstore_strings_free(char **strings)
 {
 	if (!strings)

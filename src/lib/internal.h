@@ -157,6 +157,9 @@ int wstore__delete_unlocked(wstore_store *s, const char *id);
 struct wstore__scan;
 int wstore__check_source_shards(const struct wstore__scan *scan);
 
+/* A reusable chunk buffer (huge pages where possible); free() it. */
+void *wstore__buf_alloc(size_t cap);
+
 /* Number of worker threads for jobs (0 = cores). */
 unsigned wstore__jobs(uint32_t jobs);
 

@@ -115,7 +115,7 @@ static int materialize(wstore_store *s, const wstore_manifest *m,
 {
 	char *tmp = NULL, *copy = strdup(output), *copy2 = strdup(output);
 	size_t cap = (size_t)wstore__max_chunk(m);
-	void *buf = malloc(cap ? cap : 1);
+	void *buf = wstore__buf_alloc(cap);
 	mode_t mask = umask(0);
 	int fd = -1, rc;
 

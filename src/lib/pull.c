@@ -292,22 +292,6 @@ static int pull_file(struct worker *w)
 	return rc;
 }
 
-/* A chunk buffer backed by huge pages where the kernel offers them: first
- * touch of fresh memory is otherwise slower than the copy into it. */
-static char *alloc_buf(size_t cap)
-{
-	const size_t huge = 2u << 20;
-	void *p = NULL;
-
-	if (cap < huge)
-		return malloc(cap);
-	cap = (cap + huge - 1) / huge * huge;
-	if (posix_memalign(&p, huge, cap) != 0)
-		return NULL;
-	madvise(p, cap, MADV_HUGEPAGE);
-	return p;
-}
-
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
@@ -315,7 +299,7 @@ static void *worker_main(void *arg)
 	size_t i;
 	int rc;
 
-	if (!(w->buf = alloc_buf(p->bufcap))) {
+	if (!(w->buf = wstore__buf_alloc(p->bufcap))) {
 		fail(p, wstore__errc(-ENOMEM, "cannot allocate a %zu-byte "
 				     "buffer", p->bufcap));
 		return NULL;

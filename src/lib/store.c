@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -335,4 +336,21 @@ int wstore__read_chunk(wstore_store *s, const wstore__file *f, uint64_t c,
 				   "file '%s': chunk '%s' holds %zu bytes, expected %llu",
 				   f->path, key, got, (unsigned long long)want);
 	return 0;
+}
+
+/* A chunk buffer backed by huge pages where the kernel offers them: first
+ * touch of fresh memory (0.2-0.36 GB/s here) is otherwise slower than
+ * hashing what goes into it.  Free with free(). */
+void *wstore__buf_alloc(size_t cap)
+{
+	const size_t huge = 2u << 20;
+	void *p = NULL;
+
+	if (cap < huge)
+		return malloc(cap ? cap : 1);
+	cap = (cap + huge - 1) / huge * huge;
+	if (posix_memalign(&p, huge, cap) != 0)
+		return NULL;
+	madvise(p, cap, MADV_HUGEPAGE);
+	return p;
 }

@@ -67,7 +67,7 @@ static void record(struct verify *v, const wstore__file *f, int rc)
 static void *verify_worker(void *arg)
 {
 	struct verify *v = arg;
-	void *buf = malloc(v->cap ? v->cap : 1);
+	void *buf = wstore__buf_alloc(v->cap);
 
 	for (;;) {
 		size_t i;

@@ -146,6 +146,30 @@ redis_wait_cluster_ok() {
 	return 1
 }
 
+# redis_wait_replicated PORT...: every live master among PORTs has a
+# replica that is connected and has caught up with its offset (call it
+# before killing a master whose data must survive).
+redis_wait_replicated() {
+	_i=0
+	while [ $_i -lt 300 ]; do
+		_ok=1
+		for _p in "$@"; do
+			_info=$(redis_cli "$_p" info replication 2>/dev/null) ||
+				continue
+			case $_info in *role:master*) ;; *) continue ;; esac
+			_mo=$(echo "$_info" | tr -d '\r' |
+				sed -n 's/^master_repl_offset://p')
+			echo "$_info" | tr -d '\r' | grep -q \
+				"^slave0:.*state=online,offset=$_mo," || _ok=0
+		done
+		[ $_ok = 1 ] && return 0
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	echo "redis.sh: replicas did not catch up within 30 s" >&2
+	return 1
+}
+
 redis_start_cluster() {
 	mkdir -p "$1" || return 1
 	_cdir=$(cd "$1" && pwd)
@@ -155,9 +179,13 @@ redis_start_cluster() {
 	for _k in 1 2 3 4 5 6; do
 		# one directory per server: each keeps its own nodes.conf
 		mkdir -p "$_cdir/n$_k"
+		# fast failure detection; a replica may always take over
+		# (tests kill masters on purpose); no delay before a sync
 		_redis_start "$_cdir/n$_k" --cluster-enabled yes \
 			--cluster-config-file nodes.conf \
-			--cluster-node-timeout 2000 || return 1
+			--cluster-node-timeout 2000 \
+			--cluster-replica-validity-factor 0 \
+			--repl-diskless-sync-delay 0 || return 1
 		_cp=$_REDIS_LAST_PORT
 		_ports="$_ports $_cp"
 		_addrs="$_addrs 127.0.0.1:$_cp"
@@ -170,6 +198,8 @@ redis_start_cluster() {
 	}
 	# shellcheck disable=SC2086
 	redis_wait_cluster_ok $_ports || return 1
+	# shellcheck disable=SC2086
+	redis_wait_replicated $_ports || return 1
 	set -- $_ports
 	WSTORE_TEST_CLUSTER_URL="redis-cluster://127.0.0.1:$1,127.0.0.1:$2"
 	WSTORE_TEST_CLUSTER_PORTS=$(echo $_ports)

@@ -344,10 +344,7 @@ def test_iter_tensors(st, orig):
                 meta_ok &= (dtype == ST_DTYPE[t.dtype] and
                             shape == tuple(t.shape) and
                             len(data) == len(raw(t)))
-                if t.dtype == torch.bool:
-                    state[name].copy_(wstore.to_torch("U8", shape, data).bool())
-                else:
-                    state[name].copy_(wstore.to_torch(dtype, shape, data))
+                state[name].copy_(wstore.to_torch(dtype, shape, data))
             bad = [n for n in orig if not same_bits(state[n], orig[n])]
             check("iter_tensors(batch_bytes=%d) fills tensors equal to the "
                   "originals" % batch, not bad, bad)

@@ -1,0 +1,1531 @@
+/*
+ * fuse_ops.c - the read-only FUSE filesystem behind `wstore mount`, on the
+ * low-level libfuse3 API (it lets us pick inode numbers, reply straight
+ * from cached chunk memory and tell the kernel to drop what it cached).
+ *
+ * Tree.  Each READY checkpoint is an "entry": its manifest, an open
+ * wstore_checkpoint and a node array built from the file paths (node 0 is
+ * the checkpoint's directory; directories are synthesized from paths).
+ * Inode numbers are (entry id << 32) | node; entry ids only grow, so an
+ * inode never names two things, and FUSE_ROOT_ID (1) is the mount root:
+ * the list of entries, or with --checkpoint the one entry's directory.
+ * The table of entries is guarded by an rwlock; an entry's nodes never
+ * change once published.
+ *
+ * Refresh.  A thread re-reads the index and every manifest each
+ * opts.refresh seconds.  A checkpoint that left the index, stopped being
+ * READY or whose manifest bytes changed is retired: marked dead (reads on
+ * open files fail with EIO from then on), dropped from the table (lookups
+ * give ENOENT), its chunks dropped from the cache and its inodes
+ * invalidated in the kernel so the page cache cannot keep serving it.  An
+ * entry is freed when the last open file on it is released.
+ *
+ * Chunk cache.  Whole chunks keyed by (entry, file, chunk), LRU, bounded
+ * by opts.cache_size (chunks pinned by reads in flight may exceed it
+ * briefly).  A miss reads the chunk with wstore_file_pread (which checks
+ * its length) and then re-reads the manifest unless a check started after
+ * this fetch already did: a chunk enters the cache only if the checkpoint
+ * was still the same one after the bytes were read, so a delete, or a
+ * delete and re-import under the same id, cannot put other bytes under an
+ * open file.  Concurrent readers of one chunk wait for a single fetch.  A
+ * read that moves into the next chunk queues the following chunks for a
+ * read-ahead thread.  Replies are written with writev straight from the
+ * pinned chunk buffers; freed chunk buffers are reused (first touch of
+ * fresh memory costs more than the copy).
+ */
+#define FUSE_USE_VERSION 312
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <fuse_lowlevel.h>
+
+#include <wstore/wstore.h>
+#include <wstore/read.h>
+
+#include "fuse_ops.h"
+
+#define NODE_BITS 32
+#define RA_QUEUE 32		/* read-ahead jobs waiting at most */
+#define RA_THREADS 2
+#define FREE_BUFS 4		/* chunk buffers kept for reuse */
+#define KERNEL_RA_KB 16384	/* kernel read-ahead window we ask for */
+
+/* ---- tree --------------------------------------------------------------- */
+
+struct node {
+	char *name;
+	uint32_t parent;
+	int is_dir;
+	int64_t file;		/* manifest index, -1 for a directory */
+	uint64_t size;
+	uint32_t *kids;
+	uint32_t nkids, capkids;
+};
+
+struct entry {
+	uint32_t eid;
+	char *id;
+	wstore_checkpoint *ck;
+	char *mbytes;		/* serialized manifest, to spot changes */
+	size_t mlen;
+	int64_t mtime;
+	struct node *nodes;
+	uint32_t nnodes;
+	atomic_int dead;
+	atomic_int refs;	/* the table's, open files', read-ahead jobs' */
+	pthread_mutex_t vlock;	/* guards validated */
+	double validated;	/* start of the last good manifest check */
+};
+
+/* An open file. */
+struct fh {
+	struct entry *e;
+	int64_t fidx;
+	wstore_file *f;
+	uint64_t size, cs;
+	atomic_llong last_ci;
+};
+
+/* ---- chunk cache -------------------------------------------------------- */
+
+enum { SLOT_LOADING, SLOT_READY };
+
+struct slot {
+	uint32_t eid;
+	int64_t fidx;
+	uint64_t ci;
+	struct entry *e;	/* not a reference: compared only */
+	char *buf;
+	size_t len, cap;
+	int state, err, pins, unlinked;
+	struct slot *hnext, *prev, *next;
+};
+
+struct rajob {
+	struct entry *e;	/* holds a reference */
+	int64_t fidx;
+	uint64_t ci;
+};
+
+struct cache {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;	/* a fetch finished */
+	struct slot **hash;
+	size_t nhash;
+	struct slot lru;	/* sentinel: next is newest */
+	uint64_t bytes, limit;
+	struct {
+		char *buf;
+		size_t cap;
+	} freebufs[FREE_BUFS];
+	unsigned nfree;
+	struct rajob q[RA_QUEUE];
+	unsigned qhead, qlen;
+	pthread_cond_t qcond;
+	int stop;
+	pthread_t ra[RA_THREADS];
+	unsigned nra;
+};
+
+struct wmount {
+	wstore_store *s;
+	struct wmount_opts o;
+	struct fuse_session *se;
+	uid_t uid;
+	gid_t gid;
+	time_t started;
+	int daemonized;
+	pthread_rwlock_t lock;	/* guards tab, live */
+	struct entry **tab;	/* by eid; NULL once retired */
+	uint32_t ntab, captab;
+	struct entry **live;	/* sorted by id */
+	size_t nlive;
+	pthread_mutex_t rlock;
+	pthread_cond_t rcond;
+	int rstop;
+	pthread_t refresher;
+	int refreshing;
+	struct cache c;
+	pthread_mutex_t loglock;
+	double lastlog;
+	unsigned suppressed;
+};
+
+static double now_mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Errors go to stderr in the foreground, to syslog once daemonized; at
+ * most one a second so a dead backend cannot flood the log. */
+static void mlog(struct wmount *m, int prio, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void mlog(struct wmount *m, int prio, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	double t = now_mono();
+	unsigned skipped;
+
+	pthread_mutex_lock(&m->loglock);
+	if (prio <= LOG_WARNING && m->lastlog > 0 && t - m->lastlog < 1.0) {
+		m->suppressed++;
+		pthread_mutex_unlock(&m->loglock);
+		return;
+	}
+	if (prio <= LOG_WARNING)
+		m->lastlog = t;
+	skipped = m->suppressed;
+	m->suppressed = 0;
+	pthread_mutex_unlock(&m->loglock);
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (m->daemonized) {
+		syslog(prio, "%s%s", msg, skipped ? " (and earlier messages suppressed)" : "");
+	} else {
+		fprintf(stderr, "wstore mount: %s\n", msg);
+		if (skipped)
+			fprintf(stderr, "wstore mount: (%u messages suppressed)\n",
+				skipped);
+	}
+}
+
+/* ---- entries ------------------------------------------------------------ */
+
+static void entry_free(struct entry *e)
+{
+	if (!e)
+		return;
+	for (uint32_t i = 0; i < e->nnodes; i++) {
+		free(e->nodes[i].name);
+		free(e->nodes[i].kids);
+	}
+	free(e->nodes);
+	wstore_checkpoint_free(e->ck);
+	free(e->mbytes);
+	free(e->id);
+	pthread_mutex_destroy(&e->vlock);
+	free(e);
+}
+
+static void entry_get(struct entry *e)
+{
+	atomic_fetch_add(&e->refs, 1);
+}
+
+static void entry_put(struct entry *e)
+{
+	if (e && atomic_fetch_sub(&e->refs, 1) == 1)
+		entry_free(e);
+}
+
+static int64_t find_kid(const struct entry *e, uint32_t dir, const char *name,
+			size_t len)
+{
+	const struct node *d = &e->nodes[dir];
+
+	for (uint32_t k = 0; k < d->nkids; k++) {
+		const struct node *n = &e->nodes[d->kids[k]];
+
+		if (!strncmp(n->name, name, len) && n->name[len] == '\0')
+			return d->kids[k];
+	}
+	return -1;
+}
+
+static int64_t add_node(struct entry *e, uint32_t *cap, uint32_t parent,
+			const char *name, size_t len, int64_t file,
+			uint64_t size)
+{
+	struct node *n, *p;
+
+	if (e->nnodes == *cap) {
+		uint32_t nc = *cap ? *cap * 2 : 16;
+		struct node *nn = realloc(e->nodes, nc * sizeof(*nn));
+
+		if (!nn)
+			return -1;
+		e->nodes = nn;
+		*cap = nc;
+	}
+	n = &e->nodes[e->nnodes];
+	memset(n, 0, sizeof(*n));
+	if (!(n->name = strndup(name, len)))
+		return -1;
+	n->parent = parent;
+	n->is_dir = file < 0;
+	n->file = file;
+	n->size = size;
+	if (e->nnodes == 0)
+		return e->nnodes++;
+	p = &e->nodes[parent];
+	if (p->nkids == p->capkids) {
+		uint32_t nc = p->capkids ? p->capkids * 2 : 8;
+		uint32_t *nk = realloc(p->kids, nc * sizeof(*nk));
+
+		if (!nk) {
+			free(n->name);
+			return -1;
+		}
+		p->kids = nk;
+		p->capkids = nc;
+	}
+	p->kids[p->nkids++] = e->nnodes;
+	return e->nnodes++;
+}
+
+/* Nodes of every file path, directories made on the way. */
+static int build_nodes(struct entry *e, const wstore_manifest *man)
+{
+	size_t nf = wstore_manifest_file_count(man);
+	uint32_t cap = 0;
+
+	if (add_node(e, &cap, 0, e->id, strlen(e->id), -1, 0) < 0)
+		return -ENOMEM;
+	for (size_t i = 0; i < nf; i++) {
+		wstore_file_info fi;
+		const char *p, *slash;
+		int64_t dir = 0, k;
+
+		if (wstore_manifest_file(&fi, man, i) < 0)
+			return -EINVAL;
+		for (p = fi.path; (slash = strchr(p, '/')); p = slash + 1) {
+			k = find_kid(e, (uint32_t)dir, p, (size_t)(slash - p));
+			if (k < 0)
+				k = add_node(e, &cap, (uint32_t)dir, p,
+					     (size_t)(slash - p), -1, 0);
+			if (k < 0)
+				return -ENOMEM;
+			if (!e->nodes[k].is_dir)
+				return -EINVAL;
+			dir = k;
+		}
+		if (find_kid(e, (uint32_t)dir, p, strlen(p)) >= 0)
+			return -EINVAL;
+		if (add_node(e, &cap, (uint32_t)dir, p, strlen(p),
+			     (int64_t)i, fi.size) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* A new entry for checkpoint id whose manifest serializes to mbytes
+ * (taken over on success). */
+static int entry_new(struct wmount *m, struct entry **out, const char *id,
+		     char *mbytes, size_t mlen)
+{
+	struct entry *e = calloc(1, sizeof(*e));
+	int rc;
+
+	*out = NULL;
+	if (!e)
+		return -ENOMEM;
+	pthread_mutex_init(&e->vlock, NULL);
+	atomic_init(&e->refs, 1);
+	atomic_init(&e->dead, 0);
+	if (!(e->id = strdup(id))) {
+		entry_free(e);
+		return -ENOMEM;
+	}
+	if ((rc = wstore_checkpoint_open(&e->ck, m->s, id)) < 0) {
+		entry_free(e);
+		return rc;
+	}
+	e->mtime = wstore_manifest_updated_at(wstore_checkpoint_manifest(e->ck));
+	if ((rc = build_nodes(e, wstore_checkpoint_manifest(e->ck))) < 0) {
+		mlog(m, LOG_ERR, "cannot map the files of checkpoint '%s': %s",
+		     id, rc == -ENOMEM ? "out of memory"
+				       : "a path is both a file and a directory");
+		entry_free(e);
+		return rc;
+	}
+	e->mbytes = mbytes;
+	e->mlen = mlen;
+	e->validated = now_mono();
+	*out = e;
+	return 0;
+}
+
+/* Manifest of id serialized, if it is READY; 1 if it is not (or absent). */
+static int read_manifest_bytes(struct wmount *m, const char *id, char **out,
+			       size_t *out_len)
+{
+	wstore_manifest *man;
+	int rc;
+
+	*out = NULL;
+	rc = wstore_manifest_read(&man, m->s, id);
+	if (rc == WSTORE_ENOTFOUND)
+		return 1;
+	if (rc < 0)
+		return rc;
+	if (strcmp(wstore_manifest_status(man), "READY") != 0) {
+		wstore_manifest_free(man);
+		return 1;
+	}
+	rc = wstore_manifest_serialize(out, out_len, man);
+	wstore_manifest_free(man);
+	return rc;
+}
+
+/* ---- chunk cache -------------------------------------------------------- */
+
+static size_t slot_hash(const struct cache *c, uint32_t eid, int64_t fidx,
+			uint64_t ci)
+{
+	uint64_t h = eid * 0x9E3779B97F4A7C15ull ^ (uint64_t)fidx * 0xC2B2AE3D27D4EB4Full ^
+		     ci * 0x165667B19E3779F9ull;
+
+	return (size_t)((h ^ (h >> 29)) % c->nhash);
+}
+
+static struct slot *slot_find(struct cache *c, uint32_t eid, int64_t fidx,
+			      uint64_t ci)
+{
+	struct slot *s = c->hash[slot_hash(c, eid, fidx, ci)];
+
+	while (s && !(s->eid == eid && s->fidx == fidx && s->ci == ci))
+		s = s->hnext;
+	return s;
+}
+
+static void lru_unlink(struct slot *s)
+{
+	s->prev->next = s->next;
+	s->next->prev = s->prev;
+}
+
+static void lru_push(struct cache *c, struct slot *s)
+{
+	s->next = c->lru.next;
+	s->prev = &c->lru;
+	c->lru.next->prev = s;
+	c->lru.next = s;
+}
+
+/* Take s out of the hash and LRU (caller holds the lock). */
+static void slot_unlink(struct cache *c, struct slot *s)
+{
+	struct slot **pp = &c->hash[slot_hash(c, s->eid, s->fidx, s->ci)];
+
+	while (*pp != s)
+		pp = &(*pp)->hnext;
+	*pp = s->hnext;
+	lru_unlink(s);
+	c->bytes -= s->len;
+	s->unlinked = 1;
+}
+
+/* Free an unlinked, unpinned slot, keeping its buffer for reuse. */
+static void slot_drop(struct cache *c, struct slot *s)
+{
+	if (s->buf && c->nfree < FREE_BUFS) {
+		c->freebufs[c->nfree].buf = s->buf;
+		c->freebufs[c->nfree].cap = s->cap;
+		c->nfree++;
+	} else {
+		free(s->buf);
+	}
+	free(s);
+}
+
+static void cache_evict(struct cache *c)
+{
+	struct slot *s = c->lru.prev, *prev;
+
+	for (; s != &c->lru && c->bytes > c->limit; s = prev) {
+		prev = s->prev;
+		if (s->pins || s->state == SLOT_LOADING)
+			continue;
+		slot_unlink(c, s);
+		slot_drop(c, s);
+	}
+}
+
+static char *take_buf(struct cache *c, size_t need, size_t *cap)
+{
+	for (unsigned i = 0; i < c->nfree; i++) {
+		char *b = c->freebufs[i].buf;
+
+		if (c->freebufs[i].cap < need)
+			continue;
+		*cap = c->freebufs[i].cap;
+		c->freebufs[i] = c->freebufs[--c->nfree];
+		return b;
+	}
+	if (c->nfree) {		/* too small: trade the oldest for a new one */
+		free(c->freebufs[0].buf);
+		c->freebufs[0] = c->freebufs[--c->nfree];
+	}
+	*cap = need;
+	return malloc(need ? need : 1);
+}
+
+static void cache_unpin(struct cache *c, struct slot *s)
+{
+	pthread_mutex_lock(&c->lock);
+	if (--s->pins == 0 && s->unlinked)
+		slot_drop(c, s);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Drop every unpinned chunk of e (retired). */
+static void cache_purge(struct cache *c, struct entry *e)
+{
+	pthread_mutex_lock(&c->lock);
+	for (size_t i = 0; i < c->nhash; i++) {
+		struct slot *s = c->hash[i], *next;
+
+		for (; s; s = next) {
+			next = s->hnext;
+			if (s->e != e || s->state == SLOT_LOADING)
+				continue;
+			slot_unlink(c, s);
+			if (!s->pins)
+				slot_drop(c, s);
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * After a fetch that started at t0: is e still the checkpoint in the
+ * store?  0 if so; -ENOENT if gone or no longer READY, -EIO if it changed.
+ */
+static int entry_validate(struct wmount *m, struct entry *e, double t0)
+{
+	double t1;
+	char *bytes;
+	size_t len;
+	int rc;
+
+	pthread_mutex_lock(&e->vlock);
+	rc = e->validated > t0;
+	pthread_mutex_unlock(&e->vlock);
+	if (rc)
+		return 0;
+	t1 = now_mono();
+	rc = read_manifest_bytes(m, e->id, &bytes, &len);
+	if (rc < 0) {
+		mlog(m, LOG_ERR, "cannot re-read the manifest of '%s': %s",
+		     e->id, wstore_last_error());
+		return -EIO;
+	}
+	if (rc == 1) {
+		mlog(m, LOG_WARNING, "checkpoint '%s' is gone or not READY",
+		     e->id);
+		atomic_store(&e->dead, 1);
+		return -ENOENT;
+	}
+	rc = len != e->mlen || memcmp(bytes, e->mbytes, len) != 0;
+	free(bytes);
+	if (rc) {
+		mlog(m, LOG_WARNING, "checkpoint '%s' changed in the store",
+		     e->id);
+		atomic_store(&e->dead, 1);
+		return -EIO;
+	}
+	pthread_mutex_lock(&e->vlock);
+	if (t1 > e->validated)
+		e->validated = t1;
+	pthread_mutex_unlock(&e->vlock);
+	return 0;
+}
+
+static int fetch(struct wmount *m, struct slot *s, wstore_file *f,
+		 uint64_t cs)
+{
+	double t0 = now_mono();
+	size_t n = 0;
+	int rc = wstore_file_pread(f, s->buf, s->len, s->ci * cs, &n);
+
+	if (rc == 0 && n != s->len)
+		rc = WSTORE_ECORRUPT;
+	if (rc < 0) {
+		mlog(m, LOG_ERR, "cannot read '%s' of '%s': %s",
+		     wstore_file_path(f), s->e->id,
+		     *wstore_last_error() ? wstore_last_error()
+					  : wstore_strerror(rc));
+		return rc == -ENOMEM ? -ENOMEM : -EIO;
+	}
+	return entry_validate(m, s->e, t0);
+}
+
+/*
+ * Chunk ci (len bytes) of file fidx of e, pinned: release it with
+ * cache_unpin.  f reads it on a miss.  Returns NULL with *err set on
+ * failure.
+ */
+static struct slot *cache_get(struct wmount *m, struct entry *e, int64_t fidx,
+			      wstore_file *f, uint64_t cs, uint64_t ci,
+			      size_t len, int *err)
+{
+	struct cache *c = &m->c;
+	struct slot *s;
+	int rc;
+
+	pthread_mutex_lock(&c->lock);
+	s = slot_find(c, e->eid, fidx, ci);
+	if (s) {
+		s->pins++;
+		lru_unlink(s);
+		lru_push(c, s);
+		while (s->state == SLOT_LOADING)
+			pthread_cond_wait(&c->cond, &c->lock);
+		if ((rc = s->err)) {
+			if (--s->pins == 0 && s->unlinked)
+				slot_drop(c, s);
+			pthread_mutex_unlock(&c->lock);
+			*err = rc;
+			return NULL;
+		}
+		pthread_mutex_unlock(&c->lock);
+		return s;
+	}
+	if (!(s = calloc(1, sizeof(*s)))) {
+		pthread_mutex_unlock(&c->lock);
+		*err = -ENOMEM;
+		return NULL;
+	}
+	s->eid = e->eid;
+	s->fidx = fidx;
+	s->ci = ci;
+	s->e = e;
+	s->len = len;
+	s->pins = 1;
+	s->state = SLOT_LOADING;
+	{
+		size_t h = slot_hash(c, s->eid, fidx, ci);
+
+		s->hnext = c->hash[h];
+		c->hash[h] = s;
+	}
+	lru_push(c, s);
+	c->bytes += len;
+	cache_evict(c);
+	s->buf = take_buf(c, len, &s->cap);
+	pthread_mutex_unlock(&c->lock);
+
+	rc = s->buf ? fetch(m, s, f, cs) : -ENOMEM;
+
+	pthread_mutex_lock(&c->lock);
+	s->state = SLOT_READY;
+	if (rc < 0) {
+		s->err = rc;
+		slot_unlink(c, s);	/* later readers try again */
+		if (--s->pins == 0)
+			slot_drop(c, s);
+		s = NULL;
+		*err = rc;
+	}
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+	return s;
+}
+
+/* ---- read-ahead --------------------------------------------------------- */
+
+static void ra_queue(struct wmount *m, struct entry *e, int64_t fidx,
+		     uint64_t ci)
+{
+	struct cache *c = &m->c;
+	struct rajob *j;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->stop || c->qlen == RA_QUEUE || slot_find(c, e->eid, fidx, ci)) {
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	for (unsigned i = 0; i < c->qlen; i++) {
+		j = &c->q[(c->qhead + i) % RA_QUEUE];
+		if (j->e == e && j->fidx == fidx && j->ci == ci) {
+			pthread_mutex_unlock(&c->lock);
+			return;
+		}
+	}
+	j = &c->q[(c->qhead + c->qlen++) % RA_QUEUE];
+	entry_get(e);
+	j->e = e;
+	j->fidx = fidx;
+	j->ci = ci;
+	pthread_cond_signal(&c->qcond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void ra_one(struct wmount *m, struct rajob *j)
+{
+	const wstore_manifest *man = wstore_checkpoint_manifest(j->e->ck);
+	wstore_file_info fi;
+	wstore_file *f = NULL;
+	struct slot *s;
+	uint64_t cs;
+	int err;
+
+	if (atomic_load(&j->e->dead) ||
+	    wstore_manifest_file(&fi, man, (size_t)j->fidx) < 0 ||
+	    wstore_file_open(&f, j->e->ck, fi.path) < 0)
+		return;
+	cs = fi.chunk_size ? fi.chunk_size : fi.size;
+	if (cs && j->ci * cs < fi.size) {
+		uint64_t left = fi.size - j->ci * cs;
+
+		s = cache_get(m, j->e, j->fidx, f, cs, j->ci,
+			      (size_t)(left < cs ? left : cs), &err);
+		if (s)
+			cache_unpin(&m->c, s);
+	}
+	wstore_file_free(f);
+}
+
+static void *ra_main(void *arg)
+{
+	struct wmount *m = arg;
+	struct cache *c = &m->c;
+	struct rajob j;
+
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		while (!c->stop && c->qlen == 0)
+			pthread_cond_wait(&c->qcond, &c->lock);
+		if (c->stop)
+			break;
+		j = c->q[c->qhead];
+		c->qhead = (c->qhead + 1) % RA_QUEUE;
+		c->qlen--;
+		pthread_mutex_unlock(&c->lock);
+		ra_one(m, &j);
+		entry_put(j.e);
+		pthread_mutex_lock(&c->lock);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
+}
+
+/* How many chunks ahead to read: about 128 MiB, at most an eighth of the
+ * cache, between 1 and 8. */
+static uint64_t ra_depth(const struct wmount *m, uint64_t cs)
+{
+	uint64_t d = ((uint64_t)128 << 20) / cs;
+
+	if (d > m->c.limit / 8 / cs)
+		d = m->c.limit / 8 / cs;
+	return d < 1 ? 1 : d > 8 ? 8 : d;
+}
+
+static int cache_init(struct wmount *m)
+{
+	struct cache *c = &m->c;
+
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->cond, NULL);
+	pthread_cond_init(&c->qcond, NULL);
+	c->lru.next = c->lru.prev = &c->lru;
+	c->limit = m->o.cache_size;
+	c->nhash = 4099;
+	c->hash = calloc(c->nhash, sizeof(*c->hash));
+	return c->hash ? 0 : -ENOMEM;
+}
+
+static void cache_start(struct wmount *m)
+{
+	for (; m->c.nra < RA_THREADS; m->c.nra++)
+		if (pthread_create(&m->c.ra[m->c.nra], NULL, ra_main, m))
+			break;
+}
+
+static void cache_stop(struct wmount *m)
+{
+	struct cache *c = &m->c;
+
+	pthread_mutex_lock(&c->lock);
+	c->stop = 1;
+	pthread_cond_broadcast(&c->qcond);
+	pthread_mutex_unlock(&c->lock);
+	for (unsigned i = 0; i < c->nra; i++)
+		pthread_join(c->ra[i], NULL);
+	c->nra = 0;
+	for (; c->qlen; c->qlen--, c->qhead = (c->qhead + 1) % RA_QUEUE)
+		entry_put(c->q[c->qhead].e);
+}
+
+static void cache_free(struct cache *c)
+{
+	if (!c->hash)
+		return;
+	for (size_t i = 0; i < c->nhash; i++) {
+		struct slot *s = c->hash[i], *next;
+
+		for (; s; s = next) {
+			next = s->hnext;
+			free(s->buf);
+			free(s);
+		}
+	}
+	for (unsigned i = 0; i < c->nfree; i++)
+		free(c->freebufs[i].buf);
+	free(c->hash);
+	pthread_cond_destroy(&c->qcond);
+	pthread_cond_destroy(&c->cond);
+	pthread_mutex_destroy(&c->lock);
+}
+
+/* ---- refresh ------------------------------------------------------------ */
+
+static struct entry *live_find(struct wmount *m, const char *id)
+{
+	size_t lo = 0, hi = m->nlive;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		int c = strcmp(m->live[mid]->id, id);
+
+		if (c == 0)
+			return m->live[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static int tab_add(struct wmount *m, struct entry *e)
+{
+	if (m->ntab == m->captab) {
+		uint32_t nc = m->captab ? m->captab * 2 : 64;
+		struct entry **nt = realloc(m->tab, nc * sizeof(*nt));
+
+		if (!nt)
+			return -ENOMEM;
+		m->tab = nt;
+		m->captab = nc;
+	}
+	e->eid = m->ntab;
+	m->tab[m->ntab++] = e;
+	return 0;
+}
+
+static fuse_ino_t ino_of(const struct entry *e, uint32_t node)
+{
+	return ((fuse_ino_t)e->eid << NODE_BITS) | node;
+}
+
+/* Tell the kernel to forget what it holds of a retired entry. */
+static void kernel_forget(struct wmount *m, struct entry *e)
+{
+	if (!m->se)
+		return;
+	if (!m->o.checkpoint)
+		fuse_lowlevel_notify_inval_entry(m->se, FUSE_ROOT_ID, e->id,
+						 strlen(e->id));
+	else
+		fuse_lowlevel_notify_inval_inode(m->se, FUSE_ROOT_ID, 0, 0);
+	for (uint32_t i = 0; i < e->nnodes; i++) {
+		const struct node *n = &e->nodes[i];
+
+		if (n->is_dir)
+			continue;
+		fuse_lowlevel_notify_inval_inode(m->se, ino_of(e, i), 0, 0);
+	}
+}
+
+/* One id of the listing: the live entry if unchanged, else a new one
+ * (*fresh set), or NULL if it is not READY. */
+static struct entry *refresh_one(struct wmount *m, const char *id, int *fresh)
+{
+	struct entry *cur, *e = NULL;
+	char *bytes;
+	size_t len;
+	int rc;
+
+	*fresh = 0;
+	rc = read_manifest_bytes(m, id, &bytes, &len);
+	if (rc < 0)
+		mlog(m, LOG_ERR, "cannot read the manifest of '%s': %s", id,
+		     wstore_last_error());
+	if (rc)
+		return NULL;
+	pthread_rwlock_rdlock(&m->lock);
+	cur = live_find(m, id);
+	if (cur && cur->mlen == len && !memcmp(cur->mbytes, bytes, len)) {
+		pthread_rwlock_unlock(&m->lock);
+		free(bytes);
+		return cur;
+	}
+	pthread_rwlock_unlock(&m->lock);
+	rc = entry_new(m, &e, id, bytes, len);
+	if (rc < 0) {
+		if (rc != WSTORE_ENOTFOUND && rc != WSTORE_ENOTREADY && rc > -4096)
+			mlog(m, LOG_ERR, "cannot open checkpoint '%s': %s", id,
+			     wstore_last_error());
+		free(bytes);
+		return NULL;
+	}
+	*fresh = 1;
+	return e;
+}
+
+/* Compare the store with the tree and swap in what changed.  A failed
+ * listing keeps the tree as it is (reads then fail on their own). */
+static int refresh(struct wmount *m)
+{
+	char **ids = NULL;
+	size_t nids = 0, nnew = 0, nold, ndead = 0;
+	struct entry **next, **old, **dead;
+	int rc, *fresh;
+
+	if ((rc = wstore_list(&ids, &nids, m->s)) < 0) {
+		mlog(m, LOG_ERR, "cannot list the store: %s", wstore_last_error());
+		return rc;
+	}
+	next = calloc(nids + 1, sizeof(*next));
+	fresh = calloc(nids + 1, sizeof(*fresh));
+	if (!next || !fresh) {
+		free(next);
+		free(fresh);
+		wstore_strings_free(ids);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < nids; i++) {
+		if (m->o.checkpoint && strcmp(ids[i], m->o.checkpoint))
+			continue;
+		if ((next[nnew] = refresh_one(m, ids[i], &fresh[nnew])))
+			nnew++;
+	}
+	wstore_strings_free(ids);
+	/* wstore_list is sorted, so next is too */
+	pthread_rwlock_wrlock(&m->lock);
+	for (size_t i = 0; i < nnew; i++)
+		if (fresh[i] && tab_add(m, next[i]) < 0) {
+			entry_put(next[i]);
+			memmove(next + i, next + i + 1,
+				(nnew - i - 1) * sizeof(*next));
+			memmove(fresh + i, fresh + i + 1,
+				(nnew - i - 1) * sizeof(*fresh));
+			nnew--;
+			i--;
+		}
+	old = m->live;
+	nold = m->nlive;
+	m->live = next;
+	m->nlive = nnew;
+	dead = old;	/* reuse old's storage for the retired ones */
+	for (size_t i = 0; i < nold; i++) {
+		size_t j;
+
+		for (j = 0; j < nnew && next[j] != old[i]; j++)
+			;
+		if (j < nnew)
+			continue;
+		atomic_store(&old[i]->dead, 1);
+		m->tab[old[i]->eid] = NULL;
+		dead[ndead++] = old[i];
+	}
+	pthread_rwlock_unlock(&m->lock);
+	for (size_t i = 0; i < ndead; i++) {
+		cache_purge(&m->c, dead[i]);
+		kernel_forget(m, dead[i]);
+		entry_put(dead[i]);
+	}
+	free(old);
+	free(fresh);
+	return 0;
+}
+
+static void *refresh_main(void *arg)
+{
+	struct wmount *m = arg;
+	struct timespec ts;
+	double secs;
+
+	pthread_mutex_lock(&m->rlock);
+	while (!m->rstop) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		secs = m->o.refresh;
+		ts.tv_sec += (time_t)secs;
+		ts.tv_nsec += (long)((secs - (double)(time_t)secs) * 1e9);
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		while (!m->rstop &&
+		       pthread_cond_timedwait(&m->rcond, &m->rlock, &ts) != ETIMEDOUT)
+			;
+		if (m->rstop)
+			break;
+		pthread_mutex_unlock(&m->rlock);
+		refresh(m);
+		pthread_mutex_lock(&m->rlock);
+	}
+	pthread_mutex_unlock(&m->rlock);
+	return NULL;
+}
+
+/* ---- FUSE operations ---------------------------------------------------- */
+
+/* Entry and node of ino (caller holds the rwlock); -1 if unknown.  ino 1
+ * with --checkpoint is the checkpoint's directory (node 0). */
+static int resolve(struct wmount *m, fuse_ino_t ino, struct entry **e,
+		   uint32_t *node)
+{
+	uint64_t eid = ino >> NODE_BITS;
+
+	if (ino == FUSE_ROOT_ID) {
+		*e = m->o.checkpoint && m->nlive ? m->live[0] : NULL;
+		*node = 0;
+		return 0;
+	}
+	if (eid >= m->ntab || !m->tab[eid])
+		return -1;
+	*e = m->tab[eid];
+	*node = (uint32_t)(ino & 0xffffffffu);
+	return *node < (*e)->nnodes ? 0 : -1;
+}
+
+static void fill_stat(struct wmount *m, const struct entry *e, uint32_t node,
+		      fuse_ino_t ino, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_uid = m->uid;
+	st->st_gid = m->gid;
+	st->st_blksize = 1 << 20;
+	if (!e) {		/* the root listing of checkpoints */
+		st->st_mode = S_IFDIR | 0555;
+		st->st_nlink = 2 + (nlink_t)m->nlive;
+		st->st_mtime = st->st_ctime = st->st_atime = m->started;
+		return;
+	}
+	st->st_mtime = st->st_ctime = st->st_atime = (time_t)e->mtime;
+	if (e->nodes[node].is_dir) {
+		st->st_mode = S_IFDIR | 0555;
+		st->st_nlink = 2;
+	} else {
+		st->st_mode = S_IFREG | 0444;
+		st->st_nlink = 1;
+		st->st_size = (off_t)e->nodes[node].size;
+		st->st_blocks = (blkcnt_t)((e->nodes[node].size + 511) / 512);
+	}
+}
+
+static void op_init(void *ud, struct fuse_conn_info *conn)
+{
+	(void)ud;
+	conn->max_readahead = UINT32_MAX;	/* clamped to the kernel's */
+	conn->want |= FUSE_CAP_ASYNC_READ;
+	conn->want &= ~(unsigned)FUSE_CAP_SPLICE_READ;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct wmount *m = fuse_req_userdata(req);
+	struct fuse_entry_param ep;
+	struct entry *e;
+	uint32_t node;
+	int64_t k = -1;
+
+	memset(&ep, 0, sizeof(ep));
+	pthread_rwlock_rdlock(&m->lock);
+	if (parent == FUSE_ROOT_ID && !m->o.checkpoint) {
+		e = live_find(m, name);
+		k = e ? 0 : -1;
+	} else if (resolve(m, parent, &e, &node) == 0 && e &&
+		   e->nodes[node].is_dir) {
+		k = find_kid(e, node, name, strlen(name));
+	}
+	if (k < 0) {
+		pthread_rwlock_unlock(&m->lock);
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	ep.ino = ino_of(e, (uint32_t)k);
+	fill_stat(m, e, (uint32_t)k, ep.ino, &ep.attr);
+	pthread_rwlock_unlock(&m->lock);
+	ep.attr_timeout = ep.entry_timeout = m->o.refresh;
+	fuse_reply_entry(req, &ep);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct wmount *m = fuse_req_userdata(req);
+	struct entry *e;
+	struct stat st;
+	uint32_t node;
+
+	(void)fi;
+	pthread_rwlock_rdlock(&m->lock);
+	if (resolve(m, ino, &e, &node) < 0) {
+		pthread_rwlock_unlock(&m->lock);
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	fill_stat(m, e, node, ino, &st);
+	pthread_rwlock_unlock(&m->lock);
+	fuse_reply_attr(req, &st, m->o.refresh);
+}
+
+struct dirbuf {
+	char *p;
+	size_t size;
+};
+
+static int dirbuf_add(fuse_req_t req, struct dirbuf *b, const char *name,
+		      fuse_ino_t ino, int is_dir)
+{
+	struct stat st;
+	size_t old = b->size, n = fuse_add_direntry(req, NULL, 0, name, NULL, 0);
+	char *np = realloc(b->p, old + n);
+
+	if (!np)
+		return -1;
+	b->p = np;
+	b->size += n;
+	memset(&st, 0, sizeof(st));
+	st.st_ino = ino;
+	st.st_mode = is_dir ? S_IFDIR : S_IFREG;
+	fuse_add_direntry(req, b->p + old, n, name, &st, (off_t)b->size);
+	return 0;
+}
+
+/* The whole listing is built at opendir and served in slices. */
+static void op_opendir(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct wmount *m = fuse_req_userdata(req);
+	struct dirbuf *b = calloc(1, sizeof(*b));
+	struct entry *e;
+	uint32_t node;
+	int bad = !b;
+
+	pthread_rwlock_rdlock(&m->lock);
+	if (!bad && resolve(m, ino, &e, &node) < 0) {
+		pthread_rwlock_unlock(&m->lock);
+		free(b);
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (!bad && e && !e->nodes[node].is_dir) {
+		pthread_rwlock_unlock(&m->lock);
+		free(b);
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	bad = bad || dirbuf_add(req, b, ".", ino, 1) ||
+	      dirbuf_add(req, b, "..", FUSE_ROOT_ID, 1);
+	if (!bad && !e) {
+		for (size_t i = 0; i < m->nlive && !bad; i++)
+			bad = dirbuf_add(req, b, m->live[i]->id,
+					 ino_of(m->live[i], 0), 1);
+	} else if (!bad) {
+		const struct node *d = &e->nodes[node];
+
+		for (uint32_t k = 0; k < d->nkids && !bad; k++) {
+			const struct node *n = &e->nodes[d->kids[k]];
+
+			bad = dirbuf_add(req, b, n->name, ino_of(e, d->kids[k]),
+					 n->is_dir);
+		}
+	}
+	pthread_rwlock_unlock(&m->lock);
+	if (bad) {
+		if (b)
+			free(b->p);
+		free(b);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)b;
+	fi->cache_readdir = 0;
+	fuse_reply_open(req, fi);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	struct dirbuf *b = (struct dirbuf *)(uintptr_t)fi->fh;
+
+	(void)ino;
+	if (off < 0 || (size_t)off >= b->size)
+		fuse_reply_buf(req, NULL, 0);
+	else
+		fuse_reply_buf(req, b->p + off,
+			       b->size - (size_t)off < size ? b->size - (size_t)off
+							    : size);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
+			  struct fuse_file_info *fi)
+{
+	struct dirbuf *b = (struct dirbuf *)(uintptr_t)fi->fh;
+
+	(void)ino;
+	free(b->p);
+	free(b);
+	fuse_reply_err(req, 0);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct wmount *m = fuse_req_userdata(req);
+	const wstore_manifest *man;
+	wstore_file_info info;
+	struct entry *e;
+	struct fh *h;
+	uint32_t node;
+	int rc;
+
+	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	pthread_rwlock_rdlock(&m->lock);
+	if (resolve(m, ino, &e, &node) < 0 || !e) {
+		pthread_rwlock_unlock(&m->lock);
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (e->nodes[node].is_dir) {
+		pthread_rwlock_unlock(&m->lock);
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	entry_get(e);
+	pthread_rwlock_unlock(&m->lock);
+	man = wstore_checkpoint_manifest(e->ck);
+	h = calloc(1, sizeof(*h));
+	rc = h ? wstore_manifest_file(&info, man, (size_t)e->nodes[node].file)
+	       : -ENOMEM;
+	if (rc == 0)
+		rc = wstore_file_open(&h->f, e->ck, info.path);
+	if (rc < 0) {
+		mlog(m, LOG_ERR, "cannot open a file of '%s': %s", e->id,
+		     wstore_last_error());
+		free(h);
+		entry_put(e);
+		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
+		return;
+	}
+	h->e = e;
+	h->fidx = e->nodes[node].file;
+	h->size = info.size;
+	h->cs = info.chunk_size ? info.chunk_size : info.size;
+	if (!h->cs)
+		h->cs = 1;
+	atomic_init(&h->last_ci, -1);
+	fi->fh = (uint64_t)(uintptr_t)h;
+	fi->direct_io = m->o.direct_io;
+	fi->keep_cache = !m->o.direct_io;
+	fi->noflush = 1;
+	fuse_reply_open(req, fi);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+
+	(void)ino;
+	wstore_file_free(h->f);
+	entry_put(h->e);
+	free(h);
+	fuse_reply_err(req, 0);
+}
+
+/* Queue read-ahead when a read moves on to the next chunk. */
+static void maybe_readahead(struct wmount *m, struct fh *h, uint64_t ci)
+{
+	long long last = atomic_exchange(&h->last_ci, (long long)ci);
+	uint64_t nchunks = (h->size + h->cs - 1) / h->cs, depth;
+
+	if (last == (long long)ci || (last != -1 && (uint64_t)last + 1 != ci))
+		return;
+	depth = ra_depth(m, h->cs);
+	for (uint64_t k = 1; k <= depth && ci + k < nchunks; k++)
+		ra_queue(m, h->e, h->fidx, ci + k);
+}
+
+#define MAX_PIECES 16
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct wmount *m = fuse_req_userdata(req);
+	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+	struct slot *s[MAX_PIECES];
+	struct iovec iov[MAX_PIECES];
+	uint64_t pos = (uint64_t)off, end, ci0;
+	int n = 0, err = 0;
+
+	(void)ino;
+	if (atomic_load(&h->e->dead)) {
+		fuse_reply_err(req, EIO);
+		return;
+	}
+	if (off < 0 || pos >= h->size || size == 0) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	end = h->size - pos < size ? h->size : pos + size;
+	ci0 = pos / h->cs;
+	while (pos < end && n < MAX_PIECES) {
+		uint64_t ci = pos / h->cs, cstart = ci * h->cs;
+		uint64_t clen = h->size - cstart < h->cs ? h->size - cstart : h->cs;
+		uint64_t take = (end < cstart + clen ? end : cstart + clen) - pos;
+
+		s[n] = cache_get(m, h->e, h->fidx, h->f, h->cs, ci, (size_t)clen,
+				 &err);
+		if (!s[n])
+			break;
+		iov[n].iov_base = s[n]->buf + (pos - cstart);
+		iov[n].iov_len = (size_t)take;
+		n++;
+		pos += take;
+	}
+	/* a short read (more than MAX_PIECES tiny chunks) is fine for FUSE */
+	if (!err && atomic_load(&h->e->dead))
+		err = -EIO;
+	if (err)
+		fuse_reply_err(req, err == -ENOENT ? ENOENT :
+				    err == -ENOMEM ? ENOMEM : EIO);
+	else
+		fuse_reply_iov(req, iov, n);
+	for (int i = 0; i < n; i++)
+		cache_unpin(&m->c, s[i]);
+	if (!err)
+		maybe_readahead(m, h, ci0 + (uint64_t)(n ? n - 1 : 0));
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct wmount *m = fuse_req_userdata(req);
+	struct statvfs sv;
+	uint64_t bytes = 0, files = 0;
+
+	(void)ino;
+	pthread_rwlock_rdlock(&m->lock);
+	for (size_t i = 0; i < m->nlive; i++) {
+		const wstore_manifest *man = wstore_checkpoint_manifest(m->live[i]->ck);
+
+		bytes += wstore_manifest_total_size(man);
+		files += m->live[i]->nnodes;
+	}
+	pthread_rwlock_unlock(&m->lock);
+	memset(&sv, 0, sizeof(sv));
+	sv.f_bsize = sv.f_frsize = 4096;
+	sv.f_blocks = (fsblkcnt_t)((bytes + 4095) / 4096);
+	sv.f_files = (fsfilcnt_t)files;
+	sv.f_namemax = 255;
+	sv.f_flag = ST_RDONLY;
+	fuse_reply_statfs(req, &sv);
+}
+
+static const struct fuse_lowlevel_ops ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.getattr = op_getattr,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.releasedir = op_releasedir,
+	.open = op_open,
+	.read = op_read,
+	.release = op_release,
+	.statfs = op_statfs,
+};
+
+/* ---- mount lifecycle ---------------------------------------------------- */
+
+int wmount_new(struct wmount **out, wstore_store *store,
+	       const struct wmount_opts *o)
+{
+	struct wmount *m = calloc(1, sizeof(*m));
+	int rc;
+
+	*out = NULL;
+	if (!m) {
+		fprintf(stderr, "wstore: out of memory\n");
+		return -ENOMEM;
+	}
+	m->s = store;
+	m->o = *o;
+	m->uid = getuid();
+	m->gid = getgid();
+	m->started = time(NULL);
+	pthread_rwlock_init(&m->lock, NULL);
+	pthread_mutex_init(&m->rlock, NULL);
+	pthread_mutex_init(&m->loglock, NULL);
+	pthread_cond_init(&m->rcond, NULL);
+	m->ntab = 1;		/* eid 0 would give inode 0..; never used */
+	m->captab = 64;
+	m->tab = calloc(m->captab, sizeof(*m->tab));
+	if (!m->tab || cache_init(m) < 0) {
+		fprintf(stderr, "wstore: out of memory\n");
+		wmount_free(m);
+		return -ENOMEM;
+	}
+	if ((rc = refresh(m)) < 0) {
+		wmount_free(m);
+		return rc;
+	}
+	if (o->checkpoint && m->nlive == 0) {
+		wstore_checkpoint *ck = NULL;
+
+		/* say why: absent, FAILED, unreadable */
+		rc = wstore_checkpoint_open(&ck, store, o->checkpoint);
+		wstore_checkpoint_free(ck);
+		fprintf(stderr, "wstore: %s\n", rc < 0 && *wstore_last_error()
+			? wstore_last_error()
+			: "checkpoint is not in the store's index");
+		wmount_free(m);
+		return rc < 0 ? rc : WSTORE_ENOTFOUND;
+	}
+	*out = m;
+	return 0;
+}
+
+/* Widen the kernel's read-ahead on this mount (its default is 128 KiB,
+ * which caps FUSE reads through the page cache at that size). */
+static void widen_readahead(struct wmount *m, const char *mountpoint)
+{
+	struct stat st;
+	char path[128];
+	FILE *f;
+
+	if (stat(mountpoint, &st) < 0)
+		return;
+	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb",
+		 major(st.st_dev), minor(st.st_dev));
+	if (!(f = fopen(path, "w")))
+		return;		/* not root: keep the default */
+	if (fprintf(f, "%d\n", KERNEL_RA_KB) < 0 || fclose(f) != 0)
+		mlog(m, LOG_DEBUG, "cannot set %s", path);
+	else
+		return;
+}
+
+static int make_session(struct wmount *m)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	char opts[256];
+
+	snprintf(opts, sizeof(opts),
+		 "ro,fsname=wstore,subtype=wstore,default_permissions%s",
+		 m->o.allow_other ? ",allow_other" : "");
+	if (fuse_opt_add_arg(&args, "wstore") || fuse_opt_add_arg(&args, "-o") ||
+	    fuse_opt_add_arg(&args, opts)) {
+		fuse_opt_free_args(&args);
+		return -ENOMEM;
+	}
+	m->se = fuse_session_new(&args, &ops, sizeof(ops), m);
+	fuse_opt_free_args(&args);
+	return m->se ? 0 : -EINVAL;
+}
+
+static int serve(struct wmount *m)
+{
+	struct fuse_loop_config *lc;
+	int rc;
+
+	if (m->o.threads <= 1)
+		return fuse_session_loop(m->se);
+	if (!(lc = fuse_loop_cfg_create()))
+		return -ENOMEM;
+	fuse_loop_cfg_set_clone_fd(lc, 0);
+	fuse_loop_cfg_set_max_threads(lc, m->o.threads);
+	fuse_loop_cfg_set_idle_threads(lc, m->o.threads);
+	rc = fuse_session_loop_mt(m->se, lc);
+	fuse_loop_cfg_destroy(lc);
+	return rc;
+}
+
+int wmount_run(struct wmount *m, const char *mountpoint,
+	       void (*ready)(void *ctx), void *ctx)
+{
+	int rc;
+
+	if (make_session(m) < 0) {
+		fprintf(stderr, "wstore: cannot set up the FUSE session\n");
+		return 1;
+	}
+	/* libfuse installs its handlers only over the default ones */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	if (fuse_set_signal_handlers(m->se) < 0) {
+		fprintf(stderr, "wstore: cannot install signal handlers\n");
+		return 1;
+	}
+	if (fuse_session_mount(m->se, mountpoint) < 0) {
+		fprintf(stderr, "wstore: cannot mount on '%s' (see the "
+			"message above)\n", mountpoint);
+		fuse_remove_signal_handlers(m->se);
+		return 1;
+	}
+	widen_readahead(m, mountpoint);
+	if (ready) {
+		ready(ctx);
+		if (!m->o.foreground) {
+			openlog("wstore-mount", LOG_PID, LOG_DAEMON);
+			m->daemonized = 1;
+		}
+	}
+	mlog(m, LOG_INFO, "mounted %zu checkpoint%s on '%s'", m->nlive,
+	     m->nlive == 1 ? "" : "s", mountpoint);
+	cache_start(m);
+	if (pthread_create(&m->refresher, NULL, refresh_main, m) == 0)
+		m->refreshing = 1;
+	rc = serve(m);
+	pthread_mutex_lock(&m->rlock);
+	m->rstop = 1;
+	pthread_cond_broadcast(&m->rcond);
+	pthread_mutex_unlock(&m->rlock);
+	if (m->refreshing)
+		pthread_join(m->refresher, NULL);
+	m->refreshing = 0;
+	cache_stop(m);
+	fuse_session_unmount(m->se);
+	fuse_remove_signal_handlers(m->se);
+	mlog(m, LOG_INFO, "unmounted '%s'", mountpoint);
+	return rc < 0 ? 1 : 0;
+}
+
+void wmount_free(struct wmount *m)
+{
+	if (!m)
+		return;
+	if (m->se)
+		fuse_session_destroy(m->se);
+	m->se = NULL;
+	for (size_t i = 0; i < m->nlive; i++)
+		entry_put(m->live[i]);
+	free(m->live);
+	free(m->tab);
+	cache_free(&m->c);
+	pthread_cond_destroy(&m->rcond);
+	pthread_mutex_destroy(&m->loglock);
+	pthread_mutex_destroy(&m->rlock);
+	pthread_rwlock_destroy(&m->lock);
+	if (m->daemonized)
+		closelog();
+	free(m);
+}
