@@ -20,6 +20,7 @@
 struct cli {
 	wstore_config *cfg;	/* defaults < file < env < flags */
 	const char *config_path;	/* the file read, or NULL */
+	char *owned_path;	/* config_path when it was allocated */
 	int json;
 	int quiet;
 	int tty;		/* progress lines allowed */

@@ -47,7 +47,7 @@ int cmd_config_init(struct cli *c, int argc, char **argv)
 	path = c->config_path ? c->config_path : (def = wstore_config_default_path());
 	if (!path)
 		return cli_usage_error("no config path: set HOME or pass --config");
-	if (!force && access(path, F_OK) == 0 && !c->config_path) {
+	if (!force && access(path, F_OK) == 0) {
 		free(def);
 		return cli_usage_error("config file '%s' exists; use --force to replace it",
 				       path);

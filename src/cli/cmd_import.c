@@ -93,10 +93,16 @@ int cmd_model_import(struct cli *c, int argc, char **argv)
 			if (wstore_parse_size(&o.chunk_size, optarg) < 0)
 				return cli_usage_error("invalid --chunk-size: %s",
 						       wstore_last_error());
+			if (o.chunk_size > (4ull << 30))
+				return cli_usage_error("invalid --chunk-size '%s': at most 4GiB",
+						       optarg);
 			break;
 		case 'n':
 			if (cli_parse_count(&o.replica_num, "--replica-num", optarg))
 				return EXIT_USAGE;
+			/* replicating backends read it when the store opens */
+			if (wstore_config_set(c->cfg, "replica_num", optarg) < 0)
+				return cli_fail(WSTORE_EINVAL);
 			break;
 		case 'j':
 			if (cli_parse_count(&o.jobs, "--jobs", optarg))

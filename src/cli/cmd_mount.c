@@ -193,7 +193,7 @@ int cmd_mount(struct cli *c, int argc, char **argv)
 {
 	struct wmount_opts o = { NULL, (uint64_t)1 << 30, 2.0, 8, 0, 0, 0 };
 	struct daemon_pipe dp = { -1 };
-	const char *mp;
+	const char *mp = NULL;
 	struct stat st;
 	int rc, fds[2];
 	pid_t pid;

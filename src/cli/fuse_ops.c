@@ -1418,9 +1418,7 @@ static void widen_readahead(struct wmount *m, const char *mountpoint)
 	if (!(f = fopen(path, "w")))
 		return;		/* not root: keep the default */
 	if (fprintf(f, "%d\n", KERNEL_RA_KB) < 0 || fclose(f) != 0)
-		mlog(m, LOG_DEBUG, "cannot set %s", path);
-	else
-		return;
+		mlog(m, LOG_WARNING, "cannot set %s", path);
 }
 
 static int make_session(struct wmount *m)

@@ -127,9 +127,10 @@ static int take_globals(struct cli *c, wstore_config *flags,
 	return 0;
 }
 
-/* defaults < file < env < flags */
+/* defaults < file < env < flags; creating is true for `config init`,
+ * which may name a file that does not exist yet */
 static int load_config(struct cli *c, wstore_config *flags,
-		       const char *explicit_path)
+		       const char *explicit_path, int creating)
 {
 	const char *env_path = getenv("WSTORE_CONFIG");
 	char *def = NULL;
@@ -138,9 +139,11 @@ static int load_config(struct cli *c, wstore_config *flags,
 
 	if (explicit_path || (env_path && *env_path)) {
 		c->config_path = explicit_path ? explicit_path : env_path;
-		rc = wstore_config_load(&file, c->config_path);
-		if (rc < 0)
-			return cli_fail(rc);
+		if (!creating || access(c->config_path, F_OK) == 0) {
+			rc = wstore_config_load(&file, c->config_path);
+			if (rc < 0)
+				return cli_fail(rc);
+		}
 	} else {
 		def = wstore_config_default_path();
 		if (def && access(def, F_OK) == 0) {
@@ -149,7 +152,7 @@ static int load_config(struct cli *c, wstore_config *flags,
 				free(def);
 				return cli_fail(rc);
 			}
-			c->config_path = def;	/* kept for the process */
+			c->config_path = c->owned_path = def;
 		} else {
 			free(def);
 		}
@@ -185,6 +188,12 @@ static int dispatch(struct cli *c, int argc, char **argv)
 		if (!strcmp(argv[2], commands[i].name))
 			return commands[i].run(c, argc - 2, argv + 2);
 	}
+	if ((!strcmp(argv[1], "model") || !strcmp(argv[1], "config") ||
+	     !strcmp(argv[1], "admin")) && argc > 2 &&
+	    (!strcmp(argv[2], "-h") || !strcmp(argv[2], "--help"))) {
+		cli_print_help(main_help);
+		return EXIT_OK;
+	}
 	if (!strcmp(argv[1], "model") || !strcmp(argv[1], "config") ||
 	    !strcmp(argv[1], "admin"))
 		return cli_usage_error("unknown or missing %s subcommand%s%s%s; see 'wstore --help'",
@@ -213,7 +222,9 @@ int main(int argc, char **argv)
 		return cli_fail(-ENOMEM);
 	rc = take_globals(&c, flags, &config_path, &argc, argv);
 	if (rc == 0)
-		rc = load_config(&c, flags, config_path);
+		rc = load_config(&c, flags, config_path,
+				 argc > 2 && !strcmp(argv[1], "config") &&
+				 !strcmp(argv[2], "init"));
 	wstore_config_free(flags);
 	if (rc)
 		return rc;
@@ -222,5 +233,6 @@ int main(int argc, char **argv)
 	cli_catch_signals();
 	rc = dispatch(&c, argc, argv);
 	wstore_config_free(c.cfg);
+	free(c.owned_path);
 	return rc;
 }

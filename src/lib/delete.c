@@ -39,7 +39,7 @@ static int delete_corrupt(wstore_store *s, const char *id, const char *mkey)
 	int rc;
 
 	wstore__key_models_index(key);
-	rc = wstore__index_remove(s, key, id);
+	rc = wstore__index_remove(s, key, id, NULL);
 	if (rc < 0)
 		return rc;
 	if (s->b->list) {
@@ -92,15 +92,15 @@ int wstore__delete_unlocked(wstore_store *s, const char *id)
 	if (rc == WSTORE_ENOTFOUND) {
 		/* nothing to delete; drop a stale index entry if any */
 		wstore__key_models_index(key);
-		return wstore__index_remove(s, key, id);
+		return wstore__index_remove(s, key, id, NULL);
 	}
 	if (rc < 0)
 		return rc;
 	wstore__key_models_index(key);
-	rc = wstore__index_remove(s, key, id);
+	rc = wstore__index_remove(s, key, id, NULL);
 	if (rc == 0) {
 		wstore__key_model_index(key, m->model_id);
-		rc = wstore__index_remove(s, key, id);
+		rc = wstore__index_remove(s, key, id, m->model_id);
 	}
 	if (rc == 0)
 		rc = delete_chunks(s, m);

@@ -378,8 +378,14 @@ static int check_options(const wstore_import_options *o)
 		return WSTORE_EINVAL;
 	if (!o->model_id || !*o->model_id)
 		return wstore__err(WSTORE_EINVAL, "model id must not be empty");
+	if (!wstore__utf8_valid(o->model_id))
+		return wstore__err(WSTORE_EINVAL,
+				   "model id '%s' is not valid UTF-8", o->model_id);
 	if (o->revision && !*o->revision)
 		return wstore__err(WSTORE_EINVAL, "revision must not be empty");
+	if (o->revision && !wstore__utf8_valid(o->revision))
+		return wstore__err(WSTORE_EINVAL,
+				   "revision '%s' is not valid UTF-8", o->revision);
 	if (o->chunk_size > (4ull << 30))
 		return wstore__err(WSTORE_EINVAL,
 				   "chunk size %llu is larger than 4 GiB",
@@ -393,10 +399,10 @@ static int add_to_indexes(wstore_store *s, const wstore_manifest *m)
 	int rc;
 
 	wstore__key_models_index(key);
-	rc = wstore__index_add(s, key, m->checkpoint_id);
+	rc = wstore__index_add(s, key, m->checkpoint_id, NULL);
 	if (rc == 0) {
 		wstore__key_model_index(key, m->model_id);
-		rc = wstore__index_add(s, key, m->checkpoint_id);
+		rc = wstore__index_add(s, key, m->checkpoint_id, m->model_id);
 	}
 	return rc;
 }
@@ -475,6 +481,10 @@ int wstore_import(wstore_store *s, const wstore_import_options *o)
 	im.chunk_size = o->chunk_size ? o->chunk_size : WSTORE__DEFAULT_CHUNK_SIZE;
 	pthread_mutex_init(&im.mu, NULL);
 	rc = wstore__scan_source(&im.scan, o->source);
+	for (size_t i = 0; rc == 0 && i < im.scan.n; i++)
+		if (wstore_validate_path(im.scan.files[i].rel) < 0)
+			rc = wstore__err(WSTORE_EINVAL, "source file '%s': %s",
+					 im.scan.files[i].abs, wstore_last_error());
 	if (rc == 0)
 		rc = check_index_json(&im.scan);
 	if (rc == 0)
@@ -486,8 +496,12 @@ int wstore_import(wstore_store *s, const wstore_import_options *o)
 					  o->source);
 	}
 	snprintf(lockname, sizeof(lockname), "models/%s", o->checkpoint_id);
-	if (rc == 0)
+	if (rc == 0) {
 		rc = wstore__lock(s, lockname, &token);
+		if (rc == WSTORE_EBUSY)
+			wstore__err(rc, "checkpoint '%s' is busy (another import or a delete is running): %s",
+				    o->checkpoint_id, wstore_last_error());
+	}
 	if (rc == 0) {
 		rc = import_locked(&im, source_uri);
 		wstore__unlock(s, lockname, token);

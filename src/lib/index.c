@@ -6,8 +6,8 @@
  *
  * Updates must not lose a concurrent writer's entry, so they go through
  * the backend's atomic update where it has one, else under the catalog
- * lock (lock.c).  A corrupt index is rebuilt from the manifests when the
- * backend can list keys, else restarted from the update being made.
+ * lock (lock.c).  A corrupt index is rebuilt from the READY manifests when
+ * the backend can list keys, else restarted from the update being made.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -98,7 +98,8 @@ static char *index_serialize(char **ids, size_t n)
 struct edit {
 	const char *id;
 	int add;
-	char **rebuilt;		/* used when the old value is corrupt */
+	int have_rebuilt;	/* a corrupt value is replaced by rebuilt */
+	char **rebuilt;
 	size_t nrebuilt;
 };
 
@@ -109,8 +110,11 @@ static int edit_fn(void **out, size_t *out_len, const void *old,
 	struct edit *e = vctx;
 	char **ids = NULL, **grown;
 	size_t n = 0, i, found = (size_t)-1;
+	int corrupt = wstore__index_parse(&ids, &n, old, old_len) < 0;
 
-	if (wstore__index_parse(&ids, &n, old, old_len) < 0) {
+	if (corrupt) {
+		if (!e->have_rebuilt)
+			return WSTORE_ECORRUPT;
 		ids = calloc(e->nrebuilt + 1, sizeof(char *));
 		if (!ids)
 			return -ENOMEM;
@@ -120,8 +124,10 @@ static int edit_fn(void **out, size_t *out_len, const void *old,
 	for (i = 0; i < n; i++)
 		if (strcmp(ids[i], e->id) == 0)
 			found = i;
-	if ((e->add && found != (size_t)-1 && old_len) ||
-	    (!e->add && found == (size_t)-1 && old_len)) {
+	/* nothing to change, unless a corrupt value is being replaced */
+	if (!corrupt && old_len &&
+	    ((e->add && found != (size_t)-1) ||
+	     (!e->add && found == (size_t)-1))) {
 		wstore_strings_free(ids);
 		return 1;
 	}
@@ -163,6 +169,8 @@ static int update_locked(wstore_store *s, const char *key, struct edit *e)
 			break;
 		usleep(100000);	/* held only for one read and one write */
 	}
+	if (rc == WSTORE_EBUSY)
+		return wstore__err(rc, "catalog is busy: %s", wstore_last_error());
 	if (rc < 0)
 		return rc;
 	rc = wstore__get_alloc(s, key, &old, &old_len);
@@ -178,16 +186,90 @@ static int update_locked(wstore_store *s, const char *key, struct edit *e)
 	return rc > 0 ? 0 : rc;
 }
 
+struct rebuild {
+	wstore_store *s;
+	const char *model_id;	/* NULL: every model */
+	char **ids;
+	size_t n, cap;
+};
+
+/* For each "weight/models/{ckpt}/manifest" key: keep READY checkpoints
+ * (of the model, for a per-model index). */
+static int rebuild_one(const char *key, void *vctx)
+{
+	struct rebuild *r = vctx;
+	const char *ckpt = key + strlen("weight/models/");
+	const char *slash = strchr(ckpt, '/');
+	wstore_manifest *m = NULL;
+	char id[WSTORE__KEY_MAX];
+
+	if (!slash || strcmp(slash, "/manifest") != 0 ||
+	    (size_t)(slash - ckpt) >= sizeof(id))
+		return 0;
+	memcpy(id, ckpt, (size_t)(slash - ckpt));
+	id[slash - ckpt] = '\0';
+	if (wstore_manifest_read(&m, r->s, id) < 0)
+		return 0;
+	if (strcmp(m->status, "READY") == 0 &&
+	    (!r->model_id || strcmp(m->model_id, r->model_id) == 0)) {
+		if (r->n + 1 >= r->cap) {
+			size_t cap = r->cap ? 2 * r->cap : 64;
+			char **p = realloc(r->ids, cap * sizeof(char *));
+
+			if (!p) {
+				wstore_manifest_free(m);
+				return -ENOMEM;
+			}
+			r->ids = p;
+			r->cap = cap;
+		}
+		r->ids[r->n++] = strdup(id);
+		r->ids[r->n] = NULL;
+	}
+	wstore_manifest_free(m);
+	return 0;
+}
+
+/*
+ * A corrupt index object: rebuild its list from the READY manifests where
+ * the store can list keys; elsewhere nothing can be recovered and the
+ * update starts from an empty list.
+ */
+static int rebuild(struct edit *e, wstore_store *s, const char *model_id)
+{
+	struct rebuild r = { .s = s, .model_id = model_id };
+	int rc = 0;
+
+	if (s->b->list)
+		rc = s->b->list(s->b, "weight/models/", rebuild_one, &r);
+	if (rc < 0) {
+		wstore_strings_free(r.ids);
+		return rc;
+	}
+	e->have_rebuilt = 1;
+	e->rebuilt = r.ids;
+	e->nrebuilt = r.n;
+	return 0;
+}
+
 static int index_edit(wstore_store *s, const char *key, const char *id,
-		      int add)
+		      int add, const char *model_id)
 {
 	struct edit e = { .id = id, .add = add };
 	int rc;
 
-	if (s->b->update)
-		rc = s->b->update(s->b, key, edit_fn, &e);
-	else
-		rc = update_locked(s, key, &e);
+	for (int pass = 0; pass < 2; pass++) {
+		if (s->b->update)
+			rc = s->b->update(s->b, key, edit_fn, &e);
+		else
+			rc = update_locked(s, key, &e);
+		if (rc != WSTORE_ECORRUPT || e.have_rebuilt)
+			break;
+		rc = rebuild(&e, s, model_id);
+		if (rc < 0)
+			break;
+	}
+	wstore_strings_free(e.rebuilt);
 	if (rc > 0)
 		rc = 0;
 	if (rc < 0)
@@ -196,18 +278,20 @@ static int index_edit(wstore_store *s, const char *key, const char *id,
 	return 0;
 }
 
-int wstore__index_add(wstore_store *s, const char *key, const char *id)
+int wstore__index_add(wstore_store *s, const char *key, const char *id,
+		      const char *model_id)
 {
-	return index_edit(s, key, id, 1);
+	return index_edit(s, key, id, 1, model_id);
 }
 
-int wstore__index_remove(wstore_store *s, const char *key, const char *id)
+int wstore__index_remove(wstore_store *s, const char *key, const char *id,
+			 const char *model_id)
 {
-	return index_edit(s, key, id, 0);
+	return index_edit(s, key, id, 0, model_id);
 }
 
 static int read_index(char ***out, size_t *out_n, wstore_store *s,
-		      const char *key)
+		      const char *key, const char *model_id)
 {
 	char *val = NULL;
 	size_t len = 0;
@@ -219,6 +303,23 @@ static int read_index(char ***out, size_t *out_n, wstore_store *s,
 		return rc;
 	rc = wstore__index_parse(out, out_n, val, len);
 	free(val);
+	if (rc == WSTORE_ECORRUPT && s->b->list) {
+		/* list from the manifests; the next import or delete writes
+		 * the repaired index back */
+		struct edit e = { 0 };
+
+		rc = rebuild(&e, s, model_id);
+		if (rc < 0)
+			return rc;
+		if (!e.rebuilt)
+			e.rebuilt = calloc(1, sizeof(char *));
+		if (!e.rebuilt)
+			return -ENOMEM;
+		qsort(e.rebuilt, e.nrebuilt, sizeof(char *), cmp_str);
+		*out = e.rebuilt;
+		*out_n = e.nrebuilt;
+		return 0;
+	}
 	if (rc == WSTORE_ECORRUPT)
 		return wstore__err(rc, "index '%s' is corrupt: %s", key,
 				   wstore_last_error());
@@ -230,7 +331,7 @@ int wstore_list(char ***out, size_t *out_count, wstore_store *s)
 	char key[WSTORE__KEY_MAX];
 
 	wstore__key_models_index(key);
-	return read_index(out, out_count, s, key);
+	return read_index(out, out_count, s, key, NULL);
 }
 
 int wstore_list_model(char ***out, size_t *out_count, wstore_store *s,
@@ -241,5 +342,5 @@ int wstore_list_model(char ***out, size_t *out_count, wstore_store *s,
 	if (!model_id || !*model_id)
 		return wstore__err(WSTORE_EINVAL, "model id must not be empty");
 	wstore__key_model_index(key, model_id);
-	return read_index(out, out_count, s, key);
+	return read_index(out, out_count, s, key, model_id);
 }

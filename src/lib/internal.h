@@ -39,6 +39,9 @@ void wstore__key_model_index(char *out, const char *model_id);
 /* Prefix of every key of a checkpoint ("weight/models/{ckpt}/"). */
 void wstore__key_ckpt_prefix(char *out, const char *ckpt);
 
+/* 1 if s is well-formed UTF-8 (no overlongs, surrogates). */
+int wstore__utf8_valid(const char *s);
+
 /* "WEIGHT" or "METADATA" by suffix. */
 const char *wstore__file_type(const char *path);
 
@@ -126,9 +129,13 @@ int wstore__fetch_to_fd(wstore_store *s, const wstore__file *f, int fd,
 			void *buf, size_t cap, int verify,
 			int (*progress)(uint64_t n, void *ctx), void *ctx);
 
-/* Add or remove id in an index object without losing concurrent updates. */
-int wstore__index_add(wstore_store *s, const char *key, const char *id);
-int wstore__index_remove(wstore_store *s, const char *key, const char *id);
+/* Add or remove id in an index object without losing concurrent updates.
+ * model_id: the model of a per-model index, NULL for the global one (used
+ * to rebuild a corrupt index from the manifests). */
+int wstore__index_add(wstore_store *s, const char *key, const char *id,
+		      const char *model_id);
+int wstore__index_remove(wstore_store *s, const char *key, const char *id,
+			 const char *model_id);
 /* Parse an index value (JSON array of strings).  Empty -> empty list. */
 int wstore__index_parse(char ***out, size_t *out_n, const char *json,
 			size_t len);

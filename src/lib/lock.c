@@ -86,8 +86,14 @@ static int record_is_free(const void *old, size_t len, struct lock_ctx *ctx)
 	if (strcmp(h, host) != 0 ||
 	    kill((pid_t)pid, 0) == 0 || errno != ESRCH) {
 		is_free = 0;
+		time_t t = (time_t)when;
+		struct tm tm;
+		char ts[32] = "?";
+
+		if (gmtime_r(&t, &tm))
+			strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
 		snprintf(ctx->owner, sizeof(ctx->owner),
-			 "pid %lld on host '%s' since %lld", pid, h, when);
+			 "pid %lld on host '%s' since %s", pid, h, ts);
 	}
 out:
 	json_decref(j);
@@ -99,6 +105,8 @@ static int take_fn(void **out, size_t *out_len, const void *old,
 {
 	struct lock_ctx *ctx = vctx;
 
+	/* may run more than once (optimistic retries): judge the last value */
+	ctx->owner[0] = '\0';
 	if (!record_is_free(old, old_len, ctx))
 		return 1;
 	*out = strdup(ctx->record);
@@ -165,18 +173,22 @@ int wstore__lock(wstore_store *s, const char *name, char **out_token)
 		return -ENOMEM;
 	lock_key(key, name);
 	ctx.record = rec;
-	if (s->b->update)
+	if (s->b->update) {
 		rc = s->b->update(s->b, key, take_fn, &ctx);
-	else
+		/* update() reports "left as it was" as success: the owner
+		 * that take_fn found is what tells a held lock apart */
+		if (rc == 0 && ctx.owner[0])
+			rc = 1;
+	} else {
 		rc = take_plain(s, key, &ctx);
+	}
 	if (rc == 0) {
 		*out_token = rec;
 		return 0;
 	}
 	free(rec);
 	if (rc > 0)
-		return wstore__err(WSTORE_EBUSY, "'%s' is busy: locked by %s",
-				   name, ctx.owner);
+		return wstore__err(WSTORE_EBUSY, "locked by %s", ctx.owner);
 	return rc;
 }
 

@@ -56,6 +56,9 @@ int wstore_validate_path(const char *path)
 	if (path[0] == '/')
 		return wstore__err(WSTORE_EINVAL,
 				   "invalid file path '%s': absolute", path);
+	if (!wstore__utf8_valid(path))
+		return wstore__err(WSTORE_EINVAL,
+				   "invalid file path '%s': not valid UTF-8", path);
 	for (seg = path;; seg = p + 1) {
 		size_t n;
 
@@ -74,6 +77,39 @@ int wstore_validate_path(const char *path)
 			break;
 	}
 	return 0;
+}
+
+int wstore__utf8_valid(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	while (*p) {
+		unsigned c = *p, n, cp;
+
+		if (c < 0x80) {
+			p++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf)
+			n = 1, cp = c & 0x1f;
+		else if (c >= 0xe0 && c <= 0xef)
+			n = 2, cp = c & 0x0f;
+		else if (c >= 0xf0 && c <= 0xf4)
+			n = 3, cp = c & 0x07;
+		else
+			return 0;
+		for (unsigned i = 1; i <= n; i++) {
+			if ((p[i] & 0xc0) != 0x80)
+				return 0;
+			cp = (cp << 6) | (p[i] & 0x3f);
+		}
+		/* overlong, surrogate or beyond U+10FFFF */
+		if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+		    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+			return 0;
+		p += n + 1;
+	}
+	return 1;
 }
 
 void wstore__key_manifest(char *out, const char *ckpt)

@@ -206,6 +206,10 @@ static int refresh(struct rd_cluster *cl, uint64_t seen)
 	for (size_t i = 0; i < n && code; i++) {
 		memset(tab, 0, NSLOTS * sizeof(*tab));
 		code = ask_slots(cl, cand[i], tab);
+		if (code && cand[i]->auth_failed) {
+			n = 1;	/* report that, not "cannot reach" */
+			break;
+		}
 	}
 	if (!code) {
 		pthread_mutex_lock(&cl->lock);

@@ -99,6 +99,56 @@ for delay in 300 700 1200; do
 done
 ws model delete pk >/dev/null
 
+# ---- the checkpoint lock: a running import keeps delete and import out ----
+WSTORE_FAULTS="delay=30" "$W" --store "fault+$S" model import --checkpoint-id busy \
+	--model-id M --source "$SRC" --chunk-size $CS --jobs 1 > "$T/busy.out" 2>&1 &
+pid=$!
+sleep 0.5
+check_exit "delete of an id being imported is refused" 1 ws model delete busy
+check_grep "delete says busy and names the owner" "checkpoint 'busy' is busy.*locked by pid $pid" "$OUT"
+check_exit "a second import of the same id is refused" 1 ws model import \
+	--checkpoint-id busy --model-id M --source "$SRC"
+check_grep "second import says busy" "is busy" "$OUT"
+check_one_line "busy error is one line" "$OUT"
+wait $pid
+check "the first import still succeeds" grep -q "imported 'busy'" "$T/busy.out"
+check_exit "and verifies" 0 ws model verify busy
+ws model delete busy >/dev/null
+# a lock left by a killed process is taken over
+WSTORE_FAULTS="delay=200" "$W" --store "fault+$S" model import --checkpoint-id stale \
+	--model-id M --source "$SRC" --chunk-size $CS --jobs 1 >/dev/null 2>&1 &
+pid=$!
+sleep 0.5
+kill -9 $pid; wait $pid 2>/dev/null
+check_exit "a stale lock (owner killed) does not block a new import" 0 ws model import \
+	--checkpoint-id stale --model-id M --source "$SRC"
+ws model delete stale >/dev/null
+
+# ---- corrupt index: list still works, the next import repairs it ------------
+ws model import --checkpoint-id ix1 --model-id M --source "$SRC" >/dev/null
+printf '["ix1", garbage' > "$S/weight/index/models"
+check_exit "list with a corrupt index still works" 0 ws model list
+check_grep "list rebuilt from the manifests" "^ix1 " "$OUT"
+check_exit "import with a corrupt index" 0 ws model import --checkpoint-id ix2 --model-id M --source "$SRC"
+check "the repaired index holds both ids" grep -q '^\["ix1","ix2"\]$' "$S/weight/index/models"
+ws model delete ix1 >/dev/null; ws model delete ix2 >/dev/null
+
+# ---- config file ----------------------------------------------------------
+check_exit "config init writes a new --config file" 0 "$W" --store "$S" --config "$T/cfg.json" config init
+check "config file holds the store" grep -q "\"store\": \"$S\"" "$T/cfg.json"
+check_exit "config init refuses to overwrite" 2 "$W" --config "$T/cfg.json" config init
+check_exit "config init --force overwrites" 0 "$W" --config "$T/cfg.json" --protocol rdma config init --force
+check "forced file keeps the store and adds protocol" sh -c "grep -q '\"protocol\": \"rdma\"' '$T/cfg.json' && grep -q '\"store\"' '$T/cfg.json'"
+ws model import --checkpoint-id cf --model-id M --source "$SRC" >/dev/null
+check_exit "the config file's store is used" 0 "$W" --config "$T/cfg.json" model inspect cf
+check_exit "a flag beats the config file" 1 "$W" --config "$T/cfg.json" --store "$T/other" model inspect cf
+check_exit "env beats the config file" 1 env WSTORE_STORE="$T/other" "$W" --config "$T/cfg.json" model inspect cf
+printf '{"store": "x", "bogus": 1}' > "$T/bad.json"
+check_exit "unknown config key is an error" 1 "$W" --config "$T/bad.json" model list
+check_grep "unknown key is named" "unknown key 'bogus'" "$OUT"
+check_exit "model --help" 0 "$W" model --help
+ws model delete cf >/dev/null
+
 # ---- a crash at every call of a delete: re-running finishes it -----------
 ws model import --checkpoint-id d --model-id M --source "$SRC" --chunk-size $CS >/dev/null
 ncalls=$(( $(chunks) + 12 ))

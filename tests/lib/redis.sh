@@ -123,8 +123,9 @@ redis_start_standalone() {
 }
 
 # redis_wait_cluster_ok PORT...: every port that still runs reports
-# cluster_state:ok and no master flagged as failed (after a kill the
-# state stays "ok" until the failure is detected, so both are needed).
+# cluster_state:ok, and no node it knows is a failing (fail or fail?)
+# master that still owns slots: right after a kill the state stays "ok"
+# until the failure is detected, so the state alone is not enough.
 redis_wait_cluster_ok() {
 	_i=0
 	while [ $_i -lt 600 ]; do
@@ -133,10 +134,10 @@ redis_wait_cluster_ok() {
 			redis_cli "$_p" ping >/dev/null 2>&1 || continue
 			redis_cli "$_p" cluster info 2>/dev/null |
 				grep -q 'cluster_state:ok' || _ok=0
-			redis_cli "$_p" cluster nodes 2>/dev/null |
-				grep -q 'master,fail ' && _ok=0
-			redis_cli "$_p" cluster nodes 2>/dev/null |
-				grep -q 'master,fail?' && _ok=0
+			redis_cli "$_p" cluster nodes 2>/dev/null | awk '
+				$3 ~ /master/ && $3 ~ /fail/ && NF >= 9 { b = 1 }
+				$3 ~ /master/ && $8 != "connected" && NF >= 9 { b = 1 }
+				END { exit b }' || _ok=0
 		done
 		[ $_ok = 1 ] && return 0
 		sleep 0.1

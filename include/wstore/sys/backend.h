@@ -124,7 +124,8 @@ struct wstore_backend {
 	/*
 	 * Atomic read-modify-write of key (used for the index objects): no
 	 * concurrent update, from this or any other process or machine, may
-	 * be lost.  Optional: without it the front end serialises updates
+	 * be lost.  Returns 0 both when fn's value was written and when fn
+	 * chose to leave the key as it was (fn returned > 0).  Optional: without it the front end serialises updates
 	 * with a lock object built on put_new.
 	 */
 	int (*update)(wstore_backend *b, const char *key, wstore_update_fn fn,
