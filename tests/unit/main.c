@@ -2,7 +2,6 @@
  * main.c - runs every unit test function, or those whose name contains
  * argv[1], and prints the summary line.
  */
-#define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
