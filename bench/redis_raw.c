@@ -5,8 +5,10 @@
  * reader, with freed memory kept in the process (mallopt, as the backend
  * does; without it page faults dominate, see MACHINE.md).
  *
- *   redis_raw HOST PORT PASSWORD|- MIB COUNT
+ *   redis_raw HOST PORT PASSWORD|- MIB COUNT [KEYPREFIX]
  *
+ * KEYPREFIX (default "raw/") lets a cluster run keep every key on the
+ * node given, e.g. "{r}" for the master that owns that hash tag's slot.
  * Prints "raw SET x GB/s  GET y GB/s".  Build: cc -O2 -o redis_raw
  * bench/redis_raw.c -lhiredis
  */
@@ -35,8 +37,10 @@ int main(int argc, char **argv)
 	int count;
 	double t0, t1, t2;
 
-	if (argc != 6) {
-		fprintf(stderr, "usage: redis_raw HOST PORT PASSWORD|- MIB COUNT\n");
+	const char *kp = argc > 6 ? argv[6] : "raw/";
+
+	if (argc != 6 && argc != 7) {
+		fprintf(stderr, "usage: redis_raw HOST PORT PASSWORD|- MIB COUNT [KEYPREFIX]\n");
 		return 2;
 	}
 	mallopt(M_MMAP_MAX, 0);
@@ -58,22 +62,25 @@ int main(int argc, char **argv)
 		const char *a[] = { "SET", key, v };
 		size_t l[] = { 3, 0, len };
 
-		l[1] = (size_t)snprintf(key, sizeof(key), "raw/%d", i);
+		l[1] = (size_t)snprintf(key, sizeof(key), "%s%d", kp, i);
 		r = redisCommandArgv(c, 3, a, l);
-		if (!r || r->type == REDIS_REPLY_ERROR)
+		if (!r || r->type == REDIS_REPLY_ERROR) {
+			fprintf(stderr, "redis_raw: SET failed: %s\n",
+				r ? r->str : c->errstr);
 			return 1;
+		}
 		freeReplyObject(r);
 	}
 	t1 = now_s();
 	for (int i = 0; i < count; i++) {
-		r = redisCommand(c, "GET raw/%d", i);
+		r = redisCommand(c, "GET %s%d", kp, i);
 		if (!r || r->type != REDIS_REPLY_STRING || r->len != len)
 			return 1;
 		freeReplyObject(r);
 	}
 	t2 = now_s();
 	for (int i = 0; i < count; i++)
-		freeReplyObject(redisCommand(c, "DEL raw/%d", i));
+		freeReplyObject(redisCommand(c, "DEL %s%d", kp, i));
 	printf("raw SET %.2f GB/s  GET %.2f GB/s  (%d x %s MiB)\n",
 	       count * (double)len / (t1 - t0) / 1e9,
 	       count * (double)len / (t2 - t1) / 1e9, count, argv[4]);

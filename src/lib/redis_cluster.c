@@ -163,7 +163,7 @@ static size_t candidates(struct rd_cluster *cl, struct rd_node ***out)
 	pthread_mutex_lock(&cl->lock);
 	max = cl->nnodes + 64;
 	*out = malloc(max * sizeof(**out));
-	if (*out) {
+	if (*out && cl->nnodes) {
 		memcpy(*out, cl->nodes, cl->nnodes * sizeof(**out));
 		n = cl->nnodes;
 	}
@@ -206,7 +206,8 @@ static int refresh(struct rd_cluster *cl, uint64_t seen)
 	for (size_t i = 0; i < n && code; i++) {
 		memset(tab, 0, NSLOTS * sizeof(*tab));
 		code = ask_slots(cl, cand[i], tab);
-		if (code && cand[i]->auth_failed) {
+		if (code && __atomic_load_n(&cand[i]->auth_failed,
+					    __ATOMIC_RELAXED)) {
 			n = 1;	/* report that, not "cannot reach" */
 			break;
 		}
@@ -297,7 +298,8 @@ static int try_node(struct rd_node *n, struct rd_req *req, int asking)
 	int reused, r = rd_node_take(n, &rc, &reused);
 
 	if (r) {
-		if (n->auth_failed || r != WSTORE_EUNAVAIL)
+		if (__atomic_load_n(&n->auth_failed, __ATOMIC_RELAXED) ||
+		    r != WSTORE_EUNAVAIL)
 			return r;
 		snprintf(req->err, sizeof(req->err), "%s",
 			 wstore_last_error());

@@ -1,6 +1,9 @@
 /*
- * redis_proto.h - what backend_redis.c (connections, commands, standalone
- * routing) shares with redis_cluster.c (slot routing).  Internal.
+ * redis_proto.h - what the Redis backend's modules share.  Internal.
+ *   redis_conn.c     connections, pools, raw I/O
+ *   redis_cmd.c      backend operations as commands on one connection
+ *   redis_cluster.c  slot routing over a cluster
+ *   backend_redis.c  URLs, settings, standalone routing, the callbacks
  *
  * A node is one Redis server with a pool of connections.  A request
  * (struct rd_req) is one backend operation on one key; rd_do() runs it on a
@@ -14,6 +17,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 
 #include <hiredis/hiredis.h>
 
@@ -46,6 +50,7 @@ struct rd_node {
 	pthread_mutex_t lock;	/* guards free */
 	struct rd_conn *free;
 	int nfree;
+	/* set once by whichever thread connects first (atomic access) */
 	int auth_failed;	/* the server refused our credentials */
 	int probed;		/* max_bulk asked for */
 	uint64_t max_bulk;	/* proto-max-bulk-len, 0 if unknown */
@@ -73,6 +78,8 @@ struct rd_req {
 	char err[256];
 };
 
+/* ---- redis_conn.c: nodes ------------------------------------------------- */
+
 int rd_node_new(struct rd_node **out, const char *host, int port,
 		const char *path, const struct rd_opts *o);
 void rd_node_free(struct rd_node *n);
@@ -82,9 +89,35 @@ int rd_node_take(struct rd_node *n, struct rd_conn **out, int *reused);
 /* Give a connection back; a broken one is closed instead. */
 void rd_node_give(struct rd_node *n, struct rd_conn *rc, int broken);
 
-/* A command of C-string arguments (NULL-terminated argv) on rc; the reply,
- * or NULL with the connection marked broken (rc->c->errstr says why). */
+/* ---- redis_conn.c: I/O on one connection -------------------------------- */
+
+/* Mark a connection broken (rd_node_give then closes it), saying what
+ * failed and strerror(err) if err; returns -1. */
+int rd_broken(struct rd_conn *rc, const char *what, int err);
+/* Copy rc's error into req->err; returns RD_CONN_ERR. */
+int rd_conn_err(struct rd_req *req, const struct rd_conn *rc);
+/* Send all of iov (modified).  0, or -1 with the connection broken. */
+int rd_send_iov(struct rd_conn *rc, struct iovec *iov, int n);
+/* Send ncmd (<= 4) pipelined commands, each a NULL-terminated argv with
+ * its lengths. */
+int rd_send_cmds(struct rd_conn *rc, int ncmd, const char **argv[],
+		 const size_t *lens[]);
+/* The next reply, or NULL with the connection broken. */
+redisReply *rd_recv_reply(struct rd_conn *rc);
+/* Send one command, return its reply (NULL: broken). */
+redisReply *rd_command_argv(struct rd_conn *rc, const char **argv,
+			    const size_t *lens);
+/* Same with C-string arguments only (NULL-terminated argv). */
 redisReply *rd_command(struct rd_conn *rc, const char **argv);
+/*
+ * Read a bulk string reply straight into buf: 0 with *out_n = its size
+ * (*nil = 1 for a nil reply); WSTORE_ERANGE with *out_n set when larger
+ * than cap; RD_REPLY_ERR or RD_CONN_ERR.
+ */
+int rd_read_bulk(struct rd_conn *rc, struct rd_req *req, void *buf,
+		 size_t cap, size_t *out_n, int *nil);
+
+/* ---- redis_cmd.c --------------------------------------------------------- */
 
 /* Run req on a connection of n; see the top of this file. */
 int rd_do(struct rd_node *n, struct rd_conn *rc, struct rd_req *req);
@@ -105,7 +138,7 @@ int64_t rd_now_ms(void);
 /* Sleep for the attempt-th backoff step (a few ms growing to ~500 ms). */
 void rd_backoff(int attempt);
 
-/* ---- redis_cluster.c ------------------------------------------------------ */
+/* ---- redis_cluster.c ----------------------------------------------------- */
 
 struct rd_cluster;
 

@@ -42,7 +42,8 @@ _redis_launch() {
 	_d=$1 _p=$2
 	shift 2
 	printf '%s\n' "$@" > "$_d/args-$_p"
-	redis-server --port "$_p" --bind 127.0.0.1 --dir "$_d" \
+	MALLOC_CONF=${WSTORE_TEST_REDIS_MALLOC_CONF-dirty_decay_ms:-1,muzzy_decay_ms:-1} \
+		redis-server --port "$_p" --bind 127.0.0.1 --dir "$_d" \
 		--save '' --appendonly no --daemonize no \
 		--logfile "$_d/redis-$_p.log" "$@" >/dev/null 2>&1 &
 	echo $! > "$_d/redis-$_p.pid"
