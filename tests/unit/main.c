@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "unit.h"
 
@@ -61,6 +62,55 @@ void unit_rmtree(const char *dir)
 	if (system(cmd) != 0)
 		fprintf(stderr, "warning: could not remove %s\n", dir);
 	free(cmd);
+}
+
+char *unit_data_path(const char *rel)
+{
+	const char *env = getenv("WSTORE_TEST_DATA");
+	const char *cands[] = { env, "tests/data", NULL };
+	char base[4096], *out;
+	struct stat st;
+
+	/* __FILE__ is ".../tests/unit/main.c"; meson builds from build/ */
+	snprintf(base, sizeof(base), "%s", __FILE__);
+	if (strstr(base, "/unit/"))
+		strcpy(strstr(base, "/unit/"), "/data");
+	cands[2] = base;
+	for (size_t i = 0; i < 3; i++) {
+		if (!cands[i] || stat(cands[i], &st) != 0)
+			continue;
+		if (asprintf(&out, "%s/%s", cands[i], rel) < 0)
+			abort();
+		return out;
+	}
+	if (asprintf(&out, "tests/data/%s", rel) < 0)
+		abort();
+	return out;
+}
+
+char *unit_slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	size_t cap = 0, n = 0, r;
+
+	if (!f)
+		return NULL;
+	do {
+		if (n + 4096 > cap) {
+			cap = cap * 2 + 4096;
+			buf = realloc(buf, cap + 1);
+			if (!buf)
+				abort();
+		}
+		r = fread(buf + n, 1, cap - n, f);
+		n += r;
+	} while (r > 0);
+	fclose(f);
+	buf[n] = '\0';
+	if (len)
+		*len = n;
+	return buf;
 }
 
 int main(int argc, char **argv)

@@ -17,44 +17,6 @@
 #include "internal.h"
 #include "unit.h"
 
-static char *data_path(const char *rel)
-{
-	const char *env = getenv("WSTORE_TEST_DATA");
-	const char *cands[] = { env, "tests/data", NULL };
-	char base[4096], *out;
-	struct stat st;
-
-	snprintf(base, sizeof(base), "%s", __FILE__);
-	if (strstr(base, "/unit/"))
-		strcpy(strstr(base, "/unit/"), "/data");
-	cands[2] = base;
-	for (size_t i = 0; i < 3; i++) {
-		if (!cands[i] || stat(cands[i], &st) != 0)
-			continue;
-		if (asprintf(&out, "%s/%s", cands[i], rel) < 0)
-			abort();
-		return out;
-	}
-	if (asprintf(&out, "tests/data/%s", rel) < 0)
-		abort();
-	return out;
-}
-
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf;
-	size_t n;
-
-	if (!f)
-		return NULL;
-	buf = calloc(1, 1 << 16);
-	n = fread(buf, 1, (1 << 16) - 1, f);
-	buf[n] = '\0';
-	fclose(f);
-	return buf;
-}
-
 static void test_set_get(void)
 {
 	static const char *const bad_ints[] = {
@@ -104,7 +66,7 @@ static void test_set_get(void)
 
 static void test_load_good(void)
 {
-	char *p = data_path("config/good/full.json");
+	char *p = unit_data_path("config/good/full.json");
 	wstore_config *c = NULL;
 
 	CHECK_EQ_INT(wstore_config_load(&c, p), 0);
@@ -123,7 +85,7 @@ static void test_load_good(void)
 	wstore_config_free(c);
 	free(p);
 
-	p = data_path("config/good/empty.json");
+	p = unit_data_path("config/good/empty.json");
 	CHECK_EQ_INT(wstore_config_load(&c, p), 0);
 	CHECK(c && wstore_config_get(c, "store") == NULL);
 	wstore_config_free(c);
@@ -139,7 +101,7 @@ static void check_bad(const char *dir, const char *name)
 	if (asprintf(&json, "%s/%s.json", dir, name) < 0 ||
 	    asprintf(&errf, "%s/%s.err", dir, name) < 0)
 		abort();
-	want = slurp(errf);
+	want = unit_slurp(errf, NULL);
 	CHECK(want != NULL);
 	if (want && (nl = strchr(want, '\n')))
 		*nl = '\0';
@@ -162,7 +124,7 @@ static void check_bad(const char *dir, const char *name)
 
 static void test_load_bad(void)
 {
-	char *dir = data_path("config/bad");
+	char *dir = unit_data_path("config/bad");
 	DIR *d = opendir(dir);
 	struct dirent *e;
 	int n = 0;
@@ -250,7 +212,7 @@ static void test_save(void)
 	wstore_config_set(c, "command_timeout_ms", "250");
 	wstore_config_set(c, "redis_password", "p\"w");
 	CHECK_EQ_INT(wstore_config_save(c, path), 0);
-	text = slurp(path);
+	text = unit_slurp(path, NULL);
 	CHECK_STR(text, want);
 	free(text);
 	CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
@@ -272,7 +234,7 @@ static void test_save(void)
 		closedir(d);
 	CHECK_EQ_INT(entries, 1);
 	strcat(path, "/config.json");
-	text = slurp(path);
+	text = unit_slurp(path, NULL);
 	CHECK(text && !strstr(text, "store"));
 	free(text);
 

@@ -23,55 +23,9 @@
 #include "internal.h"
 #include "unit.h"
 
-static char *data_path(const char *rel)
-{
-	const char *env = getenv("WSTORE_TEST_DATA");
-	const char *cands[] = { env, "tests/data", NULL };
-	char base[4096], *out;
-	struct stat st;
-
-	/* __FILE__ is ".../tests/unit/test_manifest.c" */
-	snprintf(base, sizeof(base), "%s", __FILE__);
-	if (strstr(base, "/unit/"))
-		strcpy(strstr(base, "/unit/"), "/data");
-	cands[2] = base;
-	for (size_t i = 0; i < 3; i++) {
-		if (!cands[i] || stat(cands[i], &st) != 0)
-			continue;
-		if (asprintf(&out, "%s/%s", cands[i], rel) < 0)
-			abort();
-		return out;
-	}
-	if (asprintf(&out, "tests/data/%s", rel) < 0)
-		abort();
-	return out;
-}
-
-static char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	size_t cap = 0, n = 0, r;
-
-	if (!f)
-		return NULL;
-	do {
-		if (n + 4096 > cap) {
-			cap = cap * 2 + 4096;
-			buf = realloc(buf, cap + 1);
-		}
-		r = fread(buf + n, 1, cap - n, f);
-		n += r;
-	} while (r > 0);
-	fclose(f);
-	buf[n] = '\0';
-	*len = n;
-	return buf;
-}
-
 static char *slurp_data(const char *rel, size_t *len)
 {
-	char *p = data_path(rel), *d = slurp(p, len);
+	char *p = unit_data_path(rel), *d = unit_slurp(p, len);
 
 	if (!d)
 		fprintf(stderr, "FAIL %s: cannot read %s\n", unit_current, p);
@@ -204,7 +158,7 @@ static int cmp_str(const void *a, const void *b)
 /* Sorted names of *.json in a data subdirectory; count in *n. */
 static char **list_json(const char *rel, size_t *n)
 {
-	char *dir = data_path(rel), **names = NULL;
+	char *dir = unit_data_path(rel), **names = NULL;
 	DIR *d = opendir(dir);
 	struct dirent *e;
 

@@ -48,29 +48,6 @@ static const char *data_dir(void)
 	return NULL;
 }
 
-static char *slurp(const char *path, size_t *n)
-{
-	FILE *fp = fopen(path, "rb");
-	char *buf = NULL;
-	long len;
-
-	if (!fp)
-		return NULL;
-	fseek(fp, 0, SEEK_END);
-	len = ftell(fp);
-	fseek(fp, 0, SEEK_SET);
-	buf = malloc((size_t)len + 1);
-	if (buf && fread(buf, 1, (size_t)len, fp) != (size_t)len) {
-		free(buf);
-		buf = NULL;
-	}
-	if (buf)
-		buf[len] = '\0';
-	*n = (size_t)len;
-	fclose(fp);
-	return buf;
-}
-
 static void spit(const char *dir, const char *name, const void *data,
 		 size_t n)
 {
@@ -113,7 +90,7 @@ static int count_names(const char *dir, const char *s)
 static int same_file(const char *path, const void *data, size_t n)
 {
 	size_t got;
-	char *buf = slurp(path, &got);
+	char *buf = unit_slurp(path, &got);
 	int same = buf && got == n && memcmp(buf, data, n) == 0;
 
 	free(buf);
@@ -265,7 +242,7 @@ static void run_case(const char *dir, const char *name, int good)
 	int rc, fd;
 
 	PATHF(path, "%s/%s", dir, name);
-	buf = slurp(path, &n);
+	buf = unit_slurp(path, &n);
 	CHECK(buf != NULL);
 	if (!buf)
 		return;
@@ -273,7 +250,7 @@ static void run_case(const char *dir, const char *name, int good)
 	if (!good) {
 		snprintf(path + strlen(path) - strlen(".safetensors"), 8,
 			 ".err");
-		err = slurp(path, &en);
+		err = unit_slurp(path, &en);
 		CHECK(err != NULL);
 		if (err && en && err[en - 1] == '\n')
 			err[en - 1] = '\0';

@@ -48,6 +48,13 @@ extern const char *unit_current;
 		}                                                          \
 	} while (0)
 
+/* Path of rel under the test data directory ($WSTORE_TEST_DATA, else
+ * ./tests/data, else found from the source path); caller frees. */
+char *unit_data_path(const char *rel);
+/* Whole file, NUL-terminated, or NULL; *len (if not NULL) gets its size.
+ * Caller frees. */
+char *unit_slurp(const char *path, size_t *len);
+
 /* A fresh empty directory under $TMPDIR for one test; caller frees. */
 char *unit_tmpdir(void);
 /* rm -rf of a directory made by unit_tmpdir. */
