@@ -2,7 +2,7 @@
 # Install the Debian 12 packages wstore needs to build and test.  As root
 # this runs apt-get; otherwise it prints the apt-get line to run.
 PKGS="meson ninja-build pkg-config gcc libc6-dev libssl-dev libjansson-dev \
-libhiredis-dev redis-server redis-tools python3 python3-numpy \
+libhiredis-dev redis-server redis-tools python3 python3-numpy fuse3 libfuse3-dev \
 python3-torch"
 missing=""
 for p in $PKGS; do

@@ -1,0 +1,251 @@
+#!/bin/sh
+# mount.sh - end-to-end tests of `wstore mount` / `wstore umount` (FUSE)
+# against a file store: every file byte for byte, concurrent readers, odd
+# offsets across chunk boundaries, writes refused, mmap, tensors through
+# torch, a second checkpoint appearing, a checkpoint deleted while mounted
+# (reads fail, never wrong bytes), --checkpoint, SIGTERM, umount.
+# Needs /dev/fuse and root (or fusermount3); fails loudly without them.
+#   BUILD  the build directory holding wstore
+set -u
+BUILD=${BUILD:-build}
+TAP_SUITE=mount
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+. "$HERE/lib/tap.sh"
+
+W=$(cd "$BUILD" && pwd)/wstore
+PY=/usr/bin/python3
+T=$(mktemp -d "${TMPDIR:-/tmp}/wstore-mount-XXXXXX")
+MNT="$T/mnt"
+MNT2="$T/mnt2"
+MNT3="$T/mnt3"
+FGPID=
+cleanup() {
+	[ -n "$FGPID" ] && kill "$FGPID" 2>/dev/null
+	for m in "$MNT" "$MNT2" "$MNT3"; do
+		if grep -q " $m fuse" /proc/mounts 2>/dev/null; then
+			"$W" umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null ||
+				fusermount3 -u -z "$m" 2>/dev/null
+		fi
+	done
+	rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+export HOME="$T/home" WSTORE_CONFIG= WSTORE_HOME="$T/home-store"
+mkdir -p "$HOME" "$MNT" "$MNT2" "$MNT3"
+STORE="$T/store"
+ws() { "$W" --store "$STORE" "$@"; }
+
+if [ ! -c /dev/fuse ]; then
+	tap_not_ok "/dev/fuse is missing: FUSE tests cannot run (load the fuse module or run the container with --device /dev/fuse)"
+	tap_done
+	exit 1
+fi
+
+mounted() { grep -q " $1 fuse.wstore " /proc/mounts; }
+# wait_for SECONDS CMD...: poll CMD every 0.1 s
+wait_for() {
+	n=$(($1 * 10)); shift
+	while [ "$n" -gt 0 ]; do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.1; n=$((n - 1))
+	done
+	return 1
+}
+
+SRC="$T/src"
+python3 "$HERE/tools/mkckpt.py" "$SRC" --size 3000000 --shards 2 >/dev/null
+printf '' > "$SRC/empty.txt"
+mkdir -p "$SRC/sub/dir"
+printf 'nested\n' > "$SRC/sub/dir/x.bin"
+CS=1024000	# 1000K chunks: the shards span several
+check_exit "import a" 0 ws --quiet model import --checkpoint-id a --model-id Org/M \
+	--source "$SRC" --chunk-size 1000K
+
+# ---- mount (daemon) and read everything ---------------------------------
+check_exit "mount as a daemon returns once mounted" 0 ws mount "$MNT" --refresh 0.5
+check "the mount is listed as fuse.wstore" mounted "$MNT"
+check "the checkpoint is a directory" test -d "$MNT/a"
+ok=0; bad=""
+for f in $(cd "$SRC" && find . -type f | sed 's|^\./||'); do
+	if cmp -s "$SRC/$f" "$MNT/a/$f"; then ok=$((ok + 1)); else bad="$bad $f"; fi
+done
+if [ -z "$bad" ] && [ "$ok" = 9 ]; then tap_ok "all 9 files equal the source (cmp)"
+else tap_not_ok "all files equal the source" "differ or missing:$bad ($ok ok)"; fi
+want=$(cd "$SRC" && find . | sed 's|^\./||' | grep -v '^\.$' | sort)
+got=$(cd "$MNT/a" && find . | sed 's|^\./||' | grep -v '^\.$' | sort)
+if [ "$want" = "$got" ]; then tap_ok "the tree (directories from paths) matches the source"
+else tap_not_ok "the tree matches the source" "$(echo "$want" | tr '\n' ' ')" "$(echo "$got" | tr '\n' ' ')"; fi
+check_grep "files are 0444, directories 0555" "^444 555 555$" \
+	"$(stat -c %a "$MNT/a/config.json" "$MNT/a/sub" "$MNT/a" | tr '\n' ' ' | sed 's/ $//')"
+check_grep "sizes come from the manifest" "^$(stat -c %s "$SRC/model-00001-of-00002.safetensors")$" \
+	"$(stat -c %s "$MNT/a/model-00001-of-00002.safetensors")"
+check "the empty file is empty" test -f "$MNT/a/empty.txt" -a ! -s "$MNT/a/empty.txt"
+check_exit "a missing path is ENOENT" 1 cat "$MNT/a/nope"
+check_grep "missing path message" "No such file" "$OUT"
+
+# ---- concurrent readers --------------------------------------------------
+pids=""
+for i in 1 2 3 4; do
+	case $i in
+	1|3) f=model-00001-of-00002.safetensors ;;
+	*) f=model-00002-of-00002.safetensors ;;
+	esac
+	cmp "$SRC/$f" "$MNT/a/$f" > "$T/conc.$i" 2>&1 &
+	pids="$pids $!"
+done
+fails=0
+for p in $pids; do wait "$p" || fails=$((fails + 1)); done
+if [ "$fails" = 0 ]; then tap_ok "4 concurrent readers (2 per file) see the source bytes"
+else tap_not_ok "4 concurrent readers" "$fails failed: $(cat "$T"/conc.*)"; fi
+
+# ---- odd offsets across chunk boundaries ---------------------------------
+F=model-00001-of-00002.safetensors
+bad=""
+for spec in "0 1" "7 13" "$((CS - 1)) 2" "$((CS - 3)) 70000" "$((CS + 1)) 5" \
+	"$((2 * CS - 4097)) 8194" "$((CS - 100)) $((CS + 200))" "$((2 * CS + 12345)) 999999"; do
+	set -- $spec
+	a=$(dd if="$SRC/$F" iflag=skip_bytes,count_bytes skip="$1" count="$2" bs=65536 2>/dev/null | od -An -tx1 | md5sum)
+	b=$(dd if="$MNT/a/$F" iflag=skip_bytes,count_bytes skip="$1" count="$2" bs=65536 2>/dev/null | od -An -tx1 | md5sum)
+	[ "$a" = "$b" ] || bad="$bad [$1+$2]"
+done
+if [ -z "$bad" ]; then tap_ok "reads at odd offsets across chunk boundaries match (dd)"
+else tap_not_ok "reads at odd offsets" "differ at$bad"; fi
+tail_src=$(tail -c 777 "$SRC/$F" | md5sum); tail_mnt=$(tail -c 777 "$MNT/a/$F" | md5sum)
+check_grep "the last bytes of a file match" "^$tail_src$" "$tail_mnt"
+
+# ---- read-only -----------------------------------------------------------
+OUT=$(sh -c "echo x > '$MNT/a/config.json'" 2>&1) && tap_not_ok "writing a file is refused" "it succeeded" || tap_ok "writing a file is refused"
+check_grep "write error says read-only" "Read-only file system" "$OUT"
+check_exit "creating a file is refused" 1 touch "$MNT/a/new"
+check_exit "mkdir is refused" 1 mkdir "$MNT/a/d"
+check_exit "rm is refused" 1 rm -f "$MNT/a/config.json"
+check_exit "chmod is refused" 1 chmod 600 "$MNT/a/config.json"
+check "nothing changed" cmp "$SRC/config.json" "$MNT/a/config.json"
+
+# ---- mmap (safetensors loads with mmap) and tensors through torch --------
+check_exit "mmap of a file reads the source bytes" 0 $PY -c "
+import mmap, sys
+with open('$MNT/a/$F', 'rb') as f, open('$SRC/$F', 'rb') as g:
+    m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    sys.exit(0 if m[:] == g.read() else 1)"
+cat > "$T/tensors.py" <<'EOF'
+import json, struct, sys
+import torch
+DT = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+# random bytes hold NaNs: compare the bits through an integer view
+BITS = {torch.float32: torch.int32, torch.float16: torch.int16,
+        torch.bfloat16: torch.int16}
+def load(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        hdr = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, t in hdr.items():
+        if name == "__metadata__":
+            continue
+        s, e = t["data_offsets"]
+        out[name] = torch.frombuffer(bytearray(data[s:e]), dtype=DT[t["dtype"]]).reshape(t["shape"])
+    return out
+n = 0
+for shard in sys.argv[3:]:
+    a, b = load(sys.argv[1] + "/" + shard), load(sys.argv[2] + "/" + shard)
+    assert a.keys() == b.keys(), "tensor names differ"
+    for k in a:
+        assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, k
+        assert torch.equal(a[k].view(BITS[a[k].dtype]),
+                           b[k].view(BITS[b[k].dtype])), k
+        n += 1
+print("tensors equal:", n)
+EOF
+if $PY -c "import torch" 2>/dev/null; then
+	check_exit "tensors loaded with torch from the mount equal the source's" 0 \
+		$PY "$T/tensors.py" "$MNT/a" "$SRC" model-00001-of-00002.safetensors \
+		model-00002-of-00002.safetensors
+	check_grep "torch compared tensors" "tensors equal: [1-9]" "$OUT"
+else
+	tap_not_ok "torch is not importable by $PY: cannot load tensors from the mount (apt-get install python3-torch)"
+fi
+
+# ---- a second checkpoint appears -----------------------------------------
+SRC2="$T/src2"
+python3 "$HERE/tools/mkckpt.py" "$SRC2" --size 500000 --shards 1 --seed 7 >/dev/null
+check_exit "import b while mounted" 0 ws --quiet model import --checkpoint-id b \
+	--model-id Org/N --source "$SRC2" --chunk-size 100K
+if wait_for 5 test -d "$MNT/b"; then tap_ok "b shows up as a second directory"
+else tap_not_ok "b shows up as a second directory" "ls: $(ls "$MNT")"; fi
+check_grep "the root lists a and b" "^a b$" "$(ls "$MNT" | tr '\n' ' ' | sed 's/ $//')"
+check "b's shard equals its source" cmp "$SRC2/model-00001-of-00001.safetensors" \
+	"$MNT/b/model-00001-of-00001.safetensors"
+
+# ---- --checkpoint: one checkpoint at the root ----------------------------
+check_exit "mount --checkpoint b" 0 ws mount "$MNT2" --checkpoint b
+check "the root is b's directory" cmp "$SRC2/config.json" "$MNT2/config.json"
+check_exit "mount --checkpoint of an absent id fails" 1 ws mount "$MNT3" --checkpoint nope
+check_grep "absent id is named" "nope" "$OUT"
+check_one_line "the error is one line" "$OUT"
+check "no mount is left behind" sh -c "! grep -q ' $MNT3 ' /proc/mounts"
+check_exit "umount of --checkpoint mount" 0 "$W" umount "$MNT2"
+
+# ---- delete while mounted: reads fail, never wrong bytes -----------------
+cat > "$T/deleted.py" <<'EOF'
+import errno, os, subprocess, sys, time
+mnt, src, wstore, store = sys.argv[1:5]
+f = "model-00001-of-00002.safetensors"
+want = open(src + "/" + f, "rb").read()
+fd = os.open(mnt + "/a/" + f, os.O_RDONLY)
+assert os.pread(fd, 4096, 0) == want[:4096], "bad bytes before delete"
+subprocess.run([wstore, "--store", store, "model", "delete", "a"], check=True,
+               stdout=subprocess.DEVNULL)
+deadline, step, failed_read, failed_open = time.time() + 8, 0, False, False
+while time.time() < deadline and not (failed_read and failed_open):
+    off = (step * 1000003) % (len(want) - 65536)
+    step += 1
+    try:
+        got = os.pread(fd, 65536, off)
+        if got != want[off:off + len(got)]:
+            print("WRONG BYTES at", off); sys.exit(2)
+    except OSError as e:
+        if e.errno not in (errno.EIO, errno.ENOENT):
+            print("unexpected error", e); sys.exit(3)
+        failed_read = True
+    try:
+        os.close(os.open(mnt + "/a/config.json", os.O_RDONLY))
+    except OSError as e:
+        if e.errno != errno.ENOENT:
+            print("unexpected open error", e); sys.exit(3)
+        failed_open = True
+    time.sleep(0.05)
+print("read failed:", failed_read, "open failed:", failed_open,
+      "after %d reads" % step)
+sys.exit(0 if failed_read and failed_open else 1)
+EOF
+check_exit "after delete, reads on an open file fail (EIO/ENOENT) and opens give ENOENT, never wrong bytes" \
+	0 $PY "$T/deleted.py" "$MNT" "$SRC" "$W" "$STORE"
+check_grep "delete check ran" "read failed: True open failed: True" "$OUT"
+if wait_for 5 sh -c "! test -e '$MNT/a'"; then tap_ok "the deleted checkpoint's directory is gone"
+else tap_not_ok "the deleted checkpoint's directory is gone" "ls: $(ls "$MNT")"; fi
+check "b is still readable" cmp "$SRC2/config.json" "$MNT/b/config.json"
+
+# ---- umount ---------------------------------------------------------------
+check_exit "umount of a directory that is no wstore mount fails" 1 "$W" umount "$T"
+check_grep "says it is no wstore mount" "not a wstore mount" "$OUT"
+check_exit "wstore umount" 0 "$W" umount "$MNT"
+check "the mount is gone" sh -c "! grep -q ' $MNT ' /proc/mounts"
+check_grep "the mountpoint is empty" "^$" "$(ls -A "$MNT")"
+
+# ---- foreground, SIGTERM unmounts cleanly --------------------------------
+"$W" --store "$STORE" mount "$MNT3" --foreground 2> "$T/fg.log" &
+FGPID=$!
+if wait_for 5 mounted "$MNT3" && wait_for 5 test -d "$MNT3/b"; then tap_ok "mount --foreground serves"
+else tap_not_ok "mount --foreground serves" "$(cat "$T/fg.log")"; fi
+kill -TERM "$FGPID"
+wait "$FGPID"; rc=$?
+FGPID=
+check_grep "SIGTERM: the foreground mount exits 0" "^0$" "$rc"
+check "SIGTERM: the mount is gone" sh -c "! grep -q ' $MNT3 ' /proc/mounts"
+check_exit "a bad option is a usage error" 2 ws mount "$MNT3" --bogus
+check_exit "a mountpoint that is no directory fails" 1 ws mount "$T/nope"
+
+tap_done
