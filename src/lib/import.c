@@ -9,8 +9,9 @@
  *   publish the READY manifest once -> add the id to both indexes.
  *
  * On any failure or cancellation the chunks written are removed and a
- * FAILED manifest lists those that could not be.  Each worker owns one
- * chunk-sized buffer for the whole import (fresh memory is slow to touch).
+ * FAILED manifest lists those that could not be.  Chunk buffers come from
+ * a pool allocated once per import (fresh memory is slow to touch); see
+ * "the pipeline" below.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +30,8 @@
 #include "safetensors.h"
 #include "scan.h"
 
+struct job;
+
 struct import {
 	wstore_store *s;
 	const wstore_import_options *o;
@@ -38,6 +41,13 @@ struct import {
 	uint64_t *attempted;	/* per file: chunks put (or tried) */
 	char *done;		/* per file: finished and hashed */
 	pthread_mutex_t mu;
+	pthread_cond_t cv_free;	/* a buffer came back to the pool */
+	pthread_cond_t cv_job;	/* a filled buffer was queued */
+	void **free_bufs;	/* the pool: nfree of nbufs buffers free */
+	size_t nfree, nbufs;
+	struct job *q;		/* filled buffers, a ring of nbufs */
+	size_t qhead, qlen;
+	int readers_left;
 	size_t next;		/* next file index to hand out */
 	uint64_t bytes_done;
 	int err;		/* first error; stops every worker */
@@ -52,6 +62,8 @@ static void fail(struct import *im, int rc)
 		snprintf(im->errmsg, sizeof(im->errmsg), "%s",
 			 wstore_last_error());
 	}
+	/* wake readers waiting for a buffer: they stop now */
+	pthread_cond_broadcast(&im->cv_free);
 	pthread_mutex_unlock(&im->mu);
 }
 
@@ -132,13 +144,73 @@ static int put_chunk(struct import *im, const char *key, const void *data,
 			   "store keeps a different value under '%s'", key);
 }
 
-static int import_file(struct import *im, size_t idx, void *buf, void *vbuf,
-		       wstore__sha256 *h)
+/* ---- the pipeline -------------------------------------------------------
+ *
+ * Readers (one per file being imported, up to jobs) read each chunk into a
+ * buffer from a shared pool and hash it, in file order; putters (jobs of
+ * them) store filled buffers in any order and give them back.  Reading and
+ * hashing thus overlap with storing, and memory is bounded by the pool:
+ * readers + 2 chunk buffers, allocated once.
+ */
+
+struct job {
+	void *buf;
+	size_t n;
+	const char *key;
+	const char *path;
+};
+
+static void *take_buf(struct import *im)
 {
-	const wstore__scan_file *sf = &im->scan.files[idx];
-	wstore__file *rec = &im->m->files[idx];
+	void *b = NULL;
+
+	pthread_mutex_lock(&im->mu);
+	while (im->nfree == 0 && !im->err)
+		pthread_cond_wait(&im->cv_free, &im->mu);
+	if (!im->err)
+		b = im->free_bufs[--im->nfree];
+	pthread_mutex_unlock(&im->mu);
+	return b;
+}
+
+static void give_buf(struct import *im, void *b)
+{
+	pthread_mutex_lock(&im->mu);
+	im->free_bufs[im->nfree++] = b;
+	pthread_cond_signal(&im->cv_free);
+	pthread_mutex_unlock(&im->mu);
+}
+
+static void push_job(struct import *im, const struct job *j)
+{
+	pthread_mutex_lock(&im->mu);
+	im->q[(im->qhead + im->qlen++) % im->nbufs] = *j;
+	pthread_cond_signal(&im->cv_job);
+	pthread_mutex_unlock(&im->mu);
+}
+
+/* Next job, or 0 when every reader is done and the queue is empty. */
+static int pop_job(struct import *im, struct job *j)
+{
+	int got = 0;
+
+	pthread_mutex_lock(&im->mu);
+	while (im->qlen == 0 && im->readers_left > 0)
+		pthread_cond_wait(&im->cv_job, &im->mu);
+	if (im->qlen > 0) {
+		*j = im->q[im->qhead];
+		im->qhead = (im->qhead + 1) % im->nbufs;
+		im->qlen--;
+		got = 1;
+	}
+	pthread_mutex_unlock(&im->mu);
+	return got;
+}
+
+static int open_source(const wstore__scan_file *sf, int *out)
+{
 	struct stat st;
-	int rc = 0, fd = open(sf->abs, O_RDONLY | O_CLOEXEC);
+	int fd = open(sf->abs, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0)
 		return wstore__errc(-errno, "cannot open '%s'", sf->abs);
@@ -149,22 +221,39 @@ static int import_file(struct import *im, size_t idx, void *buf, void *vbuf,
 				   sf->abs);
 	}
 	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	*out = fd;
+	return 0;
+}
+
+/* Read and hash every chunk of file idx, handing each to the putters. */
+static int read_file(struct import *im, size_t idx, wstore__sha256 *h)
+{
+	const wstore__scan_file *sf = &im->scan.files[idx];
+	wstore__file *rec = &im->m->files[idx];
+	struct stat st;
+	int fd = -1, rc = open_source(sf, &fd);
+
+	if (rc < 0)
+		return rc;
 	wstore__sha256_reset(h);
 	for (uint64_t i = 0; i < rec->nchunks && rc == 0; i++) {
 		uint64_t off = i * im->chunk_size;
-		size_t n = (size_t)(sf->size - off < im->chunk_size ?
-				    sf->size - off : im->chunk_size);
+		struct job j = { NULL, (size_t)(sf->size - off < im->chunk_size ?
+				 sf->size - off : im->chunk_size),
+				 rec->chunks[i], sf->rel };
 
-		if ((rc = stopped(im)) != 0)
+		if (!(j.buf = take_buf(im))) {
+			rc = stopped(im);
 			break;
-		rc = read_full(fd, buf, n, off, sf->abs);
-		if (rc < 0)
+		}
+		rc = read_full(fd, j.buf, j.n, off, sf->abs);
+		if (rc < 0) {
+			give_buf(im, j.buf);
 			break;
-		wstore__sha256_update(h, buf, n);
+		}
+		wstore__sha256_update(h, j.buf, j.n);
 		im->attempted[idx] = i + 1;
-		rc = put_chunk(im, rec->chunks[i], buf, n, vbuf);
-		if (rc == 0)
-			rc = progress(im, n, sf->rel);
+		push_job(im, &j);
 	}
 	if (rc == 0 && (fstat(fd, &st) < 0 ||
 			(uint64_t)st.st_size != sf->size))
@@ -182,20 +271,14 @@ static int import_file(struct import *im, size_t idx, void *buf, void *vbuf,
 	return rc;
 }
 
-static void *worker(void *arg)
+static void *reader(void *arg)
 {
 	struct import *im = arg;
-	int write_once = im->s->b->flags & WSTORE_BACKEND_WRITE_ONCE;
-	void *buf = wstore__buf_alloc(im->chunk_size);
-	void *vbuf = write_once ? wstore__buf_alloc(im->chunk_size) : NULL;
 	wstore__sha256 *h = wstore__sha256_new();
 
-	if (!buf || !h || (write_once && !vbuf)) {
-		wstore__err(-ENOMEM, "cannot allocate a %llu-byte chunk buffer",
-			    (unsigned long long)im->chunk_size);
-		fail(im, -ENOMEM);
-	}
-	while (!stopped(im)) {
+	if (!h)
+		fail(im, wstore__err(-ENOMEM, "cannot allocate a hash context"));
+	while (h && !stopped(im)) {
 		size_t idx;
 		int rc;
 
@@ -204,37 +287,101 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&im->mu);
 		if (idx >= im->scan.n)
 			break;
-		rc = import_file(im, idx, buf, vbuf, h);
+		rc = read_file(im, idx, h);
 		if (rc < 0)
 			fail(im, rc);
 	}
-	free(buf);
-	free(vbuf);
 	wstore__sha256_free(h);
+	pthread_mutex_lock(&im->mu);
+	im->readers_left--;
+	pthread_cond_broadcast(&im->cv_job);
+	pthread_mutex_unlock(&im->mu);
 	return NULL;
+}
+
+static void *putter(void *arg)
+{
+	struct import *im = arg;
+	int write_once = im->s->b->flags & WSTORE_BACKEND_WRITE_ONCE;
+	void *vbuf = write_once ? wstore__buf_alloc(im->chunk_size) : NULL;
+	struct job j;
+
+	if (write_once && !vbuf)
+		fail(im, wstore__err(-ENOMEM, "cannot allocate a read-back buffer"));
+	while (pop_job(im, &j)) {
+		/* after a failure the queue is only drained */
+		if (!stopped(im)) {
+			int rc = put_chunk(im, j.key, j.buf, j.n, vbuf);
+
+			if (rc == 0)
+				rc = progress(im, j.n, j.path);
+			if (rc < 0)
+				fail(im, rc);
+		}
+		give_buf(im, j.buf);
+	}
+	free(vbuf);
+	return NULL;
+}
+
+static int alloc_pool(struct import *im, unsigned readers)
+{
+	im->nbufs = readers + 2;
+	im->free_bufs = calloc(im->nbufs, sizeof(void *));
+	im->q = calloc(im->nbufs, sizeof(struct job));
+	if (!im->free_bufs || !im->q)
+		return -ENOMEM;
+	for (size_t i = 0; i < im->nbufs; i++) {
+		void *b = wstore__buf_alloc(im->chunk_size);
+
+		if (!b)
+			return wstore__err(-ENOMEM,
+					   "cannot allocate a %llu-byte chunk buffer",
+					   (unsigned long long)im->chunk_size);
+		im->free_bufs[im->nfree++] = b;
+	}
+	return 0;
+}
+
+static void free_pool(struct import *im)
+{
+	for (size_t i = 0; i < im->nfree; i++)
+		free(im->free_bufs[i]);
+	/* left queued only if no putter ever ran */
+	for (size_t i = 0; i < im->qlen; i++)
+		free(im->q[(im->qhead + i) % im->nbufs].buf);
+	free(im->free_bufs);
+	free(im->q);
 }
 
 static int run_workers(struct import *im)
 {
-	unsigned n = wstore__jobs(im->o->jobs);
+	unsigned jobs = wstore__jobs(im->o->jobs), nread = jobs, started = 0;
 	pthread_t *t;
-	unsigned started = 0;
+	int rc;
 
-	if (n > im->scan.n)
-		n = (unsigned)im->scan.n;
-	t = calloc(n, sizeof(*t));
-	if (!t)
-		return -ENOMEM;
-	for (; started < n; started++)
-		if (pthread_create(&t[started], NULL, worker, im) != 0)
+	if (nread > im->scan.n)
+		nread = (unsigned)im->scan.n;
+	t = calloc(nread + jobs, sizeof(*t));
+	rc = t ? alloc_pool(im, nread) : -ENOMEM;
+	im->readers_left = nread;
+	for (unsigned i = 0; rc == 0 && i < nread + jobs; i++, started++)
+		if (pthread_create(&t[i], NULL, i < nread ? reader : putter,
+				   im) != 0)
 			break;
-	if (started == 0) {
-		free(t);
-		return wstore__err(-EAGAIN, "cannot start import threads");
+	if (rc == 0 && started < nread + jobs) {
+		/* the threads that did start still drain and exit */
+		pthread_mutex_lock(&im->mu);
+		im->readers_left -= (int)(started < nread ? nread - started : 0);
+		pthread_mutex_unlock(&im->mu);
+		fail(im, wstore__err(-EAGAIN, "cannot start import threads"));
 	}
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(t[i], NULL);
 	free(t);
+	free_pool(im);
+	if (rc < 0)
+		return rc;
 	if (im->err)
 		return wstore__err(im->err, "%s", im->errmsg);
 	return 0;
@@ -480,6 +627,8 @@ int wstore_import(wstore_store *s, const wstore_import_options *o)
 		return rc;
 	im.chunk_size = o->chunk_size ? o->chunk_size : WSTORE__DEFAULT_CHUNK_SIZE;
 	pthread_mutex_init(&im.mu, NULL);
+	pthread_cond_init(&im.cv_free, NULL);
+	pthread_cond_init(&im.cv_job, NULL);
 	rc = wstore__scan_source(&im.scan, o->source);
 	for (size_t i = 0; rc == 0 && i < im.scan.n; i++)
 		if (wstore_validate_path(im.scan.files[i].rel) < 0)
@@ -512,6 +661,8 @@ int wstore_import(wstore_store *s, const wstore_import_options *o)
 	wstore_manifest_free(im.m);
 	wstore__scan_free(&im.scan);
 	pthread_mutex_destroy(&im.mu);
+	pthread_cond_destroy(&im.cv_free);
+	pthread_cond_destroy(&im.cv_job);
 	return rc;
 }
 

@@ -167,7 +167,9 @@ static void remove_stale_temps(int pfd, const char *base)
 {
 	size_t n = strlen(base);
 	struct dirent *de;
-	int fd = dup(pfd);
+	/* a new open file description: a dup() would share the read offset
+	 * of pfd, left at the end by the previous scan of this directory */
+	int fd = openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 
 	if (!d) {
