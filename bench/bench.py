@@ -11,7 +11,6 @@ usage: bench.py BUILD_DIR
 import glob
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -24,18 +23,18 @@ rows = []
 
 
 def run(cmd, env=None, check=True):
-    """Run cmd; return (seconds, peak RSS in bytes of this child)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    """Run cmd; return (seconds, peak RSS in bytes of that process)."""
     t = time.monotonic()
-    p = subprocess.run(cmd, shell=isinstance(cmd, str), env=env,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    p = subprocess.Popen(cmd, shell=isinstance(cmd, str), env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = p.stderr.read()
+    _, status, ru = os.wait4(p.pid, 0)
     el = time.monotonic() - t
+    p.returncode = os.waitstatus_to_exitcode(status)
+    p.stderr.close()
     if check and p.returncode != 0:
-        sys.exit(f"bench: {cmd!r} failed: {p.stderr.decode()[-500:]}")
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    # ru_maxrss of children is the max over all children so far: only a
-    # new maximum is attributable to this command
-    return el, (rss * 1024 if rss > before else None)
+        sys.exit(f"bench: {cmd!r} failed: {err.decode()[-500:]}")
+    return el, ru.ru_maxrss * 1024
 
 
 def best(n, fn):

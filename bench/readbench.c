@@ -2,7 +2,7 @@
  * readbench.c - read every file of a checkpoint through the public read
  * API (wstore_file_pread) into one reused buffer, as an engine's loader
  * would; used by `make bench` next to `cat > /dev/null`.
- *   wstore-readbench STORE_URL CHECKPOINT_ID [BLOCK_BYTES]
+ *   wstore-readbench STORE_URL CHECKPOINT_ID [BLOCK_BYTES (default 8 MiB)]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +18,7 @@ static int fail(const char *what)
 
 int main(int argc, char **argv)
 {
-	size_t block = argc > 3 ? strtoull(argv[3], NULL, 0) : 64u << 20;
+	size_t block = argc > 3 ? strtoull(argv[3], NULL, 0) : 8u << 20;
 	wstore_store *s = NULL;
 	wstore_checkpoint *ck = NULL;
 	const wstore_manifest *m;

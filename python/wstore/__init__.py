@@ -24,12 +24,28 @@ See docs/python.md.
 import collections
 import ctypes
 import json
+import mmap
 import os
 import weakref
 from ctypes import byref, c_char, c_char_p, c_size_t, c_uint64, c_void_p
 
 from . import _native
 from ._native import lib
+
+
+def _big_buffer(size):
+    """A writable buffer of size bytes for large reads.  Anonymous memory
+    with transparent huge pages where the kernel offers them: first touch
+    of fresh 4 KiB pages runs at ~0.3 GB/s on the machines measured, far
+    below the store's read rate, and a weight buffer is touched once per
+    batch."""
+    buf = mmap.mmap(-1, size)
+    if hasattr(buf, "madvise") and hasattr(mmap, "MADV_HUGEPAGE"):
+        try:
+            buf.madvise(mmap.MADV_HUGEPAGE)
+        except OSError:
+            pass
+    return buf
 
 __all__ = [
     "Store", "Checkpoint", "File", "Tensor", "TensorData",
@@ -41,7 +57,11 @@ __all__ = [
 
 __version__ = "0.1.0"
 library_path = _native.library_path
-DEFAULT_BATCH_BYTES = 512 << 20
+# One default chunk.  Larger batches save little (one store read per chunk
+# either way) and cost first-touch page faults on a buffer that is touched
+# only once per batch: ~0.2-0.3 GB/s for fresh memory on the machines
+# measured, against several GB/s for reads into memory already mapped.
+DEFAULT_BATCH_BYTES = 64 << 20
 
 # ---- errors -----------------------------------------------------------------
 
@@ -571,7 +591,7 @@ class Checkpoint(_Handle):
         largest = max((t.nbytes for t in tensors), default=0)
         total = sum(t.nbytes for t in tensors)
         size = max(min(batch_bytes, total), largest, 1)
-        buf = bytearray(size)
+        buf = _big_buffer(size)
         view = memoryview(buf)
         # Pins buf (it cannot be resized while this lives) and gives its
         # address once for all reads.
