@@ -38,5 +38,10 @@ install: all
 bench: all
 	sh bench/run.sh $(BUILD)
 
+# libFuzzer targets tests/fuzz/fuzz_*.c (clang); FUZZ_SECONDS per target.
+FUZZ_SECONDS ?= 30
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_OUT=build-fuzz sh scripts/fuzz.sh
+
 clean:
 	rm -rf build build-asan build-tsan

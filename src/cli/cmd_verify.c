@@ -70,7 +70,7 @@ int cmd_model_verify(struct cli *c, int argc, char **argv)
 	};
 	wstore_verify_options o = WSTORE_VERIFY_OPTIONS_INIT;
 	struct cli_progress p = { c, "verifying", 0, 0 };
-	struct report r = { c, json_array(), 0 };
+	struct report r = { c, NULL, 0 };
 	wstore_store *s = NULL;
 	const char *id;
 	int ch, rc;
@@ -91,6 +91,7 @@ int cmd_model_verify(struct cli *c, int argc, char **argv)
 	id = argv[optind];
 	if (cli_open_store(c, &s))
 		return EXIT_ERR;
+	r.files = json_array();
 	o.progress = cli_progress_fn;
 	o.progress_ctx = &p;
 	o.on_file = on_file;

@@ -4,6 +4,7 @@
  */
 #include <getopt.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,7 +16,9 @@
 
 #include "cli.h"
 
-static volatile sig_atomic_t interrupted;
+/* atomic, not volatile sig_atomic_t: library worker threads read it
+ * through cli_progress_fn while the handler writes it on another thread */
+static atomic_int interrupted;
 
 static void on_signal(int sig)
 {

@@ -900,10 +900,11 @@ static void sweep_entry(struct sweep *sw, size_t len, const char *name,
 
 		memcpy(dir, sw->path, len);
 		dir[len] = '\0';
-		for (size_t dl = len; dl > rootlen; dl = (size_t)(strrchr(dir, '/') - dir)) {
+		for (size_t dl = len; dl > rootlen;) {
 			dir[dl] = '\0';
 			if (rmdir(dir) < 0)
 				break;
+			dl = (size_t)(strrchr(dir, '/') - dir);
 		}
 	}
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "internal.h"
 
@@ -79,6 +80,33 @@ static int delete_chunks(wstore_store *s, const wstore_manifest *m)
 	return 0;
 }
 
+/*
+ * Before any chunk goes, the manifest stops saying READY: a delete killed
+ * half-way must not leave a READY manifest whose chunks are partly gone
+ * (FAILED is the contract's only other status; re-running delete, or an
+ * import of the id, finishes the job).
+ */
+static int mark_deleting(wstore_store *s, wstore_manifest *m,
+			 const char *mkey)
+{
+	char *json = NULL;
+	size_t len = 0;
+	int rc;
+
+	if (strcmp(m->status, "READY") != 0)
+		return 0;
+	if (wstore__set_str(&m->status, "FAILED") < 0 ||
+	    wstore__set_str(&m->error,
+			    "delete interrupted; run it again") < 0)
+		return -ENOMEM;
+	m->updated_at = (int64_t)time(NULL);
+	rc = wstore_manifest_serialize(&json, &len, m);
+	if (rc == 0)
+		rc = wstore__replace(s, mkey, json, len);
+	free(json);
+	return rc;
+}
+
 int wstore__delete_unlocked(wstore_store *s, const char *id)
 {
 	char mkey[WSTORE__KEY_MAX], key[WSTORE__KEY_MAX];
@@ -102,6 +130,8 @@ int wstore__delete_unlocked(wstore_store *s, const char *id)
 		wstore__key_model_index(key, m->model_id);
 		rc = wstore__index_remove(s, key, id, m->model_id);
 	}
+	if (rc == 0)
+		rc = mark_deleting(s, m, mkey);
 	if (rc == 0)
 		rc = delete_chunks(s, m);
 	if (rc == 0)

@@ -50,6 +50,10 @@ static int vset(int code, int append, const char *fmt, va_list ap)
 
 	/* format into a copy: fmt's arguments may point into last_error */
 	vsnprintf(msg, sizeof(msg), fmt, ap);
+	/* one line, whatever an id, path or server put in it */
+	for (char *p = msg; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
 	if (append)
 		snprintf(last_error, sizeof(last_error), "%s: %s", msg,
 			 wstore_strerror(code));

@@ -464,16 +464,29 @@ static int is_hex64(const char *s)
 	return i == 64;
 }
 
-/* Keys of the contract are printable ASCII and fit key buffers. */
+/* Keys of the contract are printable ASCII, fit key buffers and are
+ * '/'-separated with no empty, "." or ".." segment: a hostile manifest
+ * must not name a key a store could map outside its namespace (the file
+ * store refuses them, which also made such a checkpoint undeletable). */
 static int key_ok(const char *k)
 {
 	size_t n = strlen(k);
+	const char *seg = k;
 
 	if (n == 0 || n >= WSTORE__KEY_MAX)
 		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (k[i] < 0x20 || k[i] > 0x7e)
+	for (size_t i = 0; i <= n; i++) {
+		if (i < n && (k[i] < 0x20 || k[i] > 0x7e))
 			return 0;
+		if (i == n || k[i] == '/') {
+			size_t len = (size_t)(k + i - seg);
+
+			if (len == 0 || (len == 1 && seg[0] == '.') ||
+			    (len == 2 && seg[0] == '.' && seg[1] == '.'))
+				return 0;
+			seg = k + i + 1;
+		}
+	}
 	return 1;
 }
 
