@@ -4,7 +4,7 @@ BUILD ?= build
 PREFIX ?= /usr/local
 MESON_OPTS ?=
 
-.PHONY: all deps demo test test-unit asan tsan install bench fuzz clean format-check
+.PHONY: all deps demo test test-unit asan tsan install bench fuzz clean format-check format
 
 all: $(BUILD)/build.ninja
 	ninja -C $(BUILD)
@@ -44,4 +44,15 @@ fuzz:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_OUT=build-fuzz sh scripts/fuzz.sh
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-fuzz
+
+# The C sources match .clang-format (clang-format 14, Debian 12).
+FORMAT_FILES = $$(git ls-files 'src/*.[ch]' 'include/*.h' 'tests/*.[ch]' 'bench/*.c')
+format-check:
+	@out=$$(clang-format --dry-run $(FORMAT_FILES) 2>&1); \
+	if [ -n "$$out" ]; then echo "$$out" | head -40; \
+		echo "format-check: run 'make format'"; exit 1; fi; \
+	echo "format-check: ok"
+
+format:
+	clang-format -i $(FORMAT_FILES)

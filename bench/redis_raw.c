@@ -40,7 +40,8 @@ int main(int argc, char **argv)
 	const char *kp = argc > 6 ? argv[6] : "raw/";
 
 	if (argc != 6 && argc != 7) {
-		fprintf(stderr, "usage: redis_raw HOST PORT PASSWORD|- MIB COUNT [KEYPREFIX]\n");
+		fprintf(stderr,
+			"usage: redis_raw HOST PORT PASSWORD|- MIB COUNT [KEYPREFIX]\n");
 		return 2;
 	}
 	mallopt(M_MMAP_MAX, 0);

@@ -63,11 +63,11 @@ void wstore_file_free(wstore_file *f);
 typedef struct wstore_safetensors wstore_safetensors;
 
 typedef struct wstore_tensor_info {
-	const char *name;	/* owned by the safetensors handle */
-	const char *dtype;	/* "BF16", "F32", ... (static) */
+	const char *name;  /* owned by the safetensors handle */
+	const char *dtype; /* "BF16", "F32", ... (static) */
 	uint32_t ndim;
-	const int64_t *shape;	/* ndim entries, owned by the handle */
-	uint64_t offset;	/* absolute offset of the data in the file */
+	const int64_t *shape; /* ndim entries, owned by the handle */
+	uint64_t offset;      /* absolute offset of the data in the file */
 	uint64_t nbytes;
 } wstore_tensor_info;
 
@@ -85,8 +85,7 @@ size_t wstore_safetensors_count(const wstore_safetensors *ws);
 int wstore_safetensors_tensor(wstore_tensor_info *out,
 			      const wstore_safetensors *ws, size_t i);
 /* Index of the tensor with this name, or -1. */
-int64_t wstore_safetensors_find(const wstore_safetensors *ws,
-				const char *name);
+int64_t wstore_safetensors_find(const wstore_safetensors *ws, const char *name);
 /* Value of a __metadata__ key, or NULL (owned by the handle). */
 const char *wstore_safetensors_metadata(const wstore_safetensors *ws,
 					const char *key);
@@ -103,12 +102,12 @@ void wstore_safetensors_free(wstore_safetensors *ws);
 /* ---- inspect and structure checks ------------------------------------- */
 
 typedef struct wstore_file_summary_info {
-	const char *format;	/* "safetensors", "gguf", "other" (static) */
+	const char *format; /* "safetensors", "gguf", "other" (static) */
 	uint64_t tensor_count;
-	uint64_t param_count;	/* sum over tensors of the shape product */
-	uint64_t kv_count;	/* GGUF metadata pairs (0 otherwise) */
-	uint32_t gguf_version;	/* GGUF version (0 otherwise) */
-	char dtypes[384];	/* sorted, comma-separated: "BF16,F32" */
+	uint64_t param_count;  /* sum over tensors of the shape product */
+	uint64_t kv_count;     /* GGUF metadata pairs (0 otherwise) */
+	uint32_t gguf_version; /* GGUF version (0 otherwise) */
+	char dtypes[384];      /* sorted, comma-separated: "BF16,F32" */
 } wstore_file_summary_info;
 
 /*
@@ -133,16 +132,19 @@ int wstore_check_structure(wstore_checkpoint *ck,
 
 typedef struct wstore_pull_options {
 	unsigned version;
-	const char *const *include;	/* NULL-terminated globs, or NULL */
-	const char *const *exclude;	/* NULL-terminated globs, or NULL */
-	uint32_t jobs;			/* worker threads; 0 = cores */
-	int no_verify;			/* skip SHA-256 checks */
-	int force;			/* refetch files already present */
+	const char *const *include; /* NULL-terminated globs, or NULL */
+	const char *const *exclude; /* NULL-terminated globs, or NULL */
+	uint32_t jobs;		    /* worker threads; 0 = cores */
+	int no_verify;		    /* skip SHA-256 checks */
+	int force;		    /* refetch files already present */
 	wstore_progress_fn progress;
 	void *progress_ctx;
 } wstore_pull_options;
 #define WSTORE_PULL_OPTIONS_VERSION 1
-#define WSTORE_PULL_OPTIONS_INIT { WSTORE_PULL_OPTIONS_VERSION }
+#define WSTORE_PULL_OPTIONS_INIT                                               \
+	{                                                                      \
+		WSTORE_PULL_OPTIONS_VERSION                                    \
+	}
 
 /*
  * Write every file of READY checkpoint id under dest at its relative path

@@ -37,15 +37,15 @@ extern "C" {
 
 #define WSTORE_ERR_BASE (-30800)
 enum wstore_error {
-	WSTORE_ENOTFOUND = WSTORE_ERR_BASE,	/* no such checkpoint/file/key */
-	WSTORE_EEXISTS = WSTORE_ERR_BASE - 1,	/* id already taken */
-	WSTORE_EINVAL = WSTORE_ERR_BASE - 2,	/* bad argument or input */
-	WSTORE_ECORRUPT = WSTORE_ERR_BASE - 3,	/* stored data is damaged */
-	WSTORE_EUNAVAIL = WSTORE_ERR_BASE - 4,	/* backend unreachable */
-	WSTORE_EBUSY = WSTORE_ERR_BASE - 5,	/* locked by someone else */
-	WSTORE_EVERIFY = WSTORE_ERR_BASE - 6,	/* verification found damage */
-	WSTORE_ENOTREADY = WSTORE_ERR_BASE - 7,	/* checkpoint is not READY */
-	WSTORE_ECANCELED = WSTORE_ERR_BASE - 8,	/* interrupted by the caller */
+	WSTORE_ENOTFOUND = WSTORE_ERR_BASE,    /* no such checkpoint/file/key */
+	WSTORE_EEXISTS = WSTORE_ERR_BASE - 1,  /* id already taken */
+	WSTORE_EINVAL = WSTORE_ERR_BASE - 2,   /* bad argument or input */
+	WSTORE_ECORRUPT = WSTORE_ERR_BASE - 3, /* stored data is damaged */
+	WSTORE_EUNAVAIL = WSTORE_ERR_BASE - 4, /* backend unreachable */
+	WSTORE_EBUSY = WSTORE_ERR_BASE - 5,    /* locked by someone else */
+	WSTORE_EVERIFY = WSTORE_ERR_BASE - 6,  /* verification found damage */
+	WSTORE_ENOTREADY = WSTORE_ERR_BASE - 7, /* checkpoint is not READY */
+	WSTORE_ECANCELED = WSTORE_ERR_BASE - 8, /* interrupted by the caller */
 	WSTORE_ERANGE = WSTORE_ERR_BASE - 9,	/* value larger than buffer */
 	WSTORE_EUNSUPPORTED = WSTORE_ERR_BASE - 10, /* backend lacks feature */
 	WSTORE_ERR_LAST = WSTORE_ERR_BASE - 10
@@ -132,12 +132,12 @@ const char *wstore_backend_name(const wstore_store *store);
 typedef struct wstore_manifest wstore_manifest;
 
 typedef struct wstore_file_info {
-	const char *path;	/* relative path */
-	const char *type;	/* "WEIGHT" or "METADATA" */
-	const char *key;	/* file key */
-	const char *sha256;	/* lower-case hex, "" if unknown */
+	const char *path;   /* relative path */
+	const char *type;   /* "WEIGHT" or "METADATA" */
+	const char *key;    /* file key */
+	const char *sha256; /* lower-case hex, "" if unknown */
 	uint64_t size;
-	uint64_t chunk_size;	/* 0 = unknown (legacy) */
+	uint64_t chunk_size; /* 0 = unknown (legacy) */
 	uint64_t chunk_count;
 } wstore_file_info;
 
@@ -146,8 +146,7 @@ typedef struct wstore_file_info {
 int wstore_manifest_read(wstore_manifest **out, wstore_store *store,
 			 const char *id);
 /* Parse manifest JSON bytes (validates schema, names, paths, chunks). */
-int wstore_manifest_parse(wstore_manifest **out, const void *json,
-			  size_t len);
+int wstore_manifest_parse(wstore_manifest **out, const void *json, size_t len);
 /* Serialise exactly as the contract wants (sorted keys, compact).  The
  * returned string is malloc'ed; the caller frees it with free(). */
 int wstore_manifest_serialize(char **out, size_t *out_len,
@@ -189,18 +188,21 @@ typedef int (*wstore_progress_fn)(uint64_t done, uint64_t total,
 
 typedef struct wstore_import_options {
 	unsigned version;
-	const char *checkpoint_id;	/* required */
-	const char *model_id;		/* required */
-	const char *revision;		/* default "main" */
-	const char *source;		/* required: a directory */
-	uint64_t chunk_size;		/* default 64 MiB */
-	uint32_t replica_num;		/* default 1; for replicating backends */
-	uint32_t jobs;			/* worker threads; 0 = number of cores */
+	const char *checkpoint_id; /* required */
+	const char *model_id;	   /* required */
+	const char *revision;	   /* default "main" */
+	const char *source;	   /* required: a directory */
+	uint64_t chunk_size;	   /* default 64 MiB */
+	uint32_t replica_num;	   /* default 1; for replicating backends */
+	uint32_t jobs;		   /* worker threads; 0 = number of cores */
 	wstore_progress_fn progress;
 	void *progress_ctx;
 } wstore_import_options;
 #define WSTORE_IMPORT_OPTIONS_VERSION 1
-#define WSTORE_IMPORT_OPTIONS_INIT { WSTORE_IMPORT_OPTIONS_VERSION }
+#define WSTORE_IMPORT_OPTIONS_INIT                                             \
+	{                                                                      \
+		WSTORE_IMPORT_OPTIONS_VERSION                                  \
+	}
 
 /*
  * Import a checkpoint directory (SPEC section 4).  On success the READY
@@ -235,14 +237,17 @@ typedef void (*wstore_verify_file_fn)(const char *path, int result,
 
 typedef struct wstore_verify_options {
 	unsigned version;
-	uint32_t jobs;			/* 0 = number of cores */
+	uint32_t jobs; /* 0 = number of cores */
 	wstore_progress_fn progress;
 	void *progress_ctx;
 	wstore_verify_file_fn on_file;
 	void *on_file_ctx;
 } wstore_verify_options;
 #define WSTORE_VERIFY_OPTIONS_VERSION 1
-#define WSTORE_VERIFY_OPTIONS_INIT { WSTORE_VERIFY_OPTIONS_VERSION }
+#define WSTORE_VERIFY_OPTIONS_INIT                                             \
+	{                                                                      \
+		WSTORE_VERIFY_OPTIONS_VERSION                                  \
+	}
 
 /*
  * Re-read every chunk of every file and check sizes and SHA-256.
@@ -278,12 +283,12 @@ typedef void (*wstore_gc_fn)(const char *key, uint64_t bytes, int removed,
  * import or delete holds its lock) or WSTORE_ECORRUPT (its manifest is
  * unreadable, so what it references is unknown; `model delete` cleans it);
  * message is a one-line reason, valid only for the call. */
-typedef void (*wstore_gc_skip_fn)(const char *id, int code,
-				  const char *message, void *ctx);
+typedef void (*wstore_gc_skip_fn)(const char *id, int code, const char *message,
+				  void *ctx);
 
 typedef struct wstore_gc_options {
 	unsigned version;
-	int dry_run;		/* report, remove nothing */
+	int dry_run; /* report, remove nothing */
 	/* temp files younger than this are left alone (a put may be
 	 * writing them); < 0 = the default, 3600 */
 	int64_t grace_seconds;
@@ -293,16 +298,19 @@ typedef struct wstore_gc_options {
 	void *on_skip_ctx;
 } wstore_gc_options;
 #define WSTORE_GC_OPTIONS_VERSION 1
-#define WSTORE_GC_OPTIONS_INIT { WSTORE_GC_OPTIONS_VERSION, 0, -1 }
+#define WSTORE_GC_OPTIONS_INIT                                                 \
+	{                                                                      \
+		WSTORE_GC_OPTIONS_VERSION, 0, -1                               \
+	}
 
 typedef struct wstore_gc_stats {
-	uint64_t checkpoints;	/* checkpoint ids examined */
-	uint64_t orphans;	/* orphaned objects found (not temp files) */
+	uint64_t checkpoints; /* checkpoint ids examined */
+	uint64_t orphans;     /* orphaned objects found (not temp files) */
 	uint64_t orphan_bytes;
-	uint64_t temps;		/* stale temp files found (file store) */
+	uint64_t temps; /* stale temp files found (file store) */
 	uint64_t temp_bytes;
-	uint64_t removed;	/* orphans and temps removed (0 on dry run) */
-	uint64_t skipped;	/* checkpoints left alone (see on_skip) */
+	uint64_t removed; /* orphans and temps removed (0 on dry run) */
+	uint64_t skipped; /* checkpoints left alone (see on_skip) */
 } wstore_gc_stats;
 
 /*

@@ -18,17 +18,17 @@
 #define EXIT_VERIFY 3
 
 struct cli {
-	wstore_config *cfg;	/* defaults < file < env < flags */
-	const char *config_path;	/* the file read, or NULL */
-	char *owned_path;	/* config_path when it was allocated */
+	wstore_config *cfg;	 /* defaults < file < env < flags */
+	const char *config_path; /* the file read, or NULL */
+	char *owned_path;	 /* config_path when it was allocated */
 	int json;
 	int quiet;
-	int tty;		/* progress lines allowed */
+	int tty; /* progress lines allowed */
 };
 
 /* One subcommand: argv[0] is its name; getopt-style parsing inside. */
 struct cli_cmd {
-	const char *group;	/* "model", "config", or NULL for top level */
+	const char *group; /* "model", "config", or NULL for top level */
 	const char *name;
 	int (*run)(struct cli *c, int argc, char **argv);
 	const char *summary;

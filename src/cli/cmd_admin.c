@@ -51,7 +51,8 @@ int cmd_admin_unlock(struct cli *c, int argc, char **argv)
 			return cli_bad_option(ch, argv, "admin unlock");
 	}
 	if (optind + 1 != argc)
-		return cli_usage_error("'admin unlock' needs one checkpoint id or 'catalog'");
+		return cli_usage_error(
+			"'admin unlock' needs one checkpoint id or 'catalog'");
 	arg = argv[optind];
 	if (!strcmp(arg, "catalog") || !strncmp(arg, "models/", 7))
 		snprintf(name, sizeof(name), "%s", arg);
@@ -65,8 +66,9 @@ int cmd_admin_unlock(struct cli *c, int argc, char **argv)
 	if (rc == 0) {
 		if (!c->json)
 			printf("lock '%s' owner: %s%s\n", name, rec,
-			       live == 1 ? " (alive on this host)" :
-			       live == 0 ? " (gone)" : " (another host)");
+			       live == 1   ? " (alive on this host)"
+			       : live == 0 ? " (gone)"
+					   : " (another host)");
 		rc = wstore_lock_break(s, name, force);
 	}
 	wstore_free(s);

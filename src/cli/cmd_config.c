@@ -42,15 +42,19 @@ int cmd_config_init(struct cli *c, int argc, char **argv)
 			return cli_bad_option(ch, argv, "config init");
 	}
 	if (optind < argc)
-		return cli_usage_error("unexpected argument '%s' for 'config init'",
-				       argv[optind]);
-	path = c->config_path ? c->config_path : (def = wstore_config_default_path());
+		return cli_usage_error(
+			"unexpected argument '%s' for 'config init'",
+			argv[optind]);
+	path = c->config_path ? c->config_path
+			      : (def = wstore_config_default_path());
 	if (!path)
-		return cli_usage_error("no config path: set HOME or pass --config");
+		return cli_usage_error(
+			"no config path: set HOME or pass --config");
 	if (!force && access(path, F_OK) == 0) {
 		free(def);
-		return cli_usage_error("config file '%s' exists; use --force to replace it",
-				       path);
+		return cli_usage_error(
+			"config file '%s' exists; use --force to replace it",
+			path);
 	}
 	rc = wstore_config_save(c->cfg, path);
 	if (rc < 0) {

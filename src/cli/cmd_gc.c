@@ -42,8 +42,9 @@ static void on_orphan(const char *key, uint64_t bytes, int removed, void *ctx)
 
 	if (r->c->json) {
 		json_array_append_new(r->orphans,
-			json_pack("{s:s, s:I, s:b}", "key", key, "bytes",
-				  (json_int_t)bytes, "removed", removed));
+				      json_pack("{s:s, s:I, s:b}", "key", key,
+						"bytes", (json_int_t)bytes,
+						"removed", removed));
 		return;
 	}
 	if (!r->c->quiet)
@@ -56,10 +57,12 @@ static void on_skip(const char *id, int code, const char *msg, void *ctx)
 	struct report *r = ctx;
 
 	if (r->c->json) {
-		json_array_append_new(r->skipped,
+		json_array_append_new(
+			r->skipped,
 			json_pack("{s:s, s:s, s:s}", "checkpoint_id", id,
-				  "reason", code == WSTORE_EBUSY ? "busy" :
-				  "unreadable", "message", msg));
+				  "reason",
+				  code == WSTORE_EBUSY ? "busy" : "unreadable",
+				  "message", msg));
 		return;
 	}
 	fprintf(stderr, "wstore: skipped '%s': %s\n", id, msg);
@@ -72,39 +75,39 @@ static int parse_grace(int64_t *out, const char *v)
 
 	if (!*v || *end || n < 0 || v[0] == '-' || v[0] == '+' ||
 	    n > 100LL * 365 * 86400)
-		return cli_usage_error("invalid --grace '%s': expected seconds (0 or more)",
-				       v);
+		return cli_usage_error(
+			"invalid --grace '%s': expected seconds (0 or more)",
+			v);
 	*out = n;
 	return 0;
 }
 
-static void print_summary(struct cli *c, const wstore_gc_stats *st,
-			  int dry_run, struct report *r)
+static void print_summary(struct cli *c, const wstore_gc_stats *st, int dry_run,
+			  struct report *r)
 {
 	char b[32];
 
 	if (c->json) {
-		cli_print_json(json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:O, s:O}",
-			"dry_run", dry_run,
-			"checkpoints", (json_int_t)st->checkpoints,
-			"orphans", (json_int_t)st->orphans,
-			"orphan_bytes", (json_int_t)st->orphan_bytes,
-			"temps", (json_int_t)st->temps,
-			"removed", (json_int_t)st->removed,
-			"skipped", (json_int_t)st->skipped,
-			"objects", r->orphans, "skipped_checkpoints",
-			r->skipped));
+		cli_print_json(json_pack(
+			"{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:O, s:O}",
+			"dry_run", dry_run, "checkpoints",
+			(json_int_t)st->checkpoints, "orphans",
+			(json_int_t)st->orphans, "orphan_bytes",
+			(json_int_t)st->orphan_bytes, "temps",
+			(json_int_t)st->temps, "removed",
+			(json_int_t)st->removed, "skipped",
+			(json_int_t)st->skipped, "objects", r->orphans,
+			"skipped_checkpoints", r->skipped));
 		return;
 	}
 	if (c->quiet)
 		return;
 	wstore_format_size(b, sizeof(b), st->orphan_bytes + st->temp_bytes);
 	printf("gc%s: %llu checkpoints, %llu orphans, %llu temp files (%s), "
-	       "%llu removed, %llu skipped\n", dry_run ? " (dry run)" : "",
-	       (unsigned long long)st->checkpoints,
-	       (unsigned long long)st->orphans,
-	       (unsigned long long)st->temps, b,
-	       (unsigned long long)st->removed,
+	       "%llu removed, %llu skipped\n",
+	       dry_run ? " (dry run)" : "", (unsigned long long)st->checkpoints,
+	       (unsigned long long)st->orphans, (unsigned long long)st->temps,
+	       b, (unsigned long long)st->removed,
 	       (unsigned long long)st->skipped);
 }
 

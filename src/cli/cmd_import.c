@@ -40,14 +40,14 @@ static int report(struct cli *c, const wstore_import_options *o,
 		return cli_fail(rc);
 	total = wstore_manifest_total_size(m);
 	if (c->json) {
-		cli_print_json(json_pack("{s:s, s:s, s:s, s:I, s:I, s:f, s:f}",
-			"checkpoint_id", o->checkpoint_id,
-			"model_id", wstore_manifest_model_id(m),
-			"status", wstore_manifest_status(m),
-			"files", (json_int_t)wstore_manifest_file_count(m),
-			"total_size", (json_int_t)total,
-			"seconds", secs,
-			"bytes_per_second", secs > 0 ? total / secs : 0.0));
+		cli_print_json(json_pack(
+			"{s:s, s:s, s:s, s:I, s:I, s:f, s:f}", "checkpoint_id",
+			o->checkpoint_id, "model_id",
+			wstore_manifest_model_id(m), "status",
+			wstore_manifest_status(m), "files",
+			(json_int_t)wstore_manifest_file_count(m), "total_size",
+			(json_int_t)total, "seconds", secs, "bytes_per_second",
+			secs > 0 ? total / secs : 0.0));
 	} else if (!c->quiet) {
 		wstore_format_size(sz, sizeof(sz), total);
 		wstore_format_size(rate, sizeof(rate),
@@ -91,17 +91,21 @@ int cmd_model_import(struct cli *c, int argc, char **argv)
 		case 's': o.source = optarg; break;
 		case 'c':
 			if (wstore_parse_size(&o.chunk_size, optarg) < 0)
-				return cli_usage_error("invalid --chunk-size: %s",
-						       wstore_last_error());
+				return cli_usage_error(
+					"invalid --chunk-size: %s",
+					wstore_last_error());
 			if (o.chunk_size > (4ull << 30))
-				return cli_usage_error("invalid --chunk-size '%s': at most 4GiB",
-						       optarg);
+				return cli_usage_error(
+					"invalid --chunk-size '%s': at most 4GiB",
+					optarg);
 			break;
 		case 'n':
-			if (cli_parse_count(&o.replica_num, "--replica-num", optarg))
+			if (cli_parse_count(&o.replica_num, "--replica-num",
+					    optarg))
 				return EXIT_USAGE;
 			/* replicating backends read it when the store opens */
-			if (wstore_config_set(c->cfg, "replica_num", optarg) < 0)
+			if (wstore_config_set(c->cfg, "replica_num", optarg) <
+			    0)
 				return cli_fail(WSTORE_EINVAL);
 			break;
 		case 'j':
@@ -109,15 +113,16 @@ int cmd_model_import(struct cli *c, int argc, char **argv)
 				return EXIT_USAGE;
 			break;
 		case 'h': cli_print_help(help); return EXIT_OK;
-		default:
-			return cli_bad_option(ch, argv, "model import");
+		default: return cli_bad_option(ch, argv, "model import");
 		}
 	}
 	if (optind < argc)
-		return cli_usage_error("unexpected argument '%s' for 'model import'",
-				       argv[optind]);
+		return cli_usage_error(
+			"unexpected argument '%s' for 'model import'",
+			argv[optind]);
 	if (!o.checkpoint_id || !o.model_id || !o.source)
-		return cli_usage_error("model import needs --checkpoint-id, --model-id and --source");
+		return cli_usage_error(
+			"model import needs --checkpoint-id, --model-id and --source");
 	if (cli_open_store(c, &s))
 		return EXIT_ERR;
 	o.progress = cli_progress_fn;

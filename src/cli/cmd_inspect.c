@@ -28,12 +28,15 @@ static void summary(char *out, size_t cap, wstore_checkpoint *ck,
 	if (!ck || wstore_file_open(&f, ck, path) < 0)
 		return;
 	if (wstore_file_summary(&si, f) < 0)
-		snprintf(out, cap, "  [unreadable header: %s]", wstore_last_error());
+		snprintf(out, cap, "  [unreadable header: %s]",
+			 wstore_last_error());
 	else if (si.kv_count || si.gguf_version)
-		snprintf(out, cap, "  [gguf v%u: %llu tensors, %llu params, %llu metadata keys]",
-			 si.gguf_version, (unsigned long long)si.tensor_count,
-			 (unsigned long long)si.param_count,
-			 (unsigned long long)si.kv_count);
+		snprintf(
+			out, cap,
+			"  [gguf v%u: %llu tensors, %llu params, %llu metadata keys]",
+			si.gguf_version, (unsigned long long)si.tensor_count,
+			(unsigned long long)si.param_count,
+			(unsigned long long)si.kv_count);
 	else if (si.tensor_count)
 		snprintf(out, cap, "  [%s: %llu tensors, %llu params, %s]",
 			 si.format, (unsigned long long)si.tensor_count,
@@ -58,8 +61,8 @@ static void print_manifest(const wstore_manifest *m, wstore_checkpoint *ck)
 	printf("source:     %s\n", wstore_manifest_source_uri(m));
 	printf("updated:    %s", ctime(&t));
 	printf("size:       %s in %zu files\n\n", sz, n);
-	printf("%-8s %14s %7s  %-16s  %s\n", "TYPE", "SIZE", "CHUNKS",
-	       "SHA256", "PATH");
+	printf("%-8s %14s %7s  %-16s  %s\n", "TYPE", "SIZE", "CHUNKS", "SHA256",
+	       "PATH");
 	for (size_t i = 0; i < n; i++) {
 		wstore_file_info f;
 		char sum[512];

@@ -25,16 +25,16 @@ static json_t *row(wstore_store *s, const char *id)
 
 	if (rc < 0)
 		return json_pack("{s:s, s:s, s:s}", "checkpoint_id", id,
-				 "status", rc == WSTORE_ENOTFOUND ? "MISSING" : "CORRUPT",
+				 "status",
+				 rc == WSTORE_ENOTFOUND ? "MISSING" : "CORRUPT",
 				 "error", wstore_last_error());
-	j = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I}",
-		      "checkpoint_id", id,
-		      "model_id", wstore_manifest_model_id(m),
-		      "revision", wstore_manifest_revision(m),
-		      "status", wstore_manifest_status(m),
-		      "total_size", (json_int_t)wstore_manifest_total_size(m),
-		      "files", (json_int_t)wstore_manifest_file_count(m),
-		      "updated_at", (json_int_t)wstore_manifest_updated_at(m));
+	j = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I}", "checkpoint_id",
+		      id, "model_id", wstore_manifest_model_id(m), "revision",
+		      wstore_manifest_revision(m), "status",
+		      wstore_manifest_status(m), "total_size",
+		      (json_int_t)wstore_manifest_total_size(m), "files",
+		      (json_int_t)wstore_manifest_file_count(m), "updated_at",
+		      (json_int_t)wstore_manifest_updated_at(m));
 	wstore_manifest_free(m);
 	return j;
 }
@@ -46,15 +46,20 @@ static void print_table(json_t *rows)
 
 	printf("%-32s %-32s %-10s %-7s %6s %12s  %s\n", "CHECKPOINT", "MODEL",
 	       "REVISION", "STATUS", "FILES", "SIZE", "UPDATED");
-	json_array_foreach(rows, i, r) {
+	json_array_foreach(rows, i, r)
+	{
 		char sz[32] = "-", when[32] = "-";
-		time_t t = (time_t)json_integer_value(json_object_get(r, "updated_at"));
-		const char *model = json_string_value(json_object_get(r, "model_id"));
-		const char *rev = json_string_value(json_object_get(r, "revision"));
+		time_t t = (time_t)json_integer_value(
+			json_object_get(r, "updated_at"));
+		const char *model =
+			json_string_value(json_object_get(r, "model_id"));
+		const char *rev =
+			json_string_value(json_object_get(r, "revision"));
 
 		if (json_object_get(r, "total_size"))
 			wstore_format_size(sz, sizeof(sz),
-					   json_integer_value(json_object_get(r, "total_size")));
+					   json_integer_value(json_object_get(
+						   r, "total_size")));
 		if (t)
 			strftime(when, sizeof(when), "%Y-%m-%d %H:%M",
 				 localtime(&t));
@@ -62,7 +67,8 @@ static void print_table(json_t *rows)
 		       json_string_value(json_object_get(r, "checkpoint_id")),
 		       model ? model : "-", rev ? rev : "-",
 		       json_string_value(json_object_get(r, "status")),
-		       (long long)json_integer_value(json_object_get(r, "files")),
+		       (long long)json_integer_value(
+			       json_object_get(r, "files")),
 		       sz, when);
 	}
 }
@@ -91,12 +97,13 @@ int cmd_model_list(struct cli *c, int argc, char **argv)
 			return cli_bad_option(ch, argv, "model list");
 	}
 	if (optind < argc)
-		return cli_usage_error("unexpected argument '%s' for 'model list'",
-				       argv[optind]);
+		return cli_usage_error(
+			"unexpected argument '%s' for 'model list'",
+			argv[optind]);
 	if (cli_open_store(c, &s))
 		return EXIT_ERR;
-	rc = model ? wstore_list_model(&ids, &n, s, model) :
-		     wstore_list(&ids, &n, s);
+	rc = model ? wstore_list_model(&ids, &n, s, model)
+		   : wstore_list(&ids, &n, s);
 	if (rc < 0) {
 		wstore_free(s);
 		return cli_fail(rc);

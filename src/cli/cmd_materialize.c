@@ -37,10 +37,12 @@ int cmd_model_materialize(struct cli *c, int argc, char **argv)
 		else if (ch == 'h')
 			return cli_print_help(help), EXIT_OK;
 		else
-			return cli_bad_option(ch, argv, "model materialize-file");
+			return cli_bad_option(ch, argv,
+					      "model materialize-file");
 	}
 	if (optind + 1 != argc || !path || !output)
-		return cli_usage_error("'model materialize-file' needs ID, --path and --output");
+		return cli_usage_error(
+			"'model materialize-file' needs ID, --path and --output");
 	id = argv[optind];
 	if (cli_open_store(c, &s))
 		return EXIT_ERR;

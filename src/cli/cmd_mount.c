@@ -101,8 +101,9 @@ static int parse_refresh(double *out, const char *v)
 	double d = strtod(v, &end);
 
 	if (!*v || *end || !(d >= 0.1 && d <= 3600))
-		return cli_usage_error("invalid --refresh '%s': expected seconds from 0.1 to 3600",
-				       v);
+		return cli_usage_error(
+			"invalid --refresh '%s': expected seconds from 0.1 to 3600",
+			v);
 	*out = d;
 	return 0;
 }
@@ -129,20 +130,17 @@ static int parse_mount_args(struct wmount_opts *o, const char **mp, int argc,
 		switch (ch) {
 		case 'c':
 			if (wstore_validate_checkpoint_id(optarg) < 0)
-				return cli_usage_error("%s", wstore_last_error());
+				return cli_usage_error("%s",
+						       wstore_last_error());
 			o->checkpoint = optarg;
 			break;
 		case 'C':
 			if (wstore_parse_size(&o->cache_size, optarg) < 0)
-				return cli_usage_error("invalid --cache-size '%s'",
-						       optarg);
+				return cli_usage_error(
+					"invalid --cache-size '%s'", optarg);
 			break;
-		case 'f':
-			o->foreground = 1;
-			break;
-		case 'D':
-			o->direct_io = 1;
-			break;
+		case 'f': o->foreground = 1; break;
+		case 'D': o->direct_io = 1; break;
 		case 'r':
 			if (parse_refresh(&o->refresh, optarg))
 				return EXIT_USAGE;
@@ -152,14 +150,9 @@ static int parse_mount_args(struct wmount_opts *o, const char **mp, int argc,
 				return EXIT_USAGE;
 			o->threads = n;
 			break;
-		case 'a':
-			o->allow_other = 1;
-			break;
-		case 'h':
-			cli_print_help(help);
-			return -1;
-		default:
-			return cli_bad_option(ch, argv, "mount");
+		case 'a': o->allow_other = 1; break;
+		case 'h': cli_print_help(help); return -1;
+		default: return cli_bad_option(ch, argv, "mount");
 		}
 	}
 	if (optind + 1 != argc)
@@ -201,7 +194,8 @@ int cmd_mount(struct cli *c, int argc, char **argv)
 	if ((rc = parse_mount_args(&o, &mp, argc, argv)))
 		return rc < 0 ? EXIT_OK : rc;
 	if (stat(mp, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "wstore: mountpoint '%s' is not a directory\n", mp);
+		fprintf(stderr, "wstore: mountpoint '%s' is not a directory\n",
+			mp);
 		return EXIT_ERR;
 	}
 	if (o.foreground)
@@ -238,9 +232,10 @@ static int is_wstore_mount(const char *mp)
 			continue;
 		for (p = q = dir; *p; q++) {
 			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' &&
-			    p[2] >= '0' && p[2] <= '7' && p[3] >= '0' && p[3] <= '7') {
-				*q = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 +
-					    (p[3] - '0'));
+			    p[2] >= '0' && p[2] <= '7' && p[3] >= '0' &&
+			    p[3] <= '7') {
+				*q = (char)((p[1] - '0') * 64 +
+					    (p[2] - '0') * 8 + (p[3] - '0'));
 				p += 4;
 			} else {
 				*q = *p++;
@@ -282,11 +277,13 @@ int cmd_umount(struct cli *c, int argc, char **argv)
 			return EXIT_OK;
 		fprintf(stderr, "wstore: cannot unmount '%s': %s\n", mp,
 			errno == EBUSY ? "it is busy (files open or a process "
-					 "inside it)" : strerror(errno));
+					 "inside it)"
+				       : strerror(errno));
 		return EXIT_ERR;
 	}
 	if ((pid = fork()) == 0) {
-		execlp("fusermount3", "fusermount3", "-u", "--", rp, (char *)NULL);
+		execlp("fusermount3", "fusermount3", "-u", "--", rp,
+		       (char *)NULL);
 		fprintf(stderr, "wstore: cannot run fusermount3: %s\n",
 			strerror(errno));
 		_exit(127);

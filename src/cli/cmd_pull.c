@@ -34,8 +34,8 @@ static const char help[] =
 static int add_glob(const char **list, int *n, const char *g)
 {
 	if (*n == MAX_GLOBS)
-		return cli_usage_error("at most %d --include/--exclude patterns",
-				       MAX_GLOBS);
+		return cli_usage_error(
+			"at most %d --include/--exclude patterns", MAX_GLOBS);
 	list[(*n)++] = g;
 	list[*n] = NULL;
 	return 0;

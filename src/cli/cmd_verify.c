@@ -36,8 +36,9 @@ static void on_file(const char *path, int result, const char *msg, void *ctx)
 		r->bad++;
 	if (r->c->json) {
 		json_array_append_new(r->files,
-			json_pack("{s:s, s:b, s:s?}", "path", path, "ok", !result,
-				  "error", result ? msg : NULL));
+				      json_pack("{s:s, s:b, s:s?}", "path",
+						path, "ok", !result, "error",
+						result ? msg : NULL));
 		return;
 	}
 	if (r->c->tty)
@@ -87,7 +88,8 @@ int cmd_model_verify(struct cli *c, int argc, char **argv)
 		}
 	}
 	if (optind + 1 != argc)
-		return cli_usage_error("'model verify' needs exactly one checkpoint id");
+		return cli_usage_error(
+			"'model verify' needs exactly one checkpoint id");
 	id = argv[optind];
 	if (cli_open_store(c, &s))
 		return EXIT_ERR;
@@ -107,9 +109,10 @@ int cmd_model_verify(struct cli *c, int argc, char **argv)
 	}
 	wstore_free(s);
 	if (c->json && (rc == 0 || rc == WSTORE_EVERIFY)) {
-		cli_print_json(json_pack("{s:s, s:b, s:I, s:o}", "checkpoint_id",
-					 id, "ok", rc == 0, "bad_files",
-					 (json_int_t)r.bad, "files", r.files));
+		cli_print_json(json_pack("{s:s, s:b, s:I, s:o}",
+					 "checkpoint_id", id, "ok", rc == 0,
+					 "bad_files", (json_int_t)r.bad,
+					 "files", r.files));
 		r.files = NULL;
 	}
 	json_decref(r.files);

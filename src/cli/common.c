@@ -99,8 +99,7 @@ double cli_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-int cli_progress_fn(uint64_t done, uint64_t total, const char *path,
-		    void *ctx)
+int cli_progress_fn(uint64_t done, uint64_t total, const char *path, void *ctx)
 {
 	struct cli_progress *p = ctx;
 	double now = cli_now(), el = now - p->start;
@@ -116,11 +115,11 @@ int cli_progress_fn(uint64_t done, uint64_t total, const char *path,
 	wstore_format_size(t, sizeof(t), total);
 	wstore_format_size(r, sizeof(r), el > 0 ? (uint64_t)(done / el) : 0);
 	if (done > 0 && done < total && el > 0)
-		fprintf(stderr, "\r%s %s / %s  %s/s  ETA %.0f s   ", p->verb,
-			d, t, r, (double)(total - done) * el / (double)done);
+		fprintf(stderr, "\r%s %s / %s  %s/s  ETA %.0f s   ", p->verb, d,
+			t, r, (double)(total - done) * el / (double)done);
 	else
-		fprintf(stderr, "\r%s %s / %s  %s/s            ", p->verb, d,
-			t, r);
+		fprintf(stderr, "\r%s %s / %s  %s/s            ", p->verb, d, t,
+			r);
 	return 0;
 }
 
@@ -143,8 +142,9 @@ int cli_parse_count(uint32_t *out, const char *opt, const char *v)
 	unsigned long n = strtoul(v, &end, 10);
 
 	if (!*v || *end || n == 0 || n > 1024 || v[0] == '-')
-		return cli_usage_error("invalid %s '%s': expected a number from 1 to 1024",
-				       opt, v);
+		return cli_usage_error(
+			"invalid %s '%s': expected a number from 1 to 1024",
+			opt, v);
 	*out = (uint32_t)n;
 	return 0;
 }
@@ -154,8 +154,8 @@ int cli_bad_option(int ch, char **argv, const char *cmd)
 	if (ch == ':')
 		return cli_usage_error("option '%s' needs a value",
 				       argv[optind - 1]);
-	return cli_usage_error("unknown option '%s' for '%s'",
-			       argv[optind - 1], cmd);
+	return cli_usage_error("unknown option '%s' for '%s'", argv[optind - 1],
+			       cmd);
 }
 
 /* Commands taking one checkpoint id and no options besides --help. */
@@ -163,8 +163,7 @@ int cli_one_id(const char **out, int argc, char **argv, const char *cmd,
 	       const char *help)
 {
 	static const struct option opts[] = {
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 }
+		{ "help", no_argument, NULL, 'h' }, { 0 }
 	};
 	int ch;
 
@@ -177,7 +176,8 @@ int cli_one_id(const char **out, int argc, char **argv, const char *cmd,
 		return cli_bad_option(ch, argv, cmd);
 	}
 	if (optind + 1 != argc)
-		return cli_usage_error("'%s' needs exactly one checkpoint id", cmd);
+		return cli_usage_error("'%s' needs exactly one checkpoint id",
+				       cmd);
 	*out = argv[optind];
 	return 0;
 }

@@ -62,10 +62,10 @@
 #include "fuse_ops.h"
 
 #define NODE_BITS 32
-#define RA_QUEUE 32		/* read-ahead jobs waiting at most */
+#define RA_QUEUE 32 /* read-ahead jobs waiting at most */
 #define RA_THREADS 2
-#define FREE_BUFS 8		/* chunk buffers kept for reuse */
-#define KERNEL_RA_KB 16384	/* kernel read-ahead window we ask for */
+#define FREE_BUFS 8	   /* chunk buffers kept for reuse */
+#define KERNEL_RA_KB 16384 /* kernel read-ahead window we ask for */
 
 /* ---- tree --------------------------------------------------------------- */
 
@@ -73,7 +73,7 @@ struct node {
 	char *name;
 	uint32_t parent;
 	int is_dir;
-	int64_t file;		/* manifest index, -1 for a directory */
+	int64_t file; /* manifest index, -1 for a directory */
 	uint64_t size;
 	uint32_t *kids;
 	uint32_t nkids, capkids;
@@ -83,15 +83,15 @@ struct entry {
 	uint32_t eid;
 	char *id;
 	wstore_checkpoint *ck;
-	char *mbytes;		/* serialized manifest, to spot changes */
+	char *mbytes; /* serialized manifest, to spot changes */
 	size_t mlen;
 	int64_t mtime;
 	struct node *nodes;
 	uint32_t nnodes;
 	atomic_int dead;
-	atomic_int refs;	/* the table's, open files', read-ahead jobs' */
-	pthread_mutex_t vlock;	/* guards validated */
-	double validated;	/* start of the last good manifest check */
+	atomic_int refs;       /* the table's, open files', read-ahead jobs' */
+	pthread_mutex_t vlock; /* guards validated */
+	double validated;      /* start of the last good manifest check */
 };
 
 /* An open file. */
@@ -111,33 +111,33 @@ struct slot {
 	uint32_t eid;
 	int64_t fidx;
 	uint64_t ci;
-	struct entry *e;	/* not a reference: compared only */
+	struct entry *e; /* not a reference: compared only */
 	char *buf;
 	size_t len, cap;
-	uint64_t served;	/* bytes replied from it */
+	uint64_t served; /* bytes replied from it */
 	int state, err, pins, unlinked;
 	struct slot *hnext, *prev, *next;
 };
 
 struct rajob {
-	struct entry *e;	/* holds a reference */
+	struct entry *e; /* holds a reference */
 	int64_t fidx;
 	uint64_t ci;
 };
 
 struct cache {
 	pthread_mutex_t lock;
-	pthread_cond_t cond;	/* a fetch finished */
+	pthread_cond_t cond; /* a fetch finished */
 	struct slot **hash;
 	size_t nhash;
-	struct slot lru;	/* sentinel: next is newest */
+	struct slot lru; /* sentinel: next is newest */
 	uint64_t bytes, limit;
 	struct {
 		char *buf;
 		size_t cap;
 	} freebufs[FREE_BUFS];
 	unsigned nfree;
-	uint64_t freebytes;	/* in freebufs, counted against limit */
+	uint64_t freebytes; /* in freebufs, counted against limit */
 	struct rajob q[RA_QUEUE];
 	unsigned qhead, qlen;
 	pthread_cond_t qcond;
@@ -154,17 +154,17 @@ struct wmount {
 	gid_t gid;
 	time_t started;
 	int daemonized;
-	pthread_rwlock_t lock;	/* guards tab, live */
-	struct entry **tab;	/* by eid; NULL once retired */
+	pthread_rwlock_t lock; /* guards tab, live */
+	struct entry **tab;    /* by eid; NULL once retired */
 	uint32_t ntab, captab;
-	struct entry **live;	/* sorted by id */
+	struct entry **live; /* sorted by id */
 	size_t nlive;
 	pthread_mutex_t rlock;
 	pthread_cond_t rcond;
 	int rstop;
 	pthread_t refresher;
 	int refreshing;
-	const char *mountpoint;	/* while mounted */
+	const char *mountpoint; /* while mounted */
 	struct cache c;
 	pthread_mutex_t loglock;
 	double lastlog;
@@ -205,11 +205,13 @@ static void mlog(struct wmount *m, int prio, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	if (m->daemonized) {
-		syslog(prio, "%s%s", msg, skipped ? " (and earlier messages suppressed)" : "");
+		syslog(prio, "%s%s", msg,
+		       skipped ? " (and earlier messages suppressed)" : "");
 	} else {
 		fprintf(stderr, "wstore mount: %s\n", msg);
 		if (skipped)
-			fprintf(stderr, "wstore mount: (%u messages suppressed)\n",
+			fprintf(stderr,
+				"wstore mount: (%u messages suppressed)\n",
 				skipped);
 	}
 }
@@ -326,8 +328,8 @@ static int build_nodes(struct entry *e, const wstore_manifest *man)
 		}
 		if (find_kid(e, (uint32_t)dir, p, strlen(p)) >= 0)
 			return -EINVAL;
-		if (add_node(e, &cap, (uint32_t)dir, p, strlen(p),
-			     (int64_t)i, fi.size) < 0)
+		if (add_node(e, &cap, (uint32_t)dir, p, strlen(p), (int64_t)i,
+			     fi.size) < 0)
 			return -ENOMEM;
 	}
 	return 0;
@@ -355,11 +357,13 @@ static int entry_new(struct wmount *m, struct entry **out, const char *id,
 		entry_free(e);
 		return rc;
 	}
-	e->mtime = wstore_manifest_updated_at(wstore_checkpoint_manifest(e->ck));
+	e->mtime =
+		wstore_manifest_updated_at(wstore_checkpoint_manifest(e->ck));
 	if ((rc = build_nodes(e, wstore_checkpoint_manifest(e->ck))) < 0) {
 		mlog(m, LOG_ERR, "cannot map the files of checkpoint '%s': %s",
-		     id, rc == -ENOMEM ? "out of memory"
-				       : "a path is both a file and a directory");
+		     id,
+		     rc == -ENOMEM ? "out of memory"
+				   : "a path is both a file and a directory");
 		entry_free(e);
 		return rc;
 	}
@@ -397,7 +401,8 @@ static int read_manifest_bytes(struct wmount *m, const char *id, char **out,
 static size_t slot_hash(const struct cache *c, uint32_t eid, int64_t fidx,
 			uint64_t ci)
 {
-	uint64_t h = eid * 0x9E3779B97F4A7C15ull ^ (uint64_t)fidx * 0xC2B2AE3D27D4EB4Full ^
+	uint64_t h = eid * 0x9E3779B97F4A7C15ull ^
+		     (uint64_t)fidx * 0xC2B2AE3D27D4EB4Full ^
 		     ci * 0x165667B19E3779F9ull;
 
 	return (size_t)((h ^ (h >> 29)) % c->nhash);
@@ -511,7 +516,7 @@ static char *take_buf(struct cache *c, size_t need, size_t *cap)
 		c->freebufs[i] = c->freebufs[--c->nfree];
 		return b;
 	}
-	if (c->nfree) {		/* too small: trade the oldest for a new one */
+	if (c->nfree) { /* too small: trade the oldest for a new one */
 		buf_free(c->freebufs[0].buf, c->freebufs[0].cap);
 		c->freebytes -= c->freebufs[0].cap;
 		c->freebufs[0] = c->freebufs[--c->nfree];
@@ -610,8 +615,7 @@ static int entry_validate(struct wmount *m, struct entry *e, double t0)
 	return 0;
 }
 
-static int fetch(struct wmount *m, struct slot *s, wstore_file *f,
-		 uint64_t cs)
+static int fetch(struct wmount *m, struct slot *s, wstore_file *f, uint64_t cs)
 {
 	double t0 = now_mono();
 	size_t n = 0;
@@ -690,7 +694,7 @@ static struct slot *cache_get(struct wmount *m, struct entry *e, int64_t fidx,
 	s->state = SLOT_READY;
 	if (rc < 0) {
 		s->err = rc;
-		slot_unlink(c, s);	/* later readers try again */
+		slot_unlink(c, s); /* later readers try again */
 		if (--s->pins == 0)
 			slot_drop(c, s);
 		s = NULL;
@@ -953,7 +957,8 @@ static int refresh(struct wmount *m)
 	int rc, *fresh;
 
 	if ((rc = wstore_list(&ids, &nids, m->s)) < 0) {
-		mlog(m, LOG_ERR, "cannot list the store: %s", wstore_last_error());
+		mlog(m, LOG_ERR, "cannot list the store: %s",
+		     wstore_last_error());
 		return rc;
 	}
 	next = calloc(nids + 1, sizeof(*next));
@@ -987,7 +992,7 @@ static int refresh(struct wmount *m)
 	nold = m->nlive;
 	m->live = next;
 	m->nlive = nnew;
-	dead = old;	/* reuse old's storage for the retired ones */
+	dead = old; /* reuse old's storage for the retired ones */
 	for (size_t i = 0; i < nold; i++) {
 		size_t j;
 
@@ -1001,8 +1006,10 @@ static int refresh(struct wmount *m)
 	}
 	pthread_rwlock_unlock(&m->lock);
 	for (size_t i = 0; i < ndead; i++) {
-		mlog(m, LOG_INFO, "checkpoint '%s' left the store or changed: "
-		     "no longer served", dead[i]->id);
+		mlog(m, LOG_INFO,
+		     "checkpoint '%s' left the store or changed: "
+		     "no longer served",
+		     dead[i]->id);
 		cache_purge(&m->c, dead[i]);
 		kernel_forget(m, dead[i]);
 		entry_put(dead[i]);
@@ -1032,8 +1039,8 @@ static void *refresh_main(void *arg)
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000L;
 		}
-		while (!m->rstop &&
-		       pthread_cond_timedwait(&m->rcond, &m->rlock, &ts) != ETIMEDOUT)
+		while (!m->rstop && pthread_cond_timedwait(&m->rcond, &m->rlock,
+							   &ts) != ETIMEDOUT)
 			;
 		if (m->rstop)
 			break;
@@ -1074,7 +1081,7 @@ static void fill_stat(struct wmount *m, const struct entry *e, uint32_t node,
 	st->st_uid = m->uid;
 	st->st_gid = m->gid;
 	st->st_blksize = 1 << 20;
-	if (!e) {		/* the root listing of checkpoints */
+	if (!e) { /* the root listing of checkpoints */
 		st->st_mode = S_IFDIR | 0555;
 		st->st_nlink = 2 + (nlink_t)m->nlive;
 		st->st_mtime = st->st_ctime = st->st_atime = m->started;
@@ -1095,7 +1102,7 @@ static void fill_stat(struct wmount *m, const struct entry *e, uint32_t node,
 static void op_init(void *ud, struct fuse_conn_info *conn)
 {
 	(void)ud;
-	conn->max_readahead = UINT32_MAX;	/* clamped to the kernel's */
+	conn->max_readahead = UINT32_MAX; /* clamped to the kernel's */
 	/* read-ahead requests in flight (kernel default 12) */
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
@@ -1161,7 +1168,8 @@ static int dirbuf_add(fuse_req_t req, struct dirbuf *b, const char *name,
 		      fuse_ino_t ino, int is_dir)
 {
 	struct stat st;
-	size_t old = b->size, n = fuse_add_direntry(req, NULL, 0, name, NULL, 0);
+	size_t old = b->size,
+	       n = fuse_add_direntry(req, NULL, 0, name, NULL, 0);
 	char *np = realloc(b->p, old + n);
 
 	if (!np)
@@ -1237,8 +1245,9 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_buf(req, NULL, 0);
 	else
 		fuse_reply_buf(req, b->p + off,
-			       b->size - (size_t)off < size ? b->size - (size_t)off
-							    : size);
+			       b->size - (size_t)off < size
+				       ? b->size - (size_t)off
+				       : size);
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
@@ -1357,11 +1366,13 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	ci0 = pos / h->cs;
 	while (pos < end && n < MAX_PIECES) {
 		uint64_t ci = pos / h->cs, cstart = ci * h->cs;
-		uint64_t clen = h->size - cstart < h->cs ? h->size - cstart : h->cs;
-		uint64_t take = (end < cstart + clen ? end : cstart + clen) - pos;
+		uint64_t clen =
+			h->size - cstart < h->cs ? h->size - cstart : h->cs;
+		uint64_t take =
+			(end < cstart + clen ? end : cstart + clen) - pos;
 
-		s[n] = cache_get(m, h->e, h->fidx, h->f, h->cs, ci, (size_t)clen,
-				 &err);
+		s[n] = cache_get(m, h->e, h->fidx, h->f, h->cs, ci,
+				 (size_t)clen, &err);
 		if (!s[n])
 			break;
 		iov[n].iov_base = s[n]->buf + (pos - cstart);
@@ -1376,8 +1387,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (!err)
 		maybe_readahead(m, h, ci0 + (uint64_t)(n ? n - 1 : 0));
 	if (err)
-		fuse_reply_err(req, err == -ENOENT ? ENOENT :
-				    err == -ENOMEM ? ENOMEM : EIO);
+		fuse_reply_err(req, err == -ENOENT   ? ENOENT
+				    : err == -ENOMEM ? ENOMEM
+						     : EIO);
 	else
 		fuse_reply_iov(req, iov, n);
 	for (int i = 0; i < n; i++)
@@ -1393,7 +1405,8 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	(void)ino;
 	pthread_rwlock_rdlock(&m->lock);
 	for (size_t i = 0; i < m->nlive; i++) {
-		const wstore_manifest *man = wstore_checkpoint_manifest(m->live[i]->ck);
+		const wstore_manifest *man =
+			wstore_checkpoint_manifest(m->live[i]->ck);
 
 		bytes += wstore_manifest_total_size(man);
 		files += m->live[i]->nnodes;
@@ -1443,7 +1456,7 @@ int wmount_new(struct wmount **out, wstore_store *store,
 	pthread_mutex_init(&m->rlock, NULL);
 	pthread_mutex_init(&m->loglock, NULL);
 	pthread_cond_init(&m->rcond, NULL);
-	m->ntab = 1;		/* eid 0 would give inode 0..; never used */
+	m->ntab = 1; /* eid 0 would give inode 0..; never used */
 	m->captab = 64;
 	m->tab = calloc(m->captab, sizeof(*m->tab));
 	if (!m->tab || cache_init(m) < 0) {
@@ -1461,9 +1474,10 @@ int wmount_new(struct wmount **out, wstore_store *store,
 		/* say why: absent, FAILED, unreadable */
 		rc = wstore_checkpoint_open(&ck, store, o->checkpoint);
 		wstore_checkpoint_free(ck);
-		fprintf(stderr, "wstore: %s\n", rc < 0 && *wstore_last_error()
-			? wstore_last_error()
-			: "checkpoint is not in the store's index");
+		fprintf(stderr, "wstore: %s\n",
+			rc < 0 && *wstore_last_error()
+				? wstore_last_error()
+				: "checkpoint is not in the store's index");
 		wmount_free(m);
 		return rc < 0 ? rc : WSTORE_ENOTFOUND;
 	}
@@ -1484,7 +1498,7 @@ static void widen_readahead(struct wmount *m, const char *mountpoint)
 	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb",
 		 major(st.st_dev), minor(st.st_dev));
 	if (!(f = fopen(path, "w")))
-		return;		/* not root: keep the default */
+		return; /* not root: keep the default */
 	if (fprintf(f, "%d\n", KERNEL_RA_KB) < 0 || fclose(f) != 0)
 		mlog(m, LOG_WARNING, "cannot set %s", path);
 }
@@ -1497,8 +1511,8 @@ static int make_session(struct wmount *m)
 	snprintf(opts, sizeof(opts),
 		 "ro,fsname=wstore,subtype=wstore,default_permissions%s",
 		 m->o.allow_other ? ",allow_other" : "");
-	if (fuse_opt_add_arg(&args, "wstore") || fuse_opt_add_arg(&args, "-o") ||
-	    fuse_opt_add_arg(&args, opts) ||
+	if (fuse_opt_add_arg(&args, "wstore") ||
+	    fuse_opt_add_arg(&args, "-o") || fuse_opt_add_arg(&args, opts) ||
 	    /* libfuse's trace of every request, for debugging */
 	    (getenv("WSTORE_FUSE_DEBUG") && fuse_opt_add_arg(&args, "-d"))) {
 		fuse_opt_free_args(&args);
@@ -1544,8 +1558,10 @@ int wmount_run(struct wmount *m, const char *mountpoint,
 		return 1;
 	}
 	if (fuse_session_mount(m->se, mountpoint) < 0) {
-		fprintf(stderr, "wstore: cannot mount on '%s' (see the "
-			"message above)\n", mountpoint);
+		fprintf(stderr,
+			"wstore: cannot mount on '%s' (see the "
+			"message above)\n",
+			mountpoint);
 		fuse_remove_signal_handlers(m->se);
 		return 1;
 	}

@@ -13,7 +13,7 @@
 #include <wstore/wstore.h>
 
 struct wmount_opts {
-	const char *checkpoint;	/* NULL: one directory per READY checkpoint */
+	const char *checkpoint; /* NULL: one directory per READY checkpoint */
 	uint64_t cache_size;	/* bytes of whole chunks kept (LRU) */
 	double refresh;		/* seconds between manifest re-reads */
 	unsigned threads;	/* FUSE worker threads; 1 = single-threaded */

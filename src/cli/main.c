@@ -12,14 +12,17 @@
 #include "cli.h"
 
 static const struct cli_cmd commands[] = {
-	{ "model", "import", cmd_model_import, "import a checkpoint directory" },
+	{ "model", "import", cmd_model_import,
+	  "import a checkpoint directory" },
 	{ "model", "list", cmd_model_list, "list checkpoints" },
-	{ "model", "inspect", cmd_model_inspect, "show a checkpoint's manifest" },
+	{ "model", "inspect", cmd_model_inspect,
+	  "show a checkpoint's manifest" },
 	{ "model", "verify", cmd_model_verify, "re-read and check every file" },
 	{ "model", "delete", cmd_model_delete, "delete a checkpoint" },
 	{ "model", "materialize-file", cmd_model_materialize,
 	  "write one file of a checkpoint" },
-	{ "model", "pull", cmd_model_pull, "write a whole checkpoint to a directory" },
+	{ "model", "pull", cmd_model_pull,
+	  "write a whole checkpoint to a directory" },
 	{ "config", "init", cmd_config_init, "write the configuration file" },
 	{ NULL, "mount", cmd_mount, "mount the store read-only (FUSE)" },
 	{ NULL, "umount", cmd_umount, "unmount a wstore mount" },
@@ -102,13 +105,15 @@ static int take_globals(struct cli *c, wstore_config *flags,
 		for (k = 0; k < nf; k++) {
 			size_t n = strlen(value_flags[k].flag);
 
-			if (!strncmp(a, value_flags[k].flag, n) && a[n] == '=') {
+			if (!strncmp(a, value_flags[k].flag, n) &&
+			    a[n] == '=') {
 				val = a + n + 1;
 				break;
 			}
 			if (!strcmp(a, value_flags[k].flag)) {
 				if (i + 1 >= *argc)
-					return cli_usage_error("option '%s' needs a value", a);
+					return cli_usage_error(
+						"option '%s' needs a value", a);
 				val = argv[++i];
 				break;
 			}
@@ -189,16 +194,18 @@ static int dispatch(struct cli *c, int argc, char **argv)
 			return commands[i].run(c, argc - 2, argv + 2);
 	}
 	if ((!strcmp(argv[1], "model") || !strcmp(argv[1], "config") ||
-	     !strcmp(argv[1], "admin")) && argc > 2 &&
+	     !strcmp(argv[1], "admin")) &&
+	    argc > 2 &&
 	    (!strcmp(argv[2], "-h") || !strcmp(argv[2], "--help"))) {
 		cli_print_help(main_help);
 		return EXIT_OK;
 	}
 	if (!strcmp(argv[1], "model") || !strcmp(argv[1], "config") ||
 	    !strcmp(argv[1], "admin"))
-		return cli_usage_error("unknown or missing %s subcommand%s%s%s; see 'wstore --help'",
-				       argv[1], argc > 2 ? " '" : "",
-				       argc > 2 ? argv[2] : "", argc > 2 ? "'" : "");
+		return cli_usage_error(
+			"unknown or missing %s subcommand%s%s%s; see 'wstore --help'",
+			argv[1], argc > 2 ? " '" : "", argc > 2 ? argv[2] : "",
+			argc > 2 ? "'" : "");
 	return cli_usage_error("unknown command '%s'; see 'wstore --help'",
 			       argv[1]);
 }
@@ -214,7 +221,8 @@ int main(int argc, char **argv)
 		printf("wstore %s\n", WSTORE_VERSION);
 		return EXIT_OK;
 	}
-	if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+	if (argc >= 2 &&
+	    (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
 		cli_print_help(main_help);
 		return EXIT_OK;
 	}
@@ -224,7 +232,7 @@ int main(int argc, char **argv)
 	if (rc == 0)
 		rc = load_config(&c, flags, config_path,
 				 argc > 2 && !strcmp(argv[1], "config") &&
-				 !strcmp(argv[2], "init"));
+					 !strcmp(argv[2], "init"));
 	wstore_config_free(flags);
 	if (rc)
 		return rc;

@@ -21,12 +21,23 @@
 
 #include "internal.h"
 
-enum { OP_PUT, OP_UPSERT, OP_PUT_NEW, OP_GET, OP_GET_RANGE, OP_SIZE,
-       OP_REMOVE, OP_LIST, OP_UPDATE, OP_SYNC, OP_COUNT };
+enum {
+	OP_PUT,
+	OP_UPSERT,
+	OP_PUT_NEW,
+	OP_GET,
+	OP_GET_RANGE,
+	OP_SIZE,
+	OP_REMOVE,
+	OP_LIST,
+	OP_UPDATE,
+	OP_SYNC,
+	OP_COUNT
+};
 
 static const char *const op_names[OP_COUNT] = {
-	"put", "upsert", "put_new", "get", "get_range", "size", "remove",
-	"list", "update", "sync",
+	"put",	"upsert", "put_new", "get",    "get_range",
+	"size", "remove", "list",    "update", "sync",
 };
 
 enum { R_FAIL, R_SHORT, R_CORRUPT, R_FORGET, R_CRASH };
@@ -35,8 +46,8 @@ enum { R_FAIL, R_SHORT, R_CORRUPT, R_FORGET, R_CRASH };
 
 typedef struct rule {
 	int kind;
-	int op;			/* OP_* for failop, -1 for every call */
-	int plus;		/* fail=N+: N and every later call */
+	int op;	  /* OP_* for failop, -1 for every call */
+	int plus; /* fail=N+: N and every later call */
 	uint64_t n;
 } rule;
 
@@ -44,7 +55,7 @@ typedef struct fault_backend {
 	wstore_backend pub;
 	wstore_backend *inner;
 	int writeonce, emptymissing;
-	unsigned delay_ms;	/* every call sleeps this long (races, ^C) */
+	unsigned delay_ms; /* every call sleeps this long (races, ^C) */
 	rule rules[MAX_RULES];
 	size_t nrules;
 	_Atomic uint64_t calls;
@@ -88,8 +99,11 @@ static int parse_op(const char *s, size_t len)
 /* Parse one item (no commas, trimmed) into fb; 0 or -1. */
 static int parse_item(fault_backend *fb, const char *item)
 {
-	static const struct { const char *name; int kind; } kinds[] = {
-		{ "fail=", R_FAIL }, { "short=", R_SHORT },
+	static const struct {
+		const char *name;
+		int kind;
+	} kinds[] = {
+		{ "fail=", R_FAIL },	   { "short=", R_SHORT },
 		{ "corrupt=", R_CORRUPT }, { "forget=", R_FORGET },
 		{ "crash=", R_CRASH },
 	};
@@ -155,7 +169,8 @@ static int parse_spec(fault_backend *fb, const char *spec)
 		if (*item && parse_item(fb, item))
 			rc = wstore_backend_error(WSTORE_EINVAL,
 						  "invalid fault spec item "
-						  "'%s'", item);
+						  "'%s'",
+						  item);
 	}
 	free(copy);
 	return rc;
@@ -184,7 +199,8 @@ static int enter(fault_backend *fb, int op, const char *key, uint64_t *opn)
 			continue;
 		c = r->op < 0 ? n : r->op == op ? k : 0;
 		if (c && (c == r->n || (r->plus && c > r->n)))
-			return wstore_backend_error(-EIO, "injected fault at "
+			return wstore_backend_error(-EIO,
+						    "injected fault at "
 						    "call %llu (%s '%s')",
 						    (unsigned long long)n,
 						    op_names[op],
@@ -252,8 +268,8 @@ static int fault_put_new(wstore_backend *b, const char *key, const void *data,
 	return rc ? rc : fb->inner->put_new(fb->inner, key, data, len);
 }
 
-static int fault_get(wstore_backend *b, const char *key, void *buf,
-		     size_t cap, size_t *out_len)
+static int fault_get(wstore_backend *b, const char *key, void *buf, size_t cap,
+		     size_t *out_len)
 {
 	fault_backend *fb = fb_of(b);
 	uint64_t k;
@@ -317,8 +333,8 @@ static int fault_remove(wstore_backend *b, const char *key, int force)
 	return rc ? rc : fb->inner->remove(fb->inner, key, force);
 }
 
-static int fault_list(wstore_backend *b, const char *prefix,
-		      wstore_list_fn fn, void *ctx)
+static int fault_list(wstore_backend *b, const char *prefix, wstore_list_fn fn,
+		      void *ctx)
 {
 	fault_backend *fb = fb_of(b);
 	uint64_t k;
@@ -327,8 +343,8 @@ static int fault_list(wstore_backend *b, const char *prefix,
 	return rc ? rc : fb->inner->list(fb->inner, prefix, fn, ctx);
 }
 
-static int fault_update(wstore_backend *b, const char *key,
-			wstore_update_fn fn, void *ctx)
+static int fault_update(wstore_backend *b, const char *key, wstore_update_fn fn,
+			void *ctx)
 {
 	fault_backend *fb = fb_of(b);
 	uint64_t k;

@@ -48,7 +48,7 @@
 
 typedef struct file_backend {
 	wstore_backend pub;
-	char *root;		/* absolute, no trailing '/' */
+	char *root; /* absolute, no trailing '/' */
 } file_backend;
 
 static file_backend *fb_of(wstore_backend *b)
@@ -70,7 +70,7 @@ static int key_ok(const char *key)
 			size_t n = (size_t)(p - seg);
 
 			if (n == 0 || *seg == '.')
-				return 0;	/* covers "." and ".." */
+				return 0; /* covers "." and ".." */
 			if (*p == '\0')
 				return 1;
 			seg = p + 1;
@@ -111,9 +111,8 @@ static int os_error(file_backend *fb, int err, const char *verb,
 		    const char *key)
 {
 	if (is_missing(err))
-		return wstore_backend_error(WSTORE_ENOTFOUND,
-					    "no key '%s' in '%s'", key,
-					    fb->root);
+		return wstore_backend_error(
+			WSTORE_ENOTFOUND, "no key '%s' in '%s'", key, fb->root);
 	return wstore__errc(-err, "cannot %s '%s' in '%s'", verb, key,
 			    fb->root);
 }
@@ -187,15 +186,14 @@ static int write_all(int fd, const void *data, size_t len)
 }
 
 /* Read up to len bytes at off; *out_n short only at end of file. */
-static int pread_all(int fd, void *buf, size_t len, uint64_t off,
-		     size_t *out_n)
+static int pread_all(int fd, void *buf, size_t len, uint64_t off, size_t *out_n)
 {
 	char *p = buf;
 	size_t done = 0;
 
 	while (done < len) {
-		ssize_t n = pread(fd, p + done, len - done,
-				  (off_t)(off + done));
+		ssize_t n =
+			pread(fd, p + done, len - done, (off_t)(off + done));
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -421,8 +419,8 @@ static int file_get(wstore_backend *b, const char *key, void *buf, size_t cap,
 		close(fd);
 		return wstore_backend_error(WSTORE_ERANGE,
 					    "value of '%s' is %llu bytes, "
-					    "buffer %zu", key,
-					    (unsigned long long)st.st_size,
+					    "buffer %zu",
+					    key, (unsigned long long)st.st_size,
 					    cap);
 	}
 	err = pread_all(fd, buf, (size_t)st.st_size, 0, &n);
@@ -512,7 +510,7 @@ static int file_remove(wstore_backend *b, const char *key, int force)
 	size_t rootlen = strlen(fb->root);
 	int rc;
 
-	(void)force;	/* no leases here */
+	(void)force; /* no leases here */
 	if ((rc = check_key(key)) || (rc = key_path(fb, key, path)))
 		return rc;
 	if (unlink(path) < 0)
@@ -525,7 +523,7 @@ static int file_remove(wstore_backend *b, const char *key, int force)
 			break;
 		*slash = '\0';
 		if (rmdir(path) < 0)
-			break;	/* ENOTEMPTY, EEXIST, ENOENT: someone's there */
+			break; /* ENOTEMPTY, EEXIST, ENOENT: someone's there */
 	}
 	return 0;
 }
@@ -537,7 +535,7 @@ typedef struct list_ctx {
 	size_t plen;
 	wstore_list_fn fn;
 	void *ctx;
-	int err;		/* errno of a failed directory read */
+	int err; /* errno of a failed directory read */
 	char key[PATH_MAX];
 } list_ctx;
 
@@ -565,8 +563,9 @@ static int visit(list_ctx *lc, int dfd, const struct dirent *e, size_t len)
 	if (type == DT_UNKNOWN) {
 		if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			return 0;
-		type = S_ISREG(st.st_mode) ? DT_REG :
-		       S_ISDIR(st.st_mode) ? DT_DIR : DT_UNKNOWN;
+		type = S_ISREG(st.st_mode)   ? DT_REG
+		       : S_ISDIR(st.st_mode) ? DT_DIR
+					     : DT_UNKNOWN;
 	}
 	if (type == DT_REG) {
 		if (len + nlen >= lc->plen &&
@@ -693,8 +692,10 @@ static int lock_key(file_backend *fb, const char *key)
 	wstore__sha256_hex_str(hex, key);
 	snprintf(path, sizeof(path), "%s/.locks", fb->root);
 	if (mkdir(path, 0755) < 0 && errno != EEXIST)
-		return wstore__errc(-errno, "cannot create lock directory "
-				    "'%s'", path);
+		return wstore__errc(-errno,
+				    "cannot create lock directory "
+				    "'%s'",
+				    path);
 	snprintf(path, sizeof(path), "%s/.locks/%s", fb->root, hex);
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	if (fd < 0)
@@ -737,11 +738,11 @@ static int file_update(wstore_backend *b, const char *key, wstore_update_fn fn,
 			rc = wstore__errc(-err, "cannot write '%s' in '%s'",
 					  key, fb->root);
 	} else if (rc > 0) {
-		rc = 0;		/* fn chose to leave the value as it is */
+		rc = 0; /* fn chose to leave the value as it is */
 	}
 	free(nv);
 	free(old);
-	close(lfd);	/* releases the flock */
+	close(lfd); /* releases the flock */
 	return rc;
 }
 
@@ -792,7 +793,8 @@ static int open_root(char **out, const char *root)
 	if (err == EEXIST || (err == 0 && !S_ISDIR(st.st_mode)))
 		return wstore_backend_error(WSTORE_EINVAL,
 					    "file store '%s' is not a "
-					    "directory", root);
+					    "directory",
+					    root);
 	if (err)
 		return wstore__errc(-err, "cannot create file store '%s'",
 				    root);
@@ -928,7 +930,7 @@ static void sweep_dir(struct sweep *sw, size_t len, int depth)
 			continue;
 		if (n == cap) {
 			char **nn = realloc(names, (cap ? cap * 2 : 16) *
-					    sizeof(*names));
+							   sizeof(*names));
 
 			if (!nn)
 				break;
@@ -947,12 +949,10 @@ static void sweep_dir(struct sweep *sw, size_t len, int depth)
 	free(names);
 }
 
-int wstore__file_backend_sweep_temps(wstore_backend *b, int64_t older_than,
-				     int dry_run, size_t *out_n,
-				     void (*fn)(const char *path,
-						uint64_t bytes, int removed,
-						void *ctx),
-				     void *ctx)
+int wstore__file_backend_sweep_temps(
+	wstore_backend *b, int64_t older_than, int dry_run, size_t *out_n,
+	void (*fn)(const char *path, uint64_t bytes, int removed, void *ctx),
+	void *ctx)
 {
 	struct sweep *sw;
 	int rc;

@@ -28,7 +28,7 @@ typedef struct mem_entry {
 typedef struct mem_backend {
 	wstore_backend pub;
 	pthread_mutex_t lock;
-	mem_entry *v;		/* sorted by key */
+	mem_entry *v; /* sorted by key */
 	size_t n, cap;
 } mem_backend;
 
@@ -130,8 +130,8 @@ static int set_locked(mem_backend *mb, const char *key, const void *data,
 	return 0;
 }
 
-static int set(wstore_backend *b, const char *key, const void *data,
-	       size_t len, int mode)
+static int set(wstore_backend *b, const char *key, const void *data, size_t len,
+	       int mode)
 {
 	mem_backend *mb = mb_of(b);
 	int rc = check_key(key);
@@ -184,8 +184,8 @@ static int mem_get(wstore_backend *b, const char *key, void *buf, size_t cap,
 		if (mb->v[i].len > cap)
 			rc = wstore_backend_error(WSTORE_ERANGE,
 						  "value of '%s' is %zu bytes, "
-						  "buffer %zu", key,
-						  mb->v[i].len, cap);
+						  "buffer %zu",
+						  key, mb->v[i].len, cap);
 		else if (mb->v[i].len)
 			memcpy(buf, mb->v[i].val, mb->v[i].len);
 	}
@@ -322,8 +322,8 @@ static int mem_update(wstore_backend *b, const char *key, wstore_update_fn fn,
 		return rc;
 	pthread_mutex_lock(&mb->lock);
 	i = find(mb, key, &found);
-	rc = fn(&nv, &nl, found ? mb->v[i].val : NULL,
-		found ? mb->v[i].len : 0, ctx);
+	rc = fn(&nv, &nl, found ? mb->v[i].val : NULL, found ? mb->v[i].len : 0,
+		ctx);
 	if (rc == 0)
 		rc = set_locked(mb, key, nv, nl, 0);
 	else if (rc > 0)
@@ -360,8 +360,8 @@ int wstore_backend_mem_new(wstore_backend **out, unsigned flags)
 	mb->pub.name = "mem";
 	mb->pub.flags = flags;
 	mb->pub.put = mem_put;
-	mb->pub.upsert = (flags & WSTORE_BACKEND_WRITE_ONCE) ? NULL :
-			 mem_upsert;
+	mb->pub.upsert =
+		(flags & WSTORE_BACKEND_WRITE_ONCE) ? NULL : mem_upsert;
 	mb->pub.put_new = mem_put_new;
 	mb->pub.get = mem_get;
 	mb->pub.get_range = mem_get_range;

@@ -38,22 +38,22 @@
 
 #include "internal.h"
 
-#define MC_DEFAULT_LIBRARY	"libmooncake_store.so"
-#define MC_LOCAL_BUFFER		(128ull << 20)
-#define MC_LEASE_WAIT_MS	12000
-#define MC_BUF_MIN		(1u << 20)
+#define MC_DEFAULT_LIBRARY "libmooncake_store.so"
+#define MC_LOCAL_BUFFER (128ull << 20)
+#define MC_LEASE_WAIT_MS 12000
+#define MC_BUF_MIN (1u << 20)
 
 /* Mooncake error codes (SPEC.md section 6). */
-#define MC_INTERNAL		(-1)
-#define MC_NO_SPACE		(-200)
-#define MC_INVALID_PARAMS	(-600)
-#define MC_REPLICA_NOT_READY	(-703)
-#define MC_NOT_FOUND		(-704)
-#define MC_EXISTS		(-705)
-#define MC_LEASED		(-706)
-#define MC_TRANSFER_FAIL	(-800)
-#define MC_RPC_FAIL		(-900)
-#define MC_RPC_TIMEOUT		(-901)
+#define MC_INTERNAL (-1)
+#define MC_NO_SPACE (-200)
+#define MC_INVALID_PARAMS (-600)
+#define MC_REPLICA_NOT_READY (-703)
+#define MC_NOT_FOUND (-704)
+#define MC_EXISTS (-705)
+#define MC_LEASED (-706)
+#define MC_TRANSFER_FAIL (-800)
+#define MC_RPC_FAIL (-900)
+#define MC_RPC_TIMEOUT (-901)
 
 /* Layout of Mooncake's replicate config, in this order. */
 struct mc_replicate_config {
@@ -109,12 +109,12 @@ struct mc_backend {
 	wstore_backend base;
 	struct mc_api api;
 	void *dl;
-	void *h;		/* client handle */
-	char *master;		/* master_server_addr, for messages */
+	void *h;      /* client handle */
+	char *master; /* master_server_addr, for messages */
 	struct mc_replicate_config rcfg;
 	uint64_t lease_wait_ms;
-	pthread_mutex_t lock;	/* guards idle */
-	struct mc_buf *idle;	/* registered buffers not in use */
+	pthread_mutex_t lock; /* guards idle */
+	struct mc_buf *idle;  /* registered buffers not in use */
 };
 
 /* ---- errors ------------------------------------------------------------ */
@@ -136,36 +136,44 @@ static int mc_fail(struct mc_backend *b, int64_t rc, const char *what,
 	case MC_LEASED:
 		return wstore__err(WSTORE_EBUSY,
 				   "object '%s' is leased (in use); "
-				   "retry later", key);
+				   "retry later",
+				   key);
 	case MC_REPLICA_NOT_READY:
 		return wstore__err(WSTORE_EBUSY,
 				   "object '%s' is still being written; "
-				   "retry later", key);
+				   "retry later",
+				   key);
 	case MC_TRANSFER_FAIL:
 		return wstore__err(WSTORE_EUNAVAIL,
 				   "cannot %s '%s': mooncake transfer failed "
-				   "(master '%s')", what, key, m);
+				   "(master '%s')",
+				   what, key, m);
 	case MC_RPC_FAIL:
 		return wstore__err(WSTORE_EUNAVAIL,
 				   "cannot %s '%s': rpc to mooncake master "
-				   "'%s' failed", what, key, m);
+				   "'%s' failed",
+				   what, key, m);
 	case MC_RPC_TIMEOUT:
 		return wstore__err(WSTORE_EUNAVAIL,
 				   "cannot %s '%s': rpc to mooncake master "
-				   "'%s' timed out", what, key, m);
+				   "'%s' timed out",
+				   what, key, m);
 	case MC_NO_SPACE:
 		return wstore__err(-ENOSPC,
 				   "cannot %s '%s': no space in mooncake "
 				   "store (master '%s'): no storage node, or "
-				   "the pool is full", what, key, m);
+				   "the pool is full",
+				   what, key, m);
 	case MC_INVALID_PARAMS:
 		return wstore__err(WSTORE_EINVAL,
 				   "cannot %s '%s': mooncake refused the "
-				   "request (invalid parameters, -600)", what,
-				   key);
+				   "request (invalid parameters, -600)",
+				   what, key);
 	}
-	return wstore__err(-EIO, "cannot %s '%s': mooncake error %" PRId64
-			   " (master '%s')", what, key, rc, m);
+	return wstore__err(-EIO,
+			   "cannot %s '%s': mooncake error %" PRId64
+			   " (master '%s')",
+			   what, key, rc, m);
 }
 
 /* ---- registered buffer pool -------------------------------------------- */
@@ -198,8 +206,10 @@ static int buf_grow(struct mc_backend *b, struct mc_buf *x, size_t need,
 	}
 	if (posix_memalign(&x->mem, 4096, cap) != 0) {
 		x->mem = NULL;
-		return wstore__errc(-ENOMEM, "cannot allocate a %zu-byte "
-				    "buffer for '%s'", cap, key);
+		return wstore__errc(-ENOMEM,
+				    "cannot allocate a %zu-byte "
+				    "buffer for '%s'",
+				    cap, key);
 	}
 	rc = b->api.register_buffer(b->h, x->mem, cap);
 	if (rc != 0) {
@@ -259,9 +269,11 @@ static int mc_put(wstore_backend *wb, const char *key, const void *data,
 	int rc;
 
 	if (len == 0)
-		return wstore__err(WSTORE_EINVAL, "cannot store an empty value "
+		return wstore__err(WSTORE_EINVAL,
+				   "cannot store an empty value "
 				   "under '%s': mooncake refuses zero-length "
-				   "objects", key);
+				   "objects",
+				   key);
 	rc = buf_take(b, len, &x, key);
 	if (rc != 0)
 		return rc;
@@ -321,9 +333,10 @@ static int mc_get(wstore_backend *wb, const char *key, void *buf, size_t cap,
 			break;
 		return 0;
 	}
-	return wstore__err(WSTORE_ERANGE, "mooncake object '%s' holds %zu "
-			   "bytes, more than the %zu-byte buffer", key,
-			   *out_len, cap);
+	return wstore__err(WSTORE_ERANGE,
+			   "mooncake object '%s' holds %zu "
+			   "bytes, more than the %zu-byte buffer",
+			   key, *out_len, cap);
 }
 
 static void sleep_ms(uint64_t ms)
@@ -395,13 +408,16 @@ static int mc_load(struct mc_backend *b, const char *lib)
 	dlerror();
 	b->dl = dlopen(lib, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
 	if (!b->dl)
-		return wstore__err(WSTORE_EUNAVAIL, "cannot load mooncake "
-				   "client library '%s': %s", lib, dlerror());
+		return wstore__err(WSTORE_EUNAVAIL,
+				   "cannot load mooncake "
+				   "client library '%s': %s",
+				   lib, dlerror());
 	for (size_t i = 0; i < sizeof(mc_symbols) / sizeof(*mc_symbols); i++) {
 		void *sym = dlsym(b->dl, mc_symbols[i].name);
 
 		if (!sym)
-			return wstore__err(WSTORE_EUNAVAIL, "mooncake client "
+			return wstore__err(WSTORE_EUNAVAIL,
+					   "mooncake client "
 					   "library '%s' lacks symbol '%s'",
 					   lib, mc_symbols[i].name);
 		/* POSIX: function and object pointers have the same size */
@@ -420,16 +436,18 @@ static int mc_settings(struct mc_backend *b, const wstore_config *cfg)
 	errno = 0;
 	n = strtoul(rn, &end, 10);
 	if (errno || *end || n < 1 || n > 1000 || *rn == '-')
-		return wstore__err(WSTORE_EINVAL, "invalid replica_num '%s': "
-				   "want an integer from 1 to 1000", rn);
+		return wstore__err(WSTORE_EINVAL,
+				   "invalid replica_num '%s': "
+				   "want an integer from 1 to 1000",
+				   rn);
 	b->rcfg.replica_num = n;
 	b->rcfg.with_soft_pin = 0;
 	b->rcfg.with_hard_pin = 1;
 	b->lease_wait_ms = MC_LEASE_WAIT_MS;
 	if (wait && *wait)
 		b->lease_wait_ms = strtoull(wait, NULL, 10);
-	b->master = strdup(cfg_str(cfg, "master_server_addr",
-				   "127.0.0.1:50051"));
+	b->master =
+		strdup(cfg_str(cfg, "master_server_addr", "127.0.0.1:50051"));
 	if (!b->master)
 		return wstore__errc(-ENOMEM, "cannot open mooncake store");
 	return 0;
@@ -442,20 +460,24 @@ static int mc_connect(struct mc_backend *b, const wstore_config *cfg)
 	int rc;
 
 	if (env && *env && wstore_parse_size(&local, env) != 0)
-		return wstore__err(WSTORE_EINVAL, "invalid "
+		return wstore__err(WSTORE_EINVAL,
+				   "invalid "
 				   "WSTORE_MOONCAKE_LOCAL_BUFFER_SIZE '%s'",
 				   env);
 	b->h = b->api.create();
 	if (!b->h)
-		return wstore__err(WSTORE_EUNAVAIL, "cannot create a mooncake "
-				   "client for master '%s'", b->master);
+		return wstore__err(WSTORE_EUNAVAIL,
+				   "cannot create a mooncake "
+				   "client for master '%s'",
+				   b->master);
 	/* a pure client: global_segment_size 0, no memory contributed */
 	rc = b->api.setup(b->h, cfg_str(cfg, "local_hostname", "localhost"),
 			  cfg_str(cfg, "metadata_server", "P2PHANDSHAKE"), 0,
 			  local, cfg_str(cfg, "protocol", "tcp"),
 			  cfg_str(cfg, "rdma_devices", ""), b->master);
 	if (rc != 0)
-		return wstore__err(WSTORE_EUNAVAIL, "cannot connect to "
+		return wstore__err(WSTORE_EUNAVAIL,
+				   "cannot connect to "
 				   "mooncake master '%s': setup failed (%d)",
 				   b->master, rc);
 	return 0;

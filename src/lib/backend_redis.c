@@ -28,11 +28,11 @@
 struct redis_backend {
 	wstore_backend base;
 	struct rd_opts opts;
-	char *prefix;		/* key_prefix, "" when none */
+	char *prefix; /* key_prefix, "" when none */
 	size_t plen;
-	struct rd_node *node;	/* standalone */
-	struct rd_cluster *cl;	/* cluster */
-	char *seeds;		/* cluster: "host:port,..." from the URL */
+	struct rd_node *node;  /* standalone */
+	struct rd_cluster *cl; /* cluster */
+	char *seeds;	       /* cluster: "host:port,..." from the URL */
 };
 
 static int starts(const char *s, const char *p)
@@ -105,8 +105,9 @@ static int rb_put_new(wstore_backend *b, const char *key, const void *data,
 static int rb_get(wstore_backend *b, const char *key, void *buf, size_t cap,
 		  size_t *out_len)
 {
-	struct rd_req req = { .op = RD_GET, .buf = buf, .cap = cap,
-			      .out_len = out_len };
+	struct rd_req req = {
+		.op = RD_GET, .buf = buf, .cap = cap, .out_len = out_len
+	};
 
 	return run(b, &req, key);
 }
@@ -114,8 +115,11 @@ static int rb_get(wstore_backend *b, const char *key, void *buf, size_t cap,
 static int rb_get_range(wstore_backend *b, const char *key, uint64_t off,
 			void *buf, size_t len, size_t *out_n)
 {
-	struct rd_req req = { .op = RD_GET_RANGE, .off = off, .buf = buf,
-			      .len = len, .out_len = out_n };
+	struct rd_req req = { .op = RD_GET_RANGE,
+			      .off = off,
+			      .buf = buf,
+			      .len = len,
+			      .out_len = out_n };
 
 	return run(b, &req, key);
 }
@@ -131,7 +135,7 @@ static int rb_remove(wstore_backend *b, const char *key, int force)
 {
 	struct rd_req req = { .op = RD_REMOVE };
 
-	(void)force;		/* Redis has no leases */
+	(void)force; /* Redis has no leases */
 	return run(b, &req, key);
 }
 
@@ -213,7 +217,8 @@ static char *pct_decode(const char *s, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		unsigned v;
 
-		if (s[i] == '%' && i + 2 < n && isxdigit((unsigned char)s[i + 1]) &&
+		if (s[i] == '%' && i + 2 < n &&
+		    isxdigit((unsigned char)s[i + 1]) &&
 		    isxdigit((unsigned char)s[i + 2]) &&
 		    sscanf(s + i + 1, "%2x", &v) == 1) {
 			*q++ = (char)v;
@@ -236,8 +241,8 @@ static int parse_userinfo(struct redis_backend *b, const char *s,
 	if (ue > s && !(b->opts.user = pct_decode(s, (size_t)(ue - s))))
 		return wstore__errc(-ENOMEM, "redis URL");
 	if (colon && at > colon + 1 &&
-	    !(b->opts.password = pct_decode(colon + 1,
-					    (size_t)(at - colon - 1))))
+	    !(b->opts.password =
+		      pct_decode(colon + 1, (size_t)(at - colon - 1))))
 		return wstore__errc(-ENOMEM, "redis URL");
 	return 0;
 }
@@ -257,8 +262,7 @@ static int parse_db(const char *s, int *db)
 	return 0;
 }
 
-static int cfg_ms(const wstore_config *cfg, const char *key, int def,
-		  int *out)
+static int cfg_ms(const wstore_config *cfg, const char *key, int def, int *out)
 {
 	const char *v = cfg ? wstore_config_get(cfg, key) : NULL;
 	char *end;
@@ -288,8 +292,9 @@ static int open_standalone(struct redis_backend *b, const char *rest)
 	slash = strchr(rest, '/');
 	if (slash && (r = parse_db(slash + 1, &b->opts.db)))
 		return r;
-	r = rd_parse_hostport(rest, slash ? (size_t)(slash - rest) :
-			      strlen(rest), &host, &port);
+	r = rd_parse_hostport(rest,
+			      slash ? (size_t)(slash - rest) : strlen(rest),
+			      &host, &port);
 	if (!r)
 		r = rd_node_new(&b->node, host, port, NULL, &b->opts);
 	free(host);
@@ -306,12 +311,14 @@ static int open_unix(struct redis_backend *b, const char *rest)
 		return r;
 	rest = at ? at + 1 : rest;
 	if (rest[0] != '/')
-		return wstore__err(WSTORE_EINVAL,
-				   "invalid redis URL: redis+unix:// needs an absolute socket path");
+		return wstore__err(
+			WSTORE_EINVAL,
+			"invalid redis URL: redis+unix:// needs an absolute socket path");
 	q = strchr(rest, '?');
 	if (q && strncmp(q, "?db=", 4) != 0)
-		return wstore__err(WSTORE_EINVAL,
-				   "invalid redis URL: only '?db=N' may follow the socket path");
+		return wstore__err(
+			WSTORE_EINVAL,
+			"invalid redis URL: only '?db=N' may follow the socket path");
 	if (q && (r = parse_db(q + 4, &b->opts.db)))
 		return r;
 	if (!(path = strndup(rest, q ? (size_t)(q - rest) : strlen(rest))))
@@ -330,8 +337,9 @@ static int open_cluster(struct redis_backend *b, const char *rest)
 		return r;
 	rest = at ? at + 1 : rest;
 	if (strchr(rest, '/'))
-		return wstore__err(WSTORE_EINVAL,
-				   "invalid redis URL: a cluster has no database number");
+		return wstore__err(
+			WSTORE_EINVAL,
+			"invalid redis URL: a cluster has no database number");
 	if (!(b->seeds = strdup(rest)))
 		return wstore__errc(-ENOMEM, "redis URL");
 	return 0;
@@ -346,8 +354,7 @@ static int read_settings(struct redis_backend *b, const wstore_config *cfg)
 
 	if (!pw || !*pw)
 		pw = getenv("WSTORE_REDIS_PASSWORD");
-	if (!b->opts.password && pw && *pw &&
-	    !(b->opts.password = strdup(pw)))
+	if (!b->opts.password && pw && *pw && !(b->opts.password = strdup(pw)))
 		return wstore__errc(-ENOMEM, "redis settings");
 	if (!(b->prefix = strdup(prefix ? prefix : "")))
 		return wstore__errc(-ENOMEM, "redis settings");

@@ -111,9 +111,10 @@ static int check_kv(const char *ctx, const char *key, const char *value,
 		return wstore__err(WSTORE_EINVAL, "%sunknown %skey '%s'", ctx,
 				   *ctx ? "" : "config ", key ? key : "");
 	if (value && is_int_key(key) && !positive_int_ok(value))
-		return wstore__err(WSTORE_EINVAL,
-				   "%s%skey '%s' must be a positive integer, got '%.40s'",
-				   ctx, *ctx ? "" : "config ", key, value);
+		return wstore__err(
+			WSTORE_EINVAL,
+			"%s%skey '%s' must be a positive integer, got '%.40s'",
+			ctx, *ctx ? "" : "config ", key, value);
 	*out_idx = i;
 	return 0;
 }
@@ -191,8 +192,8 @@ static int load_value(wstore_config *cfg, const char *name, const char *key,
 		s = num;
 	} else if (!json_is_null(v)) {
 		return wstore__err(WSTORE_EINVAL,
-				   "%skey '%s' must be a string or integer", ctx,
-				   key);
+				   "%skey '%s' must be a string or integer",
+				   ctx, key);
 	}
 	if ((rc = check_kv(ctx, key, s, &i)))
 		return rc;
@@ -224,7 +225,8 @@ int wstore__config_parse(wstore_config **out, const char *json, size_t len,
 		json_decref(root);
 		return rc;
 	}
-	json_object_foreach(root, key, v) {
+	json_object_foreach(root, key, v)
+	{
 		if ((rc = load_value(cfg, name, key, v)))
 			break;
 	}
@@ -347,9 +349,8 @@ static int mkdirs(const char *dir)
 
 		*p = '\0';
 		if (mkdir(copy, 0700) < 0 && errno != EEXIST) {
-			int rc = wstore__errc(-errno,
-					      "cannot create directory '%s'",
-					      copy);
+			int rc = wstore__errc(
+				-errno, "cannot create directory '%s'", copy);
 			free(copy);
 			return rc;
 		}
@@ -424,9 +425,10 @@ int wstore_config_save(const wstore_config *cfg, const char *path)
 		return wstore__err(WSTORE_EINVAL,
 				   "cannot save config: no path");
 	if (!(obj = to_json(cfg)))
-		return wstore__err(WSTORE_EINVAL,
-				   "cannot save config '%s': a value is not valid UTF-8",
-				   path);
+		return wstore__err(
+			WSTORE_EINVAL,
+			"cannot save config '%s': a value is not valid UTF-8",
+			path);
 	text = json_dumps(obj, JSON_INDENT(2) | JSON_SORT_KEYS);
 	json_decref(obj);
 	if (!text || asprintf(&full, "%s\n", text) < 0) {

@@ -73,9 +73,10 @@ static int delete_chunks(wstore_store *s, const wstore_manifest *m)
 			rc = wstore__remove(s, m->files[i].chunks[c]);
 
 			if (rc < 0)
-				return wstore__err(rc, "cannot remove chunk '%s': %s",
-						   m->files[i].chunks[c],
-						   wstore_last_error());
+				return wstore__err(
+					rc, "cannot remove chunk '%s': %s",
+					m->files[i].chunks[c],
+					wstore_last_error());
 		}
 	return 0;
 }
@@ -86,8 +87,7 @@ static int delete_chunks(wstore_store *s, const wstore_manifest *m)
  * (FAILED is the contract's only other status; re-running delete, or an
  * import of the id, finishes the job).
  */
-static int mark_deleting(wstore_store *s, wstore_manifest *m,
-			 const char *mkey)
+static int mark_deleting(wstore_store *s, wstore_manifest *m, const char *mkey)
 {
 	char *json = NULL;
 	size_t len = 0;
@@ -96,8 +96,7 @@ static int mark_deleting(wstore_store *s, wstore_manifest *m,
 	if (strcmp(m->status, "READY") != 0)
 		return 0;
 	if (wstore__set_str(&m->status, "FAILED") < 0 ||
-	    wstore__set_str(&m->error,
-			    "delete interrupted; run it again") < 0)
+	    wstore__set_str(&m->error, "delete interrupted; run it again") < 0)
 		return -ENOMEM;
 	m->updated_at = (int64_t)time(NULL);
 	rc = wstore_manifest_serialize(&json, &len, m);
@@ -150,9 +149,10 @@ int wstore_delete(wstore_store *s, const char *id)
 	snprintf(lockname, sizeof(lockname), "models/%s", id);
 	rc = wstore__lock(s, lockname, &token);
 	if (rc == WSTORE_EBUSY)
-		return wstore__err(rc,
-				   "checkpoint '%s' is busy (an import or delete is running): %s",
-				   id, wstore_last_error());
+		return wstore__err(
+			rc,
+			"checkpoint '%s' is busy (an import or delete is running): %s",
+			id, wstore_last_error());
 	if (rc < 0)
 		return rc;
 	rc = wstore__delete_unlocked(s, id);

@@ -102,10 +102,10 @@ struct gc {
 	wstore_store *s;
 	const wstore_gc_options *o;
 	wstore_gc_stats *st;
-	struct strv keys;	/* every key under weight/models/ */
-	struct strv ids;	/* checkpoint ids seen (keys and locks) */
-	struct strv refs;	/* chunk keys any manifest lists */
-	int err;		/* first failure; gc goes on */
+	struct strv keys; /* every key under weight/models/ */
+	struct strv ids;  /* checkpoint ids seen (keys and locks) */
+	struct strv refs; /* chunk keys any manifest lists */
+	int err;	  /* first failure; gc goes on */
 	char errmsg[1024];
 };
 
@@ -187,7 +187,7 @@ static int collect(struct gc *g)
 			rc = manifest_refs(&g->refs, m);
 		wstore_manifest_free(m);
 		if (rc == WSTORE_ENOTFOUND || rc == WSTORE_ECORRUPT)
-			rc = 0;		/* handled per id in pass 3 */
+			rc = 0; /* handled per id in pass 3 */
 		if (rc)
 			return rc;
 	}
@@ -238,7 +238,7 @@ static void remove_orphan(struct gc *g, const char *key)
 	int rc = b->size(b, key, &bytes), removed = 0;
 
 	if (rc == WSTORE_ENOTFOUND)
-		return;		/* gone since it was listed */
+		return; /* gone since it was listed */
 	if (rc < 0)
 		bytes = 0;
 	g->st->orphans++;
@@ -289,8 +289,7 @@ static int sweep_id(struct gc *g, const char *id, const wstore_manifest *m)
 }
 
 /* Dry run: no lock taken; a live owner's checkpoint is skipped. */
-static int lock_is_live(struct gc *g, const char *id, char *owner,
-			size_t cap)
+static int lock_is_live(struct gc *g, const char *id, char *owner, size_t cap)
 {
 	char key[WSTORE__KEY_MAX], *rec = NULL;
 	size_t n = 0;
@@ -350,8 +349,7 @@ static void gc_id(struct gc *g, const char *id)
 
 /* ---- temp files ------------------------------------------------------- */
 
-static void on_temp(const char *path, uint64_t bytes, int removed,
-		    void *ctx)
+static void on_temp(const char *path, uint64_t bytes, int removed, void *ctx)
 {
 	struct gc *g = ctx;
 
@@ -363,8 +361,7 @@ static void on_temp(const char *path, uint64_t bytes, int removed,
 		g->o->on_orphan(path, bytes, removed, g->o->on_orphan_ctx);
 }
 
-int wstore_gc(wstore_gc_stats *out, wstore_store *s,
-	      const wstore_gc_options *o)
+int wstore_gc(wstore_gc_stats *out, wstore_store *s, const wstore_gc_options *o)
 {
 	struct gc g = { .s = s, .o = o };
 	wstore_gc_stats stats = { 0 };
@@ -378,9 +375,10 @@ int wstore_gc(wstore_gc_stats *out, wstore_store *s,
 		return wstore__err(WSTORE_EINVAL,
 				   "gc options missing or of another version");
 	if (!s->b->list)
-		return wstore__err(WSTORE_EUNSUPPORTED,
-				   "store '%s' cannot list its keys, so gc cannot find orphans there (delete checkpoints with 'wstore model delete')",
-				   s->label ? s->label : s->b->name);
+		return wstore__err(
+			WSTORE_EUNSUPPORTED,
+			"store '%s' cannot list its keys, so gc cannot find orphans there (delete checkpoints with 'wstore model delete')",
+			s->label ? s->label : s->b->name);
 	grace = o->grace_seconds < 0 ? GC_DEFAULT_GRACE : o->grace_seconds;
 	rc = collect(&g);
 	if (rc < 0) {
@@ -415,9 +413,10 @@ static int lock_key_of(char *out, const char *name)
 	if (!name || (strcmp(name, "catalog") != 0 &&
 		      (strncmp(name, "models/", 7) != 0 ||
 		       wstore_validate_checkpoint_id(name + 7) < 0)))
-		return wstore__err(WSTORE_EINVAL,
-				   "invalid lock name '%s': expected 'catalog' or 'models/<checkpoint id>'",
-				   name ? name : "");
+		return wstore__err(
+			WSTORE_EINVAL,
+			"invalid lock name '%s': expected 'catalog' or 'models/<checkpoint id>'",
+			name ? name : "");
 	snprintf(out, WSTORE__KEY_MAX, "weight/locks/%s", name);
 	return 0;
 }
@@ -472,16 +471,18 @@ int wstore_lock_break(wstore_store *s, const char *name, int force)
 	live = owner_live(rec, n);
 	if (live == 1 && !force) {
 		free(rec);
-		return wstore__err(WSTORE_EBUSY,
-				   "lock '%s' is held by a live process on this host; use --force to break it anyway",
-				   name);
+		return wstore__err(
+			WSTORE_EBUSY,
+			"lock '%s' is held by a live process on this host; use --force to break it anyway",
+			name);
 	}
 	/* narrow the window in which the lock changes hands under us */
 	rc = wstore__get_alloc(s, key, &again, &n2);
 	if (rc == 0 && (n2 != n || memcmp(again, rec, n) != 0))
-		rc = wstore__err(WSTORE_EBUSY,
-				 "lock '%s' changed owner while being broken; look again",
-				 name);
+		rc = wstore__err(
+			WSTORE_EBUSY,
+			"lock '%s' changed owner while being broken; look again",
+			name);
 	else if (rc == WSTORE_ENOTFOUND)
 		rc = wstore__err(rc, "lock '%s' is not held", name);
 	else if (rc == 0)

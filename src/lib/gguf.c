@@ -27,11 +27,23 @@
 
 #define MAX_DIMS 4
 #define MAX_DEPTH 8
-#define MAX_NAME 256	/* kept for messages; longer names are skipped */
+#define MAX_NAME 256 /* kept for messages; longer names are skipped */
 
 enum {
-	T_U8, T_I8, T_U16, T_I16, T_U32, T_I32, T_F32, T_BOOL, T_STRING,
-	T_ARRAY, T_U64, T_I64, T_F64, T_COUNT
+	T_U8,
+	T_I8,
+	T_U16,
+	T_I16,
+	T_U32,
+	T_I32,
+	T_F32,
+	T_BOOL,
+	T_STRING,
+	T_ARRAY,
+	T_U64,
+	T_I64,
+	T_F64,
+	T_COUNT
 };
 
 struct gg {
@@ -42,24 +54,24 @@ struct gg {
 };
 
 static const char *const type_names[] = {
-	[0] = "F32", [1] = "F16", [2] = "Q4_0", [3] = "Q4_1", [6] = "Q5_0",
-	[7] = "Q5_1", [8] = "Q8_0", [9] = "Q8_1", [10] = "Q2_K",
-	[11] = "Q3_K", [12] = "Q4_K", [13] = "Q5_K", [14] = "Q6_K",
-	[15] = "Q8_K", [16] = "IQ2_XXS", [17] = "IQ2_XS", [18] = "IQ3_XXS",
-	[19] = "IQ1_S", [20] = "IQ4_NL", [21] = "IQ3_S", [22] = "IQ2_S",
-	[23] = "IQ4_XS", [24] = "I8", [25] = "I16", [26] = "I32",
-	[27] = "I64", [28] = "F64", [29] = "IQ1_M", [30] = "BF16",
-	[34] = "TQ1_0", [35] = "TQ2_0", [39] = "MXFP4",
+	[0] = "F32",	  [1] = "F16",	   [2] = "Q4_0",     [3] = "Q4_1",
+	[6] = "Q5_0",	  [7] = "Q5_1",	   [8] = "Q8_0",     [9] = "Q8_1",
+	[10] = "Q2_K",	  [11] = "Q3_K",   [12] = "Q4_K",    [13] = "Q5_K",
+	[14] = "Q6_K",	  [15] = "Q8_K",   [16] = "IQ2_XXS", [17] = "IQ2_XS",
+	[18] = "IQ3_XXS", [19] = "IQ1_S",  [20] = "IQ4_NL",  [21] = "IQ3_S",
+	[22] = "IQ2_S",	  [23] = "IQ4_XS", [24] = "I8",	     [25] = "I16",
+	[26] = "I32",	  [27] = "I64",	   [28] = "F64",     [29] = "IQ1_M",
+	[30] = "BF16",	  [34] = "TQ1_0",  [35] = "TQ2_0",   [39] = "MXFP4",
 };
 
 const char *wstore__gguf_type_name(unsigned t)
 {
 	return t < sizeof(type_names) / sizeof(*type_names) ? type_names[t]
-							     : NULL;
+							    : NULL;
 }
 
-__attribute__((format(printf, 2, 3)))
-static int bad(struct gg *g, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static int bad(struct gg *g,
+						     const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -67,8 +79,7 @@ static int bad(struct gg *g, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	return wstore__err(WSTORE_ECORRUPT, "gguf file '%s': %s", g->what,
-			   msg);
+	return wstore__err(WSTORE_ECORRUPT, "gguf file '%s': %s", g->what, msg);
 }
 
 static uint64_t left(const struct gg *g)
@@ -126,8 +137,10 @@ static int string(struct gg *g, char *out, size_t cap)
 	if ((rc = u64(g, &len)) < 0)
 		return rc;
 	if (len > left(g))
-		return bad(g, "string of %" PRIu64 " bytes at byte %" PRIu64
-			   " runs past the end", len, g->pos - 8);
+		return bad(g,
+			   "string of %" PRIu64 " bytes at byte %" PRIu64
+			   " runs past the end",
+			   len, g->pos - 8);
 	keep = out ? (len < cap - 1 ? len : cap - 1) : 0;
 	if (out) {
 		if ((rc = take(g, out, (size_t)keep)) < 0)
@@ -164,8 +177,10 @@ static int array(struct gg *g, int depth)
 	es = scalar_size(et);
 	if (es) {
 		if (count > left(g) / es)
-			return bad(g, "array of %" PRIu64 " elements runs past "
-				   "the end", count);
+			return bad(g,
+				   "array of %" PRIu64 " elements runs past "
+				   "the end",
+				   count);
 		return skip(g, count * es);
 	}
 	/* strings take at least 8 bytes, arrays at least 12 */
@@ -205,8 +220,10 @@ static int kv(struct gg *g, wstore__gguf_info *out)
 	if ((rc = u32(g, &align)) < 0)
 		return rc;
 	if (align == 0 || (align & (align - 1)))
-		return bad(g, "general.alignment %" PRIu32 " is not a power "
-			   "of two", align);
+		return bad(g,
+			   "general.alignment %" PRIu32 " is not a power "
+			   "of two",
+			   align);
 	out->alignment = align;
 	return 0;
 }
@@ -218,12 +235,13 @@ static int tensor_info(struct gg *g, wstore__gguf_info *out, uint64_t *offs)
 	uint64_t prod = 1, d;
 	int rc;
 
-	if ((rc = string(g, name, sizeof(name))) < 0 ||
-	    (rc = u32(g, &nd)) < 0)
+	if ((rc = string(g, name, sizeof(name))) < 0 || (rc = u32(g, &nd)) < 0)
 		return rc;
 	if (nd > MAX_DIMS)
-		return bad(g, "tensor '%.200s' has %" PRIu32 " dimensions "
-			   "(at most 4)", name, nd);
+		return bad(g,
+			   "tensor '%.200s' has %" PRIu32 " dimensions "
+			   "(at most 4)",
+			   name, nd);
 	for (uint32_t i = 0; i < nd; i++) {
 		if ((rc = u64(g, &d)) < 0)
 			return rc;
@@ -239,7 +257,8 @@ static int tensor_info(struct gg *g, wstore__gguf_info *out, uint64_t *offs)
 			   type);
 	out->type_mask[type / 64] |= 1ull << (type % 64);
 	out->param_count = prod > UINT64_MAX - out->param_count
-				   ? UINT64_MAX : out->param_count + prod;
+				   ? UINT64_MAX
+				   : out->param_count + prod;
 	return 0;
 }
 
@@ -261,16 +280,18 @@ static int header(struct gg *g, wstore__gguf_info *out)
 		return rc;
 	/* a kv pair takes at least 13 bytes, a tensor info at least 24 */
 	if (out->kv_count > left(g) / 13)
-		return bad(g, "%" PRIu64 " key/value pairs cannot fit in the "
-			   "file", out->kv_count);
+		return bad(g,
+			   "%" PRIu64 " key/value pairs cannot fit in the "
+			   "file",
+			   out->kv_count);
 	if (out->tensor_count > left(g) / 24)
 		return bad(g, "%" PRIu64 " tensor infos cannot fit in the file",
 			   out->tensor_count);
 	return 0;
 }
 
-int wstore__gguf_parse(wstore__gguf_info *out, wstore__read_fn read,
-		       void *ctx, uint64_t file_size, const char *what)
+int wstore__gguf_parse(wstore__gguf_info *out, wstore__read_fn read, void *ctx,
+		       uint64_t file_size, const char *what)
 {
 	struct gg g = { read, ctx, file_size, 0, what };
 	uint64_t off = 0, pad;
@@ -284,24 +305,31 @@ int wstore__gguf_parse(wstore__gguf_info *out, wstore__read_fn read,
 		if ((rc = kv(&g, out)) < 0)
 			return rc;
 	if (out->tensor_count > left(&g) / 24)
-		return bad(&g, "%" PRIu64 " tensor infos cannot fit in the "
-			   "file", out->tensor_count);
+		return bad(&g,
+			   "%" PRIu64 " tensor infos cannot fit in the "
+			   "file",
+			   out->tensor_count);
 	for (uint64_t i = 0; i < out->tensor_count; i++) {
 		if ((rc = tensor_info(&g, out, &off)) < 0)
 			return rc;
 		if (off % out->alignment)
-			return bad(&g, "tensor %" PRIu64 " offset %" PRIu64
-				   " is not aligned to %" PRIu32, i, off,
-				   out->alignment);
+			return bad(&g,
+				   "tensor %" PRIu64 " offset %" PRIu64
+				   " is not aligned to %" PRIu32,
+				   i, off, out->alignment);
 		if (off > file_size)
-			return bad(&g, "tensor %" PRIu64 " offset %" PRIu64
-				   " is past the end of the file", i, off);
+			return bad(&g,
+				   "tensor %" PRIu64 " offset %" PRIu64
+				   " is past the end of the file",
+				   i, off);
 	}
 	pad = (out->alignment - g.pos % out->alignment) % out->alignment;
 	out->data_start = g.pos + pad;
 	if (out->tensor_count && out->data_start > file_size)
-		return bad(&g, "tensor data would start at %" PRIu64 ", past "
-			   "the end", out->data_start);
+		return bad(&g,
+			   "tensor data would start at %" PRIu64 ", past "
+			   "the end",
+			   out->data_start);
 	return 0;
 }
 
@@ -313,8 +341,8 @@ static int mem_read(void *ctx, uint64_t off, void *buf, size_t len)
 	return 0;
 }
 
-int wstore__gguf_parse_mem(wstore__gguf_info *out, const void *data,
-			   size_t n, const char *what)
+int wstore__gguf_parse_mem(wstore__gguf_info *out, const void *data, size_t n,
+			   const char *what)
 {
 	return wstore__gguf_parse(out, mem_read, (void *)data, n, what);
 }
@@ -342,7 +370,8 @@ static int win_read(void *ctx, uint64_t off, void *buf, size_t len)
 						    w->start, &w->n)) < 0)
 				return rc;
 			if (off >= w->start + w->n)
-				return wstore__err(WSTORE_ECORRUPT, "gguf file "
+				return wstore__err(WSTORE_ECORRUPT,
+						   "gguf file "
 						   "'%s': truncated",
 						   wstore_file_path(w->f));
 		}

@@ -38,19 +38,19 @@ struct import {
 	wstore__scan scan;
 	wstore_manifest *m;
 	uint64_t chunk_size;
-	uint64_t *attempted;	/* per file: chunks put (or tried) */
-	char *done;		/* per file: finished and hashed */
+	uint64_t *attempted; /* per file: chunks put (or tried) */
+	char *done;	     /* per file: finished and hashed */
 	pthread_mutex_t mu;
-	pthread_cond_t cv_free;	/* a buffer came back to the pool */
+	pthread_cond_t cv_free; /* a buffer came back to the pool */
 	pthread_cond_t cv_job;	/* a filled buffer was queued */
 	void **free_bufs;	/* the pool: nfree of nbufs buffers free */
 	size_t nfree, nbufs;
-	struct job *q;		/* filled buffers, a ring of nbufs */
+	struct job *q; /* filled buffers, a ring of nbufs */
 	size_t qhead, qlen;
 	int readers_left;
-	size_t next;		/* next file index to hand out */
+	size_t next; /* next file index to hand out */
 	uint64_t bytes_done;
-	int err;		/* first error; stops every worker */
+	int err; /* first error; stops every worker */
 	char errmsg[1024];
 };
 
@@ -83,9 +83,8 @@ static int progress(struct import *im, uint64_t n, const char *path)
 
 	pthread_mutex_lock(&im->mu);
 	im->bytes_done += n;
-	if (im->o->progress &&
-	    im->o->progress(im->bytes_done, im->scan.total, path,
-			    im->o->progress_ctx))
+	if (im->o->progress && im->o->progress(im->bytes_done, im->scan.total,
+					       path, im->o->progress_ctx))
 		rc = wstore__err(WSTORE_ECANCELED, "import interrupted");
 	pthread_mutex_unlock(&im->mu);
 	return rc;
@@ -105,9 +104,9 @@ static int read_full(int fd, void *buf, size_t n, uint64_t off,
 		if (r < 0)
 			return wstore__errc(-errno, "cannot read '%s'", path);
 		if (r == 0)
-			return wstore__err(WSTORE_EINVAL,
-					   "source file '%s' shrank during import",
-					   path);
+			return wstore__err(
+				WSTORE_EINVAL,
+				"source file '%s' shrank during import", path);
 		got += (size_t)r;
 	}
 	return 0;
@@ -238,8 +237,10 @@ static int read_file(struct import *im, size_t idx, wstore__sha256 *h)
 	wstore__sha256_reset(h);
 	for (uint64_t i = 0; i < rec->nchunks && rc == 0; i++) {
 		uint64_t off = i * im->chunk_size;
-		struct job j = { NULL, (size_t)(sf->size - off < im->chunk_size ?
-				 sf->size - off : im->chunk_size),
+		struct job j = { NULL,
+				 (size_t)(sf->size - off < im->chunk_size
+						  ? sf->size - off
+						  : im->chunk_size),
 				 rec->chunks[i], sf->rel };
 
 		if (!(j.buf = take_buf(im))) {
@@ -255,8 +256,7 @@ static int read_file(struct import *im, size_t idx, wstore__sha256 *h)
 		im->attempted[idx] = i + 1;
 		push_job(im, &j);
 	}
-	if (rc == 0 && (fstat(fd, &st) < 0 ||
-			(uint64_t)st.st_size != sf->size))
+	if (rc == 0 && (fstat(fd, &st) < 0 || (uint64_t)st.st_size != sf->size))
 		rc = wstore__err(WSTORE_EINVAL,
 				 "source file '%s' changed during import",
 				 sf->abs);
@@ -277,7 +277,8 @@ static void *reader(void *arg)
 	wstore__sha256 *h = wstore__sha256_new();
 
 	if (!h)
-		fail(im, wstore__err(-ENOMEM, "cannot allocate a hash context"));
+		fail(im,
+		     wstore__err(-ENOMEM, "cannot allocate a hash context"));
 	while (h && !stopped(im)) {
 		size_t idx;
 		int rc;
@@ -307,7 +308,8 @@ static void *putter(void *arg)
 	struct job j;
 
 	if (write_once && !vbuf)
-		fail(im, wstore__err(-ENOMEM, "cannot allocate a read-back buffer"));
+		fail(im, wstore__err(-ENOMEM,
+				     "cannot allocate a read-back buffer"));
 	while (pop_job(im, &j)) {
 		/* after a failure the queue is only drained */
 		if (!stopped(im)) {
@@ -335,9 +337,10 @@ static int alloc_pool(struct import *im, unsigned readers)
 		void *b = wstore__buf_alloc(im->chunk_size);
 
 		if (!b)
-			return wstore__err(-ENOMEM,
-					   "cannot allocate a %llu-byte chunk buffer",
-					   (unsigned long long)im->chunk_size);
+			return wstore__err(
+				-ENOMEM,
+				"cannot allocate a %llu-byte chunk buffer",
+				(unsigned long long)im->chunk_size);
 		im->free_bufs[im->nfree++] = b;
 	}
 	return 0;
@@ -372,7 +375,8 @@ static int run_workers(struct import *im)
 	if (rc == 0 && started < nread + jobs) {
 		/* the threads that did start still drain and exit */
 		pthread_mutex_lock(&im->mu);
-		im->readers_left -= (int)(started < nread ? nread - started : 0);
+		im->readers_left -=
+			(int)(started < nread ? nread - started : 0);
 		pthread_mutex_unlock(&im->mu);
 		fail(im, wstore__err(-EAGAIN, "cannot start import threads"));
 	}
@@ -411,19 +415,22 @@ static int check_index_json(const wstore__scan *scan)
 		return wstore__err(WSTORE_EINVAL,
 				   "'%s' has no weight_map object", f->abs);
 	}
-	json_object_foreach(map, tensor, v) {
+	json_object_foreach(map, tensor, v)
+	{
 		const char *file = json_string_value(v);
 
 		if (!file) {
-			rc = wstore__err(WSTORE_EINVAL,
-					 "'%s': weight_map entry '%s' is not a file name",
-					 f->abs, tensor);
+			rc = wstore__err(
+				WSTORE_EINVAL,
+				"'%s': weight_map entry '%s' is not a file name",
+				f->abs, tensor);
 			break;
 		}
 		if (!wstore__scan_find(scan, file)) {
-			rc = wstore__err(WSTORE_EINVAL,
-					 "'%s' names shard '%s' (tensor '%s'), which is not in the source",
-					 f->abs, file, tensor);
+			rc = wstore__err(
+				WSTORE_EINVAL,
+				"'%s' names shard '%s' (tensor '%s'), which is not in the source",
+				f->abs, file, tensor);
 			break;
 		}
 	}
@@ -443,7 +450,8 @@ static int build_manifest(struct import *im, const char *source_uri)
 	m->created_at = m->updated_at = (int64_t)time(NULL);
 	if (wstore__set_str(&m->checkpoint_id, o->checkpoint_id) < 0 ||
 	    wstore__set_str(&m->model_id, o->model_id) < 0 ||
-	    wstore__set_str(&m->revision, o->revision ? o->revision : "main") < 0 ||
+	    wstore__set_str(&m->revision, o->revision ? o->revision : "main") <
+		    0 ||
 	    wstore__set_str(&m->source_uri, source_uri) < 0)
 		return -ENOMEM;
 	for (size_t i = 0; i < im->scan.n; i++) {
@@ -510,8 +518,10 @@ static void leave_failed(struct import *im, int err, const char *msg)
 	wstore__set_str(&m->error, msg);
 	m->updated_at = (int64_t)time(NULL);
 	if (put_manifest(im->s, m) < 0)
-		wstore__err(err, "%s (and the FAILED manifest could not be written: %s)",
-			    msg, wstore_last_error());
+		wstore__err(
+			err,
+			"%s (and the FAILED manifest could not be written: %s)",
+			msg, wstore_last_error());
 	else
 		wstore__err(err, "%s", msg);
 }
@@ -519,20 +529,23 @@ static void leave_failed(struct import *im, int err, const char *msg)
 static int check_options(const wstore_import_options *o)
 {
 	if (!o || o->version != WSTORE_IMPORT_OPTIONS_VERSION)
-		return wstore__err(WSTORE_EINVAL,
-				   "import options missing or of another version");
+		return wstore__err(
+			WSTORE_EINVAL,
+			"import options missing or of another version");
 	if (wstore_validate_checkpoint_id(o->checkpoint_id) < 0)
 		return WSTORE_EINVAL;
 	if (!o->model_id || !*o->model_id)
 		return wstore__err(WSTORE_EINVAL, "model id must not be empty");
 	if (!wstore__utf8_valid(o->model_id))
 		return wstore__err(WSTORE_EINVAL,
-				   "model id '%s' is not valid UTF-8", o->model_id);
+				   "model id '%s' is not valid UTF-8",
+				   o->model_id);
 	if (o->revision && !*o->revision)
 		return wstore__err(WSTORE_EINVAL, "revision must not be empty");
 	if (o->revision && !wstore__utf8_valid(o->revision))
 		return wstore__err(WSTORE_EINVAL,
-				   "revision '%s' is not valid UTF-8", o->revision);
+				   "revision '%s' is not valid UTF-8",
+				   o->revision);
 	if (o->chunk_size > (4ull << 30))
 		return wstore__err(WSTORE_EINVAL,
 				   "chunk size %llu is larger than 4 GiB",
@@ -569,9 +582,10 @@ static int claim_id(wstore_store *s, const char *id)
 	if (rc == 0 && strcmp(old->status, "READY") == 0) {
 		add_to_indexes(s, old);
 		wstore_manifest_free(old);
-		return wstore__err(WSTORE_EEXISTS,
-				   "checkpoint '%s' already exists and is READY; delete it first",
-				   id);
+		return wstore__err(
+			WSTORE_EEXISTS,
+			"checkpoint '%s' already exists and is READY; delete it first",
+			id);
 	}
 	wstore_manifest_free(old);
 	if (rc < 0 && rc != WSTORE_ECORRUPT)
@@ -611,9 +625,10 @@ static int import_locked(struct import *im, const char *source_uri)
 	}
 	rc = add_to_indexes(im->s, im->m);
 	if (rc < 0)
-		return wstore__err(rc,
-				   "checkpoint '%s' is READY but %s; run the import again to repair the index",
-				   im->o->checkpoint_id, wstore_last_error());
+		return wstore__err(
+			rc,
+			"checkpoint '%s' is READY but %s; run the import again to repair the index",
+			im->o->checkpoint_id, wstore_last_error());
 	return 0;
 }
 
@@ -625,7 +640,8 @@ int wstore_import(wstore_store *s, const wstore_import_options *o)
 
 	if (rc < 0)
 		return rc;
-	im.chunk_size = o->chunk_size ? o->chunk_size : WSTORE__DEFAULT_CHUNK_SIZE;
+	im.chunk_size =
+		o->chunk_size ? o->chunk_size : WSTORE__DEFAULT_CHUNK_SIZE;
 	pthread_mutex_init(&im.mu, NULL);
 	pthread_cond_init(&im.cv_free, NULL);
 	pthread_cond_init(&im.cv_job, NULL);
@@ -633,7 +649,8 @@ int wstore_import(wstore_store *s, const wstore_import_options *o)
 	for (size_t i = 0; rc == 0 && i < im.scan.n; i++)
 		if (wstore_validate_path(im.scan.files[i].rel) < 0)
 			rc = wstore__err(WSTORE_EINVAL, "source file '%s': %s",
-					 im.scan.files[i].abs, wstore_last_error());
+					 im.scan.files[i].abs,
+					 wstore_last_error());
 	if (rc == 0)
 		rc = check_index_json(&im.scan);
 	if (rc == 0)
@@ -648,8 +665,10 @@ int wstore_import(wstore_store *s, const wstore_import_options *o)
 	if (rc == 0) {
 		rc = wstore__lock(s, lockname, &token);
 		if (rc == WSTORE_EBUSY)
-			wstore__err(rc, "checkpoint '%s' is busy (another import or a delete is running): %s",
-				    o->checkpoint_id, wstore_last_error());
+			wstore__err(
+				rc,
+				"checkpoint '%s' is busy (another import or a delete is running): %s",
+				o->checkpoint_id, wstore_last_error());
 	}
 	if (rc == 0) {
 		rc = import_locked(&im, source_uri);
@@ -681,7 +700,8 @@ int wstore__check_source_shards(const wstore__scan *scan)
 		rc = wstore__safetensors_check_file(NULL, fd, f->abs);
 		close(fd);
 		if (rc < 0)
-			return wstore__err(WSTORE_EINVAL, "%s", wstore_last_error());
+			return wstore__err(WSTORE_EINVAL, "%s",
+					   wstore_last_error());
 	}
 	return 0;
 }

@@ -62,14 +62,16 @@ int wstore__index_parse(char ***out, size_t *out_n, const char *json,
 		json_decref(j);
 		return -ENOMEM;
 	}
-	json_array_foreach(j, i, v) {
+	json_array_foreach(j, i, v)
+	{
 		const char *id = json_string_value(v);
 
 		if (!id || wstore_validate_checkpoint_id(id) < 0) {
 			wstore_strings_free(ids);
 			json_decref(j);
-			return wstore__err(WSTORE_ECORRUPT,
-					   "entry %zu is not a valid checkpoint id", i);
+			return wstore__err(
+				WSTORE_ECORRUPT,
+				"entry %zu is not a valid checkpoint id", i);
 		}
 		ids[n++] = strdup(id);
 	}
@@ -98,14 +100,14 @@ static char *index_serialize(char **ids, size_t n)
 struct edit {
 	const char *id;
 	int add;
-	int have_rebuilt;	/* a corrupt value is replaced by rebuilt */
+	int have_rebuilt; /* a corrupt value is replaced by rebuilt */
 	char **rebuilt;
 	size_t nrebuilt;
 };
 
 /* Apply one add/remove to an index value; 1 = nothing to change. */
-static int edit_fn(void **out, size_t *out_len, const void *old,
-		   size_t old_len, void *vctx)
+static int edit_fn(void **out, size_t *out_len, const void *old, size_t old_len,
+		   void *vctx)
 {
 	struct edit *e = vctx;
 	char **ids = NULL, **grown;
@@ -167,10 +169,11 @@ static int update_locked(wstore_store *s, const char *key, struct edit *e)
 		rc = wstore__lock(s, "catalog", &token);
 		if (rc != WSTORE_EBUSY || tries >= 300)
 			break;
-		usleep(100000);	/* held only for one read and one write */
+		usleep(100000); /* held only for one read and one write */
 	}
 	if (rc == WSTORE_EBUSY)
-		return wstore__err(rc, "catalog is busy: %s", wstore_last_error());
+		return wstore__err(rc, "catalog is busy: %s",
+				   wstore_last_error());
 	if (rc < 0)
 		return rc;
 	rc = wstore__get_alloc(s, key, &old, &old_len);
@@ -188,7 +191,7 @@ static int update_locked(wstore_store *s, const char *key, struct edit *e)
 
 struct rebuild {
 	wstore_store *s;
-	const char *model_id;	/* NULL: every model */
+	const char *model_id; /* NULL: every model */
 	char **ids;
 	size_t n, cap;
 };
@@ -252,8 +255,8 @@ static int rebuild(struct edit *e, wstore_store *s, const char *model_id)
 	return 0;
 }
 
-static int index_edit(wstore_store *s, const char *key, const char *id,
-		      int add, const char *model_id)
+static int index_edit(wstore_store *s, const char *key, const char *id, int add,
+		      const char *model_id)
 {
 	struct edit e = { .id = id, .add = add };
 	int rc;

@@ -66,7 +66,7 @@ typedef struct wstore__file {
 	char *sha256;
 	uint64_t size;
 	uint64_t chunk_size;
-	char **chunks;		/* nchunks keys */
+	char **chunks; /* nchunks keys */
 	uint64_t nchunks;
 } wstore__file;
 
@@ -74,13 +74,13 @@ struct wstore_manifest {
 	char *checkpoint_id;
 	char *model_id;
 	char *revision;
-	char *status;		/* "READY" or "FAILED" */
+	char *status; /* "READY" or "FAILED" */
 	char *source_uri;
-	char *error;		/* NULL when READY */
+	char *error; /* NULL when READY */
 	int64_t created_at;
 	int64_t updated_at;
 	uint64_t total_size;
-	wstore__file *files;	/* sorted by path */
+	wstore__file *files; /* sorted by path */
 	size_t nfiles;
 };
 
@@ -99,7 +99,7 @@ int wstore__set_str(char **field, const char *value);
 
 struct wstore_store {
 	wstore_backend *b;
-	char *label;		/* URL without secrets, for messages */
+	char *label; /* URL without secrets, for messages */
 };
 
 /* Get a whole value, allocating (NUL-terminated for convenience).
@@ -186,11 +186,9 @@ int wstore__config_parse(wstore_config **out, const char *json, size_t len,
  * its path relative to the root.  b may be any backend: one that is not
  * the file backend gives WSTORE_EUNSUPPORTED.  *out_n = temp files found.
  */
-int wstore__file_backend_sweep_temps(wstore_backend *b, int64_t older_than,
-				     int dry_run, size_t *out_n,
-				     void (*fn)(const char *path,
-						uint64_t bytes, int removed,
-						void *ctx),
-				     void *ctx);
+int wstore__file_backend_sweep_temps(
+	wstore_backend *b, int64_t older_than, int dry_run, size_t *out_n,
+	void (*fn)(const char *path, uint64_t bytes, int removed, void *ctx),
+	void *ctx);
 
 #endif

@@ -29,7 +29,7 @@
 
 struct lock_ctx {
 	const char *record;
-	char owner[256];	/* description of a live owner, for messages */
+	char owner[256]; /* description of a live owner, for messages */
 };
 
 static void lock_key(char *out, const char *name)
@@ -52,9 +52,10 @@ static char *make_record(char token[33])
 	for (int i = 0; i < 16; i++)
 		sprintf(token + 2 * i, "%02x", r[i]);
 	gethostname(host, sizeof(host) - 1);
-	if (asprintf(&rec,
-		     "{\"host\":\"%s\",\"pid\":%ld,\"time\":%lld,\"token\":\"%s\"}",
-		     host, (long)getpid(), (long long)time(NULL), token) < 0)
+	if (asprintf(
+		    &rec,
+		    "{\"host\":\"%s\",\"pid\":%ld,\"time\":%lld,\"token\":\"%s\"}",
+		    host, (long)getpid(), (long long)time(NULL), token) < 0)
 		return NULL;
 	return rec;
 }
@@ -83,8 +84,8 @@ static int record_is_free(const void *old, size_t len, struct lock_ctx *ctx)
 	gethostname(host, sizeof(host) - 1);
 	if (!h || pid <= 0)
 		goto out;
-	if (strcmp(h, host) != 0 ||
-	    kill((pid_t)pid, 0) == 0 || errno != ESRCH) {
+	if (strcmp(h, host) != 0 || kill((pid_t)pid, 0) == 0 ||
+	    errno != ESRCH) {
 		is_free = 0;
 		time_t t = (time_t)when;
 		struct tm tm;
@@ -100,8 +101,8 @@ out:
 	return is_free;
 }
 
-static int take_fn(void **out, size_t *out_len, const void *old,
-		   size_t old_len, void *vctx)
+static int take_fn(void **out, size_t *out_len, const void *old, size_t old_len,
+		   void *vctx)
 {
 	struct lock_ctx *ctx = vctx;
 
@@ -207,8 +208,8 @@ void wstore__unlock(wstore_store *s, const char *name, char *record)
 	lock_key(key, name);
 	/* only our own record is removed: a lock broken as stale and taken
 	 * by someone else stays theirs */
-	if (wstore__get_alloc(s, key, &cur, &n) == 0 &&
-	    n == strlen(record) && memcmp(cur, record, n) == 0)
+	if (wstore__get_alloc(s, key, &cur, &n) == 0 && n == strlen(record) &&
+	    memcmp(cur, record, n) == 0)
 		wstore__remove(s, key);
 	free(cur);
 	free(record);

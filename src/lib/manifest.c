@@ -320,18 +320,19 @@ static int serialize_check(const wstore_manifest *m, uint64_t *total)
 	const char *st = m->status ? m->status : "";
 
 	if (strcmp(st, "READY") != 0 && strcmp(st, "FAILED") != 0)
-		return wstore__err(WSTORE_EINVAL,
-				   "cannot serialize manifest: invalid status '%s'",
-				   st);
+		return wstore__err(
+			WSTORE_EINVAL,
+			"cannot serialize manifest: invalid status '%s'", st);
 	*total = 0;
 	for (size_t i = 0; i < m->nfiles; i++) {
 		const wstore__file *f = &m->files[i];
 
 		if (f->size > INT64_MAX || f->chunk_size > INT64_MAX ||
 		    f->size > INT64_MAX - *total)
-			return wstore__err(WSTORE_EINVAL,
-					   "cannot serialize manifest: file '%s': size too large",
-					   f->path ? f->path : "");
+			return wstore__err(
+				WSTORE_EINVAL,
+				"cannot serialize manifest: file '%s': size too large",
+				f->path ? f->path : "");
 		*total += f->size;
 	}
 	return 0;
@@ -398,10 +399,10 @@ int wstore_manifest_serialize(char **out, size_t *out_len,
 	if (b.err) {
 		free(b.p);
 		if (b.err == WSTORE_EINVAL)
-			return wstore__err(WSTORE_EINVAL,
-					   "cannot serialize manifest of '%s': a string is not valid UTF-8",
-					   m->checkpoint_id ? m->checkpoint_id :
-							      "");
+			return wstore__err(
+				WSTORE_EINVAL,
+				"cannot serialize manifest of '%s': a string is not valid UTF-8",
+				m->checkpoint_id ? m->checkpoint_id : "");
 		return wstore__errc(b.err, "cannot serialize manifest");
 	}
 	*out = b.p;
@@ -412,7 +413,7 @@ int wstore_manifest_serialize(char **out, size_t *out_len,
 
 /* ---- parsing ------------------------------------------------------------- */
 
-#define CORRUPT(...) \
+#define CORRUPT(...)                                                           \
 	wstore__err(WSTORE_ECORRUPT, "invalid manifest: " __VA_ARGS__)
 
 /* Look up key in obj; what names the record for messages ("" or
@@ -438,8 +439,8 @@ static int get_str(char **out, json_t *obj, const char *key, const char *what)
 }
 
 /* An integer >= min. */
-static int get_int(int64_t *out, json_t *obj, const char *key,
-		   const char *what, int64_t min)
+static int get_int(int64_t *out, json_t *obj, const char *key, const char *what,
+		   int64_t min)
 {
 	json_t *v;
 	int rc;
@@ -500,7 +501,8 @@ static int parse_chunks(wstore__file *f, json_t *rec, const char *what)
 		return wstore__file_add_chunk(f, f->key);
 	if (!json_is_array(arr))
 		return CORRUPT("%skey 'chunks' must be an array", what);
-	json_array_foreach(arr, j, v) {
+	json_array_foreach(arr, j, v)
+	{
 		if (!json_is_string(v) || !key_ok(json_string_value(v)))
 			return CORRUPT("%schunk %zu is not a valid key", what,
 				       j);
@@ -595,7 +597,8 @@ static int parse_files(wstore_manifest *m, json_t *root, int ready)
 		return rc;
 	if (!json_is_array(arr))
 		return CORRUPT("key 'files' must be an array");
-	json_array_foreach(arr, i, rec) {
+	json_array_foreach(arr, i, rec)
+	{
 		if ((rc = parse_file(m, rec, i, ready)))
 			return rc;
 	}
@@ -650,8 +653,7 @@ static int parse_header(wstore_manifest *m, json_t *root)
 	return 0;
 }
 
-int wstore_manifest_parse(wstore_manifest **out, const void *json,
-			  size_t len)
+int wstore_manifest_parse(wstore_manifest **out, const void *json, size_t len)
 {
 	json_error_t jerr;
 	json_t *root;
@@ -715,9 +717,10 @@ int wstore_manifest_read(wstore_manifest **out, wstore_store *store,
 	if (rc)
 		return rc;
 	if (strcmp((*out)->checkpoint_id, id) != 0) {
-		rc = wstore__err(WSTORE_ECORRUPT,
-				 "checkpoint '%s': manifest is corrupt: it names checkpoint '%s'",
-				 id, (*out)->checkpoint_id);
+		rc = wstore__err(
+			WSTORE_ECORRUPT,
+			"checkpoint '%s': manifest is corrupt: it names checkpoint '%s'",
+			id, (*out)->checkpoint_id);
 		wstore_manifest_free(*out);
 		*out = NULL;
 	}
@@ -784,9 +787,10 @@ int wstore_manifest_file(wstore_file_info *out, const wstore_manifest *m,
 	const wstore__file *f;
 
 	if (i >= m->nfiles)
-		return wstore__err(WSTORE_ERANGE,
-				   "file index %zu out of range (checkpoint '%s' has %zu files)",
-				   i, m->checkpoint_id, m->nfiles);
+		return wstore__err(
+			WSTORE_ERANGE,
+			"file index %zu out of range (checkpoint '%s' has %zu files)",
+			i, m->checkpoint_id, m->nfiles);
 	f = &m->files[i];
 	out->path = f->path;
 	out->type = f->type;

@@ -22,8 +22,9 @@ uint64_t wstore__max_chunk(const wstore_manifest *m)
 
 	for (size_t i = 0; i < m->nfiles; i++) {
 		const wstore__file *f = &m->files[i];
-		uint64_t c = f->chunk_size && f->chunk_size < f->size ?
-			f->chunk_size : f->size;
+		uint64_t c = f->chunk_size && f->chunk_size < f->size
+				     ? f->chunk_size
+				     : f->size;
 
 		if (c > max)
 			max = c;
@@ -74,18 +75,20 @@ int wstore__fetch_to_fd(wstore_store *s, const wstore__file *f, int fd,
 			rc = progress(n, ctx);
 	}
 	if (rc == 0 && total != f->size)
-		rc = wstore__err(WSTORE_ECORRUPT,
-				 "file '%s': chunks hold %llu bytes, manifest says %llu",
-				 f->path, (unsigned long long)total,
-				 (unsigned long long)f->size);
+		rc = wstore__err(
+			WSTORE_ECORRUPT,
+			"file '%s': chunks hold %llu bytes, manifest says %llu",
+			f->path, (unsigned long long)total,
+			(unsigned long long)f->size);
 	if (rc == 0 && h) {
 		char hex[65];
 
 		wstore__sha256_hex(h, hex);
 		if (strcmp(hex, f->sha256) != 0)
-			rc = wstore__err(WSTORE_ECORRUPT,
-					 "file '%s': sha256 mismatch (expected %s, got %s)",
-					 f->path, f->sha256, hex);
+			rc = wstore__err(
+				WSTORE_ECORRUPT,
+				"file '%s': sha256 mismatch (expected %s, got %s)",
+				f->path, f->sha256, hex);
 	}
 	wstore__sha256_free(h);
 	return rc;
@@ -101,8 +104,8 @@ static int fsync_dir_of(const char *path)
 	fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd >= 0) {
 		if (fsync(fd) < 0)
-			rc = wstore__errc(-errno, "cannot sync directory of '%s'",
-					  path);
+			rc = wstore__errc(
+				-errno, "cannot sync directory of '%s'", path);
 		close(fd);
 	}
 	free(copy);
@@ -160,8 +163,8 @@ out:
 	return rc;
 }
 
-int wstore_materialize_file(wstore_store *s, const char *id,
-			    const char *path, const char *output)
+int wstore_materialize_file(wstore_store *s, const char *id, const char *path,
+			    const char *output)
 {
 	wstore_manifest *m = NULL;
 	int64_t i;
@@ -173,8 +176,8 @@ int wstore_materialize_file(wstore_store *s, const char *id,
 	if (rc < 0)
 		return rc;
 	if (strcmp(m->status, "READY") != 0) {
-		rc = wstore__err(WSTORE_ENOTREADY,
-				 "checkpoint '%s' is %s: %s", id, m->status,
+		rc = wstore__err(WSTORE_ENOTREADY, "checkpoint '%s' is %s: %s",
+				 id, m->status,
 				 m->error ? m->error : "not READY");
 	} else if ((i = wstore_manifest_find(m, path)) < 0) {
 		rc = wstore__err(WSTORE_ENOTFOUND,

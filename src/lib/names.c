@@ -25,24 +25,28 @@ int wstore_validate_checkpoint_id(const char *id)
 	size_t n;
 
 	if (!id || !*id)
-		return wstore__err(WSTORE_EINVAL,
-				   "invalid checkpoint id '': must not be empty");
+		return wstore__err(
+			WSTORE_EINVAL,
+			"invalid checkpoint id '': must not be empty");
 	n = strlen(id);
 	if (n > 255)
-		return wstore__err(WSTORE_EINVAL,
-				   "invalid checkpoint id '%.40s...': longer than 255 characters",
-				   id);
+		return wstore__err(
+			WSTORE_EINVAL,
+			"invalid checkpoint id '%.40s...': longer than 255 characters",
+			id);
 	if (!is_alnum((unsigned char)id[0]))
-		return wstore__err(WSTORE_EINVAL,
-				   "invalid checkpoint id '%s': must start with a letter or digit",
-				   id);
+		return wstore__err(
+			WSTORE_EINVAL,
+			"invalid checkpoint id '%s': must start with a letter or digit",
+			id);
 	for (size_t i = 1; i < n; i++) {
 		unsigned char c = (unsigned char)id[i];
 
 		if (!is_alnum(c) && c != '.' && c != '_' && c != '-')
-			return wstore__err(WSTORE_EINVAL,
-					   "invalid checkpoint id '%s': only letters, digits, '.', '_' and '-' are allowed",
-					   id);
+			return wstore__err(
+				WSTORE_EINVAL,
+				"invalid checkpoint id '%s': only letters, digits, '.', '_' and '-' are allowed",
+				id);
 	}
 	return 0;
 }
@@ -52,27 +56,30 @@ int wstore_validate_path(const char *path)
 	const char *seg, *p;
 
 	if (!path || !*path)
-		return wstore__err(WSTORE_EINVAL, "invalid file path '': empty");
+		return wstore__err(WSTORE_EINVAL,
+				   "invalid file path '': empty");
 	if (path[0] == '/')
 		return wstore__err(WSTORE_EINVAL,
 				   "invalid file path '%s': absolute", path);
 	if (!wstore__utf8_valid(path))
 		return wstore__err(WSTORE_EINVAL,
-				   "invalid file path '%s': not valid UTF-8", path);
+				   "invalid file path '%s': not valid UTF-8",
+				   path);
 	for (seg = path;; seg = p + 1) {
 		size_t n;
 
 		p = strchr(seg, '/');
 		n = p ? (size_t)(p - seg) : strlen(seg);
 		if (n == 0)
-			return wstore__err(WSTORE_EINVAL,
-					   "invalid file path '%s': empty segment",
-					   path);
+			return wstore__err(
+				WSTORE_EINVAL,
+				"invalid file path '%s': empty segment", path);
 		if ((n == 1 && seg[0] == '.') ||
 		    (n == 2 && seg[0] == '.' && seg[1] == '.'))
-			return wstore__err(WSTORE_EINVAL,
-					   "invalid file path '%s': '.' or '..' segment",
-					   path);
+			return wstore__err(
+				WSTORE_EINVAL,
+				"invalid file path '%s': '.' or '..' segment",
+				path);
 		if (!p)
 			break;
 	}
@@ -155,7 +162,8 @@ const char *wstore__file_type(const char *path)
 	};
 	size_t n = strlen(path);
 
-	for (size_t i = 0; i < sizeof(weight_suffixes) / sizeof(*weight_suffixes); i++) {
+	for (size_t i = 0;
+	     i < sizeof(weight_suffixes) / sizeof(*weight_suffixes); i++) {
 		size_t k = strlen(weight_suffixes[i]);
 
 		if (n >= k && strcasecmp(path + n - k, weight_suffixes[i]) == 0)
@@ -215,20 +223,23 @@ int wstore_parse_size(uint64_t *out, const char *text)
 		}
 	}
 	if (!digits)
-		return wstore__err(WSTORE_EINVAL,
-				   "invalid size '%s': expected a number with an optional unit (B, K, M, G, T, P)",
-				   text);
+		return wstore__err(
+			WSTORE_EINVAL,
+			"invalid size '%s': expected a number with an optional unit (B, K, M, G, T, P)",
+			text);
 	while (*p == ' ')
 		p++;
 	if (unit_shift(p, &shift) < 0)
 		return wstore__err(WSTORE_EINVAL,
-				   "invalid size '%s': unknown unit '%s'", text, p);
+				   "invalid size '%s': unknown unit '%s'", text,
+				   p);
 	v = (whole << shift) + ((frac << shift) / scale);
 	if ((whole << shift) >> shift != whole || v > UINT64_MAX)
 		goto overflow;
 	if (v == 0)
 		return wstore__err(WSTORE_EINVAL,
-				   "invalid size '%s': must be at least 1 byte", text);
+				   "invalid size '%s': must be at least 1 byte",
+				   text);
 	*out = (uint64_t)v;
 	return 0;
 overflow:
@@ -237,7 +248,8 @@ overflow:
 
 void wstore_format_size(char *buf, size_t cap, uint64_t bytes)
 {
-	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	static const char *const units[] = { "B",   "KiB", "MiB", "GiB",
+					     "TiB", "PiB", "EiB" };
 	double v = (double)bytes;
 	int u = 0;
 

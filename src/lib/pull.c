@@ -46,11 +46,11 @@ struct pull {
 	const wstore_manifest *m;
 	const wstore_pull_options *o;
 	const char *dest;
-	int dfd;		/* DEST, opened once */
-	size_t *sel;		/* selected file indices, largest first */
+	int dfd;     /* DEST, opened once */
+	size_t *sel; /* selected file indices, largest first */
 	size_t nsel;
-	size_t bufcap;		/* per-worker chunk buffer size */
-	pthread_mutex_t lock;	/* guards everything below */
+	size_t bufcap;	      /* per-worker chunk buffer size */
+	pthread_mutex_t lock; /* guards everything below */
 	size_t next;
 	uint64_t done, total;
 	int rc;
@@ -114,17 +114,22 @@ static int open_subdir(struct pull *p, int fd, const char *name,
 
 	if (sub < 0 && errno == ENOENT) {
 		if (mkdirat(fd, name, 0755) < 0 && errno != EEXIST)
-			return wstore__errc(-errno, "cannot create directory "
-					    "'%s' in '%s'", prefix, p->dest);
+			return wstore__errc(-errno,
+					    "cannot create directory "
+					    "'%s' in '%s'",
+					    prefix, p->dest);
 		sub = openat(fd, name, flags);
 	}
 	if (sub < 0 && (errno == ELOOP || errno == ENOTDIR))
-		return wstore__err(-errno, "'%s' in '%s' is a symlink or not "
-				   "a directory; refusing to follow it", prefix,
-				   p->dest);
+		return wstore__err(-errno,
+				   "'%s' in '%s' is a symlink or not "
+				   "a directory; refusing to follow it",
+				   prefix, p->dest);
 	if (sub < 0)
-		return wstore__errc(-errno, "cannot open directory '%s' in "
-				    "'%s'", prefix, p->dest);
+		return wstore__errc(-errno,
+				    "cannot open directory '%s' in "
+				    "'%s'",
+				    prefix, p->dest);
 	return sub;
 }
 
@@ -143,8 +148,10 @@ static int open_parent(struct pull *p, const char *path, int *out_fd,
 		int sub;
 
 		if (end >= sizeof(prefix)) {
-			sub = wstore__err(-ENAMETOOLONG, "path '%s' is too "
-					  "long", path);
+			sub = wstore__err(-ENAMETOOLONG,
+					  "path '%s' is too "
+					  "long",
+					  path);
 		} else {
 			memcpy(prefix, path, end);
 			prefix[end] = '\0';
@@ -237,16 +244,19 @@ static int write_file(struct worker *w, int pfd, const char *tmp,
 	int fd, rc;
 
 	unlinkat(pfd, tmp, 0);
-	fd = openat(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-		    O_CLOEXEC, 0644);
+	fd = openat(pfd, tmp,
+		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0)
-		return wstore__errc(-errno, "file '%s': cannot create temp "
-				    "file '%s'", f->path, tmp);
+		return wstore__errc(-errno,
+				    "file '%s': cannot create temp "
+				    "file '%s'",
+				    f->path, tmp);
 	if (f->size && fallocate(fd, 0, 0, (off_t)f->size) < 0 &&
 	    errno == ENOSPC)
-		rc = wstore__errc(-ENOSPC, "file '%s': cannot allocate %" PRIu64
-				  " bytes in '%s'", f->path, f->size,
-				  w->p->dest);
+		rc = wstore__errc(-ENOSPC,
+				  "file '%s': cannot allocate %" PRIu64
+				  " bytes in '%s'",
+				  f->path, f->size, w->p->dest);
 	else
 		rc = wstore__fetch_to_fd(w->p->s, f, fd, w->buf, w->p->bufcap,
 					 !w->p->o->no_verify, chunk_progress,
@@ -263,8 +273,10 @@ static int write_file(struct worker *w, int pfd, const char *tmp,
 		return rc;
 	}
 	if (fsync(pfd) < 0)
-		return wstore__errc(-errno, "file '%s': cannot sync its "
-				    "directory", f->path);
+		return wstore__errc(-errno,
+				    "file '%s': cannot sync its "
+				    "directory",
+				    f->path);
 	return 0;
 }
 
@@ -302,8 +314,10 @@ static void *worker_main(void *arg)
 	int rc;
 
 	if (!(w->buf = wstore__buf_alloc(p->bufcap))) {
-		fail(p, wstore__errc(-ENOMEM, "cannot allocate a %zu-byte "
-				     "buffer", p->bufcap));
+		fail(p, wstore__errc(-ENOMEM,
+				     "cannot allocate a %zu-byte "
+				     "buffer",
+				     p->bufcap));
 		return NULL;
 	}
 	for (;;) {
@@ -363,7 +377,8 @@ static int plan(struct pull *p)
 		int rc;
 
 		if (wstore_validate_path(f->path) < 0)
-			return wstore__err(WSTORE_ECORRUPT, "checkpoint '%s': "
+			return wstore__err(WSTORE_ECORRUPT,
+					   "checkpoint '%s': "
 					   "refusing unsafe path: %s",
 					   m->checkpoint_id,
 					   wstore_last_error());
@@ -433,17 +448,18 @@ int wstore_pull(wstore_store *store, const char *id, const char *dest,
 		const wstore_pull_options *opts)
 {
 	static const wstore_pull_options defaults = WSTORE_PULL_OPTIONS_INIT;
-	struct pull p = { .s = store, .o = opts ? opts : &defaults,
-			  .dfd = -1 };
+	struct pull p = { .s = store, .o = opts ? opts : &defaults, .dfd = -1 };
 	wstore_checkpoint *ck;
 	int rc;
 
 	if (p.o->version != WSTORE_PULL_OPTIONS_VERSION)
-		return wstore__err(WSTORE_EINVAL, "pull options version %u "
-				   "not supported", p.o->version);
+		return wstore__err(WSTORE_EINVAL,
+				   "pull options version %u "
+				   "not supported",
+				   p.o->version);
 	if (!dest || !*dest)
 		return wstore__err(WSTORE_EINVAL, "pull needs a destination "
-				   "directory");
+						  "directory");
 	if ((rc = wstore_checkpoint_open(&ck, store, id)) < 0)
 		return rc;
 	p.m = wstore_checkpoint_manifest(ck);
@@ -452,8 +468,8 @@ int wstore_pull(wstore_store *store, const char *id, const char *dest,
 	rc = plan(&p);
 	if (rc == 0)
 		rc = make_dest(dest);
-	if (rc == 0 && (p.dfd = open(dest, O_RDONLY | O_DIRECTORY |
-				     O_CLOEXEC)) < 0)
+	if (rc == 0 &&
+	    (p.dfd = open(dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		rc = wstore__errc(-errno, "cannot open '%s'", dest);
 	if (rc == 0 && p.o->progress)
 		p.o->progress(0, p.total, "", p.o->progress_ctx);

@@ -37,7 +37,7 @@ struct scratch {
 struct wstore_checkpoint {
 	wstore_store *s;
 	wstore_manifest *m;
-	pthread_mutex_t lock;	/* guards pool */
+	pthread_mutex_t lock; /* guards pool */
 	struct scratch *pool;
 	unsigned npool;
 };
@@ -49,8 +49,8 @@ struct wstore_file {
 
 /* One piece of a scatter read: part of one chunk into one destination. */
 struct piece {
-	uint64_t ci;		/* chunk index */
-	uint64_t coff;		/* offset inside the chunk */
+	uint64_t ci;   /* chunk index */
+	uint64_t coff; /* offset inside the chunk */
 	size_t len;
 	char *dst;
 };
@@ -107,17 +107,17 @@ void wstore_checkpoint_free(wstore_checkpoint *ck)
 	free(ck);
 }
 
-int wstore_file_open(wstore_file **out, wstore_checkpoint *ck,
-		     const char *path)
+int wstore_file_open(wstore_file **out, wstore_checkpoint *ck, const char *path)
 {
 	int64_t i = wstore_manifest_find(ck->m, path ? path : "");
 	wstore_file *f;
 
 	*out = NULL;
 	if (i < 0)
-		return wstore__err(WSTORE_ENOTFOUND, "no file '%s' in "
-				   "checkpoint '%s'", path ? path : "",
-				   ck->m->checkpoint_id);
+		return wstore__err(WSTORE_ENOTFOUND,
+				   "no file '%s' in "
+				   "checkpoint '%s'",
+				   path ? path : "", ck->m->checkpoint_id);
 	if (!(f = calloc(1, sizeof(*f))))
 		return wstore__errc(-ENOMEM, "cannot open '%s'", path);
 	f->ck = ck;
@@ -157,18 +157,19 @@ static int chunk_geometry(const wstore__file *r, uint64_t *out_cs)
 			*out_cs = r->size;
 			return 0;
 		}
-		return wstore__err(WSTORE_EUNSUPPORTED, "file '%s' has %" PRIu64
+		return wstore__err(WSTORE_EUNSUPPORTED,
+				   "file '%s' has %" PRIu64
 				   " chunks but chunk_size 0 (legacy record): "
-				   "cannot map offsets to chunks", r->path,
-				   r->nchunks);
+				   "cannot map offsets to chunks",
+				   r->path, r->nchunks);
 	}
 	want = r->size / r->chunk_size + (r->size % r->chunk_size != 0);
 	if (r->nchunks != want)
-		return wstore__err(WSTORE_ECORRUPT, "file '%s' lists %" PRIu64
-				   " chunks but size %" PRIu64
-				   " and chunk_size %" PRIu64 " imply %" PRIu64,
-				   r->path, r->nchunks, r->size, r->chunk_size,
-				   want);
+		return wstore__err(
+			WSTORE_ECORRUPT,
+			"file '%s' lists %" PRIu64 " chunks but size %" PRIu64
+			" and chunk_size %" PRIu64 " imply %" PRIu64,
+			r->path, r->nchunks, r->size, r->chunk_size, want);
 	*out_cs = r->chunk_size;
 	return 0;
 }
@@ -188,17 +189,19 @@ static int check_part(const wstore__file *r, uint64_t ci, int rc, uint64_t off,
 	const char *key = r->chunks[ci];
 
 	if (rc == WSTORE_ENOTFOUND || (rc == 0 && got == 0 && want > 0))
-		return wstore__err(WSTORE_ECORRUPT, "file '%s': chunk '%s' is "
-				   "missing", r->path, key);
+		return wstore__err(WSTORE_ECORRUPT,
+				   "file '%s': chunk '%s' is "
+				   "missing",
+				   r->path, key);
 	if (rc < 0)
 		return wstore__err(rc, "file '%s': cannot read chunk '%s': %s",
 				   r->path, key, wstore_last_error());
 	if (got != want)
-		return wstore__err(WSTORE_ECORRUPT, "file '%s': chunk '%s' "
+		return wstore__err(WSTORE_ECORRUPT,
+				   "file '%s': chunk '%s' "
 				   "ends at byte %" PRIu64
-				   ", expected at least %" PRIu64, r->path, key,
-				   off + got,
-				   off + want);
+				   ", expected at least %" PRIu64,
+				   r->path, key, off + got, off + want);
 	return 0;
 }
 
@@ -356,10 +359,12 @@ int wstore__file_readv(wstore_file *f, wstore__seg *segs, size_t n)
 	for (i = 0; i < n; i++)
 		if (segs[i].off > f->rec->size ||
 		    segs[i].len > f->rec->size - segs[i].off)
-			return wstore__err(WSTORE_EINVAL, "read of %" PRIu64
+			return wstore__err(WSTORE_EINVAL,
+					   "read of %" PRIu64
 					   " bytes at %" PRIu64 " is past the "
-					   "end of '%s'", segs[i].len,
-					   segs[i].off, f->rec->path);
+					   "end of '%s'",
+					   segs[i].len, segs[i].off,
+					   f->rec->path);
 	if ((rc = chunk_geometry(f->rec, &cs)) < 0 ||
 	    (rc = split_pieces(&p, &np, cs, segs, n)) < 0)
 		return rc;
@@ -505,7 +510,7 @@ struct check {
 	wstore_checkpoint *ck;
 	wstore_verify_file_fn cb;
 	void *ctx;
-	wstore__st **st;	/* parsed header per manifest file, or NULL */
+	wstore__st **st; /* parsed header per manifest file, or NULL */
 	size_t problems;
 	char first[1024];
 };
@@ -553,7 +558,8 @@ static int read_whole(char **out, wstore_file *f)
 
 	*out = NULL;
 	if (size > (256u << 20))
-		return wstore__err(WSTORE_ECORRUPT, "file '%s' is too large "
+		return wstore__err(WSTORE_ECORRUPT,
+				   "file '%s' is too large "
 				   "for a shard index (%" PRIu64 " bytes)",
 				   f->rec->path, size);
 	if (!(buf = malloc(size + 1)))
@@ -579,8 +585,10 @@ static void check_entry(struct check *c, const char *index, const char *dir,
 	int64_t k;
 
 	if (!json_is_string(file)) {
-		snprintf(msg, sizeof(msg), "index '%s': weight_map entry of "
-			 "'%.200s' is not a file name", index, tensor);
+		snprintf(msg, sizeof(msg),
+			 "index '%s': weight_map entry of "
+			 "'%.200s' is not a file name",
+			 index, tensor);
 		problem(c, index, WSTORE_ECORRUPT, msg);
 		return;
 	}
@@ -589,15 +597,19 @@ static void check_entry(struct check *c, const char *index, const char *dir,
 	k = wstore_manifest_find(c->ck->m, full);
 	if (k < 0 && !json_object_get(reported, full)) {
 		json_object_set_new(reported, full, json_true());
-		snprintf(msg, sizeof(msg), "index '%s' names file '%s', which "
-			 "is not in the checkpoint", index, full);
+		snprintf(msg, sizeof(msg),
+			 "index '%s' names file '%s', which "
+			 "is not in the checkpoint",
+			 index, full);
 		problem(c, index, WSTORE_ECORRUPT, msg);
 	}
 	st = k >= 0 ? c->st[k] : NULL;
 	if (st && wstore__st_find(st, tensor) < 0 &&
 	    (*missing)++ < MAX_TENSOR_PROBLEMS) {
-		snprintf(msg, sizeof(msg), "index '%s': tensor '%.200s' is not "
-			 "in '%s'", index, tensor, full);
+		snprintf(msg, sizeof(msg),
+			 "index '%s': tensor '%.200s' is not "
+			 "in '%s'",
+			 index, tensor, full);
 		problem(c, index, WSTORE_ECORRUPT, msg);
 	}
 	free(full);
@@ -632,14 +644,13 @@ static int check_index(struct check *c, size_t i)
 	slash = strrchr(path, '/');
 	dir = strndup(path, slash ? (size_t)(slash - path + 1) : 0);
 	reported = json_object();
-	json_object_foreach(map, tensor, file)
-		if (dir && reported)
-			check_entry(c, path, dir, tensor, file, reported,
-				    &missing);
+	json_object_foreach(map, tensor, file) if (dir && reported)
+		check_entry(c, path, dir, tensor, file, reported, &missing);
 	if (missing > MAX_TENSOR_PROBLEMS) {
-		snprintf(msg, sizeof(msg), "index '%s': %zu more tensors "
-			 "missing from their files", path,
-			 missing - MAX_TENSOR_PROBLEMS);
+		snprintf(msg, sizeof(msg),
+			 "index '%s': %zu more tensors "
+			 "missing from their files",
+			 path, missing - MAX_TENSOR_PROBLEMS);
 		problem(c, path, WSTORE_ECORRUPT, msg);
 	}
 	json_decref(reported);

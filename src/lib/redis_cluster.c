@@ -29,13 +29,13 @@
 
 struct rd_cluster {
 	const struct rd_opts *opts;
-	char *seeds;			/* "host:port,..." from the URL */
-	pthread_mutex_t lock;		/* guards what follows */
-	struct rd_node **nodes;		/* every node seen */
+	char *seeds;		/* "host:port,..." from the URL */
+	pthread_mutex_t lock;	/* guards what follows */
+	struct rd_node **nodes; /* every node seen */
 	size_t nnodes, cap;
-	struct rd_node *slots[NSLOTS];	/* master of each slot, or NULL */
-	uint64_t epoch;			/* map version, bumped on refresh */
-	pthread_mutex_t refresh_lock;	/* one refresh at a time */
+	struct rd_node *slots[NSLOTS]; /* master of each slot, or NULL */
+	uint64_t epoch;		       /* map version, bumped on refresh */
+	pthread_mutex_t refresh_lock;  /* one refresh at a time */
 };
 
 static uint16_t crc16(const char *buf, size_t len)
@@ -45,8 +45,8 @@ static uint16_t crc16(const char *buf, size_t len)
 	for (size_t i = 0; i < len; i++) {
 		crc ^= (uint16_t)((unsigned char)buf[i] << 8);
 		for (int j = 0; j < 8; j++)
-			crc = crc & 0x8000 ? (uint16_t)(crc << 1) ^ 0x1021 :
-			      (uint16_t)(crc << 1);
+			crc = crc & 0x8000 ? (uint16_t)(crc << 1) ^ 0x1021
+					   : (uint16_t)(crc << 1);
 	}
 	return crc;
 }
@@ -113,8 +113,10 @@ static int parse_slots(struct rd_cluster *cl, struct rd_node *from,
 		    m->element[1]->type != REDIS_REPLY_INTEGER)
 			return -1;
 		/* an empty host means "the node you asked" */
-		n = node_get(cl, m->element[0]->len ? m->element[0]->str :
-			     from->host, (int)m->element[1]->integer);
+		n = node_get(cl,
+			     m->element[0]->len ? m->element[0]->str
+						: from->host,
+			     (int)m->element[1]->integer);
 		if (!n)
 			return -1;
 		for (long long s = e->element[0]->integer;
@@ -146,9 +148,9 @@ static int ask_slots(struct rd_cluster *cl, struct rd_node *n,
 				   "redis at %s is not a cluster node: %s",
 				   n->name, r->str);
 	else if (parse_slots(cl, n, r, tab))
-		code = wstore__err(WSTORE_EUNAVAIL,
-				   "redis at %s: unexpected CLUSTER SLOTS reply",
-				   n->name);
+		code = wstore__err(
+			WSTORE_EUNAVAIL,
+			"redis at %s: unexpected CLUSTER SLOTS reply", n->name);
 	freeReplyObject(r);
 	rd_node_give(n, rc, 0);
 	return code;
@@ -206,9 +208,9 @@ static int refresh(struct rd_cluster *cl, uint64_t seen)
 	for (size_t i = 0; i < n && code; i++) {
 		memset(tab, 0, NSLOTS * sizeof(*tab));
 		code = ask_slots(cl, cand[i], tab);
-		if (code && __atomic_load_n(&cand[i]->auth_failed,
-					    __ATOMIC_RELAXED)) {
-			n = 1;	/* report that, not "cannot reach" */
+		if (code &&
+		    __atomic_load_n(&cand[i]->auth_failed, __ATOMIC_RELAXED)) {
+			n = 1; /* report that, not "cannot reach" */
 			break;
 		}
 	}
@@ -220,9 +222,10 @@ static int refresh(struct rd_cluster *cl, uint64_t seen)
 	} else if (!tab || !cand) {
 		code = wstore__errc(-ENOMEM, "redis cluster map");
 	} else if (n > 1) {
-		code = wstore__err(WSTORE_EUNAVAIL,
-				   "cannot reach any redis cluster node (tried %zu; last: %s)",
-				   n, wstore_last_error());
+		code = wstore__err(
+			WSTORE_EUNAVAIL,
+			"cannot reach any redis cluster node (tried %zu; last: %s)",
+			n, wstore_last_error());
 	}
 	pthread_mutex_unlock(&cl->refresh_lock);
 	free(cand);
@@ -301,8 +304,7 @@ static int try_node(struct rd_node *n, struct rd_req *req, int asking)
 		if (__atomic_load_n(&n->auth_failed, __ATOMIC_RELAXED) ||
 		    r != WSTORE_EUNAVAIL)
 			return r;
-		snprintf(req->err, sizeof(req->err), "%s",
-			 wstore_last_error());
+		snprintf(req->err, sizeof(req->err), "%s", wstore_last_error());
 		return RD_CONN_ERR;
 	}
 	if (asking) {
@@ -323,8 +325,8 @@ static int try_node(struct rd_node *n, struct rd_req *req, int asking)
 }
 
 /* "MOVED 3999 127.0.0.1:6381" / "ASK ...": the target node, or NULL. */
-static struct rd_node *redirect_target(struct rd_cluster *cl,
-				       const char *err, unsigned *slot)
+static struct rd_node *redirect_target(struct rd_cluster *cl, const char *err,
+				       unsigned *slot)
 {
 	const char *sp = strchr(err, ' '), *addr;
 	struct rd_node *n = NULL;
@@ -397,9 +399,10 @@ int rdc_run(struct rd_cluster *cl, struct rd_req *req)
 			return rd_fail(n, req, r);
 		if (rd_now_ms() >= deadline) {
 			if (!n)
-				return wstore__err(WSTORE_EUNAVAIL,
-						   "redis cluster is down: %s for '%s'",
-						   req->err, req->lkey);
+				return wstore__err(
+					WSTORE_EUNAVAIL,
+					"redis cluster is down: %s for '%s'",
+					req->err, req->lkey);
 			return rd_fail(n, req, r);
 		}
 		rd_backoff(waits++);

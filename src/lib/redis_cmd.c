@@ -24,8 +24,8 @@
 #include "redis_proto.h"
 
 static const char *const op_names[] = {
-	[RD_PUT] = "put", [RD_PUT_NEW] = "put", [RD_GET] = "get",
-	[RD_GET_RANGE] = "get", [RD_SIZE] = "size", [RD_REMOVE] = "remove",
+	[RD_PUT] = "put",	[RD_PUT_NEW] = "put", [RD_GET] = "get",
+	[RD_GET_RANGE] = "get", [RD_SIZE] = "size",   [RD_REMOVE] = "remove",
 	[RD_UPDATE] = "update",
 };
 
@@ -110,8 +110,9 @@ static int int_cmd(struct rd_conn *rc, struct rd_req *req, const char *cmd,
 	if (r->type == REDIS_REPLY_ERROR)
 		code = reply_err(req, r);
 	else if (r->type != REDIS_REPLY_INTEGER)
-		code = wstore__err(-EPROTO, "redis: unexpected reply to %s '%s'",
-				   cmd, req->lkey);
+		code = wstore__err(-EPROTO,
+				   "redis: unexpected reply to %s '%s'", cmd,
+				   req->lkey);
 	else
 		*out = r->integer;
 	freeReplyObject(r);
@@ -188,7 +189,7 @@ static int op_remove(struct rd_conn *rc, struct rd_req *req)
 	return r ? r : n == 0 ? not_found(req) : 0;
 }
 
-#define RD_RETRY 3		/* update: EXEC saw a concurrent change */
+#define RD_RETRY 3 /* update: EXEC saw a concurrent change */
 
 static void unwatch(struct rd_conn *rc)
 {
@@ -222,8 +223,8 @@ static void free_n(redisReply **r, int n)
 }
 
 /* MULTI / SET / EXEC of the new value: 0, RD_RETRY, or an error. */
-static int update_exec(struct rd_conn *rc, struct rd_req *req,
-		       const void *val, size_t len)
+static int update_exec(struct rd_conn *rc, struct rd_req *req, const void *val,
+		       size_t len)
 {
 	const char *m[] = { "MULTI", NULL }, *x[] = { "EXEC", NULL };
 	const char *s[] = { "SET", req->key, val, NULL };
@@ -240,7 +241,8 @@ static int update_exec(struct rd_conn *rc, struct rd_req *req,
 	else if (r[2]->type == REDIS_REPLY_NIL)
 		code = RD_RETRY;
 	else if (r[2]->type != REDIS_REPLY_ARRAY)
-		code = wstore__err(-EPROTO, "redis: unexpected EXEC reply for '%s'",
+		code = wstore__err(-EPROTO,
+				   "redis: unexpected EXEC reply for '%s'",
 				   req->lkey);
 	free_n(r, 3);
 	return code;
@@ -262,16 +264,16 @@ static int update_once(struct rd_conn *rc, struct rd_req *req)
 		return rd_conn_err(req, rc);
 	if (e < 2 || (r[1]->type != REDIS_REPLY_STRING &&
 		      r[1]->type != REDIS_REPLY_NIL)) {
-		code = e < 2 ? reply_err(req, r[e]) :
-		       wstore__err(WSTORE_ECORRUPT, "'%s' is not a string",
-				   req->lkey);
+		code = e < 2 ? reply_err(req, r[e])
+			     : wstore__err(WSTORE_ECORRUPT,
+					   "'%s' is not a string", req->lkey);
 		free_n(r, 2);
 		unwatch(rc);
 		return code;
 	}
-	code = r[1]->type == REDIS_REPLY_NIL ?
-	       req->fn(&nv, &nlen, NULL, 0, req->ctx) :
-	       req->fn(&nv, &nlen, r[1]->str, r[1]->len, req->ctx);
+	code = r[1]->type == REDIS_REPLY_NIL
+		       ? req->fn(&nv, &nlen, NULL, 0, req->ctx)
+		       : req->fn(&nv, &nlen, r[1]->str, r[1]->len, req->ctx);
 	free_n(r, 2);
 	if (code) {
 		free(nv);
@@ -285,8 +287,7 @@ static int update_once(struct rd_conn *rc, struct rd_req *req)
 
 /* Optimistic read-modify-write: retried until no one else wrote the key
  * between WATCH and EXEC, for up to command_timeout_ms. */
-static int op_update(struct rd_node *n, struct rd_conn *rc,
-		     struct rd_req *req)
+static int op_update(struct rd_node *n, struct rd_conn *rc, struct rd_req *req)
 {
 	int64_t deadline = rd_now_ms() + n->opts->command_ms;
 
@@ -296,9 +297,10 @@ static int op_update(struct rd_node *n, struct rd_conn *rc,
 		if (r != RD_RETRY)
 			return r;
 		if (rd_now_ms() > deadline)
-			return wstore__err(WSTORE_EBUSY,
-					   "redis at %s: update of '%s' kept conflicting with other writers",
-					   n->name, req->lkey);
+			return wstore__err(
+				WSTORE_EBUSY,
+				"redis at %s: update of '%s' kept conflicting with other writers",
+				n->name, req->lkey);
 		if (attempt > 0)
 			rd_backoff(attempt < 4 ? 0 : attempt - 4);
 	}
@@ -313,20 +315,17 @@ int rd_do(struct rd_node *n, struct rd_conn *rc, struct rd_req *req)
 	case RD_PUT_NEW:
 		max = __atomic_load_n(&n->max_bulk, __ATOMIC_RELAXED);
 		if (max && req->len > max)
-			return wstore__err(-EFBIG,
-					   "redis at %s: value of '%s' (%zu bytes) is over proto-max-bulk-len (%" PRIu64 " bytes)",
-					   n->name, req->lkey, req->len, max);
+			return wstore__err(
+				-EFBIG,
+				"redis at %s: value of '%s' (%zu bytes) is over proto-max-bulk-len (%" PRIu64
+				" bytes)",
+				n->name, req->lkey, req->len, max);
 		return op_put(rc, req);
-	case RD_GET:
-		return op_get(rc, req);
-	case RD_GET_RANGE:
-		return op_get_range(rc, req);
-	case RD_SIZE:
-		return op_size(rc, req);
-	case RD_REMOVE:
-		return op_remove(rc, req);
-	case RD_UPDATE:
-		return op_update(n, rc, req);
+	case RD_GET: return op_get(rc, req);
+	case RD_GET_RANGE: return op_get_range(rc, req);
+	case RD_SIZE: return op_size(rc, req);
+	case RD_REMOVE: return op_remove(rc, req);
+	case RD_UPDATE: return op_update(n, rc, req);
 	}
 	return wstore__err(WSTORE_EINVAL, "redis: bad operation");
 }
@@ -341,28 +340,34 @@ int rd_fail(struct rd_node *n, struct rd_req *req, int rc)
 	const char *e = req->err, *op = op_names[req->op];
 
 	if (rc == RD_CONN_ERR)
-		return wstore__err(WSTORE_EUNAVAIL,
-				   "lost connection to redis at %s during %s of '%s': %s",
-				   n->name, op, req->lkey, e);
+		return wstore__err(
+			WSTORE_EUNAVAIL,
+			"lost connection to redis at %s during %s of '%s': %s",
+			n->name, op, req->lkey, e);
 	if (starts(e, "OOM"))
-		return wstore__err(-ENOSPC,
-				   "redis at %s: out of memory (maxmemory) writing '%s'",
-				   n->name, req->lkey);
+		return wstore__err(
+			-ENOSPC,
+			"redis at %s: out of memory (maxmemory) writing '%s'",
+			n->name, req->lkey);
 	if (starts(e, "NOAUTH") || starts(e, "WRONGPASS"))
 		return wstore__err(WSTORE_EUNAVAIL,
-				   "redis at %s: authentication failed", n->name);
+				   "redis at %s: authentication failed",
+				   n->name);
 	if (strstr(e, "invalid bulk length"))
-		return wstore__err(-EFBIG,
-				   "redis at %s: value of '%s' (%zu bytes) is over proto-max-bulk-len",
-				   n->name, req->lkey, req->len);
+		return wstore__err(
+			-EFBIG,
+			"redis at %s: value of '%s' (%zu bytes) is over proto-max-bulk-len",
+			n->name, req->lkey, req->len);
 	if (starts(e, "CLUSTERDOWN"))
-		return wstore__err(WSTORE_EUNAVAIL,
-				   "redis cluster is down (%s during %s of '%s'): %s",
-				   n->name, op, req->lkey, e);
+		return wstore__err(
+			WSTORE_EUNAVAIL,
+			"redis cluster is down (%s during %s of '%s'): %s",
+			n->name, op, req->lkey, e);
 	if (starts(e, "MOVED") || starts(e, "ASK"))
-		return wstore__err(WSTORE_EUNAVAIL,
-				   "redis at %s redirected '%s' (%s): use a redis-cluster:// URL for a cluster",
-				   n->name, req->lkey, e);
+		return wstore__err(
+			WSTORE_EUNAVAIL,
+			"redis at %s redirected '%s' (%s): use a redis-cluster:// URL for a cluster",
+			n->name, req->lkey, e);
 	if (starts(e, "WRONGTYPE"))
 		return wstore__err(WSTORE_ECORRUPT,
 				   "redis at %s: '%s' is not a string", n->name,
@@ -372,8 +377,8 @@ int rd_fail(struct rd_node *n, struct rd_req *req, int rc)
 		return wstore__err(WSTORE_EUNAVAIL,
 				   "redis at %s cannot serve %s of '%s': %s",
 				   n->name, op, req->lkey, e);
-	return wstore__err(-EIO, "redis at %s: %s of '%s' failed: %s",
-			   n->name, op, req->lkey, e);
+	return wstore__err(-EIO, "redis at %s: %s of '%s' failed: %s", n->name,
+			   op, req->lkey, e);
 }
 
 /* One SCAN pass.  A stale pooled connection is retried once, before any
@@ -388,7 +393,7 @@ int rd_scan(struct rd_node *n, const char *pattern, size_t skip,
 	if ((r = rd_node_take(n, &rc, &reused)))
 		return r;
 	for (;;) {
-		const char *argv[] = { "SCAN", cursor, "MATCH", pattern,
+		const char *argv[] = { "SCAN",	cursor, "MATCH", pattern,
 				       "COUNT", "1000", NULL };
 		redisReply *rep = rd_command(rc, argv), *keys;
 
@@ -400,17 +405,20 @@ int rd_scan(struct rd_node *n, const char *pattern, size_t skip,
 		}
 		first = 0;
 		if (!rep) {
-			r = wstore__err(WSTORE_EUNAVAIL,
-					"lost connection to redis at %s during list: %s",
-					n->name, rc->c->errstr);
+			r = wstore__err(
+				WSTORE_EUNAVAIL,
+				"lost connection to redis at %s during list: %s",
+				n->name, rc->c->errstr);
 			break;
 		}
 		if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
 		    rep->element[0]->type != REDIS_REPLY_STRING ||
 		    rep->element[1]->type != REDIS_REPLY_ARRAY) {
 			r = wstore__err(-EIO, "redis at %s: list failed: %s",
-					n->name, rep->type == REDIS_REPLY_ERROR ?
-					rep->str : "unexpected reply");
+					n->name,
+					rep->type == REDIS_REPLY_ERROR
+						? rep->str
+						: "unexpected reply");
 			freeReplyObject(rep);
 			break;
 		}

@@ -39,7 +39,7 @@ void rd_backoff(int attempt)
 	long ms = attempt < 7 ? 5L << attempt : 500;
 	struct timespec ts;
 
-	ms += rand() % (ms / 2 + 1);	/* jitter: spread retrying clients */
+	ms += rand() % (ms / 2 + 1); /* jitter: spread retrying clients */
 	ts.tv_sec = ms / 1000;
 	ts.tv_nsec = (ms % 1000) * 1000000;
 	nanosleep(&ts, NULL);
@@ -65,11 +65,11 @@ int rd_broken(struct rd_conn *rc, const char *what, int err)
 {
 	rc->c->err = REDIS_ERR_IO;
 	if (err == EAGAIN || err == EWOULDBLOCK)
-		snprintf(rc->c->errstr, sizeof(rc->c->errstr),
-			 "%s: timed out", what);
+		snprintf(rc->c->errstr, sizeof(rc->c->errstr), "%s: timed out",
+			 what);
 	else if (err)
-		snprintf(rc->c->errstr, sizeof(rc->c->errstr), "%s: %s",
-			 what, strerror(err));
+		snprintf(rc->c->errstr, sizeof(rc->c->errstr), "%s: %s", what,
+			 strerror(err));
 	else
 		snprintf(rc->c->errstr, sizeof(rc->c->errstr), "%s", what);
 	return -1;
@@ -102,7 +102,7 @@ int rd_send_iov(struct rd_conn *rc, struct iovec *iov, int n)
 /* Send up to 4 pipelined commands, each given as a NULL-terminated array
  * of C strings with a parallel array of lengths. */
 int rd_send_cmds(struct rd_conn *rc, int ncmd, const char **argv[],
-		     const size_t *lens[])
+		 const size_t *lens[])
 {
 	char *cmd[4];
 	struct iovec iov[4];
@@ -142,7 +142,7 @@ redisReply *rd_recv_reply(struct rd_conn *rc)
 }
 
 redisReply *rd_command_argv(struct rd_conn *rc, const char **argv,
-			   const size_t *lens)
+			    const size_t *lens)
 {
 	if (rd_send_cmds(rc, 1, &argv, &lens))
 		return NULL;
@@ -162,24 +162,25 @@ redisReply *rd_command(struct rd_conn *rc, const char **argv)
 /* ---- nodes and their connection pools ---------------------------------- */
 
 /* One setup command on a fresh connection; 0 or an error code. */
-static int setup_cmd(struct rd_node *n, struct rd_conn *rc,
-		     const char **argv, int is_auth)
+static int setup_cmd(struct rd_node *n, struct rd_conn *rc, const char **argv,
+		     int is_auth)
 {
 	redisReply *r = rd_command(rc, argv);
 	int code = 0;
 
 	if (!r)
 		return wstore__err(WSTORE_EUNAVAIL,
-				   "cannot connect to redis at %s: %s",
-				   n->name, rc->c->errstr);
+				   "cannot connect to redis at %s: %s", n->name,
+				   rc->c->errstr);
 	if (r->type == REDIS_REPLY_ERROR) {
 		if (is_auth || !strncmp(r->str, "NOAUTH", 6)) {
-			__atomic_store_n(&n->auth_failed, 1,
-					 __ATOMIC_RELAXED);
-			code = wstore__err(WSTORE_EUNAVAIL,
-					   "cannot connect to redis at %s: authentication failed (%s)",
-					   n->name, is_auth ? r->str :
-					   "the server needs a password: set redis_password");
+			__atomic_store_n(&n->auth_failed, 1, __ATOMIC_RELAXED);
+			code = wstore__err(
+				WSTORE_EUNAVAIL,
+				"cannot connect to redis at %s: authentication failed (%s)",
+				n->name,
+				is_auth ? r->str
+					: "the server needs a password: set redis_password");
 		} else {
 			code = wstore__err(WSTORE_EUNAVAIL,
 					   "cannot use redis at %s: %s",
@@ -274,8 +275,8 @@ int rd_node_new(struct rd_node **out, const char *host, int port,
 	if (path)
 		snprintf(n->name, sizeof(n->name), "%s", path);
 	else
-		snprintf(n->name, sizeof(n->name), strchr(host, ':') ?
-			 "[%s]:%d" : "%s:%d", host, port);
+		snprintf(n->name, sizeof(n->name),
+			 strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
 	pthread_mutex_init(&n->lock, NULL);
 	*out = n;
 	return 0;
@@ -360,9 +361,10 @@ static int read_iov(struct rd_conn *rc, struct iovec *iov, int n)
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k <= 0)
-			return rd_broken(rc, k ? "read failed" :
-				      "connection closed by server",
-				      k ? errno : 0);
+			return rd_broken(rc,
+					 k ? "read failed"
+					   : "connection closed by server",
+					 k ? errno : 0);
 		while (n > 0 && (size_t)k >= iov->iov_len) {
 			k -= iov->iov_len;
 			iov++;
@@ -386,8 +388,8 @@ static void skip_bulk(struct rd_conn *rc, size_t left)
 		return;
 	}
 	while (left > 0) {
-		struct iovec iov = { junk, left < sizeof(junk) ?
-				     left : sizeof(junk) };
+		struct iovec iov = { junk, left < sizeof(junk) ? left
+							       : sizeof(junk) };
 
 		if (read_iov(rc, &iov, 1))
 			return;
@@ -401,8 +403,8 @@ static void skip_bulk(struct rd_conn *rc, size_t left)
  * larger than cap; RD_REPLY_ERR or RD_CONN_ERR.  Needs hiredis' reader to
  * hold no buffered bytes, which holds as every reply is read whole.
  */
-int rd_read_bulk(struct rd_conn *rc, struct rd_req *req, void *buf,
-		     size_t cap, size_t *out_n, int *nil)
+int rd_read_bulk(struct rd_conn *rc, struct rd_req *req, void *buf, size_t cap,
+		 size_t *out_n, int *nil)
 {
 	char h[512], *eol = NULL, *end;
 	size_t hl = 0, extra, n, tail;
@@ -420,8 +422,10 @@ int rd_read_bulk(struct rd_conn *rc, struct rd_req *req, void *buf,
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k <= 0) {
-			rd_broken(rc, k ? "read failed" :
-			       "connection closed by server", k ? errno : 0);
+			rd_broken(rc,
+				  k ? "read failed"
+				    : "connection closed by server",
+				  k ? errno : 0);
 			return rd_conn_err(req, rc);
 		}
 		hl += (size_t)k;
@@ -447,12 +451,13 @@ int rd_read_bulk(struct rd_conn *rc, struct rd_req *req, void *buf,
 	extra = hl - (size_t)(eol + 2 - h);
 	if (n > cap) {
 		skip_bulk(rc, n + 2 - extra);
-		return wstore__err(WSTORE_ERANGE,
-				   "value of '%s' (%zu bytes) is larger than the buffer (%zu bytes)",
-				   req->lkey, n, cap);
+		return wstore__err(
+			WSTORE_ERANGE,
+			"value of '%s' (%zu bytes) is larger than the buffer (%zu bytes)",
+			req->lkey, n, cap);
 	}
 	memcpy(buf, eol + 2, extra < n ? extra : n);
-	tail = extra > n ? extra - n : 0;	/* CRLF bytes already read */
+	tail = extra > n ? extra - n : 0; /* CRLF bytes already read */
 	iov[0] = (struct iovec){ (char *)buf + (extra < n ? extra : n),
 				 extra < n ? n - extra : 0 };
 	iov[1] = (struct iovec){ crlf + tail, 2 - tail };

@@ -25,12 +25,12 @@
 
 /* rd_do() results besides 0 and error codes (both > 0, never returned to
  * the backend's callers). */
-#define RD_REPLY_ERR 1		/* server error reply, text in req->err */
-#define RD_CONN_ERR 2		/* connection broken, text in req->err */
+#define RD_REPLY_ERR 1 /* server error reply, text in req->err */
+#define RD_CONN_ERR 2  /* connection broken, text in req->err */
 
 struct rd_opts {
-	char *user;		/* NULL: AUTH with the password only */
-	char *password;		/* NULL: no AUTH */
+	char *user;	/* NULL: AUTH with the password only */
+	char *password; /* NULL: no AUTH */
 	int db;
 	int connect_ms;
 	int command_ms;
@@ -42,35 +42,40 @@ struct rd_conn {
 };
 
 struct rd_node {
-	char *host;		/* TCP host, or NULL */
+	char *host; /* TCP host, or NULL */
 	int port;
-	char *path;		/* unix socket path, or NULL */
-	char name[280];		/* "host:port" or the path, for messages */
+	char *path;	/* unix socket path, or NULL */
+	char name[280]; /* "host:port" or the path, for messages */
 	const struct rd_opts *opts;
-	pthread_mutex_t lock;	/* guards free */
+	pthread_mutex_t lock; /* guards free */
 	struct rd_conn *free;
 	int nfree;
 	/* set once by whichever thread connects first (atomic access) */
-	int auth_failed;	/* the server refused our credentials */
-	int probed;		/* max_bulk asked for */
-	uint64_t max_bulk;	/* proto-max-bulk-len, 0 if unknown */
+	int auth_failed;   /* the server refused our credentials */
+	int probed;	   /* max_bulk asked for */
+	uint64_t max_bulk; /* proto-max-bulk-len, 0 if unknown */
 };
 
 enum rd_op {
-	RD_PUT, RD_PUT_NEW, RD_GET, RD_GET_RANGE, RD_SIZE, RD_REMOVE,
+	RD_PUT,
+	RD_PUT_NEW,
+	RD_GET,
+	RD_GET_RANGE,
+	RD_SIZE,
+	RD_REMOVE,
 	RD_UPDATE
 };
 
 struct rd_req {
 	enum rd_op op;
-	const char *key;	/* full Redis key (prefix included) */
+	const char *key; /* full Redis key (prefix included) */
 	size_t klen;
-	const char *lkey;	/* logical key, for messages */
-	const void *data;	/* put: value */
-	size_t len;		/* put: value size; get_range: bytes */
-	void *buf;		/* get/get_range: destination */
+	const char *lkey; /* logical key, for messages */
+	const void *data; /* put: value */
+	size_t len;	  /* put: value size; get_range: bytes */
+	void *buf;	  /* get/get_range: destination */
 	size_t cap;
-	uint64_t off;		/* get_range */
+	uint64_t off; /* get_range */
 	size_t *out_len;
 	uint64_t *out_size;
 	wstore_update_fn fn;
@@ -114,8 +119,8 @@ redisReply *rd_command(struct rd_conn *rc, const char **argv);
  * (*nil = 1 for a nil reply); WSTORE_ERANGE with *out_n set when larger
  * than cap; RD_REPLY_ERR or RD_CONN_ERR.
  */
-int rd_read_bulk(struct rd_conn *rc, struct rd_req *req, void *buf,
-		 size_t cap, size_t *out_n, int *nil);
+int rd_read_bulk(struct rd_conn *rc, struct rd_req *req, void *buf, size_t cap,
+		 size_t *out_n, int *nil);
 
 /* ---- redis_cmd.c --------------------------------------------------------- */
 

@@ -27,12 +27,14 @@ static const struct {
 	const char *name;
 	unsigned bits;
 } dtypes[] = {
-	{ "BOOL", 8 }, { "F4", 4 }, { "F6_E2M3", 6 }, { "F6_E3M2", 6 },
-	{ "U8", 8 }, { "I8", 8 }, { "F8_E5M2", 8 }, { "F8_E4M3", 8 },
-	{ "F8_E8M0", 8 }, { "F8_E4M3FNUZ", 8 }, { "F8_E5M2FNUZ", 8 },
-	{ "I16", 16 }, { "U16", 16 }, { "F16", 16 }, { "BF16", 16 },
-	{ "I32", 32 }, { "U32", 32 }, { "F32", 32 },
-	{ "C64", 64 }, { "F64", 64 }, { "I64", 64 }, { "U64", 64 },
+	{ "BOOL", 8 },	      { "F4", 4 },	    { "F6_E2M3", 6 },
+	{ "F6_E3M2", 6 },     { "U8", 8 },	    { "I8", 8 },
+	{ "F8_E5M2", 8 },     { "F8_E4M3", 8 },	    { "F8_E8M0", 8 },
+	{ "F8_E4M3FNUZ", 8 }, { "F8_E5M2FNUZ", 8 }, { "I16", 16 },
+	{ "U16", 16 },	      { "F16", 16 },	    { "BF16", 16 },
+	{ "I32", 32 },	      { "U32", 32 },	    { "F32", 32 },
+	{ "C64", 64 },	      { "F64", 64 },	    { "I64", 64 },
+	{ "U64", 64 },
 };
 
 static int dtype_lookup(const char *name, const char **out_name)
@@ -54,8 +56,8 @@ unsigned wstore__st_dtype_bits(const char *dtype)
 }
 
 /* Set a WSTORE_ECORRUPT error "safetensors file 'what': <fmt>". */
-__attribute__((format(printf, 2, 3)))
-static int bad(const char *what, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static int bad(const char *what,
+						     const char *fmt, ...)
 {
 	char msg[768];
 	va_list ap;
@@ -90,20 +92,27 @@ int wstore__safetensors_header_len(uint64_t *out, const void *prefix8,
 	uint64_t n = 0;
 
 	if (file_size < 8)
-		return bad(what, "truncated: %" PRIu64
+		return bad(what,
+			   "truncated: %" PRIu64
 			   " bytes, shorter than the 8-byte header length",
 			   file_size);
 	for (int i = 7; i >= 0; i--)
 		n = (n << 8) | p[i];
 	if (n > WSTORE__ST_MAX_HEADER)
-		return bad(what, "header length %" PRIu64
-			   " exceeds the limit of 100000000", n);
+		return bad(what,
+			   "header length %" PRIu64
+			   " exceeds the limit of 100000000",
+			   n);
 	if (n + 8 > file_size)
-		return bad(what, "header length %" PRIu64
-			   " exceeds the file size %" PRIu64, n, file_size);
+		return bad(what,
+			   "header length %" PRIu64
+			   " exceeds the file size %" PRIu64,
+			   n, file_size);
 	if (n < 2)
-		return bad(what, "header length %" PRIu64
-			   " is too small for a JSON object", n);
+		return bad(what,
+			   "header length %" PRIu64
+			   " is too small for a JSON object",
+			   n);
 	*out = n;
 	return 0;
 }
@@ -138,12 +147,16 @@ static int parse_shape(wstore__st_tensor *t, const json_t *shape,
 		uint64_t d;
 
 		if (get_uint(json_array_get(shape, i), &d) < 0)
-			return bad(what, "tensor '%.200s': shape entry %zu is "
-				   "not a non-negative integer", t->name, i);
+			return bad(what,
+				   "tensor '%.200s': shape entry %zu is "
+				   "not a non-negative integer",
+				   t->name, i);
 		t->shape[i] = (int64_t)d;
 		if (prod && d && prod > UINT64_MAX / d)
-			return bad(what, "tensor '%.200s': shape product "
-				   "overflows", t->name);
+			return bad(what,
+				   "tensor '%.200s': shape product "
+				   "overflows",
+				   t->name);
 		prod *= d;
 	}
 	t->nelem = prod;
@@ -156,18 +169,21 @@ static int parse_offsets(wstore__st_tensor *t, const json_t *offs,
 	if (!json_is_array(offs) || json_array_size(offs) != 2 ||
 	    get_uint(json_array_get(offs, 0), &t->begin) < 0 ||
 	    get_uint(json_array_get(offs, 1), &t->end) < 0)
-		return bad(what, "tensor '%.200s': data_offsets is not "
-			   "[begin, end] of non-negative integers", t->name);
+		return bad(what,
+			   "tensor '%.200s': data_offsets is not "
+			   "[begin, end] of non-negative integers",
+			   t->name);
 	if (t->end < t->begin)
-		return bad(what, "tensor '%.200s': data_offsets end %" PRIu64
-			   " before begin %" PRIu64, t->name, t->end,
-			   t->begin);
+		return bad(what,
+			   "tensor '%.200s': data_offsets end %" PRIu64
+			   " before begin %" PRIu64,
+			   t->name, t->end, t->begin);
 	return 0;
 }
 
 /* Fill t from one header entry and check its size against its shape. */
-static int parse_tensor(wstore__st_tensor *t, const char *name,
-			const json_t *v, const char *what)
+static int parse_tensor(wstore__st_tensor *t, const char *name, const json_t *v,
+			const char *what)
 {
 	const json_t *dt = json_object_get(v, "dtype");
 	unsigned __int128 bits;
@@ -185,18 +201,21 @@ static int parse_tensor(wstore__st_tensor *t, const char *name,
 		return bad(what, "tensor '%.200s': unknown dtype '%.40s'", name,
 			   json_string_value(dt));
 	if ((rc = parse_shape(t, json_object_get(v, "shape"), what)) < 0 ||
-	    (rc = parse_offsets(t, json_object_get(v, "data_offsets"),
-				what)) < 0)
+	    (rc = parse_offsets(t, json_object_get(v, "data_offsets"), what)) <
+		    0)
 		return rc;
 	bits = (unsigned __int128)t->nelem * (unsigned)b;
 	if (bits % 8)
-		return bad(what, "tensor '%.200s': %" PRIu64 " elements of %s "
-			   "are not a whole number of bytes", name, t->nelem,
-			   t->dtype);
+		return bad(what,
+			   "tensor '%.200s': %" PRIu64 " elements of %s "
+			   "are not a whole number of bytes",
+			   name, t->nelem, t->dtype);
 	if (bits / 8 != t->end - t->begin)
-		return bad(what, "tensor '%.200s': data_offsets span %" PRIu64
-			   " bytes but shape and dtype %s need %.0f", name,
-			   t->end - t->begin, t->dtype, (double)(bits / 8));
+		return bad(what,
+			   "tensor '%.200s': data_offsets span %" PRIu64
+			   " bytes but shape and dtype %s need %.0f",
+			   name, t->end - t->begin, t->dtype,
+			   (double)(bits / 8));
 	return 0;
 }
 
@@ -211,10 +230,13 @@ static int parse_metadata(wstore__st *st, const json_t *v, const char *what)
 	st->meta = calloc(2 * json_object_size(v) + 1, sizeof(char *));
 	if (!st->meta)
 		return wstore__errc(-ENOMEM, "cannot parse '%s'", what);
-	json_object_foreach((json_t *)v, k, val) {
+	json_object_foreach((json_t *)v, k, val)
+	{
 		if (!json_is_string(val))
-			return bad(what, "__metadata__ value of '%.200s' is "
-				   "not a string", k);
+			return bad(what,
+				   "__metadata__ value of '%.200s' is "
+				   "not a string",
+				   k);
 		st->meta[2 * i] = strdup(k);
 		st->meta[2 * i + 1] = strdup(json_string_value(val));
 		st->nmeta = ++i;
@@ -253,21 +275,24 @@ static int check_layout(wstore__st *st, uint64_t file_size, const char *what)
 		const wstore__st_tensor *t = &st->t[i];
 
 		if (t->begin > pos)
-			return bad(what, "gap in tensor data: bytes %" PRIu64
+			return bad(what,
+				   "gap in tensor data: bytes %" PRIu64
 				   "..%" PRIu64 " before tensor '%.200s' "
-				   "belong to no tensor", pos, t->begin,
-				   t->name);
+				   "belong to no tensor",
+				   pos, t->begin, t->name);
 		if (t->begin < pos)
-			return bad(what, "tensor '%.200s' overlaps the "
+			return bad(what,
+				   "tensor '%.200s' overlaps the "
 				   "previous tensor (begins at %" PRIu64
-				   ", previous ends at %" PRIu64 ")", t->name,
-				   t->begin, pos);
+				   ", previous ends at %" PRIu64 ")",
+				   t->name, t->begin, pos);
 		pos = t->end;
 	}
 	if (pos != file_size - st->data_start)
-		return bad(what, "tensor data ends at %" PRIu64 " but the file "
-			   "size is %" PRIu64, st->data_start + pos,
-			   file_size);
+		return bad(what,
+			   "tensor data ends at %" PRIu64 " but the file "
+			   "size is %" PRIu64,
+			   st->data_start + pos, file_size);
 	st->by_name = malloc((st->n ? st->n : 1) * sizeof(size_t));
 	if (!st->by_name)
 		return wstore__errc(-ENOMEM, "cannot parse '%s'", what);
@@ -286,7 +311,8 @@ static int parse_entries(wstore__st *st, json_t *root, const char *what)
 	st->t = calloc(json_object_size(root) + 1, sizeof(*st->t));
 	if (!st->t)
 		return wstore__errc(-ENOMEM, "cannot parse '%s'", what);
-	json_object_foreach(root, k, v) {
+	json_object_foreach(root, k, v)
+	{
 		if (strcmp(k, "__metadata__") == 0) {
 			if ((rc = parse_metadata(st, v, what)) < 0)
 				return rc;
@@ -311,13 +337,17 @@ int wstore__safetensors_parse(wstore__st **out, const void *hdr, size_t n,
 
 	*out = NULL;
 	if (n < 8)
-		return bad(what, "truncated: %zu bytes, shorter than the "
-			   "8-byte header length", n);
+		return bad(what,
+			   "truncated: %zu bytes, shorter than the "
+			   "8-byte header length",
+			   n);
 	if ((rc = wstore__safetensors_header_len(&len, p, file_size, what)) < 0)
 		return rc;
 	if (n < len + 8)
-		return bad(what, "truncated header: %" PRIu64 " bytes announced"
-			   ", %zu available", len, n - 8);
+		return bad(what,
+			   "truncated header: %" PRIu64 " bytes announced"
+			   ", %zu available",
+			   len, n - 8);
 	if (p[8] != '{')
 		return bad(what, "header is not a JSON object");
 	root = json_loadb(p + 8, len, JSON_REJECT_DUPLICATES, &jerr);
@@ -364,8 +394,7 @@ static int pread_full(int fd, void *buf, size_t len, uint64_t off,
 	return 0;
 }
 
-int wstore__safetensors_check_file(wstore__st **out, int fd,
-				   const char *what)
+int wstore__safetensors_check_file(wstore__st **out, int fd, const char *what)
 {
 	unsigned char prefix[8];
 	struct stat stb;
@@ -380,8 +409,10 @@ int wstore__safetensors_check_file(wstore__st **out, int fd,
 		return wstore__errc(-errno, "cannot stat '%s'", what);
 	size = (uint64_t)stb.st_size;
 	if (size < 8)
-		return bad(what, "truncated: %" PRIu64 " bytes, shorter than "
-			   "the 8-byte header length", size);
+		return bad(what,
+			   "truncated: %" PRIu64 " bytes, shorter than "
+			   "the 8-byte header length",
+			   size);
 	if ((rc = pread_full(fd, prefix, 8, 0, what)) < 0 ||
 	    (rc = wstore__safetensors_header_len(&len, prefix, size, what)) < 0)
 		return rc;
@@ -435,8 +466,10 @@ int wstore_safetensors_open(wstore_safetensors **out, wstore_file *f)
 
 	*out = NULL;
 	if (size < 8)
-		return bad(what, "truncated: %" PRIu64 " bytes, shorter than "
-			   "the 8-byte header length", size);
+		return bad(what,
+			   "truncated: %" PRIu64 " bytes, shorter than "
+			   "the 8-byte header length",
+			   size);
 	if ((rc = wstore_file_pread(f, prefix, 8, 0, &got)) < 0 ||
 	    (rc = wstore__safetensors_header_len(&len, prefix, size, what)) < 0)
 		return rc;
@@ -489,8 +522,10 @@ int wstore_safetensors_tensor(wstore_tensor_info *out,
 	const wstore__st_tensor *t;
 
 	if (i >= ws->st->n)
-		return wstore__err(WSTORE_ERANGE, "tensor index %zu out of "
-				   "range (%zu tensors)", i, ws->st->n);
+		return wstore__err(WSTORE_ERANGE,
+				   "tensor index %zu out of "
+				   "range (%zu tensors)",
+				   i, ws->st->n);
 	t = &ws->st->t[i];
 	out->name = t->name;
 	out->dtype = t->dtype;
@@ -501,8 +536,7 @@ int wstore_safetensors_tensor(wstore_tensor_info *out,
 	return 0;
 }
 
-int64_t wstore_safetensors_find(const wstore_safetensors *ws,
-				const char *name)
+int64_t wstore_safetensors_find(const wstore_safetensors *ws, const char *name)
 {
 	return name ? wstore__st_find(ws->st, name) : -1;
 }
@@ -532,17 +566,20 @@ int wstore_safetensors_read(wstore_safetensors *ws, const char *const *names,
 		const wstore__st_tensor *t;
 
 		if (k < 0) {
-			rc = wstore__err(WSTORE_ENOTFOUND, "no tensor '%.200s' "
-					 "in '%s'", names[i] ? names[i] : "",
-					 what);
+			rc = wstore__err(WSTORE_ENOTFOUND,
+					 "no tensor '%.200s' "
+					 "in '%s'",
+					 names[i] ? names[i] : "", what);
 			break;
 		}
 		t = &ws->st->t[k];
 		if (caps[i] < t->end - t->begin) {
-			rc = wstore__err(WSTORE_ERANGE, "buffer for tensor "
+			rc = wstore__err(WSTORE_ERANGE,
+					 "buffer for tensor "
 					 "'%.200s' of '%s' holds %" PRIu64
-					 " bytes, needs %" PRIu64, t->name,
-					 what, caps[i], t->end - t->begin);
+					 " bytes, needs %" PRIu64,
+					 t->name, what, caps[i],
+					 t->end - t->begin);
 			break;
 		}
 		if (t->end == t->begin)

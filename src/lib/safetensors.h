@@ -19,20 +19,20 @@
 
 typedef struct wstore__st_tensor {
 	char *name;
-	const char *dtype;	/* static, from the dtype table */
+	const char *dtype; /* static, from the dtype table */
 	uint32_t ndim;
 	int64_t *shape;
-	uint64_t begin, end;	/* relative to the start of the data */
-	uint64_t nelem;		/* product of the shape */
+	uint64_t begin, end; /* relative to the start of the data */
+	uint64_t nelem;	     /* product of the shape */
 } wstore__st_tensor;
 
 typedef struct wstore__st {
-	uint64_t header_len;	/* N */
-	uint64_t data_start;	/* 8 + N */
-	wstore__st_tensor *t;	/* sorted by begin (file order) */
+	uint64_t header_len;  /* N */
+	uint64_t data_start;  /* 8 + N */
+	wstore__st_tensor *t; /* sorted by begin (file order) */
 	size_t n;
-	size_t *by_name;	/* indices into t, sorted by name */
-	char **meta;		/* key, value, key, value... (2 * nmeta) */
+	size_t *by_name; /* indices into t, sorted by name */
+	char **meta;	 /* key, value, key, value... (2 * nmeta) */
 	size_t nmeta;
 } wstore__st;
 
@@ -55,8 +55,7 @@ int wstore__safetensors_parse(wstore__st **out, const void *hdr, size_t n,
  * e.g. a source shard before import publishes it.  out may be NULL; else
  * it gets the table.
  */
-int wstore__safetensors_check_file(wstore__st **out, int fd,
-				   const char *what);
+int wstore__safetensors_check_file(wstore__st **out, int fd, const char *what);
 /* Index of name in st, or -1. */
 int64_t wstore__st_find(const wstore__st *st, const char *name);
 void wstore__st_free(wstore__st *st);
@@ -73,22 +72,21 @@ typedef struct wstore__gguf_info {
 	uint64_t kv_count;
 	uint64_t param_count;
 	uint32_t alignment;
-	uint64_t data_start;	/* offset of the tensor data */
-	uint64_t type_mask[2];	/* bit t: some tensor has ggml type t */
+	uint64_t data_start;   /* offset of the tensor data */
+	uint64_t type_mask[2]; /* bit t: some tensor has ggml type t */
 } wstore__gguf_info;
 
 /* Random-access reader the GGUF parser pulls bytes through: read exactly
  * len bytes at off (off + len <= the size given to the parser). */
-typedef int (*wstore__read_fn)(void *ctx, uint64_t off, void *buf,
-			       size_t len);
+typedef int (*wstore__read_fn)(void *ctx, uint64_t off, void *buf, size_t len);
 
 /* Walk a GGUF header (magic, version, counts, every key/value pair and
  * tensor info) with bounds checks.  WSTORE_ECORRUPT naming what. */
-int wstore__gguf_parse(wstore__gguf_info *out, wstore__read_fn read,
-		       void *ctx, uint64_t file_size, const char *what);
+int wstore__gguf_parse(wstore__gguf_info *out, wstore__read_fn read, void *ctx,
+		       uint64_t file_size, const char *what);
 /* Same, over memory (for tests and the fuzzer). */
-int wstore__gguf_parse_mem(wstore__gguf_info *out, const void *data,
-			   size_t n, const char *what);
+int wstore__gguf_parse_mem(wstore__gguf_info *out, const void *data, size_t n,
+			   const char *what);
 /* Same, over a file of the store (buffered reads through pread). */
 int wstore__gguf_parse_file(wstore__gguf_info *out, wstore_file *f);
 /* Name of ggml type t ("F32", "Q4_K", ...) or NULL if unknown. */
@@ -98,7 +96,7 @@ const char *wstore__gguf_type_name(unsigned t);
 
 /* One destination range of a scatter read. */
 typedef struct wstore__seg {
-	uint64_t off;		/* offset in the file */
+	uint64_t off; /* offset in the file */
 	uint64_t len;
 	void *dst;
 } wstore__seg;

@@ -21,7 +21,7 @@
 struct walk {
 	wstore__scan *out;
 	size_t cap;
-	dev_t dev[64];		/* directories on the current path, for loops */
+	dev_t dev[64]; /* directories on the current path, for loops */
 	ino_t ino[64];
 	int depth;
 };
@@ -35,7 +35,8 @@ static int add_file(struct walk *w, const char *rel, const char *abs,
 	/* open now so an unreadable file fails the scan, not the import */
 	fd = open(abs, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return wstore__errc(-errno, "cannot read source file '%s'", abs);
+		return wstore__errc(-errno, "cannot read source file '%s'",
+				    abs);
 	close(fd);
 	if (w->out->n == w->cap) {
 		size_t cap = w->cap ? 2 * w->cap : 64;
@@ -80,12 +81,13 @@ static int walk_entry(struct walk *w, const char *abs, const char *rel)
 	if (S_ISDIR(st.st_mode)) {
 		for (int i = 0; i < w->depth; i++)
 			if (w->dev[i] == st.st_dev && w->ino[i] == st.st_ino)
-				return wstore__err(-ELOOP,
-						   "source '%s' is a symlink loop",
-						   abs);
+				return wstore__err(
+					-ELOOP, "source '%s' is a symlink loop",
+					abs);
 		if (w->depth == 64)
 			return wstore__err(WSTORE_EINVAL,
-					   "source '%s' is nested too deeply", abs);
+					   "source '%s' is nested too deeply",
+					   abs);
 		w->dev[w->depth] = st.st_dev;
 		w->ino[w->depth] = st.st_ino;
 		w->depth++;
@@ -93,9 +95,10 @@ static int walk_entry(struct walk *w, const char *abs, const char *rel)
 		w->depth--;
 		return rc;
 	}
-	return wstore__err(WSTORE_EINVAL,
-			   "source '%s' is not a regular file or directory (FIFO, socket or device)",
-			   abs);
+	return wstore__err(
+		WSTORE_EINVAL,
+		"source '%s' is not a regular file or directory (FIFO, socket or device)",
+		abs);
 }
 
 static int walk_dir(struct walk *w, const char *abs, const char *rel)

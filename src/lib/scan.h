@@ -5,13 +5,13 @@
 #include <stdint.h>
 
 typedef struct wstore__scan_file {
-	char *rel;	/* relative path, '/'-separated */
-	char *abs;	/* path to open */
+	char *rel; /* relative path, '/'-separated */
+	char *abs; /* path to open */
 	uint64_t size;
 } wstore__scan_file;
 
 typedef struct wstore__scan {
-	wstore__scan_file *files;	/* sorted by rel */
+	wstore__scan_file *files; /* sorted by rel */
 	size_t n;
 	uint64_t total;
 } wstore__scan;

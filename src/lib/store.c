@@ -60,8 +60,9 @@ static int open_file_store(wstore_backend **out, const char *path)
 	int rc;
 
 	if (!root)
-		return wstore__err(WSTORE_EINVAL,
-				   "no store given and neither WSTORE_HOME nor HOME is set");
+		return wstore__err(
+			WSTORE_EINVAL,
+			"no store given and neither WSTORE_HOME nor HOME is set");
 	rc = wstore_backend_file_new(out, root);
 	free(root);
 	return rc;
@@ -114,9 +115,10 @@ static int open_backend(wstore_backend **out, const char *url,
 	if (strncmp(url, "mooncake://", 11) == 0)
 		return open_mooncake_url(out, url + 11, cfg);
 	if (strstr(url, "://"))
-		return wstore__err(WSTORE_EINVAL,
-				   "unknown store URL '%s': expected file://, redis://, redis+unix://, redis-cluster:// or mooncake",
-				   url);
+		return wstore__err(
+			WSTORE_EINVAL,
+			"unknown store URL '%s': expected file://, redis://, redis+unix://, redis-cluster:// or mooncake",
+			url);
 	return open_file_store(out, url);
 }
 
@@ -160,10 +162,11 @@ int wstore_open_backend(wstore_store **out, wstore_backend *b)
 	wstore_store *s;
 
 	*out = NULL;
-	if (!b || b->version != WSTORE_BACKEND_VERSION || !b->put ||
-	    !b->get || !b->size || !b->remove || !b->free)
-		return wstore__err(WSTORE_EINVAL,
-				   "backend lacks a required callback or has a wrong version");
+	if (!b || b->version != WSTORE_BACKEND_VERSION || !b->put || !b->get ||
+	    !b->size || !b->remove || !b->free)
+		return wstore__err(
+			WSTORE_EINVAL,
+			"backend lacks a required callback or has a wrong version");
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
@@ -247,9 +250,10 @@ static int confirm_value(wstore_store *s, const char *key, const void *data,
 		return 0;
 	if (rc < 0)
 		return rc;
-	rc = (n == len && memcmp(got, data, len) == 0) ? 0 :
-		wstore__err(WSTORE_EBUSY,
-			    "'%s' was changed by another writer", key);
+	rc = (n == len && memcmp(got, data, len) == 0)
+		     ? 0
+		     : wstore__err(WSTORE_EBUSY,
+				   "'%s' was changed by another writer", key);
 	free(got);
 	return rc;
 }
@@ -267,8 +271,9 @@ int wstore__replace(wstore_store *s, const char *key, const void *data,
 	rc = s->b->put(s->b, key, data, len);
 	if (rc < 0)
 		return rc;
-	return (s->b->flags & WSTORE_BACKEND_WRITE_ONCE) ?
-		confirm_value(s, key, data, len) : 0;
+	return (s->b->flags & WSTORE_BACKEND_WRITE_ONCE)
+		       ? confirm_value(s, key, data, len)
+		       : 0;
 }
 
 unsigned wstore__jobs(uint32_t jobs)
@@ -289,18 +294,21 @@ int wstore__chunk_len(uint64_t *out, const wstore__file *f, uint64_t c)
 				   (unsigned long long)c);
 	if (f->chunk_size == 0) {
 		if (f->nchunks != 1)
-			return wstore__err(WSTORE_EUNSUPPORTED,
-					   "file '%s' has %llu chunks but no chunk_size (legacy record); offsets cannot be mapped",
-					   f->path, (unsigned long long)f->nchunks);
+			return wstore__err(
+				WSTORE_EUNSUPPORTED,
+				"file '%s' has %llu chunks but no chunk_size (legacy record); offsets cannot be mapped",
+				f->path, (unsigned long long)f->nchunks);
 		*out = f->size;
 		return 0;
 	}
 	if (c * f->chunk_size >= f->size && !(c == 0 && f->size == 0))
-		return wstore__err(WSTORE_ECORRUPT,
-				   "file '%s': chunk list longer than size/chunk_size",
-				   f->path);
-	*out = f->size - c * f->chunk_size < f->chunk_size ?
-		f->size - c * f->chunk_size : f->chunk_size;
+		return wstore__err(
+			WSTORE_ECORRUPT,
+			"file '%s': chunk list longer than size/chunk_size",
+			f->path);
+	*out = f->size - c * f->chunk_size < f->chunk_size
+		       ? f->size - c * f->chunk_size
+		       : f->chunk_size;
 	return 0;
 }
 
@@ -319,9 +327,10 @@ int wstore__read_chunk(wstore_store *s, const wstore__file *f, uint64_t c,
 	key = f->chunks[c];
 	rc = s->b->get(s->b, key, buf, (size_t)want, &got);
 	if (rc == WSTORE_ERANGE)
-		return wstore__err(WSTORE_ECORRUPT,
-				   "file '%s': chunk '%s' is larger than expected (%zu > %llu bytes)",
-				   f->path, key, got, (unsigned long long)want);
+		return wstore__err(
+			WSTORE_ECORRUPT,
+			"file '%s': chunk '%s' is larger than expected (%zu > %llu bytes)",
+			f->path, key, got, (unsigned long long)want);
 	if (rc == WSTORE_ENOTFOUND ||
 	    (rc == 0 && got == 0 && want > 0 &&
 	     (s->b->flags & WSTORE_BACKEND_EMPTY_MISSING)))
@@ -332,9 +341,10 @@ int wstore__read_chunk(wstore_store *s, const wstore__file *f, uint64_t c,
 		return wstore__err(rc, "file '%s': cannot read chunk '%s': %s",
 				   f->path, key, wstore_last_error());
 	if (got != want)
-		return wstore__err(WSTORE_ECORRUPT,
-				   "file '%s': chunk '%s' holds %zu bytes, expected %llu",
-				   f->path, key, got, (unsigned long long)want);
+		return wstore__err(
+			WSTORE_ECORRUPT,
+			"file '%s': chunk '%s' holds %zu bytes, expected %llu",
+			f->path, key, got, (unsigned long long)want);
 	return 0;
 }
 

@@ -22,7 +22,7 @@ struct verify {
 	size_t next;
 	uint64_t done, total;
 	size_t bad;
-	int err;		/* a failure of the check itself */
+	int err; /* a failure of the check itself */
 	int canceled;
 	char first_bad[1024];
 	char errmsg[1024];
@@ -80,12 +80,13 @@ static void *verify_worker(void *arg)
 			break;
 		if (!buf) {
 			record(v, &v->m->files[i],
-			       wstore__err(-ENOMEM, "cannot allocate a chunk buffer"));
+			       wstore__err(-ENOMEM,
+					   "cannot allocate a chunk buffer"));
 			break;
 		}
 		/* /dev/null stands in for a file: only the digest matters */
-		rc = wstore__fetch_to_fd(v->s, &v->m->files[i], -1, buf,
-					 v->cap, 1, verify_progress, v);
+		rc = wstore__fetch_to_fd(v->s, &v->m->files[i], -1, buf, v->cap,
+					 1, verify_progress, v);
 		record(v, &v->m->files[i], rc);
 	}
 	free(buf);
@@ -112,7 +113,8 @@ static int run(struct verify *v)
 	if (v->canceled)
 		return wstore__err(WSTORE_ECANCELED, "verify interrupted");
 	if (v->bad)
-		return wstore__err(WSTORE_EVERIFY, "%zu of %zu files damaged; first: %s",
+		return wstore__err(WSTORE_EVERIFY,
+				   "%zu of %zu files damaged; first: %s",
 				   v->bad, v->m->nfiles, v->first_bad);
 	return 0;
 }

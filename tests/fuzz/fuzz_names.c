@@ -129,7 +129,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    strncmp(ck + 14, s, strlen(s)) != 0)
 			abort();
 		wstore__key_manifest(key, s);
-		if (strlen(key) != strlen(s) + strlen("weight/models//manifest"))
+		if (strlen(key) !=
+		    strlen(s) + strlen("weight/models//manifest"))
 			abort();
 	}
 	if (path_ok && id_ok) {

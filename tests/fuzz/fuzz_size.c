@@ -25,7 +25,7 @@ static int plain_decimal(const char *s, uint64_t *out)
 		if (*s < '0' || *s > '9')
 			return 0;
 		if (v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
-			return -1;	/* overflows */
+			return -1; /* overflows */
 		v = v * 10 + (uint64_t)(*s - '0');
 	}
 	*out = v;

@@ -64,12 +64,12 @@
 #define GET_INTO_EXPORT EXPORT
 #endif
 
-#define MC_INTERNAL	(-1)
-#define MC_NO_SEGMENT	(-200)
-#define MC_INVALID	(-600)
-#define MC_NOT_FOUND	(-704)
-#define MC_LEASED	(-706)
-#define MC_RPC_FAILED	(-900)
+#define MC_INTERNAL (-1)
+#define MC_NO_SEGMENT (-200)
+#define MC_INVALID (-600)
+#define MC_NOT_FOUND (-704)
+#define MC_LEASED (-706)
+#define MC_RPC_FAILED (-900)
 
 #define PIECE 200
 
@@ -87,12 +87,12 @@ struct region {
 };
 
 struct standin {
-	pthread_mutex_t lock;	/* guards regions */
+	pthread_mutex_t lock; /* guards regions */
 	struct region *regions;
 	size_t nregions;
 	char *dir;
-	int own_dir;		/* private temp dir: removed by destroy */
-	int ready;		/* setup succeeded */
+	int own_dir; /* private temp dir: removed by destroy */
+	int ready;   /* setup succeeded */
 	uint64_t lease_ms;
 	uint64_t local_buffer_size;
 };
@@ -407,11 +407,11 @@ EXPORT int mooncake_store_put_from(void *h, const char *key, void *buf,
 	return store_value(s, key, buf, size);
 }
 
-EXPORT int mooncake_store_batch_put_from(void *h, const char **keys,
-					 void **bufs, const size_t *sizes,
-					 size_t count,
-					 const struct mooncake_replicate_config
-					 *cfg, int *results_out)
+EXPORT int
+mooncake_store_batch_put_from(void *h, const char **keys, void **bufs,
+			      const size_t *sizes, size_t count,
+			      const struct mooncake_replicate_config *cfg,
+			      int *results_out)
 {
 	if (!keys || !bufs || !sizes || !results_out)
 		return MC_INVALID;
@@ -468,7 +468,7 @@ EXPORT int64_t mooncake_store_get_size(void *h, const char *key)
 		grant_lease(s, path);
 	} else {
 		rc = errno == ENOENT || errno == ENOTDIR ? MC_NOT_FOUND
-							  : MC_INTERNAL;
+							 : MC_INTERNAL;
 	}
 	free(path);
 	return rc;
@@ -514,7 +514,7 @@ GET_INTO_EXPORT int64_t mooncake_store_get_into(void *h, const char *key,
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		rc = errno == ENOENT || errno == ENOTDIR ? MC_NOT_FOUND
-							  : MC_INTERNAL;
+							 : MC_INTERNAL;
 	} else {
 		rc = read_value(fd, buf, size);
 		close(fd);
@@ -531,8 +531,8 @@ EXPORT int mooncake_store_batch_get_into(void *h, const char **keys,
 	if (!keys || !bufs || !sizes || !results_out)
 		return MC_INVALID;
 	for (size_t i = 0; i < count; i++)
-		results_out[i] = mooncake_store_get_into(h, keys[i], bufs[i],
-							 sizes[i]);
+		results_out[i] =
+			mooncake_store_get_into(h, keys[i], bufs[i], sizes[i]);
 	return 0;
 }
 
@@ -544,7 +544,7 @@ static int remove_path(const char *path, int force)
 
 	if (stat(path, &st) != 0)
 		return errno == ENOENT || errno == ENOTDIR ? MC_NOT_FOUND
-							    : MC_INTERNAL;
+							   : MC_INTERNAL;
 	if (!force && leased(&st))
 		return MC_LEASED;
 	if (unlink(path) != 0)

@@ -28,43 +28,47 @@ static const char *current = "";
 static const char *build_dir = "build";
 static char *tmp_root;
 
-#define CHECK(cond)                                                       \
-	do {                                                              \
-		if (cond) {                                               \
-			passed++;                                         \
-		} else {                                                  \
-			failed++;                                         \
-			fprintf(stderr, "FAIL %s: %s:%d: %s (last error: " \
-				"%s)\n", current, __FILE__, __LINE__,     \
-				#cond, wstore_last_error());              \
-		}                                                         \
+#define CHECK(cond)                                                            \
+	do {                                                                   \
+		if (cond) {                                                    \
+			passed++;                                              \
+		} else {                                                       \
+			failed++;                                              \
+			fprintf(stderr,                                        \
+				"FAIL %s: %s:%d: %s (last error: "             \
+				"%s)\n",                                       \
+				current, __FILE__, __LINE__, #cond,            \
+				wstore_last_error());                          \
+		}                                                              \
 	} while (0)
 
-#define CHECK_EQ(a, b)                                                    \
-	do {                                                              \
-		long long a_ = (long long)(a), b_ = (long long)(b);       \
-		if (a_ == b_) {                                           \
-			passed++;                                         \
-		} else {                                                  \
-			failed++;                                         \
-			fprintf(stderr, "FAIL %s: %s:%d: %s == %s (%lld != " \
-				"%lld; last error: %s)\n", current,       \
-				__FILE__, __LINE__, #a, #b, a_, b_,       \
-				wstore_last_error());                     \
-		}                                                         \
+#define CHECK_EQ(a, b)                                                         \
+	do {                                                                   \
+		long long a_ = (long long)(a), b_ = (long long)(b);            \
+		if (a_ == b_) {                                                \
+			passed++;                                              \
+		} else {                                                       \
+			failed++;                                              \
+			fprintf(stderr,                                        \
+				"FAIL %s: %s:%d: %s == %s (%lld != "           \
+				"%lld; last error: %s)\n",                     \
+				current, __FILE__, __LINE__, #a, #b, a_, b_,   \
+				wstore_last_error());                          \
+		}                                                              \
 	} while (0)
 
-#define CHECK_MSG(text)                                                   \
-	do {                                                              \
-		const char *m_ = wstore_last_error();                     \
-		if (strstr(m_, (text))) {                                 \
-			passed++;                                         \
-		} else {                                                  \
-			failed++;                                         \
-			fprintf(stderr, "FAIL %s: %s:%d: message '%s' "   \
-				"lacks '%s'\n", current, __FILE__,         \
-				__LINE__, m_, (text));                    \
-		}                                                         \
+#define CHECK_MSG(text)                                                        \
+	do {                                                                   \
+		const char *m_ = wstore_last_error();                          \
+		if (strstr(m_, (text))) {                                      \
+			passed++;                                              \
+		} else {                                                       \
+			failed++;                                              \
+			fprintf(stderr,                                        \
+				"FAIL %s: %s:%d: message '%s' "                \
+				"lacks '%s'\n",                                \
+				current, __FILE__, __LINE__, m_, (text));      \
+		}                                                              \
 	} while (0)
 
 /* ---- helpers ----------------------------------------------------------- */
@@ -92,8 +96,8 @@ static void fresh_store(const char *lease_ms)
 	free(dir);
 }
 
-static int open_with(wstore_backend **out, const char *lib,
-		     const char *master, const char *replicas)
+static int open_with(wstore_backend **out, const char *lib, const char *master,
+		     const char *replicas)
 {
 	wstore_config *cfg;
 	int rc;
@@ -308,17 +312,17 @@ static void test_load_errors(void)
 	CHECK_MSG("cannot load mooncake client library "
 		  "'/nonexistent/libmooncake_store.so': ");
 	CHECK(!strchr(wstore_last_error(), '\n'));
-	CHECK_EQ(open_with(&b, lib_path("libmooncake_store_partial.so"),
-			   NULL, NULL), WSTORE_EUNAVAIL);
+	CHECK_EQ(open_with(&b, lib_path("libmooncake_store_partial.so"), NULL,
+			   NULL),
+		 WSTORE_EUNAVAIL);
 	CHECK_MSG("lacks symbol 'mooncake_store_get_into'");
 	CHECK_EQ(open_with(&b, "libm.so.6", NULL, NULL), WSTORE_EUNAVAIL);
 	CHECK_MSG("mooncake client library 'libm.so.6' lacks symbol "
 		  "'mooncake_store_create'");
-	CHECK_EQ(open_with(&b, lib_path("libmooncake_store.so"), NULL,
-			   "5000"), WSTORE_EINVAL);
+	CHECK_EQ(open_with(&b, lib_path("libmooncake_store.so"), NULL, "5000"),
+		 WSTORE_EINVAL);
 	CHECK_MSG("invalid replica_num '5000'");
-	CHECK_EQ(open_with(&b, lib_path("libmooncake_store.so"), NULL, "2"),
-		 0);
+	CHECK_EQ(open_with(&b, lib_path("libmooncake_store.so"), NULL, "2"), 0);
 	if (b)
 		b->free(b);
 }
@@ -330,7 +334,8 @@ static void test_setup_failure(void)
 	fresh_store("10000");
 	setenv("MOONCAKE_STANDIN_FAIL_SETUP", "1", 1);
 	CHECK_EQ(open_with(&b, lib_path("libmooncake_store.so"),
-			   "10.255.0.1:50051", NULL), WSTORE_EUNAVAIL);
+			   "10.255.0.1:50051", NULL),
+		 WSTORE_EUNAVAIL);
 	CHECK(b == NULL);
 	CHECK_MSG("cannot connect to mooncake master '10.255.0.1:50051'");
 	unsetenv("MOONCAKE_STANDIN_FAIL_SETUP");
@@ -361,7 +366,8 @@ static void test_shared_store(void)
 		wstore_backend *c = NULL;
 
 		if (open_with(&c, lib_path("libmooncake_store.so"), NULL,
-			      NULL) != 0 || put_str(c, "child", "hi") != 0 ||
+			      NULL) != 0 ||
+		    put_str(c, "child", "hi") != 0 ||
 		    get_str(c, "shared", buf) != 0 || strcmp(buf, "from a"))
 			_exit(1);
 		c->free(c);
@@ -459,10 +465,14 @@ struct standin_api {
 static int load_standin(struct standin_api *api, void **dl)
 {
 	static const char *names[] = {
-		"mooncake_store_create", "mooncake_store_destroy",
-		"mooncake_store_setup", "mooncake_store_put",
-		"mooncake_store_get_into", "mooncake_store_register_buffer",
-		"mooncake_store_is_exist", "mooncake_store_get_size",
+		"mooncake_store_create",
+		"mooncake_store_destroy",
+		"mooncake_store_setup",
+		"mooncake_store_put",
+		"mooncake_store_get_into",
+		"mooncake_store_register_buffer",
+		"mooncake_store_is_exist",
+		"mooncake_store_get_size",
 		"mooncake_store_remove_by_regex",
 	};
 	void **slot = (void **)api;
@@ -493,7 +503,8 @@ static void test_standin_direct(void)
 	if (!dl || !(h = api.create()))
 		return;
 	CHECK_EQ(api.setup(h, "localhost", "P2PHANDSHAKE", 0, 1024, "tcp", "",
-			   "127.0.0.1:50051"), 0);
+			   "127.0.0.1:50051"),
+		 0);
 	CHECK_EQ(api.put(h, "k", big, sizeof(big), &rc), -600);
 	CHECK_EQ(api.put(h, "k", big, 0, &rc), -600);
 	CHECK_EQ(api.put(h, "k", "abcdef", 6, &rc), 0);
@@ -539,7 +550,8 @@ int main(int argc, char **argv)
 	if (argc > 1)
 		build_dir = argv[1];
 	if (asprintf(&tmp_root, "%s/wstore-mooncake-XXXXXX",
-		     tmp ? tmp : "/tmp") < 0 || !mkdtemp(tmp_root)) {
+		     tmp ? tmp : "/tmp") < 0 ||
+	    !mkdtemp(tmp_root)) {
 		perror("mkdtemp");
 		return 2;
 	}

@@ -27,18 +27,18 @@
 #include "redis_proto.h"
 
 static int passed, failed;
-static char ns[64];		/* "wstore-test/<pid>/" */
+static char ns[64]; /* "wstore-test/<pid>/" */
 
-#define CHECK(cond)                                                        \
-	do {                                                               \
-		if (cond) {                                                \
-			passed++;                                          \
-		} else {                                                   \
-			failed++;                                          \
-			fprintf(stderr, "FAIL %s:%d: %s (last error: %s)\n", \
-				__FILE__, __LINE__, #cond,                 \
-				wstore_last_error());                      \
-		}                                                          \
+#define CHECK(cond)                                                            \
+	do {                                                                   \
+		if (cond) {                                                    \
+			passed++;                                              \
+		} else {                                                       \
+			failed++;                                              \
+			fprintf(stderr, "FAIL %s:%d: %s (last error: %s)\n",   \
+				__FILE__, __LINE__, #cond,                     \
+				wstore_last_error());                          \
+		}                                                              \
 	} while (0)
 
 static char *key(const char *name)
@@ -107,11 +107,9 @@ static void test_basic(wstore_backend *b)
 	CHECK(b->get_range(b, key("k1"), 11, buf, 10, &n) == 0 && n == 0);
 	CHECK(b->get_range(b, key("k1"), 1000, buf, 10, &n) == 0 && n == 0);
 	CHECK(b->get_range(b, key("k1"), 0, buf, 0, &n) == 0 && n == 0);
-	CHECK(b->get(b, key("nope"), buf, sizeof(buf), &n) ==
-	      WSTORE_ENOTFOUND);
+	CHECK(b->get(b, key("nope"), buf, sizeof(buf), &n) == WSTORE_ENOTFOUND);
 	CHECK(b->size(b, key("nope"), &sz) == WSTORE_ENOTFOUND);
-	CHECK(b->get_range(b, key("nope"), 0, buf, 4, &n) ==
-	      WSTORE_ENOTFOUND);
+	CHECK(b->get_range(b, key("nope"), 0, buf, 4, &n) == WSTORE_ENOTFOUND);
 	CHECK(b->remove(b, key("nope"), 1) == WSTORE_ENOTFOUND);
 	CHECK(b->remove(b, key("k1"), 1) == 0);
 	CHECK(b->remove(b, key("k1"), 0) == WSTORE_ENOTFOUND);
@@ -176,8 +174,8 @@ static void test_list(wstore_backend *b)
 	CHECK(b->put(b, key("gl*b[1]?\\/x"), "x", 1) == 0);
 	CHECK(b->put(b, key("glob1/x"), "x", 1) == 0);
 	struct seen s = { key("gl*b[1]?\\/x"), 0, 0 };
-	CHECK(b->list(b, key("gl*b[1]?\\"), seen_fn, &s) == 0 &&
-	      s.found == 1 && s.other == 0);
+	CHECK(b->list(b, key("gl*b[1]?\\"), seen_fn, &s) == 0 && s.found == 1 &&
+	      s.other == 0);
 }
 
 static void test_big(wstore_backend *b)
@@ -224,8 +222,8 @@ static int keep(void **out, size_t *out_len, const void *old, size_t len,
 	return 1;
 }
 
-static int abort_fn(void **out, size_t *out_len, const void *old,
-		    size_t len, void *ctx)
+static int abort_fn(void **out, size_t *out_len, const void *old, size_t len,
+		    void *ctx)
 {
 	(void)out, (void)out_len, (void)old, (void)len, (void)ctx;
 	return -EINTR;
@@ -357,8 +355,7 @@ static void test_prefix(wstore_backend *b, const char *url)
 	CHECK(b->get(b, full, buf, sizeof(buf), &n) == 0 && n == 1);
 	CHECK(b->get(b, key("a"), buf, sizeof(buf), &n) == WSTORE_ENOTFOUND);
 	struct seen s = { key("a"), 0, 0 };
-	CHECK(p->list(p, ns, seen_fn, &s) == 0 && s.found == 1 &&
-	      s.other == 0);
+	CHECK(p->list(p, ns, seen_fn, &s) == 0 && s.found == 1 && s.other == 0);
 	CHECK(p->update(p, key("c"), incr, NULL) == 0 &&
 	      read_counter(p, key("c")) == 1);
 	CHECK(p->remove(p, key("a"), 1) == 0 && p->remove(p, key("c"), 1) == 0);
@@ -387,10 +384,12 @@ static void test_errors(const char *url)
 	CHECK(r == WSTORE_EUNAVAIL && strstr(e, "authentication"));
 	CHECK(!strstr(e, "wrong-secret-xyz"));
 	fprintf(stderr, "  (wrong password: %s)\n", e);
-	r = wstore__backend_redis_open(&b, strncmp(url, "redis-cluster", 13) ?
-				       "redis://:pw@127.0.0.1:1" :
-				       "redis-cluster://127.0.0.1:1,127.0.0.1:2",
-				       NULL);
+	r = wstore__backend_redis_open(
+		&b,
+		strncmp(url, "redis-cluster", 13)
+			? "redis://:pw@127.0.0.1:1"
+			: "redis-cluster://127.0.0.1:1,127.0.0.1:2",
+		NULL);
 	e = wstore_last_error();
 	CHECK(r == WSTORE_EUNAVAIL && strstr(e, "127.0.0.1:") &&
 	      strstr(e, "onnect"));
@@ -406,8 +405,7 @@ static void test_slots(void)
 {
 	CHECK(rdc_slot("123456789", 9) == 12739);
 	CHECK(rdc_slot("foo", 3) == 12182);
-	CHECK(rdc_slot("{user1000}.following", 20) ==
-	      rdc_slot("user1000", 8));
+	CHECK(rdc_slot("{user1000}.following", 20) == rdc_slot("user1000", 8));
 	CHECK(rdc_slot("foo{}{bar}", 10) != rdc_slot("bar", 3));
 	CHECK(rdc_slot("foo{{bar}}zap", 13) == rdc_slot("{bar", 4));
 }
@@ -434,7 +432,7 @@ static int many(wstore_backend *b, int write, int count)
 			CHECK(b->get(b, key(name), w, len, &n) == 0 &&
 			      n == len && memcmp(v, w, len) == 0);
 		if (failed)
-			break;	/* one clear error, not thousands */
+			break; /* one clear error, not thousands */
 	}
 	free(v);
 	free(w);
@@ -474,8 +472,14 @@ static void bench(wstore_backend *b, size_t mib, int count)
 
 static void cleanup(wstore_backend *b)
 {
-	const char *names[] = { "bin", "empty", "new", "lisx", "gl*b[1]?\\/x",
-				"glob1/x", "counter-threads", "counter-procs" };
+	const char *names[] = { "bin",
+				"empty",
+				"new",
+				"lisx",
+				"gl*b[1]?\\/x",
+				"glob1/x",
+				"counter-threads",
+				"counter-procs" };
 	char name[64];
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -491,7 +495,8 @@ int main(int argc, char **argv)
 	wstore_backend *b;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: %s URL [write-many N | check-many N | expect-put-error SIZE TEXT | bench MIB N]\n",
+		fprintf(stderr,
+			"usage: %s URL [write-many N | check-many N | expect-put-error SIZE TEXT | bench MIB N]\n",
 			argv[0]);
 		return 2;
 	}

@@ -12,19 +12,35 @@
 int unit_passed, unit_failed;
 const char *unit_current = "";
 
-#define UNIT_TESTS(X)                                                      \
-	X(test_names_ids) X(test_names_paths) X(test_names_keys)            \
-	X(test_names_sizes)                                                 \
-	X(test_manifest_golden) X(test_manifest_parse_errors)               \
-	X(test_manifest_roundtrip)                                          \
-	X(test_config)                                                      \
-	X(test_backend_file) X(test_backend_mem) X(test_backend_fault)      \
-	X(test_store)                                                       \
-	X(test_safetensors_data) X(test_safetensors_mutations)              \
-	X(test_read_api) X(test_read_concurrent) X(test_read_legacy)        \
-	X(test_read_damaged) X(test_check_structure) X(test_gguf)           \
-	X(test_gguf_summary) X(test_pull_basic) X(test_pull_hostile)        \
-	X(test_pull_corrupt) X(test_pull_resume) X(test_pull_not_ready)
+/* clang-format off */
+#define UNIT_TESTS(X) \
+	X(test_names_ids) \
+	X(test_names_paths) \
+	X(test_names_keys) \
+	X(test_names_sizes) \
+	X(test_manifest_golden) \
+	X(test_manifest_parse_errors) \
+	X(test_manifest_roundtrip) \
+	X(test_config) \
+	X(test_backend_file) \
+	X(test_backend_mem) \
+	X(test_backend_fault) \
+	X(test_store) \
+	X(test_safetensors_data) \
+	X(test_safetensors_mutations) \
+	X(test_read_api) \
+	X(test_read_concurrent) \
+	X(test_read_legacy) \
+	X(test_read_damaged) \
+	X(test_check_structure) \
+	X(test_gguf) \
+	X(test_gguf_summary) \
+	X(test_pull_basic) \
+	X(test_pull_hostile) \
+	X(test_pull_corrupt) \
+	X(test_pull_resume) \
+	X(test_pull_not_ready)
+/* clang-format on */
 
 #define DECL(name) void name(void);
 UNIT_TESTS(DECL)

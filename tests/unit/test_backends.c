@@ -46,7 +46,7 @@ static int get_str(wstore_backend *b, const char *key, char *buf)
 typedef struct keyset {
 	char keys[16][64];
 	int n;
-	int stop_after;		/* return 7 after this many, if > 0 */
+	int stop_after; /* return 7 after this many, if > 0 */
 } keyset;
 
 static int collect(const char *key, void *ctx)
@@ -93,14 +93,22 @@ static int append_x(void **out, size_t *out_len, const void *old,
 static int leave_alone(void **out, size_t *out_len, const void *old,
 		       size_t old_len, void *ctx)
 {
-	(void)out; (void)out_len; (void)old; (void)old_len; (void)ctx;
+	(void)out;
+	(void)out_len;
+	(void)old;
+	(void)old_len;
+	(void)ctx;
 	return 1;
 }
 
 static int abort_update(void **out, size_t *out_len, const void *old,
 			size_t old_len, void *ctx)
 {
-	(void)out; (void)out_len; (void)old; (void)old_len; (void)ctx;
+	(void)out;
+	(void)out_len;
+	(void)old;
+	(void)old_len;
+	(void)ctx;
 	return -42;
 }
 
@@ -319,8 +327,9 @@ static int exists(const char *dir, const char *rel)
 static void check_file_keys(wstore_backend *b)
 {
 	static const char *const bad[] = {
-		"", "/abs", "a//b", "a/./b", "a/../b", "..", ".", ".hidden",
-		"a/.x", "a/", "a\nb", "a\x7f", "a\tb", "../escape",
+		"",	"/abs",	 "a//b",    "a/./b",	 "a/../b",
+		"..",	".",	 ".hidden", "a/.x",	 "a/",
+		"a\nb", "a\x7f", "a\tb",    "../escape",
 	};
 	char buf[64];
 	size_t n;
@@ -352,12 +361,13 @@ static void check_file_layout(wstore_backend *b, const char *root)
 {
 	keyset ks;
 
-	CHECK_EQ_INT(put_str(b, "weight/models/m/files/ab/chunks/00000000",
-			     "chunk"), 0);
+	CHECK_EQ_INT(
+		put_str(b, "weight/models/m/files/ab/chunks/00000000", "chunk"),
+		0);
 	CHECK(exists(root, "weight/models/m/files/ab/chunks/00000000"));
 	CHECK_EQ_INT(count_tmp(root), 0);
-	CHECK_EQ_INT(b->remove(b, "weight/models/m/files/ab/chunks/00000000",
-			       1), 0);
+	CHECK_EQ_INT(
+		b->remove(b, "weight/models/m/files/ab/chunks/00000000", 1), 0);
 	/* empty parents go, the root stays */
 	CHECK(!exists(root, "weight/models/m"));
 	CHECK(exists(root, ""));
@@ -514,8 +524,7 @@ static void check_mem_weak(void)
 	char buf[64];
 	size_t n = 5;
 
-	CHECK_EQ_INT(wstore_backend_mem_new(&b, WSTORE_BACKEND_WRITE_ONCE),
-		     0);
+	CHECK_EQ_INT(wstore_backend_mem_new(&b, WSTORE_BACKEND_WRITE_ONCE), 0);
 	CHECK_EQ_INT(b->flags, WSTORE_BACKEND_WRITE_ONCE);
 	CHECK(b->upsert == NULL);
 	CHECK_EQ_INT(put_str(b, "k", "old"), 0);
@@ -598,12 +607,12 @@ static void check_fault_fail(void)
 		CHECK(0);
 		return;
 	}
-	CHECK_EQ_INT(put_str(b, "k", "v"), 0);			/* 1 */
-	CHECK_EQ_INT(get_str(b, "k", buf), 0);			/* 2 */
-	CHECK_EQ_INT(b->size(b, "k", &sz), -EIO);		/* 3 */
+	CHECK_EQ_INT(put_str(b, "k", "v"), 0);	  /* 1 */
+	CHECK_EQ_INT(get_str(b, "k", buf), 0);	  /* 2 */
+	CHECK_EQ_INT(b->size(b, "k", &sz), -EIO); /* 3 */
 	CHECK_STR(wstore_last_error(), "injected fault at call 3 (size 'k')");
-	CHECK_EQ_INT(get_str(b, "k", buf), 0);			/* 4 */
-	CHECK_EQ_INT(b->remove(b, "k", 1), 0);			/* 5 */
+	CHECK_EQ_INT(get_str(b, "k", buf), 0); /* 4 */
+	CHECK_EQ_INT(b->remove(b, "k", 1), 0); /* 5 */
 	CHECK_EQ_INT(wstore_backend_fault_calls(b), 5);
 	b->free(b);
 
@@ -652,10 +661,10 @@ static void check_fault_data(void)
 	CHECK_EQ_INT(put_str(b, "k", "abcdef"), 0);
 	CHECK_EQ_INT(get_str(b, "k", buf), 0);
 	CHECK_STR(buf, "abcdef");
-	CHECK_EQ_INT(b->get(b, "k", buf, sizeof(buf), &n), 0);	/* short */
+	CHECK_EQ_INT(b->get(b, "k", buf, sizeof(buf), &n), 0); /* short */
 	CHECK_EQ_INT(n, 5);
 	CHECK(memcmp(buf, "abcde", 5) == 0);
-	CHECK_EQ_INT(b->get(b, "k", buf, sizeof(buf), &n), 0);	/* corrupt */
+	CHECK_EQ_INT(b->get(b, "k", buf, sizeof(buf), &n), 0); /* corrupt */
 	CHECK_EQ_INT(n, 6);
 	CHECK(memcmp(buf, "abcdef", 6) != 0);
 	diff = 0;
@@ -737,9 +746,10 @@ static void check_fault_crash(void)
 static void check_fault_spec_errors(void)
 {
 	static const char *const bad[] = {
-		"fail=0", "fail=x", "fail=", "fail=3++", "fail=-1",
-		"failop=bogus:1", "failop=get", "failop=get:", "short=",
-		"corrupt=1+", "nonsense", "writeonce=1", "crash=abc",
+		"fail=0",    "fail=x",	       "fail=",	     "fail=3++",
+		"fail=-1",   "failop=bogus:1", "failop=get", "failop=get:",
+		"short=",    "corrupt=1+",     "nonsense",   "writeonce=1",
+		"crash=abc",
 	};
 	wstore_backend *inner = NULL, *b = NULL;
 

@@ -20,8 +20,8 @@
 static void test_set_get(void)
 {
 	static const char *const bad_ints[] = {
-		"0", "-1", "abc", "01", "1.5", " 1", "1 ", "2147483648",
-		"99999999999", "", "+1",
+		"0",  "-1",	    "abc",	   "01", "1.5", " 1",
+		"1 ", "2147483648", "99999999999", "",	 "+1",
 	};
 	const char *const *keys = wstore_config_keys();
 	wstore_config *c = NULL;
@@ -190,13 +190,12 @@ static void test_env_merge(void)
 
 static void test_save(void)
 {
-	static const char want[] =
-		"{\n"
-		"  \"command_timeout_ms\": 250,\n"
-		"  \"redis_password\": \"p\\\"w\",\n"
-		"  \"replica_num\": 3,\n"
-		"  \"store\": \"redis://h:1/ü\"\n"
-		"}\n";
+	static const char want[] = "{\n"
+				   "  \"command_timeout_ms\": 250,\n"
+				   "  \"redis_password\": \"p\\\"w\",\n"
+				   "  \"replica_num\": 3,\n"
+				   "  \"store\": \"redis://h:1/ü\"\n"
+				   "}\n";
 	char *tmp = unit_tmpdir(), *path, *text;
 	wstore_config *c = NULL, *r = NULL;
 	struct stat st;

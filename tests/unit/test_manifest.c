@@ -47,7 +47,8 @@ static void add(wstore_manifest *m, const char *path, uint64_t size,
 	CHECK(wstore__set_str(&f->key, key) == 0);
 	if (nchunks < 0)
 		nchunks = chunk_size ? (int64_t)((size + chunk_size - 1) /
-						 chunk_size) : 1;
+						 chunk_size)
+				     : 1;
 	for (int64_t i = 0; i < nchunks; i++) {
 		wstore__key_chunk(ck, key, (uint64_t)i);
 		CHECK(wstore__file_add_chunk(f, ck) == 0);
@@ -72,8 +73,8 @@ static wstore_manifest *build_ready(void)
 	wstore__set_str(&m->source_uri, "/data/models/Ünï/ckpt");
 	m->created_at = 1700000000;
 	m->updated_at = 1700000123;
-	add(m, "model-00001-of-00002.safetensors", (1ull << 62) + 1,
-	    1ull << 61, -1, 1);
+	add(m, "model-00001-of-00002.safetensors", (1ull << 62) + 1, 1ull << 61,
+	    -1, 1);
 	add(m, "config.json", 123, 64 << 20, -1, 1);
 	add(m, "empty.txt", 0, 64 << 20, -1, 1);
 	add(m, "ünï/日本.bin", (1ull << 53) + 3, 1ull << 52, -1, 1);
@@ -92,7 +93,7 @@ static wstore_manifest *build_failed(void)
 	wstore__set_str(&m->revision, "abc123");
 	wstore__set_str(&m->source_uri, "/src");
 	wstore__set_str(&m->error, "cannot put chunk 'x/y': connection reset"
-			"\u2028next\ttab \"q\" \\ / é");
+				   "\u2028next\ttab \"q\" \\ / é");
 	m->created_at = 1;
 	m->updated_at = 2;
 	add(m, "b.json", 0, 64, 0, 0);
@@ -342,8 +343,8 @@ static void check_legacy(void)
 	free(data);
 }
 
-static void put_manifest_key(wstore_store *s, const char *id,
-			     const char *data, size_t len)
+static void put_manifest_key(wstore_store *s, const char *id, const char *data,
+			     size_t len)
 {
 	char key[WSTORE__KEY_MAX];
 
@@ -379,8 +380,9 @@ static void check_read(void)
 		CHECK_EQ_INT(wstore_manifest_read(&m, s, "other"),
 			     WSTORE_ECORRUPT);
 		CHECK(m == NULL);
-		CHECK_STR(wstore_last_error(),
-			  "checkpoint 'other': manifest is corrupt: it names checkpoint 'Qwen3-golden.v2'");
+		CHECK_STR(
+			wstore_last_error(),
+			"checkpoint 'other': manifest is corrupt: it names checkpoint 'Qwen3-golden.v2'");
 	}
 	free(data);
 	put_manifest_key(s, "bad", "{\"x\":", 5);
@@ -394,7 +396,8 @@ static void check_read(void)
 void test_manifest_roundtrip(void)
 {
 	static const char *const goldens[] = {
-		"manifests/golden-ready.json", "manifests/golden-failed.json",
+		"manifests/golden-ready.json",
+		"manifests/golden-failed.json",
 	};
 	wstore_manifest *m;
 	size_t len;

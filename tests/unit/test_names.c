@@ -13,12 +13,12 @@
 void test_names_ids(void)
 {
 	static const char *const valid[] = {
-		"demo-main", "Qwen3_32B", "model.v2-alpha", "a..b", "a", "0",
-		"A-_.z9",
+		"demo-main", "Qwen3_32B", "model.v2-alpha", "a..b",
+		"a",	     "0",	  "A-_.z9",
 	};
 	static const char *const invalid[] = {
-		"", "a//b", "/a", "a/b/", "a/", ".hidden", "a b", "a/b", "a?b",
-		".", "..", "-a", "_a", "a\n", "é", "a\xff",
+		"",    "a//b", "/a", "a/b/", "a/", ".hidden", "a b", "a/b",
+		"a?b", ".",    "..", "-a",   "_a", "a\n",     "é",   "a\xff",
 	};
 	char id[300];
 
@@ -46,12 +46,13 @@ void test_names_ids(void)
 void test_names_paths(void)
 {
 	static const char *const valid[] = {
-		"config.json", "sub/dir/x.bin", "a", ".hidden", "a/.b", "..a",
-		"a..", "a/b c/d", "ünï/日本.bin", "x/...", "a\\b",
+		"config.json",	"sub/dir/x.bin", "a",	 ".hidden",
+		"a/.b",		"..a",		 "a..",	 "a/b c/d",
+		"ünï/日本.bin", "x/...",	 "a\\b",
 	};
 	static const char *const invalid[] = {
-		"", "/", "/etc/x", "../x", "a/../../x", "a/..", "./a", "a/./b",
-		".", "..", "a//b", "a/", "/a", "a/b/",
+		"",	 "/", "/etc/x", "../x", "a/../../x", "a/..", "./a",
+		"a/./b", ".", "..",	"a//b", "a/",	     "/a",   "a/b/",
 	};
 
 	for (size_t i = 0; i < sizeof(valid) / sizeof(*valid); i++) {
@@ -81,12 +82,15 @@ void test_names_keys(void)
 	wstore__key_models_index(key);
 	CHECK_STR(key, "weight/index/models");
 	wstore__key_model_index(key, "Qwen/Qwen3-235B-A22B");
-	CHECK_STR(key, "weight/index/model/"
-		  "727d79b621cba232af7f8da7de32124f3d606a378b772f32a7dfde778a12ea04");
+	CHECK_STR(
+		key,
+		"weight/index/model/"
+		"727d79b621cba232af7f8da7de32124f3d606a378b772f32a7dfde778a12ea04");
 
 	wstore__sha256_hex_str(hex, "");
-	CHECK_STR(hex,
-		  "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+	CHECK_STR(
+		hex,
+		"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 	wstore__sha256_hex_str(hex, "config.json");
 	wstore__key_file(fk, "demo-main", "config.json");
 	CHECK(strncmp(fk, "weight/models/demo-main/files/", 30) == 0);
@@ -146,9 +150,22 @@ void test_names_sizes(void)
 		{ "15P", 15ull << 50 },
 	};
 	static const char *const invalid[] = {
-		"0", "-1", "abc", "12XB", "", "99999999999P",
-		"18446744073709551616", "0.0001", "1 2", "1.5.5G", "G", "1Q",
-		"1KK", "1BB", "16384P", " 1",
+		"0",
+		"-1",
+		"abc",
+		"12XB",
+		"",
+		"99999999999P",
+		"18446744073709551616",
+		"0.0001",
+		"1 2",
+		"1.5.5G",
+		"G",
+		"1Q",
+		"1KK",
+		"1BB",
+		"16384P",
+		" 1",
 	};
 	uint64_t v;
 	char buf[32];

@@ -22,17 +22,18 @@
 /* ---- helpers ------------------------------------------------------------- */
 
 /* snprintf into an array, which must not truncate. */
-#define PATHF(buf, ...)                                                    \
-	do {                                                               \
-		if (snprintf(buf, sizeof(buf), __VA_ARGS__) >=            \
-		    (int)sizeof(buf))                                      \
-			abort();                                           \
+#define PATHF(buf, ...)                                                        \
+	do {                                                                   \
+		if (snprintf(buf, sizeof(buf), __VA_ARGS__) >=                 \
+		    (int)sizeof(buf))                                          \
+			abort();                                               \
 	} while (0)
 
 static const char *data_dir(void)
 {
 	static const char *const cand[] = {
-		"tests/data/safetensors", "../tests/data/safetensors",
+		"tests/data/safetensors",
+		"../tests/data/safetensors",
 		"../../tests/data/safetensors",
 	};
 	const char *env = getenv("WSTORE_TEST_DATA");
@@ -48,8 +49,7 @@ static const char *data_dir(void)
 	return NULL;
 }
 
-static void spit(const char *dir, const char *name, const void *data,
-		 size_t n)
+static void spit(const char *dir, const char *name, const void *data, size_t n)
 {
 	char path[4096];
 	FILE *fp;
@@ -130,13 +130,14 @@ static char *make_shard(size_t *out_n, size_t *out_hdr)
 	for (size_t i = 0; i < NT; i++) {
 		h += (size_t)snprintf(hdr + h, sizeof(hdr) - h,
 				      ",\"t%02zu\":{\"dtype\":\"U8\",\"shape\":"
-				      "[%zu],\"data_offsets\":[%zu,%zu]}", i,
-				      lens[i], off, off + lens[i]);
+				      "[%zu],\"data_offsets\":[%zu,%zu]}",
+				      i, lens[i], off, off + lens[i]);
 		off += lens[i];
 	}
 	h += (size_t)snprintf(hdr + h, sizeof(hdr) - h,
 			      ",\"w\":{\"dtype\":\"F32\",\"shape\":[4,5],"
-			      "\"data_offsets\":[%zu,%zu]}}   ", off, off + 80);
+			      "\"data_offsets\":[%zu,%zu]}}   ",
+			      off, off + 80);
 	data = off + 80;
 	n = 8 + h + data;
 	buf = malloc(n);
@@ -255,10 +256,11 @@ static void run_case(const char *dir, const char *name, int good)
 		if (err && en && err[en - 1] == '\n')
 			err[en - 1] = '\0';
 	}
-	if (good ? rc != 0 : (rc != WSTORE_ECORRUPT || !err ||
-			      !strstr(wstore_last_error(), err)))
-		fprintf(stderr, "FAIL case %s: rc %d: %s (want %s)\n", name,
-			rc, wstore_last_error(), err ? err : "success");
+	if (good ? rc != 0
+		 : (rc != WSTORE_ECORRUPT || !err ||
+		    !strstr(wstore_last_error(), err)))
+		fprintf(stderr, "FAIL case %s: rc %d: %s (want %s)\n", name, rc,
+			wstore_last_error(), err ? err : "success");
 	CHECK_EQ_INT(rc, good ? 0 : WSTORE_ECORRUPT);
 	CHECK(good || (err && strstr(wstore_last_error(), err)));
 	wstore__st_free(st);
@@ -652,8 +654,7 @@ struct problems {
 	char text[4096];
 };
 
-static void on_problem(const char *path, int code, const char *msg,
-		       void *ctx)
+static void on_problem(const char *path, int code, const char *msg, void *ctx)
 {
 	struct problems *p = ctx;
 	size_t k = strlen(p->text);
@@ -686,7 +687,7 @@ void test_check_structure(void)
 	CHECK_EQ_INT(wstore_checkpoint_open(&ck, fx.s, "idx"), 0);
 	CHECK_EQ_INT(wstore_check_structure(ck, on_problem, &p),
 		     WSTORE_EVERIFY);
-	CHECK_EQ_INT(p.n, 2);	/* each missing file once */
+	CHECK_EQ_INT(p.n, 2); /* each missing file once */
 	CHECK(strstr(p.text, "'gone.safetensors'") != NULL);
 	CHECK(strstr(p.text, "'model.safetensors'") != NULL);
 	wstore_checkpoint_free(ck);
@@ -763,8 +764,8 @@ static void make_gguf(struct gbuf *g)
 	g->n = 0;
 	g_bytes(g, "GGUF", 4);
 	g_u32(g, 3);
-	g_u64(g, 2);		/* tensors */
-	g_u64(g, 3);		/* kv */
+	g_u64(g, 2); /* tensors */
+	g_u64(g, 3); /* kv */
 	g_str(g, "general.architecture");
 	g_u32(g, 8);
 	g_str(g, "llama");
@@ -781,12 +782,12 @@ static void make_gguf(struct gbuf *g)
 	g_u32(g, 2);
 	g_u64(g, 4);
 	g_u64(g, 8);
-	g_u32(g, 0);		/* F32 */
+	g_u32(g, 0); /* F32 */
 	g_u64(g, 0);
 	g_str(g, "blk.0.attn_q.weight");
 	g_u32(g, 1);
 	g_u64(g, 32);
-	g_u32(g, 12);		/* Q4_K */
+	g_u32(g, 12); /* Q4_K */
 	g_u64(g, 128);
 	while (g->n % 64)
 		g->d[g->n++] = 0;
@@ -937,8 +938,8 @@ void test_pull_basic(void)
 	/* include / exclude */
 	PATHF(d2, "%s/json", tmp);
 	CHECK_EQ_INT(pull(fx.s, "ck", d2, json, NULL, 0, NULL), 0);
-	CHECK(exists(d2, "config.json") && exists(d2,
-	      "model.safetensors.index.json"));
+	CHECK(exists(d2, "config.json") &&
+	      exists(d2, "model.safetensors.index.json"));
 	CHECK(!exists(d2, "model.safetensors") && !exists(d2, "sub"));
 	PATHF(d2, "%s/nosub", tmp);
 	CHECK_EQ_INT(pull(fx.s, "ck", d2, NULL, sub, 0, NULL), 0);
@@ -1016,7 +1017,7 @@ void test_pull_hostile(void)
 		rc = pull(s, "h", dest, NULL, NULL, 0, NULL);
 		CHECK(rc < 0);
 		PATHF(path, "%s/d%zu", tmp, i);
-		CHECK(access(path, F_OK) != 0);	/* nothing written */
+		CHECK(access(path, F_OK) != 0); /* nothing written */
 	}
 	CHECK_EQ_INT(count_names(tmp, "x"), 0);
 	/* a symlink planted in DEST where a directory goes */
@@ -1032,7 +1033,7 @@ void test_pull_hostile(void)
 	CHECK(rc < 0);
 	CHECK(strstr(wstore_last_error(), "'sub'") != NULL);
 	CHECK(strstr(wstore_last_error(), "symlink") != NULL);
-	CHECK_EQ_INT(count_names(out, ""), 2);	/* "." and ".." only */
+	CHECK_EQ_INT(count_names(out, ""), 2); /* "." and ".." only */
 	CHECK_EQ_INT(count_names(dest, "wstore-tmp"), 0);
 	/* a symlink at a file's name is replaced, not written through */
 	spit(out, "target", "keep", 4);
@@ -1122,8 +1123,7 @@ void test_pull_resume(void)
 	CHECK_EQ_INT(truncate(path, 100), 0);
 	spit(dest, "config.json", "{\"a\":2}\n", 8);
 	PATHF(path, "%s/sub/dir", dest);
-	PATHF(name, ".x.bin.wstore-tmp-%ld",
-		 (long)dead_pid());
+	PATHF(name, ".x.bin.wstore-tmp-%ld", (long)dead_pid());
 	spit(path, name, "junk", 4);
 	PATHF(path, "%s/sub/dir/x.bin", dest);
 	unlink(path);

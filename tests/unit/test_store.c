@@ -1,2 +1,4 @@
 #include "unit.h"
-void test_store(void) {}
+void test_store(void)
+{
+}

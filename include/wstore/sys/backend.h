@@ -32,12 +32,12 @@ extern "C" {
 
 /* Behaviour flags (wstore_backend.flags). */
 /* put on an existing key may succeed yet keep the old value */
-#define WSTORE_BACKEND_WRITE_ONCE	(1u << 0)
+#define WSTORE_BACKEND_WRITE_ONCE (1u << 0)
 /* get of a missing key may return an empty value instead of ENOTFOUND */
-#define WSTORE_BACKEND_EMPTY_MISSING	(1u << 1)
+#define WSTORE_BACKEND_EMPTY_MISSING (1u << 1)
 /* data read back may be stale or damaged (network/cache stores): the front
  * end verifies what it reads against digests where it can */
-#define WSTORE_BACKEND_UNTRUSTED	(1u << 2)
+#define WSTORE_BACKEND_UNTRUSTED (1u << 2)
 
 typedef struct wstore_backend wstore_backend;
 
@@ -55,16 +55,16 @@ typedef int (*wstore_update_fn)(void **out_value, size_t *out_len,
 typedef int (*wstore_list_fn)(const char *key, void *ctx);
 
 struct wstore_backend {
-	unsigned version;	/* WSTORE_BACKEND_VERSION */
-	const char *name;	/* "file", "mem", "redis", ... */
-	unsigned flags;		/* WSTORE_BACKEND_* */
+	unsigned version; /* WSTORE_BACKEND_VERSION */
+	const char *name; /* "file", "mem", "redis", ... */
+	unsigned flags;	  /* WSTORE_BACKEND_* */
 
 	/*
 	 * Store len bytes under key.  Durable when it returns 0 (as far as
 	 * the store offers durability), or, on a backend with sync, once a
-	 * later sync returns 0.  Visible to readers in full or not at all.  On a WRITE_ONCE store an existing
-	 * key may keep its old value while 0 is returned.  len may be 0.
-	 * Required.
+	 * later sync returns 0.  Visible to readers in full or not at all.  On
+	 * a WRITE_ONCE store an existing key may keep its old value while 0 is
+	 * returned.  len may be 0. Required.
 	 */
 	int (*put)(wstore_backend *b, const char *key, const void *data,
 		   size_t len);
@@ -125,8 +125,9 @@ struct wstore_backend {
 	 * Atomic read-modify-write of key (used for the index objects): no
 	 * concurrent update, from this or any other process or machine, may
 	 * be lost.  Returns 0 both when fn's value was written and when fn
-	 * chose to leave the key as it was (fn returned > 0).  Optional: without it the front end serialises updates
-	 * with a lock object built on put_new.
+	 * chose to leave the key as it was (fn returned > 0).  Optional:
+	 * without it the front end serialises updates with a lock object built
+	 * on put_new.
 	 */
 	int (*update)(wstore_backend *b, const char *key, wstore_update_fn fn,
 		      void *ctx);
