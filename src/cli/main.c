@@ -27,6 +27,7 @@ static const struct cli_cmd commands[] = {
 	{ NULL, "mount", cmd_mount, "mount the store read-only (FUSE)" },
 	{ NULL, "umount", cmd_umount, "unmount a wstore mount" },
 	{ "admin", "gc", cmd_gc, "remove orphaned chunks and temp files" },
+	{ NULL, "gc", cmd_gc, "same as 'admin gc'" },
 	{ "admin", "unlock", cmd_admin_unlock, "remove a stale lock" },
 };
 
@@ -61,7 +62,7 @@ static const char main_help[] =
 	"  config init [--force]\n"
 	"  mount MOUNTPOINT [--checkpoint ID] [--cache-size SIZE] [--foreground]\n"
 	"  umount MOUNTPOINT\n"
-	"  admin gc [--dry-run] [--grace SECONDS]\n"
+	"  admin gc [--dry-run] [--grace SECONDS]   (also: wstore gc)\n"
 	"  admin unlock ID|catalog [--force]\n"
 	"\n"
 	"global options (anywhere on the line):\n"
