@@ -77,7 +77,7 @@ run_suite e2e-mooncake env WSTORE_TEST_KIND=mooncake WSTORE_TEST_STORE=mooncake 
 	MOONCAKE_STANDIN_DIR="$WORK/mooncake" MOONCAKE_STANDIN_LEASE_MS=300 \
 	sh "$HERE/e2e/cli.sh"
 
-if wanted redis-backend || wanted e2e-redis || wanted e2e-cluster || [ -z "$ONLY" ]; then
+if wanted redis-backend || wanted e2e-redis || wanted e2e-cluster || wanted redis-faults || [ -z "$ONLY" ]; then
 	if ! command -v redis-server >/dev/null; then
 		echo "== redis: redis-server is not installed (run scripts/deps.sh)"
 		TOTAL_FAIL=$((TOTAL_FAIL + 1))
@@ -91,6 +91,7 @@ if wanted redis-backend || wanted e2e-redis || wanted e2e-cluster || [ -z "$ONLY
 			WSTORE_TEST_STORE="$WSTORE_TEST_REDIS_URL" sh "$HERE/e2e/cli.sh"
 		run_suite e2e-cluster env WSTORE_TEST_KIND=cluster \
 			WSTORE_TEST_STORE="$WSTORE_TEST_CLUSTER_URL" sh "$HERE/e2e/cli.sh"
+		run_suite redis-faults sh "$HERE/e2e/redis_faults.sh"
 	fi
 fi
 
