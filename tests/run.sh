@@ -40,7 +40,7 @@ run_suite() {
 	log="$WORK/$name.log"
 	"$@" > "$log" 2>&1
 	rc=$?
-	grep -E '^(not ok|FAIL)' "$log" | head -40
+	grep -E '^(not ok|FAIL|#   )' "$log" | head -60
 	line=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
 	p=$(echo "$line" | sed -E 's/^(.*[^0-9])?([0-9]+) passed.*/\2/')
 	f=$(echo "$line" | sed -E 's/^.*[^0-9]([0-9]+) failed.*/\1/')
