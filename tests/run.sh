@@ -40,7 +40,9 @@ run_suite() {
 	log="$WORK/$name.log"
 	"$@" > "$log" 2>&1
 	rc=$?
-	grep -E '^(not ok|FAIL|#   )' "$log" | head -60
+	# failed checks with their detail lines
+	awk '/^(not ok|FAIL)/ { show = 1; print; next }
+	     /^#   / { if (show) print; next } { show = 0 }' "$log" | head -60
 	line=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
 	p=$(echo "$line" | sed -E 's/^(.*[^0-9])?([0-9]+) passed.*/\2/')
 	f=$(echo "$line" | sed -E 's/^.*[^0-9]([0-9]+) failed.*/\1/')

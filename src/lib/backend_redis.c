@@ -189,6 +189,91 @@ static int rb_list(wstore_backend *wb, const char *prefix, wstore_list_fn fn,
 	return r;
 }
 
+/* Replicas connected to the master behind rc ("connected_slaves"). */
+static long replica_count(struct rd_conn *rc)
+{
+	const char *argv[] = { "INFO", "replication", NULL };
+	redisReply *r = rd_command(rc, argv);
+	const char *p;
+	long n = -1;
+
+	if (r && r->type == REDIS_REPLY_STRING &&
+	    (p = strstr(r->str, "connected_slaves:")))
+		n = strtol(p + strlen("connected_slaves:"), NULL, 10);
+	if (r)
+		freeReplyObject(r);
+	return n;
+}
+
+/*
+ * Wait until the replicas of node n hold every write made through its
+ * pooled connections (WAIT applies to one connection's own writes).  All
+ * puts have returned when sync runs, so every connection that wrote is
+ * back in the pool, unless it broke, and then its put failed.
+ */
+static int node_sync(struct rd_node *n, int ms)
+{
+	struct rd_conn *list, *rc, *next;
+	char nbuf[24], tbuf[24];
+	const char *argv[] = { "WAIT", nbuf, tbuf, NULL };
+	long want;
+	int reused, r = rd_node_take(n, &rc, &reused);
+
+	if (r)
+		return r;
+	want = replica_count(rc);
+	rd_node_give(n, rc, want < 0);
+	if (want <= 0)
+		return 0;
+	snprintf(nbuf, sizeof(nbuf), "%ld", want);
+	snprintf(tbuf, sizeof(tbuf), "%d", ms);
+	pthread_mutex_lock(&n->lock);
+	list = n->free;
+	n->free = NULL;
+	n->nfree = 0;
+	pthread_mutex_unlock(&n->lock);
+	for (rc = list; rc; rc = next) {
+		redisReply *rep = r ? NULL : rd_command(rc, argv);
+
+		next = rc->next;
+		if (!r && (!rep || rep->type != REDIS_REPLY_INTEGER ||
+			   rep->integer < want))
+			r = wstore__err(
+				WSTORE_EUNAVAIL,
+				"redis at %s: only %lld of %ld replicas acknowledged the writes within %d ms",
+				n->name,
+				rep && rep->type == REDIS_REPLY_INTEGER
+					? rep->integer
+					: 0LL,
+				want, ms);
+		if (rep)
+			freeReplyObject(rep);
+		rd_node_give(n, rc, !rep);
+	}
+	return r;
+}
+
+/*
+ * Replication is asynchronous: a chunk a master acknowledged may not have
+ * reached its replicas yet, and a failover then would lose it under a
+ * READY manifest.  Import calls sync once before it publishes one.
+ */
+static int rb_sync(wstore_backend *wb)
+{
+	struct redis_backend *b = (struct redis_backend *)wb;
+	struct rd_node **nodes = &b->node;
+	size_t n = 1;
+	int r = 0;
+
+	if (b->cl && (r = rdc_masters(b->cl, &nodes, &n)))
+		return r;
+	for (size_t i = 0; !r && i < n; i++)
+		r = node_sync(nodes[i], b->opts.command_ms);
+	if (b->cl)
+		free(nodes);
+	return r;
+}
+
 static void rb_free(wstore_backend *wb)
 {
 	struct redis_backend *b = (struct redis_backend *)wb;
@@ -392,6 +477,7 @@ static void set_callbacks(struct redis_backend *b)
 	b->base.remove = rb_remove;
 	b->base.list = rb_list;
 	b->base.update = rb_update;
+	b->base.sync = rb_sync;
 	b->base.free = rb_free;
 }
 

@@ -334,6 +334,26 @@ if redis_start_cluster "$T/cl"; then
 			redis-cli -p "$_p" ping >/dev/null 2>&1 && printf '%s ' "$_p"
 		done
 	}
+	# replicas that cannot acknowledge: the import must not publish READY
+	# chunks a failover could lose (sync waits with WAIT before the manifest)
+	REPL=$(redis-cli -p "$(echo $CPORTS | cut -d' ' -f1)" cluster nodes |
+		awk '$3 ~ /slave/ { sub(/@.*/, "", $2); sub(/.*:/, "", $2); print $2 }')
+	for p in $REPL; do kill -STOP "$(cat "$(_redis_dir_of "$p")/redis-$p.pid")"; done
+	# (800 ms keeps the freeze under the test cluster's 2 s node timeout)
+	check_exit "cluster: replicas frozen: import fails" 1 env WSTORE_COMMAND_TIMEOUT_MS=800 \
+		"$W" --store "$CU" model import --checkpoint-id frz --model-id Org/Fo \
+		--source "$SRC" --chunk-size $CS
+	check_grep "cluster: says the replicas did not acknowledge" \
+		"replicas acknowledged the writes within 800 ms" "$OUT"
+	for p in $REPL; do kill -CONT "$(cat "$(_redis_dir_of "$p")/redis-$p.pid")"; done
+	# shellcheck disable=SC2086
+	redis_wait_cluster_ok $CPORTS
+	# shellcheck disable=SC2086
+	redis_wait_replicated $CPORTS
+	st=$(cl --json model inspect frz 2>/dev/null | grep -o '"status":"[A-Z]*"')
+	check "cluster: frozen-replica import left no READY manifest ($st)" \
+		test "$st" != '"status":"READY"'
+	cl model delete frz >/dev/null 2>&1
 	check_exit "cluster: import" 0 cl model import --checkpoint-id f1 --model-id Org/Fo \
 		--source "$SRC" --chunk-size $CS
 	# kill the master holding the manifest (and a third of the chunks)
