@@ -96,6 +96,18 @@ def main():
                         "b", "--model-id", "bench/M", "--source", src], env)
         t, rss = best(3, imp)
         row("import (file store)", total, t, "sha256", sha, rss, 0.8)
+        # memory must not grow with the checkpoint: the same import of 4x
+        # the data (hard links of the shards under other names)
+        src4 = os.path.join(tmp, "src4")
+        os.makedirs(src4)
+        for f in files:
+            for k in range(4):
+                os.link(f, os.path.join(src4, f"copy{k}-" + os.path.basename(f)))
+        r4 = run([w, "--store", store, "model", "import", "--checkpoint-id",
+                  "b4", "--model-id", "bench/M4", "--source", src4], env)
+        rows.append(("import of 4x the data: peak RSS", 4 * total / r4[0] / 1e9,
+                     "", None, r4[1], None))
+        run([w, "--store", store, "model", "delete", "b4"], env)
         t, rss = best(3, lambda: run([w, "--store", store, "model", "verify", "b"], env))
         row("verify (file store)", total, t, "sha256", sha, rss)
         if subprocess.run([w, "model", "pull", "--help"], capture_output=True).returncode == 0:

@@ -56,6 +56,23 @@ const char *wstore_file_path(const wstore_file *f);
  */
 int wstore_file_pread(wstore_file *f, void *buf, size_t len, uint64_t off,
 		      size_t *out_n);
+/*
+ * Zero-copy access for stores whose chunks are local files (the embedded
+ * file store): for the chunk holding byte off of f, *out_fd gets a
+ * read-only O_CLOEXEC file descriptor of the chunk's value (owned by the
+ * caller, who closes it), *out_fd_off the offset in it of file byte off,
+ * and *out_len the bytes from there to the end of that chunk.  The
+ * chunk's size is checked (fstat) against the length the manifest implies
+ * (WSTORE_ECORRUPT names the file and chunk otherwise); like
+ * wstore_file_pread nothing beyond the length is verified.  The fd keeps
+ * reading the bytes it opened even if the checkpoint is later deleted or
+ * replaced: a caller that must not serve stale bytes re-checks the
+ * manifest after opening.  WSTORE_EUNSUPPORTED when the backend cannot
+ * hand out files (no open_fd, an untrusted or write-once store) or the
+ * record cannot be mapped; WSTORE_EINVAL when off is at or past the end.
+ */
+int wstore_file_chunk_fd(int *out_fd, uint64_t *out_fd_off, size_t *out_len,
+			 wstore_file *f, uint64_t off);
 void wstore_file_free(wstore_file *f);
 
 /* ---- safetensors ------------------------------------------------------- */

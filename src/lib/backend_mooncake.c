@@ -75,6 +75,9 @@ struct mc_api {
 	int (*put_from)(void *h, const char *key, void *buf, size_t size,
 			const struct mc_replicate_config *cfg);
 	int64_t (*get_into)(void *h, const char *key, void *buf, size_t size);
+	int (*batch_get_into)(void *h, const char **keys, void **bufs,
+			      const size_t *sizes, size_t count,
+			      int64_t *results);
 	int64_t (*get_size)(void *h, const char *key);
 	int (*remove)(void *h, const char *key, int force);
 	int (*register_buffer)(void *h, void *buf, size_t size);
@@ -90,6 +93,8 @@ static const struct {
 	{ "mooncake_store_setup", offsetof(struct mc_api, setup) },
 	{ "mooncake_store_put_from", offsetof(struct mc_api, put_from) },
 	{ "mooncake_store_get_into", offsetof(struct mc_api, get_into) },
+	{ "mooncake_store_batch_get_into",
+	  offsetof(struct mc_api, batch_get_into) },
 	{ "mooncake_store_get_size", offsetof(struct mc_api, get_size) },
 	{ "mooncake_store_remove", offsetof(struct mc_api, remove) },
 	{ "mooncake_store_register_buffer",
@@ -339,6 +344,54 @@ static int mc_get(wstore_backend *wb, const char *key, void *buf, size_t cap,
 			   key, *out_len, cap);
 }
 
+/*
+ * Several whole chunks in one batch_get_into request (one round trip to
+ * the master and the transfer engine instead of n).  Each destination must
+ * be registered memory: the values land in pooled registered buffers and
+ * are copied out, as in mc_get.
+ */
+static int mc_get_many(wstore_backend *wb, size_t n, const char *const *keys,
+		       void *const *bufs, const size_t *caps, size_t *out_lens,
+		       int *out_rcs)
+{
+	struct mc_backend *b = (struct mc_backend *)wb;
+	struct mc_buf *x[16] = { 0 };
+	void *mems[16] = { 0 };
+	size_t sizes[16] = { 0 }, got = 0;
+	int64_t res[16];
+	int rc = 0;
+
+	if (n > 16)
+		return wstore__err(WSTORE_EINVAL, "mooncake: batch of %zu", n);
+	for (; got < n && rc == 0; got++) {
+		rc = buf_take(b, caps[got] ? caps[got] : 1, &x[got], keys[got]);
+		if (rc == 0) {
+			mems[got] = x[got]->mem;
+			sizes[got] = x[got]->cap;
+		}
+	}
+	if (rc == 0 && (rc = b->api.batch_get_into(b->h, (const char **)keys,
+						   mems, sizes, n, res)) != 0)
+		rc = mc_fail(b, rc, "read", keys[0]);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		out_lens[i] = res[i] > 0 ? (size_t)res[i] : 0;
+		if (res[i] < 0)
+			out_rcs[i] = mc_fail(b, res[i], "read", keys[i]);
+		else if ((uint64_t)res[i] > caps[i])
+			out_rcs[i] = wstore__err(
+				WSTORE_ERANGE,
+				"mooncake object '%s' is larger than %zu bytes",
+				keys[i], caps[i]);
+		else
+			out_rcs[i] = 0,
+			memcpy(bufs[i], x[i]->mem, (size_t)res[i]);
+	}
+	for (size_t i = 0; i < got; i++)
+		if (x[i])
+			buf_put(b, x[i]);
+	return rc;
+}
+
 static void sleep_ms(uint64_t ms)
 {
 	struct timespec ts = { (time_t)(ms / 1000),
@@ -508,6 +561,7 @@ int wstore__backend_mooncake_open(wstore_backend **out,
 			WSTORE_BACKEND_EMPTY_MISSING | WSTORE_BACKEND_UNTRUSTED;
 	b->base.put = mc_put;
 	b->base.get = mc_get;
+	b->base.get_many = mc_get_many;
 	b->base.size = mc_size;
 	b->base.remove = mc_remove;
 	b->base.free = mc_free;

@@ -119,6 +119,10 @@ int wstore__chunk_len(uint64_t *out, const wstore__file *f, uint64_t c);
  * long).  Other backend errors pass through with the file named. */
 int wstore__read_chunk(wstore_store *s, const wstore__file *f, uint64_t c,
 		       void *buf, size_t cap);
+/* Judge the result of a get of chunk c of f (rc, got bytes) against the
+ * want bytes the manifest implies, as wstore__read_chunk does. */
+int wstore__check_chunk(wstore_store *s, const wstore__file *f, uint64_t c,
+			int rc, size_t got, uint64_t want);
 /* Largest chunk any file of m needs (the buffer size for reading m). */
 uint64_t wstore__max_chunk(const wstore_manifest *m);
 /* Write file f of a checkpoint to fd from offset 0, checking size and (if

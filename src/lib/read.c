@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -349,8 +351,61 @@ static int split_pieces(struct piece **out, size_t *out_n, uint64_t cs,
 	return 0;
 }
 
+/*
+ * Whole chunks that go straight into their destination are fetched in
+ * batches of up to BATCH with one get_many request where the backend has
+ * one (Mooncake's batch_get_into); each result is judged as a get is.
+ */
+#define BATCH 16
+
+struct batch {
+	size_t n;
+	uint64_t ci[BATCH];
+	const char *keys[BATCH];
+	void *bufs[BATCH];
+	size_t caps[BATCH];
+};
+
+static int flush_batch(wstore_file *f, struct batch *bt)
+{
+	wstore_backend *b = f->ck->s->b;
+	size_t lens[BATCH];
+	int rcs[BATCH], rc = 0;
+
+	if (bt->n == 1)
+		rc = get_chunk(f, bt->ci[0], bt->bufs[0], bt->caps[0]);
+	else if (bt->n > 1)
+		rc = b->get_many(b, bt->n, bt->keys, bt->bufs, bt->caps, lens,
+				 rcs);
+	if (rc < 0 && bt->n > 1)
+		rc = wstore__err(rc, "file '%s': cannot read chunks: %s",
+				 f->rec->path, wstore_last_error());
+	for (size_t i = 0; rc == 0 && bt->n > 1 && i < bt->n; i++)
+		rc = wstore__check_chunk(f->ck->s, f->rec, bt->ci[i], rcs[i],
+					 lens[i], bt->caps[i]);
+	bt->n = 0;
+	return rc;
+}
+
+/* Queue piece p if it is a whole chunk and batching is possible. */
+static int batch_add(wstore_file *f, uint64_t cs, struct batch *bt,
+		     const struct piece *p, int *rc)
+{
+	if (!f->ck->s->b->get_many || p->coff != 0 ||
+	    p->len != chunk_len(f->rec, cs, p->ci))
+		return 0;
+	bt->ci[bt->n] = p->ci;
+	bt->keys[bt->n] = f->rec->chunks[p->ci];
+	bt->bufs[bt->n] = p->dst;
+	bt->caps[bt->n] = p->len;
+	if (++bt->n == BATCH)
+		*rc = flush_batch(f, bt);
+	return 1;
+}
+
 int wstore__file_readv(wstore_file *f, wstore__seg *segs, size_t n)
 {
+	struct batch bt = { 0 };
 	struct piece *p = NULL;
 	size_t np = 0, i, j;
 	uint64_t cs = 1;
@@ -371,8 +426,12 @@ int wstore__file_readv(wstore_file *f, wstore__seg *segs, size_t n)
 	for (i = 0; rc == 0 && i < np; i = j) {
 		for (j = i + 1; j < np && p[j].ci == p[i].ci; j++)
 			;
+		if (j - i == 1 && batch_add(f, cs, &bt, &p[i], &rc))
+			continue;
 		rc = read_group(f, cs, p + i, j - i);
 	}
+	if (rc == 0)
+		rc = flush_batch(f, &bt);
 	free(p);
 	return rc;
 }
@@ -395,6 +454,55 @@ int wstore_file_pread(wstore_file *f, void *buf, size_t len, uint64_t off,
 		return rc;
 	if (out_n)
 		*out_n = len;
+	return 0;
+}
+
+int wstore_file_chunk_fd(int *out_fd, uint64_t *out_fd_off, size_t *out_len,
+			 wstore_file *f, uint64_t off)
+{
+	const wstore__file *r = f->rec;
+	wstore_backend *b = f->ck->s->b;
+	uint64_t cs = 1, ci;
+	size_t clen;
+	struct stat st;
+	int rc, fd = -1;
+
+	*out_fd = -1;
+	*out_fd_off = 0;
+	*out_len = 0;
+	if (!b->open_fd ||
+	    (b->flags & (WSTORE_BACKEND_UNTRUSTED | WSTORE_BACKEND_WRITE_ONCE)))
+		return wstore__err(WSTORE_EUNSUPPORTED,
+				   "the %s store cannot hand out chunk files",
+				   b->name ? b->name : "");
+	if (off >= r->size)
+		return wstore__err(WSTORE_EINVAL,
+				   "offset %" PRIu64 " is past the end of '%s'",
+				   off, r->path);
+	if ((rc = chunk_geometry(r, &cs)) < 0)
+		return rc;
+	ci = off / cs;
+	clen = chunk_len(r, cs, ci);
+	rc = b->open_fd(b, r->chunks[ci], &fd);
+	if (rc == 0 && fstat(fd, &st) < 0)
+		rc = wstore__errc(-errno, "cannot stat chunk '%s'",
+				  r->chunks[ci]);
+	if (rc < 0) {
+		if (fd >= 0)
+			close(fd);
+		return check_part(r, ci, rc, 0, 0, clen);
+	}
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != clen) {
+		close(fd);
+		return wstore__err(WSTORE_ECORRUPT,
+				   "file '%s': chunk '%s' holds %llu bytes, "
+				   "expected %zu",
+				   r->path, r->chunks[ci],
+				   (unsigned long long)st.st_size, clen);
+	}
+	*out_fd = fd;
+	*out_fd_off = off - ci * cs;
+	*out_len = clen - (size_t)*out_fd_off;
 	return 0;
 }
 

@@ -312,20 +312,13 @@ int wstore__chunk_len(uint64_t *out, const wstore__file *f, uint64_t c)
 	return 0;
 }
 
-int wstore__read_chunk(wstore_store *s, const wstore__file *f, uint64_t c,
-		       void *buf, size_t cap)
+/* Judge what a get of chunk c of f returned: rc, got bytes, want by the
+ * manifest. */
+int wstore__check_chunk(wstore_store *s, const wstore__file *f, uint64_t c,
+			int rc, size_t got, uint64_t want)
 {
-	const char *key;
-	uint64_t want;
-	size_t got = 0;
-	int rc = wstore__chunk_len(&want, f, c);
+	const char *key = f->chunks[c];
 
-	if (rc < 0)
-		return rc;
-	if (want > cap)
-		return wstore__err(WSTORE_ERANGE, "chunk buffer too small");
-	key = f->chunks[c];
-	rc = s->b->get(s->b, key, buf, (size_t)want, &got);
 	if (rc == WSTORE_ERANGE)
 		return wstore__err(
 			WSTORE_ECORRUPT,
@@ -346,6 +339,21 @@ int wstore__read_chunk(wstore_store *s, const wstore__file *f, uint64_t c,
 			"file '%s': chunk '%s' holds %zu bytes, expected %llu",
 			f->path, key, got, (unsigned long long)want);
 	return 0;
+}
+
+int wstore__read_chunk(wstore_store *s, const wstore__file *f, uint64_t c,
+		       void *buf, size_t cap)
+{
+	uint64_t want;
+	size_t got = 0;
+	int rc = wstore__chunk_len(&want, f, c);
+
+	if (rc < 0)
+		return rc;
+	if (want > cap)
+		return wstore__err(WSTORE_ERANGE, "chunk buffer too small");
+	rc = s->b->get(s->b, f->chunks[c], buf, (size_t)want, &got);
+	return wstore__check_chunk(s, f, c, rc, got, want);
 }
 
 /* A chunk buffer backed by huge pages where the kernel offers them: first

@@ -179,6 +179,35 @@ static void test_roundtrip(void)
 	b->free(b);
 }
 
+/* get_many goes through batch_get_into: per-key results, as get gives */
+static void test_get_many(void)
+{
+	wstore_backend *b;
+	char b0[16] = "", b1[16] = "", b2[16] = "", b3[2] = "";
+	const char *keys[] = { "k/0", "k/1", "k/missing", "k/2" };
+	void *bufs[] = { b0, b1, b2, b3 };
+	size_t caps[] = { sizeof(b0), sizeof(b1), sizeof(b2), sizeof(b3) };
+	size_t lens[4] = { 0 };
+	int rcs[4] = { 0 };
+
+	fresh_store("10000");
+	if (!(b = open_standin()))
+		return;
+	CHECK(b->get_many != NULL);
+	CHECK_EQ(put_str(b, "k/0", "zero"), 0);
+	CHECK_EQ(put_str(b, "k/1", "one!"), 0);
+	CHECK_EQ(put_str(b, "k/2", "two-too-long"), 0);
+	CHECK_EQ(b->get_many(b, 4, keys, bufs, caps, lens, rcs), 0);
+	CHECK_EQ(rcs[0], 0);
+	CHECK_EQ(lens[0], 4);
+	CHECK(memcmp(b0, "zero", 4) == 0);
+	CHECK_EQ(rcs[1], 0);
+	CHECK(memcmp(b1, "one!", 4) == 0);
+	CHECK_EQ(rcs[2], WSTORE_ENOTFOUND);
+	CHECK(rcs[3] != 0);
+	b->free(b);
+}
+
 static void test_write_once_and_replace(void)
 {
 	wstore_backend *b;
@@ -534,6 +563,7 @@ int main(int argc, char **argv)
 		void (*fn)(void);
 	} tests[] = {
 		{ "roundtrip", test_roundtrip },
+		{ "get_many", test_get_many },
 		{ "write_once_and_replace", test_write_once_and_replace },
 		{ "missing_and_errors", test_missing_and_errors },
 		{ "big_and_long_keys", test_big_and_long_keys },

@@ -32,6 +32,7 @@ const char *unit_current = "";
 	X(test_read_concurrent) \
 	X(test_read_legacy) \
 	X(test_read_damaged) \
+	X(test_read_chunk_fd) \
 	X(test_check_structure) \
 	X(test_gguf) \
 	X(test_gguf_summary) \

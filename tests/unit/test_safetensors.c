@@ -647,6 +647,93 @@ void test_read_damaged(void)
 	damaged(1, WSTORE_BACKEND_EMPTY_MISSING);
 }
 
+/* wstore_file_chunk_fd: the chunk's own file on the file store (bytes at
+ * fd_off match the source, length to the chunk's end), EUNSUPPORTED on
+ * the mem store, ECORRUPT naming file and chunk for a truncated chunk. */
+void test_read_chunk_fd(void)
+{
+	char *root = unit_tmpdir(), *src, *shard = NULL, key[WSTORE__KEY_MAX];
+	char path[4096], buf[128];
+	const uint64_t cs = 64;
+	wstore_backend *b = NULL;
+	wstore_store *s = NULL;
+	wstore_checkpoint *ck = NULL;
+	wstore_file *f = NULL;
+	struct fixture fx;
+	size_t n = 0, len;
+	uint64_t fd_off;
+	int fd, bad = 0;
+
+	src = source_dir(&shard, &n);
+	CHECK_EQ_INT(wstore_backend_file_new(&b, root), 0);
+	CHECK_EQ_INT(wstore_open_backend(&s, b), 0);
+	CHECK_EQ_INT(import_dir(s, "ck", src, cs), 0);
+	CHECK_EQ_INT(wstore_checkpoint_open(&ck, s, "ck"), 0);
+	CHECK_EQ_INT(wstore_file_open(&f, ck, "model.safetensors"), 0);
+	CHECK(n > 3 * cs);
+	for (uint64_t off = 0; f && off < n; off += (off % cs) ? 29 : 1) {
+		size_t want = (size_t)((off / cs + 1) * cs < n
+					       ? (off / cs + 1) * cs - off
+					       : n - off);
+
+		if (wstore_file_chunk_fd(&fd, &fd_off, &len, f, off) != 0 ||
+		    fd < 0 || fd_off != off % cs || len != want) {
+			bad++;
+			continue;
+		}
+		if (pread(fd, buf, len, (off_t)fd_off) != (ssize_t)len ||
+		    memcmp(buf, shard + off, len) != 0)
+			bad++;
+		if (fcntl(fd, F_GETFD) != FD_CLOEXEC ||
+		    (fcntl(fd, F_GETFL) & O_ACCMODE) != O_RDONLY)
+			bad++;
+		close(fd);
+	}
+	CHECK_EQ_INT(bad, 0);
+	CHECK_EQ_INT(wstore_file_chunk_fd(&fd, &fd_off, &len, f, n),
+		     WSTORE_EINVAL);
+	CHECK_EQ_INT(fd, -1);
+
+	/* a truncated chunk file: ECORRUPT naming the file and the chunk */
+	chunk_key(key, "ck", "model.safetensors", 1);
+	PATHF(path, "%s/%s", root, key);
+	CHECK_EQ_INT(truncate(path, (off_t)cs - 5), 0);
+	CHECK_EQ_INT(wstore_file_chunk_fd(&fd, &fd_off, &len, f, cs + 3),
+		     WSTORE_ECORRUPT);
+	CHECK_EQ_INT(fd, -1);
+	CHECK(strstr(wstore_last_error(), key) != NULL);
+	CHECK(strstr(wstore_last_error(), "'model.safetensors'") != NULL);
+	/* a missing one is corrupt too; other chunks still open */
+	CHECK_EQ_INT(unlink(path), 0);
+	CHECK_EQ_INT(wstore_file_chunk_fd(&fd, &fd_off, &len, f, cs),
+		     WSTORE_ECORRUPT);
+	CHECK_EQ_INT(wstore_file_chunk_fd(&fd, &fd_off, &len, f, 2 * cs), 0);
+	if (fd >= 0)
+		close(fd);
+	wstore_file_free(f);
+	wstore_checkpoint_free(ck);
+	wstore_free(s);
+
+	/* the mem store has no files to hand out */
+	f = NULL;
+	ck = NULL;
+	if (fixture_init(&fx, 0, cs) == 0) {
+		CHECK_EQ_INT(wstore_checkpoint_open(&ck, fx.s, "ck"), 0);
+		CHECK_EQ_INT(wstore_file_open(&f, ck, "model.safetensors"), 0);
+		CHECK_EQ_INT(wstore_file_chunk_fd(&fd, &fd_off, &len, f, 0),
+			     WSTORE_EUNSUPPORTED);
+		CHECK_EQ_INT(fd, -1);
+		wstore_file_free(f);
+		wstore_checkpoint_free(ck);
+	}
+	fixture_done(&fx);
+	unit_rmtree(src);
+	unit_rmtree(root);
+	free(src);
+	free(root);
+	free(shard);
+}
+
 /* ---- structure checks ---------------------------------------------------- */
 
 struct problems {

@@ -133,6 +133,18 @@ struct wstore_backend {
 		      void *ctx);
 
 	/*
+	 * Read n whole values at once (keys[i] into bufs[i] of caps[i]
+	 * bytes), for stores where one batched request beats n requests
+	 * (Mooncake's batch_get_into).  Returns 0 when the batch ran; then
+	 * out_rcs[i] and out_lens[i] are what get would have given for key
+	 * i (0, WSTORE_ENOTFOUND, WSTORE_ERANGE, ...).  A negative return
+	 * means the batch as a whole failed.  Optional.
+	 */
+	int (*get_many)(wstore_backend *b, size_t n, const char *const *keys,
+			void *const *bufs, const size_t *caps, size_t *out_lens,
+			int *out_rcs);
+
+	/*
 	 * Make every put that returned before this call durable.  Optional:
 	 * NULL when put is durable by itself.  Upsert, put_new and update are
 	 * always durable when they return.
@@ -141,6 +153,20 @@ struct wstore_backend {
 
 	/* Release everything.  Required. */
 	void (*free)(wstore_backend *b);
+
+	/*
+	 * Open key's value as a local file, for zero-copy readers (splice,
+	 * sendfile): *out_fd gets a read-only, O_CLOEXEC file descriptor
+	 * whose contents, from offset 0 to its end, are the whole value.
+	 * The caller owns the fd and closes it.  The fd keeps reading the
+	 * value as it was when opened even if the key is later removed or
+	 * replaced; callers that must notice that check for themselves.
+	 * WSTORE_ENOTFOUND as for get.  Optional: NULL when values are not
+	 * local files (and on wrappers such as the fault backend, whose
+	 * faults would be bypassed).  Added after free so that existing
+	 * initialisers stay valid; the front end re-checks the length.
+	 */
+	int (*open_fd)(wstore_backend *b, const char *key, int *out_fd);
 };
 
 /*
