@@ -20,6 +20,14 @@ ws() { "$W" --store "$S" "$@"; }
 wf() { WSTORE_FAULTS="$1" "$W" --store "fault+$S" "$@"; }
 chunks() { (cd "$S" && find weight/models -path '*/chunks/*' -type f 2>/dev/null | wc -l); }
 tmps() { find "$S" -name '.tmp-*' | wc -l; }
+# wait_lock ID: until an import of ID holds its lock (at most 10 s)
+wait_lock() {
+	_i=0
+	while [ ! -f "$S/weight/locks/models/$1" ] && [ $_i -lt 200 ]; do
+		sleep 0.05
+		_i=$((_i + 1))
+	done
+}
 
 SRC="$T/src"
 python3 "$HERE/tools/mkckpt.py" "$SRC" --size 60000 --shards 2
@@ -103,7 +111,7 @@ ws model delete pk >/dev/null
 WSTORE_FAULTS="delay=30" "$W" --store "fault+$S" model import --checkpoint-id busy \
 	--model-id M --source "$SRC" --chunk-size $CS --jobs 1 > "$T/busy.out" 2>&1 &
 pid=$!
-sleep 0.5
+wait_lock busy
 check_exit "delete of an id being imported is refused" 1 ws model delete busy
 check_grep "delete says busy and names the owner" "checkpoint 'busy' is busy.*locked by pid $pid" "$OUT"
 check_exit "a second import of the same id is refused" 1 ws model import \
@@ -118,7 +126,7 @@ ws model delete busy >/dev/null
 WSTORE_FAULTS="delay=200" "$W" --store "fault+$S" model import --checkpoint-id stale \
 	--model-id M --source "$SRC" --chunk-size $CS --jobs 1 >/dev/null 2>&1 &
 pid=$!
-sleep 0.5
+wait_lock stale
 kill -9 $pid; wait $pid 2>/dev/null
 check_exit "a stale lock (owner killed) does not block a new import" 0 ws model import \
 	--checkpoint-id stale --model-id M --source "$SRC"
