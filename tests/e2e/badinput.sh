@@ -13,13 +13,10 @@ TAP_SUITE=badinput
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 . "$HERE/lib/tap.sh"
 
-W=$(cd "$BUILD" && pwd)/wstore
+suite_env bad
 CORPUS="$HERE/data/bad"
-T=$(mktemp -d "${TMPDIR:-/tmp}/wstore-bad-XXXXXX")
 trap 'chmod -R u+rwx "$T" 2>/dev/null; rm -rf "$T"' EXIT
 chmod 755 "$T"
-export HOME="$T/home" WSTORE_CONFIG=
-mkdir -p "$HOME"
 S="$T/store"
 ws() { "$W" --store "$S" "$@"; }
 

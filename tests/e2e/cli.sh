@@ -12,11 +12,8 @@ TAP_SUITE="e2e-$KIND"
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 . "$HERE/lib/tap.sh"
 
-W=$(cd "$BUILD" && pwd)/wstore
-T=$(mktemp -d "${TMPDIR:-/tmp}/wstore-e2e-XXXXXX")
+suite_env e2e
 trap 'rm -rf "$T"' EXIT
-export HOME="$T/home" WSTORE_CONFIG= WSTORE_HOME="$T/home-store"
-mkdir -p "$HOME"
 if [ "$KIND" = file ]; then
 	STORE="$T/store"
 else

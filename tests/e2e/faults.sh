@@ -10,11 +10,8 @@ TAP_SUITE=faults
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 . "$HERE/lib/tap.sh"
 
-W=$(cd "$BUILD" && pwd)/wstore
-T=$(mktemp -d "${TMPDIR:-/tmp}/wstore-faults-XXXXXX")
+suite_env faults
 trap 'rm -rf "$T"' EXIT
-export HOME="$T/home" WSTORE_CONFIG=
-mkdir -p "$HOME"
 S="$T/store"
 ws() { "$W" --store "$S" "$@"; }
 wf() { WSTORE_FAULTS="$1" "$W" --store "fault+$S" "$@"; }

@@ -22,13 +22,10 @@ HERE=$(cd "$(dirname "$0")/.." && pwd)
 . "$HERE/lib/tap.sh"
 . "$HERE/lib/redis.sh"
 
-W=$(cd "$BUILD" && pwd)/wstore
-T=$(mktemp -d "${TMPDIR:-/tmp}/wstore-redis-faults-XXXXXX")
+suite_env redis-faults
 trap 'redis_stop_all >/dev/null 2>&1; rm -rf "$T"' EXIT
 trap 'exit 130' INT TERM
-export HOME="$T/home" WSTORE_CONFIG= WSTORE_HOME="$T/home-store"
 unset WSTORE_REDIS_PASSWORD WSTORE_STORE
-mkdir -p "$HOME"
 ALL="$T/all-output"	# every output of wstore, searched for the password
 : > "$ALL"
 

@@ -19,11 +19,8 @@ TAP_SUITE=reliability
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 . "$HERE/lib/tap.sh"
 
-W=$(cd "$BUILD" && pwd)/wstore
-T=$(mktemp -d "${TMPDIR:-/tmp}/wstore-rel-XXXXXX")
+suite_env rel
 trap 'rm -rf "$T"' EXIT
-export HOME="$T/home" WSTORE_CONFIG=
-mkdir -p "$HOME"
 S="$T/store"
 ws() { "$W" --store "$S" "$@"; }
 wf() { f=$1; shift; WSTORE_FAULTS="$f" "$W" --store "fault+$S" "$@"; }

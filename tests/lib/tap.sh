@@ -5,6 +5,16 @@ TAP_PASS=0
 TAP_FAIL=0
 TAP_SUITE=${TAP_SUITE:-suite}
 
+# suite_env NAME: W, the wstore binary of $BUILD; T, a fresh temporary
+# directory wstore-NAME-XXXXXX (the caller traps its removal); a private
+# HOME and WSTORE_HOME, and no config file, so the user's never leak in
+suite_env() {
+	W=$(cd "${BUILD:-build}" && pwd)/wstore
+	T=$(mktemp -d "${TMPDIR:-/tmp}/wstore-$1-XXXXXX")
+	export HOME="$T/home" WSTORE_CONFIG= WSTORE_HOME="$T/home-store"
+	mkdir -p "$HOME"
+}
+
 tap_ok() {
 	TAP_PASS=$((TAP_PASS + 1))
 	echo "ok - $TAP_SUITE: $1"
