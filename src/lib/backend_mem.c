@@ -144,6 +144,19 @@ static int set(wstore_backend *b, const char *key, const void *data, size_t len,
 	return rc;
 }
 
+/* Check key, take the lock and look key up: on 0 the lock is held and
+ * *i / *found say where key is (or would go). */
+static int lock_find(mem_backend *mb, const char *key, size_t *i, int *found)
+{
+	int rc = check_key(key);
+
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&mb->lock);
+	*i = find(mb, key, found);
+	return 0;
+}
+
 static int mem_put(wstore_backend *b, const char *key, const void *data,
 		   size_t len)
 {
@@ -167,13 +180,11 @@ static int mem_get(wstore_backend *b, const char *key, void *buf, size_t cap,
 		   size_t *out_len)
 {
 	mem_backend *mb = mb_of(b);
-	int found, rc = check_key(key);
 	size_t i;
+	int found, rc = lock_find(mb, key, &i, &found);
 
 	if (rc)
 		return rc;
-	pthread_mutex_lock(&mb->lock);
-	i = find(mb, key, &found);
 	if (!found) {
 		if (b->flags & WSTORE_BACKEND_EMPTY_MISSING)
 			*out_len = 0;
@@ -211,13 +222,11 @@ static int mem_get_range(wstore_backend *b, const char *key, uint64_t off,
 			 void *buf, size_t len, size_t *out_n)
 {
 	mem_backend *mb = mb_of(b);
-	int found, rc = check_key(key);
 	size_t i;
+	int found, rc = lock_find(mb, key, &i, &found);
 
 	if (rc)
 		return rc;
-	pthread_mutex_lock(&mb->lock);
-	i = find(mb, key, &found);
 	*out_n = 0;
 	if (!found) {
 		if (!(b->flags & WSTORE_BACKEND_EMPTY_MISSING))
@@ -235,13 +244,11 @@ static int mem_get_range(wstore_backend *b, const char *key, uint64_t off,
 static int mem_size(wstore_backend *b, const char *key, uint64_t *out)
 {
 	mem_backend *mb = mb_of(b);
-	int found, rc = check_key(key);
 	size_t i;
+	int found, rc = lock_find(mb, key, &i, &found);
 
 	if (rc)
 		return rc;
-	pthread_mutex_lock(&mb->lock);
-	i = find(mb, key, &found);
 	if (found)
 		*out = mb->v[i].len;
 	else if (b->flags & WSTORE_BACKEND_EMPTY_MISSING)
@@ -255,14 +262,12 @@ static int mem_size(wstore_backend *b, const char *key, uint64_t *out)
 static int mem_remove(wstore_backend *b, const char *key, int force)
 {
 	mem_backend *mb = mb_of(b);
-	int found, rc = check_key(key);
 	size_t i;
+	int found, rc = lock_find(mb, key, &i, &found);
 
 	(void)force;
 	if (rc)
 		return rc;
-	pthread_mutex_lock(&mb->lock);
-	i = find(mb, key, &found);
 	if (found) {
 		free(mb->v[i].key);
 		free(mb->v[i].val);

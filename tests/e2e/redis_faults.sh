@@ -108,15 +108,21 @@ SA=$WSTORE_TEST_REDIS_URL
 SANOPW="redis://127.0.0.1:$SP"
 sa() { rec "$W" --store "$SA" "$@"; }
 
+# import_killed URL PORT ID NKEYS: start an import of ID into URL, SIGKILL
+# the server on PORT once it holds NKEYS keys; sets rc and OUT
+import_killed() {
+	"$W" --store "$1" model import --checkpoint-id "$3" --model-id Org/Kill \
+		--source "$SRC" --chunk-size $CS --jobs 2 > "$T/$3.out" 2>&1 &
+	_pid=$!
+	kill_when_keys "$2" "$4" $_pid
+	wait $_pid
+	rc=$?
+	cat "$T/$3.out" >> "$ALL"
+	OUT=$(cat "$T/$3.out")
+}
+
 # ---- the server SIGKILLed mid-import (no persistence) ----------------------
-"$W" --store "$SA" model import --checkpoint-id k1 --model-id Org/Kill \
-	--source "$SRC" --chunk-size $CS --jobs 2 > "$T/k1.out" 2>&1 &
-pid=$!
-kill_when_keys "$SP" 20 $pid
-wait $pid
-rc=$?
-cat "$T/k1.out" >> "$ALL"
-OUT=$(cat "$T/k1.out")
+import_killed "$SA" "$SP" k1 20
 check "killed mid-import: import exits 1 ($rc)" test $rc = 1
 one_clear_line "killed mid-import" "(lost connection|cannot connect) to redis at 127\.0\.0\.1:$SP"
 check "killed mid-import: server restarts" redis_restart_port "$SP"
@@ -215,14 +221,7 @@ mkdir -p "$T/aof"
 if _redis_start "$T/aof" --appendonly yes --appendfsync always; then
 	AP=$_REDIS_LAST_PORT
 	AU="redis://127.0.0.1:$AP"
-	"$W" --store "$AU" model import --checkpoint-id k2 --model-id Org/Kill \
-		--source "$SRC" --chunk-size $CS --jobs 2 > "$T/k2.out" 2>&1 &
-	pid=$!
-	kill_when_keys "$AP" 30 $pid
-	wait $pid
-	rc=$?
-	cat "$T/k2.out" >> "$ALL"
-	OUT=$(cat "$T/k2.out")
+	import_killed "$AU" "$AP" k2 30
 	check "AOF, killed mid-import: import exits 1 ($rc)" test $rc = 1
 	one_clear_line "AOF, killed mid-import" "(lost connection|cannot connect) to redis at 127\.0\.0\.1:$AP"
 	check "AOF, killed mid-import: server restarts" redis_restart_port "$AP"
@@ -240,12 +239,7 @@ if _redis_start "$T/aof" --appendonly yes --appendfsync always; then
 	left=$(redis_cli "$AP" --scan --pattern 'weight/models/*' | wc -l)
 	check "AOF: nothing of k2 left after delete ($left keys)" test "$left" = 0
 	# killed again, then delete (not re-import) cleans up
-	"$W" --store "$AU" model import --checkpoint-id k3 --model-id Org/Kill \
-		--source "$SRC" --chunk-size $CS --jobs 2 > "$T/k3.out" 2>&1 &
-	pid=$!
-	kill_when_keys "$AP" 30 $pid
-	wait $pid
-	cat "$T/k3.out" >> "$ALL"
+	import_killed "$AU" "$AP" k3 30
 	redis_restart_port "$AP"
 	# no manifest was written: delete finds nothing (docs/format.md),
 	# admin gc removes the orphaned chunks
