@@ -52,6 +52,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
@@ -190,7 +191,7 @@ struct wmount {
 	int rstop;
 	pthread_t refresher;
 	int refreshing;
-	const char *mountpoint; /* while mounted */
+	atomic_int unmounting; /* set before the session is unmounted */
 	struct cache c;
 	pthread_mutex_t loglock;
 	double lastlog;
@@ -976,10 +977,11 @@ static fuse_ino_t ino_of(const struct entry *e, uint32_t node)
 	return ((fuse_ino_t)e->eid << NODE_BITS) | node;
 }
 
-/* Tell the kernel to forget what it holds of a retired entry. */
+/* Tell the kernel to forget what it holds of a retired entry (not once
+ * the mount is going away: the session's fd is being closed). */
 static void kernel_forget(struct wmount *m, struct entry *e)
 {
-	if (!m->se)
+	if (!m->se || atomic_load(&m->unmounting))
 		return;
 	if (!m->o.checkpoint)
 		fuse_lowlevel_notify_inval_entry(m->se, FUSE_ROOT_ID, e->id,
@@ -1103,16 +1105,12 @@ static int refresh(struct wmount *m)
 	return 0;
 }
 
-static void widen_readahead(struct wmount *m, const char *mountpoint);
-
 static void *refresh_main(void *arg)
 {
 	struct wmount *m = arg;
 	struct timespec ts;
 	double secs;
 
-	/* stat() of the mountpoint needs the loop running: not in wmount_run */
-	widen_readahead(m, m->mountpoint);
 	pthread_mutex_lock(&m->rlock);
 	while (!m->rstop) {
 		clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -1641,18 +1639,68 @@ int wmount_new(struct wmount **out, wstore_store *store,
 	return 0;
 }
 
+/* Undo /proc's octal escapes (\040 for a blank) in place. */
+static void unescape_octal(char *s)
+{
+	char *p, *q;
+
+	for (p = q = s; *p; q++) {
+		if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' &&
+		    p[2] <= '7' && p[3] >= '0' && p[3] <= '7') {
+			*q = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 +
+				    (p[3] - '0'));
+			p += 4;
+		} else {
+			*q = *p++;
+		}
+	}
+	*q = '\0';
+}
+
+/* The device number of the wstore mount at mp (a canonical path), from
+ * /proc/self/mountinfo; the last one listed there is the newest (ours).
+ * Never stat() the mountpoint: the daemon must not wait on its own mount,
+ * whose loop may not be (or no longer be) answering. */
+static int mount_dev(const char *mp, unsigned *maj, unsigned *min)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	char line[PATH_MAX * 2 + 512], dir[PATH_MAX], type[64];
+	unsigned a, b;
+	int found = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		const char *sep = strstr(line, " - ");
+
+		if (!sep ||
+		    sscanf(line, "%*s %*s %u:%u %*s %4095s", &a, &b, dir) !=
+			    3 ||
+		    sscanf(sep, " - %63s", type) != 1)
+			continue;
+		unescape_octal(dir);
+		if (!strcmp(dir, mp) && !strcmp(type, "fuse.wstore")) {
+			*maj = a;
+			*min = b;
+			found = 1;
+		}
+	}
+	fclose(f);
+	return found ? 0 : -1;
+}
+
 /* Widen the kernel's read-ahead on this mount (its default is 128 KiB,
  * which caps FUSE reads through the page cache at that size). */
-static void widen_readahead(struct wmount *m, const char *mountpoint)
+static void widen_readahead(struct wmount *m, const char *canon)
 {
-	struct stat st;
+	unsigned maj, min;
 	char path[128];
 	FILE *f;
 
-	if (stat(mountpoint, &st) < 0)
+	if (!canon || mount_dev(canon, &maj, &min) < 0)
 		return;
-	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb",
-		 major(st.st_dev), minor(st.st_dev));
+	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", maj,
+		 min);
 	if (!(f = fopen(path, "w")))
 		return; /* not root: keep the default */
 	if (fprintf(f, "%d\n", KERNEL_RA_KB) < 0 || fclose(f) != 0)
@@ -1700,8 +1748,12 @@ static int serve(struct wmount *m)
 int wmount_run(struct wmount *m, const char *mountpoint,
 	       void (*ready)(void *ctx), void *ctx)
 {
+	char canon[PATH_MAX];
 	int rc;
 
+	/* before mounting: resolving the path afterwards would ask the mount */
+	if (!realpath(mountpoint, canon))
+		canon[0] = '\0';
 	if (make_session(m) < 0) {
 		fprintf(stderr, "wstore: cannot set up the FUSE session\n");
 		return 1;
@@ -1722,7 +1774,7 @@ int wmount_run(struct wmount *m, const char *mountpoint,
 		fuse_remove_signal_handlers(m->se);
 		return 1;
 	}
-	m->mountpoint = mountpoint;
+	widen_readahead(m, canon[0] ? canon : NULL);
 	if (ready) {
 		ready(ctx);
 		if (!m->o.foreground) {
@@ -1736,15 +1788,19 @@ int wmount_run(struct wmount *m, const char *mountpoint,
 	if (pthread_create(&m->refresher, NULL, refresh_main, m) == 0)
 		m->refreshing = 1;
 	rc = serve(m);
+	/* Unmount before joining: closing the session's fd aborts whatever
+	 * the kernel still has pending on the mount, so no thread can stay
+	 * blocked on it once the loop no longer answers. */
 	pthread_mutex_lock(&m->rlock);
 	m->rstop = 1;
 	pthread_cond_broadcast(&m->rcond);
 	pthread_mutex_unlock(&m->rlock);
+	atomic_store(&m->unmounting, 1);
+	fuse_session_unmount(m->se);
 	if (m->refreshing)
 		pthread_join(m->refresher, NULL);
 	m->refreshing = 0;
 	cache_stop(m);
-	fuse_session_unmount(m->se);
 	fuse_remove_signal_handlers(m->se);
 	mlog(m, LOG_INFO, "unmounted '%s'", mountpoint);
 	return rc < 0 ? 1 : 0;

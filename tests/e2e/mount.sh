@@ -43,15 +43,6 @@ if [ ! -c /dev/fuse ]; then
 fi
 
 mounted() { grep -q " $1 fuse.wstore " /proc/mounts; }
-# wait_for SECONDS CMD...: poll CMD every 0.1 s
-wait_for() {
-	n=$(($1 * 10)); shift
-	while [ "$n" -gt 0 ]; do
-		"$@" >/dev/null 2>&1 && return 0
-		sleep 0.1; n=$((n - 1))
-	done
-	return 1
-}
 
 SRC="$T/src"
 python3 "$HERE/tools/mkckpt.py" "$SRC" --size 3000000 --shards 2 >/dev/null
@@ -241,10 +232,38 @@ FGPID=$!
 if wait_for 5 mounted "$MNT3" && wait_for 5 test -d "$MNT3/b"; then tap_ok "mount --foreground serves"
 else tap_not_ok "mount --foreground serves" "$(cat "$T/fg.log")"; fi
 kill -TERM "$FGPID"
-wait "$FGPID"; rc=$?
+wait_exit 10 "$FGPID"; rc=$?
 FGPID=
 check_grep "SIGTERM: the foreground mount exits 0" "^0$" "$rc"
 check "SIGTERM: the mount is gone" sh -c "! grep -q ' $MNT3 ' /proc/mounts"
+
+# ---- SIGTERM at once after mounting, on a busy machine --------------------
+# The daemon must never wait on its own mount: 20 cycles with two CPU hogs,
+# SIGTERM as soon as the mount shows in /proc/mounts; each exits 0 in 10 s.
+HOGS=""
+for i in 1 2; do
+	sh -c 'while :; do :; done' &
+	HOGS="$HOGS $!"
+done
+bad=""
+for i in $(seq 1 20); do
+	"$W" --store "$STORE" mount "$MNT3" --foreground --refresh 0.2 \
+		2> "$T/fg.$i.log" &
+	FGPID=$!
+	wait_for 10 mounted "$MNT3" || bad="$bad [$i: not mounted]"
+	kill -TERM "$FGPID" 2>/dev/null
+	wait_exit 10 "$FGPID"; rc=$?
+	FGPID=
+	[ "$rc" = 0 ] || bad="$bad [$i: exit $rc: $(head -c 200 "$T/fg.$i.log")]"
+	if mounted "$MNT3"; then
+		bad="$bad [$i: still mounted]"
+		"$W" umount "$MNT3" 2>/dev/null || umount -l "$MNT3" 2>/dev/null
+	fi
+done
+for p in $HOGS; do kill "$p" 2>/dev/null; done
+for p in $HOGS; do wait_exit 5 "$p" >/dev/null; done
+if [ -z "$bad" ]; then tap_ok "20 mount + immediate SIGTERM cycles under load each exit 0 within 10 s"
+else tap_not_ok "20 mount + immediate SIGTERM cycles under load" "$bad"; fi
 check_exit "a bad option is a usage error" 2 ws mount "$MNT3" --bogus
 check_exit "a mountpoint that is no directory fails" 1 ws mount "$T/nope"
 

@@ -15,6 +15,34 @@ suite_env() {
 	mkdir -p "$HOME"
 }
 
+# wait_for SECONDS CMD...: poll CMD every 0.05 s until it succeeds; returns 1
+# if it never did within SECONDS
+wait_for() {
+	_wf_n=$(($1 * 20)); shift
+	while [ "$_wf_n" -gt 0 ]; do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.05; _wf_n=$((_wf_n - 1))
+	done
+	"$@" >/dev/null 2>&1
+}
+
+# wait_exit SECONDS PID: the exit status of the background job PID, waiting
+# at most SECONDS; a job still running then is SIGKILLed, reaped, and 124
+# returned (as timeout(1) does)
+wait_exit() {
+	_we_n=$(($1 * 20))
+	while [ "$_we_n" -gt 0 ] && kill -0 "$2" 2>/dev/null; do
+		sleep 0.05; _we_n=$((_we_n - 1))
+	done
+	if kill -0 "$2" 2>/dev/null; then
+		echo "wait_exit: pid $2 still running after $1 s: killed" >&2
+		kill -KILL "$2" 2>/dev/null
+		wait "$2" 2>/dev/null
+		return 124
+	fi
+	wait "$2"
+}
+
 tap_ok() {
 	TAP_PASS=$((TAP_PASS + 1))
 	echo "ok - $TAP_SUITE: $1"
