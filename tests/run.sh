@@ -72,6 +72,7 @@ run_suite faults sh "$HERE/e2e/faults.sh"
 run_suite mount sh "$HERE/e2e/mount.sh"
 run_suite reliability sh "$HERE/e2e/reliability.sh"
 run_suite badinput sh "$HERE/e2e/badinput.sh"
+run_suite edges sh "$HERE/e2e/edges.sh"
 run_suite python sh "$HERE/python/run.sh" "$BUILD"
 run_suite mooncake-backend sh "$HERE/mooncake/run.sh" "$BUILD"
 run_suite e2e-mooncake env WSTORE_TEST_KIND=mooncake WSTORE_TEST_STORE=mooncake \

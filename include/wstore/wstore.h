@@ -325,7 +325,9 @@ typedef struct wstore_gc_stats {
  * removed: a checkpoint whose lock is held by a live owner is skipped, so
  * the chunks of a running import are never touched, and a READY manifest
  * keeps every chunk it lists.  On the file store, temp files of puts
- * ("<dir>/.tmp-*") older than grace_seconds are removed too.
+ * ("<dir>/.tmp-*") older than grace_seconds are removed too, except,
+ * whatever the grace, those of a checkpoint whose lock a live owner holds
+ * and those whose writer (the pid in the name) is a live process.
  * A dry run takes no lock and removes nothing.
  *
  * out (may be NULL) receives counts, also when an error is returned.

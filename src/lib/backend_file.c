@@ -31,6 +31,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -882,6 +883,7 @@ struct sweep {
 	time_t cutoff;
 	int dry_run;
 	size_t n;
+	int (*keep)(const char *path, void *ctx);
 	void (*fn)(const char *path, uint64_t bytes, int removed, void *ctx);
 	void *ctx;
 	int err;
@@ -889,6 +891,28 @@ struct sweep {
 };
 
 static void sweep_dir(struct sweep *sw, size_t len, int depth);
+
+/* Is the writer of temp file name (".tmp-<base>-<pid>-<16 hex>", see
+ * open_temp) a live process?  Then its put may be running, whatever the
+ * file's age: the writer renames it when done. */
+static int temp_writer_live(const char *name)
+{
+	size_t n = strlen(name);
+	const char *p;
+	long pid = 0, mul = 1;
+
+	if (n < 5 + 2 + 1 + 1 + 16 || name[n - 17] != '-')
+		return 0;
+	for (p = name + n - 18; p > name && *p >= '0' && *p <= '9'; p--) {
+		if (mul > 1000000000L)
+			return 0;
+		pid += (*p - '0') * mul;
+		mul *= 10;
+	}
+	if (*p != '-' || mul == 1 || pid <= 0)
+		return 0;
+	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
 
 static void sweep_entry(struct sweep *sw, size_t len, const char *name,
 			int depth)
@@ -910,7 +934,8 @@ static void sweep_entry(struct sweep *sw, size_t len, const char *name,
 		return;
 	}
 	if (!S_ISREG(st.st_mode) || strncmp(name, ".tmp-", 5) != 0 ||
-	    st.st_mtime > sw->cutoff)
+	    st.st_mtime > sw->cutoff || temp_writer_live(name) ||
+	    (sw->keep && sw->keep(sw->path + rootlen + 1, sw->ctx)))
 		return;
 	sw->n++;
 	if (!sw->dry_run) {
@@ -978,6 +1003,7 @@ static void sweep_dir(struct sweep *sw, size_t len, int depth)
 
 int wstore__file_backend_sweep_temps(
 	wstore_backend *b, int64_t older_than, int dry_run, size_t *out_n,
+	int (*keep)(const char *path, void *ctx),
 	void (*fn)(const char *path, uint64_t bytes, int removed, void *ctx),
 	void *ctx)
 {
@@ -995,6 +1021,7 @@ int wstore__file_backend_sweep_temps(
 	sw->fb = fb_of(b);
 	sw->cutoff = time(NULL) - (time_t)(older_than > 0 ? older_than : 0);
 	sw->dry_run = dry_run;
+	sw->keep = keep;
 	sw->fn = fn;
 	sw->ctx = ctx;
 	snprintf(sw->path, sizeof(sw->path), "%s", sw->fb->root);

@@ -349,6 +349,23 @@ static void gc_id(struct gc *g, const char *id)
 
 /* ---- temp files ------------------------------------------------------- */
 
+/* Temp files of a checkpoint whose lock a live owner holds are its
+ * import's (or delete's) writes in flight: never touched, whatever the
+ * grace.  (The file backend also keeps those whose writer is alive.) */
+static int keep_temp(const char *path, void *ctx)
+{
+	struct gc *g = ctx;
+	const char *id = path + sizeof(models_prefix) - 1, *slash;
+	char buf[256], owner[512];
+
+	if (strncmp(path, models_prefix, sizeof(models_prefix) - 1) != 0 ||
+	    !(slash = strchr(id, '/')) || (size_t)(slash - id) >= sizeof(buf))
+		return 0;
+	memcpy(buf, id, (size_t)(slash - id));
+	buf[slash - id] = '\0';
+	return lock_is_live(g, buf, owner, sizeof(owner));
+}
+
 static void on_temp(const char *path, uint64_t bytes, int removed, void *ctx)
 {
 	struct gc *g = ctx;
@@ -389,8 +406,8 @@ int wstore_gc(wstore_gc_stats *out, wstore_store *s, const wstore_gc_options *o)
 	for (size_t i = 0; i < g.ids.n; i++)
 		gc_id(&g, g.ids.v[i]);
 	if (!strcmp(s->b->name, "file")) {
-		rc = wstore__file_backend_sweep_temps(s->b, grace, o->dry_run,
-						      NULL, on_temp, &g);
+		rc = wstore__file_backend_sweep_temps(
+			s->b, grace, o->dry_run, NULL, keep_temp, on_temp, &g);
 		if (rc < 0)
 			gc_fail(&g, rc);
 	}
