@@ -68,6 +68,32 @@ int wstore_parse_size(uint64_t *out, const char *text);
 /* Format bytes as "1.50 GiB" into buf (always NUL-terminated). */
 void wstore_format_size(char *buf, size_t cap, uint64_t bytes);
 
+/*
+ * The chunk size wstore_import uses when none is given: 64 MiB.  It is
+ * also the default file_chunk_size ("64MB") of SGLang's mooncake://
+ * connector, which must equal a checkpoint's chunk size to load it.
+ */
+#define WSTORE_DEFAULT_CHUNK_SIZE (64ull << 20)
+
+/*
+ * The file_chunk_size setting SGLang's mooncake:// connector needs to load
+ * a checkpoint imported with chunk_size bytes.  The connector maps file
+ * offsets to chunks with its own setting, not with the manifest's
+ * chunk_size, and reads the setting as a whole number with a unit KB, MB
+ * or GB meaning 1024, 1024^2 and 1024^3 bytes.
+ *
+ * Writes into out (cap bytes, always NUL-terminated; 24 is enough) the
+ * setting with the largest exact unit ("64MB", "1000KB", "4GB") and
+ * returns 0.  A chunk_size that cannot be written so (not a multiple of
+ * 1 KiB, or 0) returns WSTORE_EINVAL with a message saying so; out then
+ * holds the nearest size that can (at least "1KB"), a size to import with
+ * instead (wstore_parse_size reads it as the same number of bytes).
+ * Either way *out_bytes (may be NULL) gets the bytes out stands for.
+ * WSTORE_ERANGE, and out "", if cap is too small.
+ */
+int wstore_connector_chunk_size(char *out, size_t cap, uint64_t *out_bytes,
+				uint64_t chunk_size);
+
 /* Checkpoint id rule of the contract: 0 if valid, else WSTORE_EINVAL. */
 int wstore_validate_checkpoint_id(const char *id);
 /* Relative path rule of the contract: 0 if valid, else WSTORE_EINVAL. */
@@ -192,7 +218,7 @@ typedef struct wstore_import_options {
 	const char *model_id;	   /* required */
 	const char *revision;	   /* default "main" */
 	const char *source;	   /* required: a directory */
-	uint64_t chunk_size;	   /* default 64 MiB */
+	uint64_t chunk_size;	   /* 0: WSTORE_DEFAULT_CHUNK_SIZE */
 	uint32_t replica_num;	   /* default 1; for replicating backends */
 	uint32_t jobs;		   /* worker threads; 0 = number of cores */
 	wstore_progress_fn progress;

@@ -28,6 +28,36 @@ static const char help[] =
 	"  --replica-num N      replicas on backends that replicate (default 1)\n"
 	"  --jobs N             worker threads (default: number of cores)\n";
 
+/*
+ * SGLang's mooncake:// connector maps offsets with its own file_chunk_size
+ * (default "64MB"), not the manifest's: on a Mooncake store, say which
+ * setting engines need before a non-default import goes on.
+ */
+static void warn_connector(const wstore_store *s, const char *id,
+			   uint64_t chunk_size)
+{
+	char v[32];
+
+	if (strcmp(wstore_backend_name(s), "mooncake") != 0 ||
+	    chunk_size == WSTORE_DEFAULT_CHUNK_SIZE)
+		return;
+	if (wstore_connector_chunk_size(v, sizeof(v), NULL, chunk_size) == 0)
+		fprintf(stderr,
+			"wstore: warning: chunk size %llu bytes is not the "
+			"64 MiB SGLang's mooncake:// connector assumes by "
+			"default; engines loading '%s' through it need "
+			"file_chunk_size \"%s\"\n",
+			(unsigned long long)chunk_size, id, v);
+	else
+		fprintf(stderr,
+			"wstore: warning: chunk size %llu bytes cannot be "
+			"written as a file_chunk_size of SGLang's mooncake:// "
+			"connector (whole KB, MB or GB), so it cannot load "
+			"'%s'; import with --chunk-size %s (file_chunk_size "
+			"\"%s\") or the default 64MiB instead\n",
+			(unsigned long long)chunk_size, id, v, v);
+}
+
 static int report(struct cli *c, const wstore_import_options *o,
 		  wstore_store *s, double secs)
 {
@@ -125,6 +155,10 @@ int cmd_model_import(struct cli *c, int argc, char **argv)
 			"model import needs --checkpoint-id, --model-id and --source");
 	if (cli_open_store(c, &s))
 		return EXIT_ERR;
+	if (wstore_validate_checkpoint_id(o.checkpoint_id) == 0)
+		warn_connector(s, o.checkpoint_id,
+			       o.chunk_size ? o.chunk_size
+					    : WSTORE_DEFAULT_CHUNK_SIZE);
 	o.progress = cli_progress_fn;
 	o.progress_ctx = &p;
 	p.start = cli_now();

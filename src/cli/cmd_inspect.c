@@ -13,9 +13,11 @@
 static const char help[] =
 	"usage: wstore model inspect ID\n"
 	"\n"
-	"Show a checkpoint's manifest: ids, status, files with sizes, chunk\n"
-	"counts and SHA-256.  With --json, print the manifest exactly as the\n"
-	"data contract serialises it.\n";
+	"Show a checkpoint's manifest: ids, status, chunk size (with the\n"
+	"file_chunk_size SGLang's mooncake:// connector needs), files with\n"
+	"sizes, chunk counts and SHA-256.  With --json, print the manifest\n"
+	"exactly as the data contract serialises it (each file record has\n"
+	"its chunk_size).\n";
 
 /* Tensor summary of one file ("" when it is not a weight format). */
 static void summary(char *out, size_t cap, wstore_checkpoint *ck,
@@ -44,12 +46,63 @@ static void summary(char *out, size_t cap, wstore_checkpoint *ck,
 	wstore_file_free(f);
 }
 
+/*
+ * The files' common chunk size, or 0 with *out_mixed set when they differ
+ * (another writer may vary it; wstore never does).
+ */
+static uint64_t common_chunk_size(const wstore_manifest *m, int *out_mixed)
+{
+	size_t n = wstore_manifest_file_count(m);
+	uint64_t first = 0;
+
+	*out_mixed = 0;
+	for (size_t i = 0; i < n; i++) {
+		wstore_file_info f;
+
+		if (wstore_manifest_file(&f, m, i) < 0)
+			continue;
+		if (i == 0)
+			first = f.chunk_size;
+		else if (f.chunk_size != first)
+			*out_mixed = 1;
+	}
+	return *out_mixed ? 0 : first;
+}
+
+/* "chunk size:" line: the size, and the connector setting that loads it. */
+static void print_chunk_size(const wstore_manifest *m, int *out_mixed)
+{
+	uint64_t cs = common_chunk_size(m, out_mixed);
+	char sz[32], v[32];
+
+	if (*out_mixed) {
+		printf("chunk size: differs per file (CHUNK SIZE column); "
+		       "no one file_chunk_size of SGLang's mooncake:// "
+		       "connector fits every file\n");
+		return;
+	}
+	if (!cs) {
+		printf("chunk size: unknown (legacy file records)\n");
+		return;
+	}
+	wstore_format_size(sz, sizeof(sz), cs);
+	if (wstore_connector_chunk_size(v, sizeof(v), NULL, cs) == 0)
+		printf("chunk size: %s (%llu bytes); SGLang mooncake:// "
+		       "file_chunk_size \"%s\"\n",
+		       sz, (unsigned long long)cs, v);
+	else
+		printf("chunk size: %s (%llu bytes); no SGLang mooncake:// "
+		       "file_chunk_size matches it\n",
+		       sz, (unsigned long long)cs);
+}
+
 static void print_manifest(const wstore_manifest *m, wstore_checkpoint *ck)
 {
 	char sz[32];
 	time_t t = (time_t)wstore_manifest_updated_at(m);
 	size_t n = wstore_manifest_file_count(m);
 	const char *err = wstore_manifest_error(m);
+	int mixed;
 
 	wstore_format_size(sz, sizeof(sz), wstore_manifest_total_size(m));
 	printf("checkpoint: %s\n", wstore_manifest_checkpoint_id(m));
@@ -60,9 +113,12 @@ static void print_manifest(const wstore_manifest *m, wstore_checkpoint *ck)
 		printf("error:      %s\n", err);
 	printf("source:     %s\n", wstore_manifest_source_uri(m));
 	printf("updated:    %s", ctime(&t));
-	printf("size:       %s in %zu files\n\n", sz, n);
-	printf("%-8s %14s %7s  %-16s  %s\n", "TYPE", "SIZE", "CHUNKS", "SHA256",
-	       "PATH");
+	printf("size:       %s in %zu files\n", sz, n);
+	print_chunk_size(m, &mixed);
+	printf("\n%-8s %14s %7s  ", "TYPE", "SIZE", "CHUNKS");
+	if (mixed)
+		printf("%10s  ", "CHUNK SIZE");
+	printf("%-16s  %s\n", "SHA256", "PATH");
 	for (size_t i = 0; i < n; i++) {
 		wstore_file_info f;
 		char sum[512];
@@ -70,10 +126,13 @@ static void print_manifest(const wstore_manifest *m, wstore_checkpoint *ck)
 		if (wstore_manifest_file(&f, m, i) < 0)
 			continue;
 		summary(sum, sizeof(sum), ck, f.path);
-		printf("%-8s %14llu %7llu  %-16.16s  %s%s\n", f.type,
+		printf("%-8s %14llu %7llu  ", f.type,
 		       (unsigned long long)f.size,
-		       (unsigned long long)f.chunk_count,
-		       *f.sha256 ? f.sha256 : "-", f.path, sum);
+		       (unsigned long long)f.chunk_count);
+		if (mixed)
+			printf("%10llu  ", (unsigned long long)f.chunk_size);
+		printf("%-16.16s  %s%s\n", *f.sha256 ? f.sha256 : "-", f.path,
+		       sum);
 	}
 }
 

@@ -641,7 +641,7 @@ int wstore_import(wstore_store *s, const wstore_import_options *o)
 	if (rc < 0)
 		return rc;
 	im.chunk_size =
-		o->chunk_size ? o->chunk_size : WSTORE__DEFAULT_CHUNK_SIZE;
+		o->chunk_size ? o->chunk_size : WSTORE_DEFAULT_CHUNK_SIZE;
 	pthread_mutex_init(&im.mu, NULL);
 	pthread_cond_init(&im.cv_free, NULL);
 	pthread_cond_init(&im.cv_job, NULL);

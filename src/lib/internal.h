@@ -25,7 +25,6 @@ void wstore__clear_err(void);
 /* ---- names.c: ids, paths, keys ----------------------------------------- */
 
 #define WSTORE__KEY_MAX 512
-#define WSTORE__DEFAULT_CHUNK_SIZE (64ull << 20)
 
 /* Lower-case hex SHA-256 of a string (65 bytes incl. NUL). */
 void wstore__sha256_hex_str(char out[65], const char *s);

@@ -1,7 +1,8 @@
 /*
  * names.c - the naming rules of the data contract (docs/format.md
  * sections 1-2): checkpoint ids, relative paths, key construction, file
- * types; plus size strings ("64MiB") used by the CLI and config.
+ * types; plus size strings ("64MiB") used by the CLI and config, and the
+ * same sizes in the syntax of SGLang's mooncake:// connector ("64MB").
  *
  * Keys are built into caller buffers of WSTORE__KEY_MAX bytes: the longest
  * possible key (255-char id, 64-hex path hash, chunk index) is far below it.
@@ -262,4 +263,46 @@ void wstore_format_size(char *buf, size_t cap, uint64_t bytes)
 		u++;
 	}
 	snprintf(buf, cap, "%.2f %s", v, units[u]);
+}
+
+int wstore_connector_chunk_size(char *out, size_t cap, uint64_t *out_bytes,
+				uint64_t chunk_size)
+{
+	/* nearest whole KiB, ties up, never 0 */
+	uint64_t kib = chunk_size / 1024 + (chunk_size % 1024 >= 512);
+	const char *unit = "KB";
+	uint64_t n;
+	int len;
+
+	if (!kib)
+		kib = 1;
+	if (kib > UINT64_MAX / 1024)
+		kib = UINT64_MAX / 1024;
+	n = kib;
+	if (kib % (1u << 20) == 0) {
+		n = kib >> 20;
+		unit = "GB";
+	} else if (kib % 1024 == 0) {
+		n = kib >> 10;
+		unit = "MB";
+	}
+	if (out_bytes)
+		*out_bytes = kib * 1024;
+	len = snprintf(out, cap, "%" PRIu64 "%s", n, unit);
+	if (len < 0 || (size_t)len >= cap) {
+		if (cap)
+			*out = '\0';
+		return wstore__err(WSTORE_ERANGE,
+				   "buffer of %zu bytes too small for a "
+				   "connector chunk size",
+				   cap);
+	}
+	if (kib * 1024 != chunk_size)
+		return wstore__err(WSTORE_EINVAL,
+				   "chunk size %" PRIu64
+				   " bytes cannot be written as a connector "
+				   "file_chunk_size (a whole number of KB, MB "
+				   "or GB); nearest: %s",
+				   chunk_size, out);
+	return 0;
 }

@@ -36,6 +36,18 @@ keys_under() {
 	esac
 }
 can_list() { [ "$KIND" != mooncake ]; }
+# a Mooncake store (the stand-in or a real one): engines read it through
+# SGLang's mooncake:// connector, so import warns about chunk sizes
+on_mooncake() {
+	case "$KIND $STORE" in mooncake*|*" mooncake"*) return 0 ;; esac
+	return 1
+}
+# no_warning NAME TEXT: TEXT has no "warning:" line
+no_warning() {
+	if printf '%s\n' "$2" | grep -q "warning:"; then
+		tap_not_ok "$1" "unexpected warning:" "$(printf '%s\n' "$2" | grep "warning:")"
+	else tap_ok "$1"; fi
+}
 
 SRC="$T/src"
 python3 "$HERE/tools/mkckpt.py" "$SRC" --size 3000000 --shards 2
@@ -47,6 +59,17 @@ printf 'nested\n' > "$SRC/sub/dir/x.bin"
 check_exit "import succeeds" 0 ws model import --checkpoint-id "$P-a" \
 	--model-id "Org/Model-ü" --revision r1 --source "$SRC" --chunk-size 1000K
 check_grep "import reports files and rate" "imported '$P-a'.*9 files.*/s" "$OUT"
+if on_mooncake; then
+	check_grep "1000K import on mooncake warns with the connector's file_chunk_size" \
+		"^wstore: warning: chunk size 1024000 bytes is not the 64 MiB .*mooncake:// connector.*'$P-a'.*file_chunk_size \"1000KB\"$" "$OUT"
+	n=$(printf '%s\n' "$OUT" | grep -c "warning:")
+	check "the warning is one line ($n)" test "$n" = 1
+else
+	no_warning "no chunk-size warning off Mooncake" "$OUT"
+fi
+check_exit "inspect shows the chunk size" 0 ws model inspect "$P-a"
+check_grep "inspect shows 1000 KiB and file_chunk_size 1000KB" \
+	'^chunk size: 1000.00 KiB \(1024000 bytes\); SGLang mooncake:// file_chunk_size "1000KB"$' "$OUT"
 check_exit "list succeeds" 0 ws model list
 check_grep "list shows the checkpoint READY" "$P-a +Org/Model-ü +r1 +READY" "$OUT"
 check_exit "list --json" 0 ws --json model list
@@ -98,10 +121,48 @@ check_grep "missing id is named" "$P-nope" "$OUT"
 # ---- multi-chunk with tiny chunks ---------------------------------------
 check_exit "import with 4097-byte chunks" 0 ws model import --checkpoint-id "$P-small" \
 	--model-id M --source "$SRC" --chunk-size 4097
+if on_mooncake; then
+	check_grep "4097-byte import on mooncake warns and suggests a size the connector can take" \
+		"^wstore: warning: chunk size 4097 bytes cannot be written as a file_chunk_size .*'$P-small'.*--chunk-size 4KB \(file_chunk_size \"4KB\"\)" "$OUT"
+else
+	no_warning "no warning for 4097-byte chunks off Mooncake" "$OUT"
+fi
+check_exit "inspect a 4097-byte checkpoint" 0 ws model inspect "$P-small"
+check_grep "inspect says no file_chunk_size matches 4097 bytes" \
+	'^chunk size: 4.00 KiB \(4097 bytes\); no SGLang mooncake:// file_chunk_size matches it$' "$OUT"
 n=$(ws --json model inspect "$P-small" | python3 -c 'import json,sys; m=json.load(sys.stdin); print(sum(len(f["chunks"]) for f in m["files"]))')
 want=$(python3 -c "import os;print(sum((os.path.getsize(os.path.join(r,f))+4096)//4097 for r,d,fs in os.walk('$SRC') for f in fs))")
 check "chunk count is ceil(size/chunk_size) per file ($n)" test "$n" = "$want"
 check_exit "verify small-chunk import" 0 ws model verify "$P-small"
+
+# ---- the default chunk size is 64 MiB: what the connector assumes ----------
+check_exit "import with the default chunk size" 0 ws model import --checkpoint-id "$P-def" \
+	--model-id M --source "$SRC"
+no_warning "no chunk-size warning for the default" "$OUT"
+n=$(ws --json model inspect "$P-def" | python3 -c 'import json,sys; m=json.load(sys.stdin); print(sorted(set(f["chunk_size"] for f in m["files"])))')
+check "every file record of a default import has chunk_size 64 MiB ($n)" test "$n" = "[67108864]"
+check_exit "inspect a default import" 0 ws model inspect "$P-def"
+check_grep "inspect shows 64 MiB and file_chunk_size 64MB" \
+	'^chunk size: 64.00 MiB \(67108864 bytes\); SGLang mooncake:// file_chunk_size "64MB"$' "$OUT"
+check_grep "no per-file chunk size column when all agree" "^TYPE +SIZE +CHUNKS +SHA256 +PATH$" "$OUT"
+if [ "$KIND" = file ]; then
+	# another writer may vary chunk_size per file; one chunk stays valid
+	python3 - "$STORE/weight/models/$P-def/manifest" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+for f in m["files"]:
+    if f["path"] == "config.json":
+        f["chunk_size"] = 4097
+open(sys.argv[1], "w").write(json.dumps(m, sort_keys=True, separators=(",", ":")))
+PY
+	check_exit "inspect a manifest whose files differ in chunk size" 0 ws model inspect "$P-def"
+	check_grep "inspect says the chunk size differs per file" \
+		"^chunk size: differs per file \(CHUNK SIZE column\); no one file_chunk_size" "$OUT"
+	check_grep "per-file column header" "^TYPE +SIZE +CHUNKS +CHUNK SIZE +SHA256 +PATH$" "$OUT"
+	check_grep "per-file chunk size of the odd file" "^METADATA +[0-9]+ +1 +4097 +[0-9a-f]{16} +config.json$" "$OUT"
+	check_grep "per-file chunk size of the others" "^WEIGHT +[0-9]+ +1 +67108864 +[0-9a-f]{16} +model-00001-of-00002.safetensors" "$OUT"
+fi
+ws model delete "$P-def" >/dev/null 2>&1
 
 # ---- corruption found by verify ----------------------------------------
 if [ "$KIND" = file ]; then

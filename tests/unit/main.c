@@ -18,6 +18,8 @@ const char *unit_current = "";
 	X(test_names_paths) \
 	X(test_names_keys) \
 	X(test_names_sizes) \
+	X(test_names_connector_chunk_size) \
+	X(test_import_default_chunk_size) \
 	X(test_manifest_golden) \
 	X(test_manifest_parse_errors) \
 	X(test_manifest_roundtrip) \

@@ -195,3 +195,64 @@ void test_names_sizes(void)
 	wstore_format_size(buf, 4, 64ull << 20);
 	CHECK_EQ_INT(strlen(buf), 3);
 }
+
+/* Every unit of the connector's syntax, the largest exact one chosen, and
+ * sizes it cannot write, with the nearest that it can. */
+void test_names_connector_chunk_size(void)
+{
+	static const struct {
+		uint64_t bytes;
+		const char *want;
+		int exact;
+		uint64_t want_bytes;
+	} cases[] = {
+		{ 64ull << 20, "64MB", 1, 64ull << 20 },
+		{ 1ull << 20, "1MB", 1, 1ull << 20 },
+		{ 1024, "1KB", 1, 1024 },
+		{ 1024000, "1000KB", 1, 1024000 },
+		{ 1536, "2KB", 0, 2048 },
+		{ 3ull << 19, "1536KB", 1, 3ull << 19 },
+		{ 1ull << 30, "1GB", 1, 1ull << 30 },
+		{ 3ull << 29, "1536MB", 1, 3ull << 29 },
+		{ 4ull << 30, "4GB", 1, 4ull << 30 },
+		{ 5ull << 40, "5120GB", 1, 5ull << 40 },
+		{ (1ull << 30) + 1024, "1048577KB", 1, (1ull << 30) + 1024 },
+		{ 4097, "4KB", 0, 4096 },
+		{ 4095, "4KB", 0, 4096 },
+		{ 1535, "1KB", 0, 1024 },
+		{ 1000000, "977KB", 0, 1000448 },
+		{ (1ull << 20) - 1, "1MB", 0, 1ull << 20 },
+		{ (4ull << 30) - 1, "4GB", 0, 4ull << 30 },
+		{ 1, "1KB", 0, 1024 },
+		{ 0, "1KB", 0, 1024 },
+		{ UINT64_MAX, "18014398509481983KB", 0, UINT64_MAX - 1023 },
+	};
+	char buf[32];
+	uint64_t got;
+
+	CHECK_EQ_INT(WSTORE_DEFAULT_CHUNK_SIZE, 67108864);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		int rc = wstore_connector_chunk_size(buf, sizeof(buf), &got,
+						     cases[i].bytes);
+
+		CHECK_EQ_INT(rc, cases[i].exact ? 0 : WSTORE_EINVAL);
+		CHECK_STR(buf, cases[i].want);
+		CHECK(got == cases[i].want_bytes);
+		if (!cases[i].exact)
+			CHECK(strstr(wstore_last_error(),
+				     "cannot be written as a connector") !=
+			      NULL);
+		/* what the CLI suggests re-importing with parses back */
+		CHECK_EQ_INT(wstore_parse_size(&got, buf), 0);
+		CHECK(got == cases[i].want_bytes);
+	}
+	CHECK_EQ_INT(wstore_connector_chunk_size(buf, sizeof(buf), NULL,
+						 WSTORE_DEFAULT_CHUNK_SIZE),
+		     0);
+	CHECK_STR(buf, "64MB");
+	CHECK_EQ_INT(wstore_connector_chunk_size(buf, 4, &got, 64ull << 20),
+		     WSTORE_ERANGE);
+	CHECK_STR(buf, "");
+	CHECK_EQ_INT(wstore_connector_chunk_size(buf, 5, NULL, 64ull << 20), 0);
+	CHECK_STR(buf, "64MB");
+}

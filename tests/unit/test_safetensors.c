@@ -537,6 +537,31 @@ out:
 	fixture_done(&fx);
 }
 
+/* An import without a chunk size uses 64 MiB in every file record: the
+ * size SGLang's mooncake:// connector assumes unless told otherwise. */
+void test_import_default_chunk_size(void)
+{
+	struct fixture fx;
+	wstore_manifest *m = NULL;
+
+	if (fixture_init(&fx, 0, 0) == 0 &&
+	    wstore_manifest_read(&m, fx.s, "ck") == 0) {
+		size_t n = wstore_manifest_file_count(m);
+
+		CHECK(n > 1);
+		for (size_t i = 0; i < n; i++) {
+			wstore_file_info f;
+
+			CHECK_EQ_INT(wstore_manifest_file(&f, m, i), 0);
+			CHECK_EQ_INT(f.chunk_size, 64ull << 20);
+		}
+	} else {
+		CHECK(!"import or manifest read failed");
+	}
+	wstore_manifest_free(m);
+	fixture_done(&fx);
+}
+
 void test_read_concurrent(void)
 {
 	concurrent(0);
