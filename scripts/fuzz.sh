@@ -18,14 +18,14 @@ OUT=$(cd "$OUT" && pwd)
 
 command -v "$CC" >/dev/null || { echo "fuzz: $CC not found (apt-get install clang libclang-rt-14-dev)"; exit 1; }
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
-CFLAGS="-g -O1 -std=c11 -D_GNU_SOURCE -Wno-missing-field-initializers -Iinclude -Isrc/lib $(pkg-config --cflags jansson libcrypto hiredis 2>/dev/null)"
+CFLAGS="-g -O1 -std=c11 -D_GNU_SOURCE -DWSTORE_HAVE_REDIS -Wno-missing-field-initializers -Iinclude -Isrc/lib $(pkg-config --cflags jansson libcrypto hiredis 2>/dev/null)"
 LIBS="$(pkg-config --libs jansson libcrypto hiredis 2>/dev/null || echo -ljansson -lcrypto -lhiredis) -lpthread -ldl"
 
 # the library, instrumented once (the same sources meson builds)
-LIBSRC=$(sed -n "/^lib_src = files(/,/^)/p" meson.build | grep -o "'src/lib/[^']*\.c'" | tr -d "'")
+LIBSRC=$(grep -o "'src/lib/[^']*\.c'" meson.build | tr -d "'")
 objs=""
 for src in $LIBSRC; do
-	obj="$OUT/obj/$(basename "$src" .c).o"
+	obj="$OUT/obj/$(echo "${src#src/lib/}" | tr / _ | sed 's/\.c$//').o"
 	if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ -n "$(find src/lib include -name '*.h' -newer "$obj" | head -1)" ]; then
 		$CC $CFLAGS $SAN -fsanitize=fuzzer-no-link -c "$src" -o "$obj" || exit 1
 	fi

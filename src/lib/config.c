@@ -24,7 +24,9 @@
 
 #include <jansson.h>
 
-#include "internal.h"
+#include "config.h"
+#include "error.h"
+#include "manifest.h"
 
 static const char *const known_keys[] = {
 	"store",

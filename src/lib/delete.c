@@ -10,7 +10,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "delete.h"
+#include "error.h"
+#include "index.h"
+#include "lock.h"
+#include "manifest.h"
+#include "names.h"
+#include "store.h"
 
 struct sweep {
 	wstore_store *s;

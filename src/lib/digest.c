@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "digest.h"
+#include "error.h"
 
 struct wstore__sha256 {
 	EVP_MD_CTX *ctx;

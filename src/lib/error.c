@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "error.h"
 
 static _Thread_local char last_error[1024];
 

@@ -32,7 +32,12 @@
 
 #include <jansson.h>
 
-#include "internal.h"
+#include "backends/helpers.h"
+#include "error.h"
+#include "lock.h"
+#include "manifest.h"
+#include "names.h"
+#include "store.h"
 
 #define GC_DEFAULT_GRACE 3600
 

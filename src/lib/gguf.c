@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "safetensors.h"
+#include "error.h"
 
 #define MAX_DIMS 4
 #define MAX_DEPTH 8

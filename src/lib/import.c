@@ -26,7 +26,14 @@
 
 #include <jansson.h>
 
-#include "internal.h"
+#include "delete.h"
+#include "digest.h"
+#include "error.h"
+#include "index.h"
+#include "lock.h"
+#include "manifest.h"
+#include "names.h"
+#include "store.h"
 #include "safetensors.h"
 #include "scan.h"
 
@@ -438,6 +445,29 @@ static int check_index_json(const wstore__scan *scan)
 	return rc;
 }
 
+/* Check every .safetensors shard of a source before anything is written
+ * (a READY checkpoint must always load). */
+static int check_source_shards(const wstore__scan *scan)
+{
+	for (size_t i = 0; i < scan->n; i++) {
+		const wstore__scan_file *f = &scan->files[i];
+		size_t n = strlen(f->rel);
+		int fd, rc;
+
+		if (n < 12 || strcmp(f->rel + n - 12, ".safetensors") != 0)
+			continue;
+		fd = open(f->abs, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return wstore__errc(-errno, "cannot open '%s'", f->abs);
+		rc = wstore__safetensors_check_file(NULL, fd, f->abs);
+		close(fd);
+		if (rc < 0)
+			return wstore__err(WSTORE_EINVAL, "%s",
+					   wstore_last_error());
+	}
+	return 0;
+}
+
 static int build_manifest(struct import *im, const char *source_uri)
 {
 	const wstore_import_options *o = im->o;
@@ -654,7 +684,7 @@ int wstore_import(wstore_store *s, const wstore_import_options *o)
 	if (rc == 0)
 		rc = check_index_json(&im.scan);
 	if (rc == 0)
-		rc = wstore__check_source_shards(&im.scan);
+		rc = check_source_shards(&im.scan);
 	if (rc == 0) {
 		source_uri = realpath(o->source, NULL);
 		if (!source_uri)
@@ -683,25 +713,4 @@ int wstore_import(wstore_store *s, const wstore_import_options *o)
 	pthread_cond_destroy(&im.cv_free);
 	pthread_cond_destroy(&im.cv_job);
 	return rc;
-}
-
-int wstore__check_source_shards(const wstore__scan *scan)
-{
-	for (size_t i = 0; i < scan->n; i++) {
-		const wstore__scan_file *f = &scan->files[i];
-		size_t n = strlen(f->rel);
-		int fd, rc;
-
-		if (n < 12 || strcmp(f->rel + n - 12, ".safetensors") != 0)
-			continue;
-		fd = open(f->abs, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			return wstore__errc(-errno, "cannot open '%s'", f->abs);
-		rc = wstore__safetensors_check_file(NULL, fd, f->abs);
-		close(fd);
-		if (rc < 0)
-			return wstore__err(WSTORE_EINVAL, "%s",
-					   wstore_last_error());
-	}
-	return 0;
 }

@@ -17,7 +17,12 @@
 
 #include <jansson.h>
 
-#include "internal.h"
+#include "error.h"
+#include "index.h"
+#include "lock.h"
+#include "manifest.h"
+#include "names.h"
+#include "store.h"
 
 static int cmp_str(const void *a, const void *b)
 {

@@ -25,7 +25,10 @@
 
 #include <jansson.h>
 
-#include "internal.h"
+#include "error.h"
+#include "lock.h"
+#include "names.h"
+#include "store.h"
 
 struct lock_ctx {
 	const char *record;

@@ -30,7 +30,10 @@
 
 #include <jansson.h>
 
-#include "internal.h"
+#include "error.h"
+#include "manifest.h"
+#include "names.h"
+#include "store.h"
 
 /* ---- building ----------------------------------------------------------- */
 

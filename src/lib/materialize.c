@@ -14,7 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "digest.h"
+#include "error.h"
+#include "manifest.h"
+#include "store.h"
 
 uint64_t wstore__max_chunk(const wstore_manifest *m)
 {

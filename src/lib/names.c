@@ -13,7 +13,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "internal.h"
+#include "error.h"
+#include "names.h"
 
 static int is_alnum(unsigned char c)
 {

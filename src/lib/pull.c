@@ -35,7 +35,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "digest.h"
+#include "error.h"
+#include "manifest.h"
+#include "store.h"
 #include "wstore/read.h"
 
 #define TMP_TAG ".wstore-tmp-"

@@ -27,6 +27,9 @@
 #include <jansson.h>
 
 #include "safetensors.h"
+#include "error.h"
+#include "manifest.h"
+#include "store.h"
 
 #define POOL_MAX 8
 

@@ -22,6 +22,7 @@
 #include <jansson.h>
 
 #include "safetensors.h"
+#include "error.h"
 
 static const struct {
 	const char *name;

@@ -9,7 +9,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "internal.h"
 #include "wstore/read.h"
 
 /* ---- safetensors.c ----------------------------------------------------- */

@@ -15,7 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "error.h"
+#include "manifest.h"
 #include "scan.h"
 
 struct walk {

@@ -19,7 +19,10 @@
 
 #include <jansson.h>
 
-#include "internal.h"
+#include "backends/helpers.h"
+#include "error.h"
+#include "manifest.h"
+#include "store.h"
 
 /* Copy url without "user:password@" so it can appear in messages. */
 static char *redact_url(const char *url)
@@ -108,8 +111,17 @@ static int open_backend(wstore_backend **out, const char *url,
 	}
 	if (strncmp(url, "redis://", 8) == 0 ||
 	    strncmp(url, "redis+unix://", 13) == 0 ||
-	    strncmp(url, "redis-cluster://", 16) == 0)
+	    strncmp(url, "redis-cluster://", 16) == 0) {
+#ifdef WSTORE_HAVE_REDIS
 		return wstore__backend_redis_open(out, url, cfg);
+#else
+		return wstore__err(
+			WSTORE_EUNSUPPORTED,
+			"store '%.*s...': this wstore was built "
+			"without Redis (meson setup -Dredis=enabled)",
+			(int)(strstr(url, "://") - url + 3), url);
+#endif
+	}
 	if (strcmp(url, "mooncake") == 0)
 		return wstore__backend_mooncake_open(out, cfg);
 	if (strncmp(url, "mooncake://", 11) == 0)

@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "error.h"
+#include "manifest.h"
+#include "store.h"
 
 struct verify {
 	wstore_store *s;

@@ -2,11 +2,11 @@
  * fuse_ops.h - the read-only FUSE filesystem behind `wstore mount`: a tree
  * of READY checkpoints refreshed in the background, a bounded LRU of whole
  * chunks with sequential read-ahead, and the low-level FUSE operations.
- * Uses only the public API (wstore.h, read.h).  cmd_mount.c parses the
- * command line and daemonizes; everything FUSE lives here.
+ * Uses only the public API (wstore.h, read.h).  main.c (wstore-mount) parses
+ * the command line and daemonizes; everything FUSE lives here.
  */
-#ifndef WSTORE_CLI_FUSE_OPS_H
-#define WSTORE_CLI_FUSE_OPS_H
+#ifndef WSTORE_MOUNT_FUSE_OPS_H
+#define WSTORE_MOUNT_FUSE_OPS_H
 
 #include <stdint.h>
 

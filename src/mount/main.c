@@ -1,6 +1,9 @@
 /*
- * cmd_mount.c - wstore mount and wstore umount: the command line, the
- * daemon dance and unmounting.  The filesystem itself is fuse_ops.c.
+ * main.c - wstore-mount, the FUSE daemon behind `wstore mount` (which
+ * execs it with the same arguments and the resolved configuration in
+ * WSTORE_<KEY> environment variables): the command line and the daemon
+ * dance.  The filesystem itself is fuse_ops.c.  Like the CLI it uses only
+ * the public API.
  *
  * Daemon mode forks first and mounts in the child, whose stderr is still
  * the terminal: the parent waits on a pipe and exits 0 only once the
@@ -15,13 +18,33 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
+#include <stdarg.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include <wstore/wstore.h>
+
 #include "fuse_ops.h"
+
+/* Exit statuses, as the CLI's. */
+#define EXIT_OK 0
+#define EXIT_ERR 1
+#define EXIT_USAGE 2
+
+/* Print "wstore: <msg>" to stderr; returns EXIT_USAGE. */
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt,
+							     ...)
+{
+	va_list ap;
+
+	fputs("wstore: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return EXIT_USAGE;
+}
 
 static const char help[] =
 	"usage: wstore mount MOUNTPOINT [--checkpoint ID] [--cache-size SIZE]\n"
@@ -44,11 +67,6 @@ static const char help[] =
 	"  --allow-other       let other users read the mount\n"
 	"\n"
 	"Unmount with 'wstore umount MOUNTPOINT' or SIGTERM to the daemon.\n";
-
-static const char umount_help[] =
-	"usage: wstore umount MOUNTPOINT\n"
-	"\n"
-	"Unmount a 'wstore mount'; the daemon serving it exits.\n";
 
 struct daemon_pipe {
 	int fd;
@@ -101,7 +119,7 @@ static int parse_refresh(double *out, const char *v)
 	double d = strtod(v, &end);
 
 	if (!*v || *end || !(d >= 0.1 && d <= 3600))
-		return cli_usage_error(
+		return usage_error(
 			"invalid --refresh '%s': expected seconds from 0.1 to 3600",
 			v);
 	*out = d;
@@ -122,7 +140,8 @@ static int parse_mount_args(struct wmount_opts *o, const char **mp, int argc,
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	uint32_t n;
+	unsigned long n;
+	char *end;
 	int ch;
 
 	opterr = 0;
@@ -130,14 +149,13 @@ static int parse_mount_args(struct wmount_opts *o, const char **mp, int argc,
 		switch (ch) {
 		case 'c':
 			if (wstore_validate_checkpoint_id(optarg) < 0)
-				return cli_usage_error("%s",
-						       wstore_last_error());
+				return usage_error("%s", wstore_last_error());
 			o->checkpoint = optarg;
 			break;
 		case 'C':
 			if (wstore_parse_size(&o->cache_size, optarg) < 0)
-				return cli_usage_error(
-					"invalid --cache-size '%s'", optarg);
+				return usage_error("invalid --cache-size '%s'",
+						   optarg);
 			break;
 		case 'f': o->foreground = 1; break;
 		case 'D': o->direct_io = 1; break;
@@ -146,32 +164,44 @@ static int parse_mount_args(struct wmount_opts *o, const char **mp, int argc,
 				return EXIT_USAGE;
 			break;
 		case 't':
-			if (cli_parse_count(&n, "--threads", optarg))
-				return EXIT_USAGE;
-			o->threads = n;
+			n = strtoul(optarg, &end, 10);
+			if (!*optarg || *end || n == 0 || n > 1024 ||
+			    optarg[0] == '-')
+				return usage_error(
+					"invalid --threads '%s': expected a number from 1 to 1024",
+					optarg);
+			o->threads = (unsigned)n;
 			break;
 		case 'a': o->allow_other = 1; break;
-		case 'h': cli_print_help(help); return -1;
-		default: return cli_bad_option(ch, argv, "mount");
+		case 'h': fputs(help, stdout); return -1;
+		case ':':
+			return usage_error("option '%s' needs a value",
+					   argv[optind - 1]);
+		default:
+			return usage_error("unknown option '%s' for 'mount'",
+					   argv[optind - 1]);
 		}
 	}
 	if (optind + 1 != argc)
-		return cli_usage_error("'mount' needs exactly one mountpoint");
+		return usage_error("'mount' needs exactly one mountpoint");
 	*mp = argv[optind];
 	return 0;
 }
 
 /* Open the store, build the tree, mount and serve (in the child when
  * daemonizing; dp->fd < 0 in the foreground). */
-static int mount_and_serve(struct cli *c, const struct wmount_opts *o,
-			   const char *mp, struct daemon_pipe *dp)
+static int mount_and_serve(const wstore_config *cfg,
+			   const struct wmount_opts *o, const char *mp,
+			   struct daemon_pipe *dp)
 {
 	wstore_store *s = NULL;
 	struct wmount *m = NULL;
 	int rc;
 
-	if (cli_open_store(c, &s))
+	if (wstore_open(&s, cfg) < 0) {
+		fprintf(stderr, "wstore: %s\n", wstore_last_error());
 		return EXIT_ERR;
+	}
 	if (wmount_new(&m, s, o) < 0) {
 		wstore_free(s);
 		return EXIT_ERR;
@@ -182,7 +212,7 @@ static int mount_and_serve(struct cli *c, const struct wmount_opts *o,
 	return rc ? EXIT_ERR : EXIT_OK;
 }
 
-int cmd_mount(struct cli *c, int argc, char **argv)
+static int run(const wstore_config *cfg, int argc, char **argv)
 {
 	struct wmount_opts o = { NULL, (uint64_t)1 << 30, 2.0, 8, 0, 0, 0 };
 	struct daemon_pipe dp = { -1 };
@@ -199,7 +229,7 @@ int cmd_mount(struct cli *c, int argc, char **argv)
 		return EXIT_ERR;
 	}
 	if (o.foreground)
-		return mount_and_serve(c, &o, mp, &dp);
+		return mount_and_serve(cfg, &o, mp, &dp);
 	if (pipe(fds) < 0 || (pid = fork()) < 0) {
 		perror("wstore: cannot start the mount daemon");
 		return EXIT_ERR;
@@ -211,87 +241,21 @@ int cmd_mount(struct cli *c, int argc, char **argv)
 	close(fds[0]);
 	setsid();
 	dp.fd = fds[1];
-	rc = mount_and_serve(c, &o, mp, &dp);
+	rc = mount_and_serve(cfg, &o, mp, &dp);
 	_exit(rc);
 }
 
-/* Is mp (a canonical path) a wstore mount?  /proc/self/mounts escapes
- * blanks and backslashes as \ooo. */
-static int is_wstore_mount(const char *mp)
+int main(int argc, char **argv)
 {
-	FILE *f = fopen("/proc/self/mounts", "r");
-	char line[PATH_MAX * 2], dir[PATH_MAX], type[64];
-	int found = 0;
+	wstore_config *cfg = NULL;
+	int rc;
 
-	if (!f)
-		return -1;
-	while (!found && fgets(line, sizeof(line), f)) {
-		char *p, *q;
-
-		if (sscanf(line, "%*s %4095s %63s", dir, type) != 2)
-			continue;
-		for (p = q = dir; *p; q++) {
-			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' &&
-			    p[2] >= '0' && p[2] <= '7' && p[3] >= '0' &&
-			    p[3] <= '7') {
-				*q = (char)((p[1] - '0') * 64 +
-					    (p[2] - '0') * 8 + (p[3] - '0'));
-				p += 4;
-			} else {
-				*q = *p++;
-			}
-		}
-		*q = '\0';
-		found = !strcmp(dir, mp) && !strcmp(type, "fuse.wstore");
-	}
-	fclose(f);
-	return found;
-}
-
-int cmd_umount(struct cli *c, int argc, char **argv)
-{
-	char rp[PATH_MAX];
-	const char *mp;
-	pid_t pid;
-	int st;
-
-	(void)c;
-	if (cli_wants_help(argc, argv)) {
-		cli_print_help(umount_help);
-		return EXIT_OK;
-	}
-	if (argc != 2 || argv[1][0] == '-')
-		return cli_usage_error("'umount' needs exactly one mountpoint");
-	mp = argv[1];
-	if (!realpath(mp, rp)) {
-		fprintf(stderr, "wstore: cannot resolve '%s': %s\n", mp,
-			strerror(errno));
+	if (wstore_config_new(&cfg) < 0 || wstore_config_load_env(cfg) < 0) {
+		fprintf(stderr, "wstore: %s\n", wstore_last_error());
+		wstore_config_free(cfg);
 		return EXIT_ERR;
 	}
-	if (is_wstore_mount(rp) == 0) {
-		fprintf(stderr, "wstore: '%s' is not a wstore mount\n", mp);
-		return EXIT_ERR;
-	}
-	if (geteuid() == 0) {
-		if (umount2(rp, 0) == 0)
-			return EXIT_OK;
-		fprintf(stderr, "wstore: cannot unmount '%s': %s\n", mp,
-			errno == EBUSY ? "it is busy (files open or a process "
-					 "inside it)"
-				       : strerror(errno));
-		return EXIT_ERR;
-	}
-	if ((pid = fork()) == 0) {
-		execlp("fusermount3", "fusermount3", "-u", "--", rp,
-		       (char *)NULL);
-		fprintf(stderr, "wstore: cannot run fusermount3: %s\n",
-			strerror(errno));
-		_exit(127);
-	}
-	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) ||
-	    WEXITSTATUS(st)) {
-		fprintf(stderr, "wstore: cannot unmount '%s'\n", mp);
-		return EXIT_ERR;
-	}
-	return EXIT_OK;
+	rc = run(cfg, argc, argv);
+	wstore_config_free(cfg);
+	return rc;
 }

@@ -14,7 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "backends/helpers.h"
+#include "config.h"
+#include "digest.h"
+#include "error.h"
+#include "manifest.h"
+#include "names.h"
+#include "store.h"
 
 static int ref_alnum(unsigned char c)
 {

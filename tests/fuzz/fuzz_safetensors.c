@@ -14,7 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "digest.h"
+#include "error.h"
+#include "manifest.h"
+#include "names.h"
 #include "safetensors.h"
+#include "store.h"
 
 static void check_table(const wstore__st *st, size_t size)
 {

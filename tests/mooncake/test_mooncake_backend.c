@@ -1,6 +1,6 @@
 /*
  * test_mooncake_backend.c - contract tests of the Mooncake backend
- * (src/lib/backend_mooncake.c) through its real dlopen path, against the
+ * (src/lib/backends/mooncake.c) through its real dlopen path, against the
  * stand-in library built from tests/mooncake/standin.c.  The stand-in
  * imitates the behaviour SPEC.md section 6 records for Mooncake Store; it
  * is NOT Mooncake, so these are contract tests, not Mooncake tests.
@@ -21,7 +21,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "backends/helpers.h"
+#include "config.h"
+#include "digest.h"
+#include "error.h"
+#include "manifest.h"
+#include "names.h"
+#include "store.h"
 
 static int passed, failed;
 static const char *current = "";

@@ -23,8 +23,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
-#include "redis_proto.h"
+#include "backends/helpers.h"
+#include "config.h"
+#include "digest.h"
+#include "error.h"
+#include "manifest.h"
+#include "names.h"
+#include "store.h"
+#include "backends/redis/proto.h"
 
 static int passed, failed;
 static char ns[64]; /* "wstore-test/<pid>/" */

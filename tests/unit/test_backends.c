@@ -16,7 +16,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "backends/helpers.h"
+#include "config.h"
+#include "digest.h"
+#include "error.h"
+#include "manifest.h"
+#include "names.h"
+#include "store.h"
 #include "unit.h"
 
 /* ---- helpers ----------------------------------------------------------- */

@@ -20,7 +20,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "internal.h"
+#include "backends/helpers.h"
+#include "config.h"
+#include "digest.h"
+#include "error.h"
+#include "manifest.h"
+#include "names.h"
+#include "store.h"
 #include "unit.h"
 
 static char *slurp_data(const char *rel, size_t *len)

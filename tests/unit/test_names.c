@@ -7,7 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "backends/helpers.h"
+#include "config.h"
+#include "digest.h"
+#include "error.h"
+#include "manifest.h"
+#include "names.h"
+#include "store.h"
 #include "unit.h"
 
 void test_names_ids(void)

@@ -16,7 +16,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "digest.h"
+#include "error.h"
+#include "manifest.h"
+#include "names.h"
 #include "safetensors.h"
+#include "store.h"
 #include "unit.h"
 
 /* ---- helpers ------------------------------------------------------------- */

@@ -1,5 +1,5 @@
 /*
- * backend_fault.c - a backend that forwards to another one and injects
+ * fault.c - a backend that forwards to another one and injects
  * faults, so tests can check that nothing is lost and every error is clear
  * when a store misbehaves (SQLite's fault simulation, libgit2's fake odb).
  *
@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "helpers.h"
 
 enum {
 	OP_PUT,

@@ -1,5 +1,5 @@
 /*
- * backend_file.c - the embedded store: a directory with one file per key.
+ * file.c - the embedded store: a directory with one file per key.
  *
  * Layout: key "a/b/c" is the regular file <root>/a/b/c.  Keys are
  * '/'-separated printable ASCII with no empty, "." or ".." segment and no
@@ -42,7 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "helpers.h"
 
 /* Attempts at recreating directories that a concurrent remove deleted. */
 #define MKDIR_RETRIES 32

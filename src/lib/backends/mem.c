@@ -1,5 +1,5 @@
 /*
- * backend_mem.c - a process-local backend for tests and embedding.
+ * mem.c - a process-local backend for tests and embedding.
  *
  * Entries live in one array sorted by key (bytewise), found by binary
  * search, under one mutex; every value is its own malloc'ed copy.  The
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "helpers.h"
 
 typedef struct mem_entry {
 	char *key;

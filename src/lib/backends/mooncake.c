@@ -1,5 +1,5 @@
 /*
- * backend_mooncake.c - the Mooncake Store backend.  wstore is a pure client
+ * mooncake.c - the Mooncake Store backend.  wstore is a pure client
  * (global segment size 0) of a Mooncake Store cluster, reached through
  * Mooncake's C library, libmooncake_store.so, which is loaded with dlopen
  * when a store is opened: wstore builds and runs with no Mooncake
@@ -36,7 +36,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "helpers.h"
 
 #define MC_DEFAULT_LIBRARY "libmooncake_store.so"
 #define MC_LOCAL_BUFFER (128ull << 20)

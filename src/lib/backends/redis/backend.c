@@ -1,8 +1,8 @@
 /*
- * backend_redis.c - the Redis backend: URL and settings, the standalone
- * router, and the wstore_backend callbacks over redis_cmd.c (commands),
- * redis_conn.c (connections) and redis_cluster.c (slot routing).  Read
- * redis_proto.h first.
+ * redis/backend.c - the Redis backend: URL and settings, the standalone
+ * router, and the wstore_backend callbacks over cmd.c (commands),
+ * conn.c (connections) and cluster.c (slot routing).  Read
+ * proto.h first.
  *
  *   redis://[user:password@]host:port[/db]
  *   redis+unix://[:password@]/path/to/socket[?db=N]
@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "redis_proto.h"
+#include "proto.h"
 
 struct redis_backend {
 	wstore_backend base;

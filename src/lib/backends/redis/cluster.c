@@ -1,5 +1,5 @@
 /*
- * redis_cluster.c - routing requests over a Redis Cluster (Debian 12's
+ * cluster.c - routing requests over a Redis Cluster (Debian 12's
  * hiredis 0.14 has no cluster support, so it is done here).
  *
  * The keyspace is cut into 16384 slots; a key's slot is CRC16 (XMODEM) of
@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "redis_proto.h"
+#include "proto.h"
 
 #define NSLOTS 16384
 

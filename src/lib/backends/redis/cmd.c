@@ -1,5 +1,5 @@
 /*
- * redis_cmd.c - the backend operations as Redis commands on one
+ * cmd.c - the backend operations as Redis commands on one
  * connection (rd_do), the errors they end in (rd_fail), and SCAN.
  *
  * put is SET (NX for put_new), its header and value written with one
@@ -21,7 +21,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include "redis_proto.h"
+#include "proto.h"
 
 static const char *const op_names[] = {
 	[RD_PUT] = "put",	[RD_PUT_NEW] = "put", [RD_GET] = "get",

@@ -1,7 +1,7 @@
 /*
- * redis_conn.c - connections to one Redis server: the pool of a node,
+ * conn.c - connections to one Redis server: the pool of a node,
  * connecting (AUTH, SELECT), and the raw I/O the commands use
- * (redis_cmd.c).  Read redis_proto.h first.
+ * (cmd.c).  Read proto.h first.
  *
  * Every node keeps a free list of connections under a mutex; a call takes
  * one (or opens one), uses it alone and gives it back, so worker threads
@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "redis_proto.h"
+#include "proto.h"
 
 int64_t rd_now_ms(void)
 {

@@ -1,9 +1,9 @@
 /*
- * redis_proto.h - what the Redis backend's modules share.  Internal.
- *   redis_conn.c     connections, pools, raw I/O
- *   redis_cmd.c      backend operations as commands on one connection
- *   redis_cluster.c  slot routing over a cluster
- *   backend_redis.c  URLs, settings, standalone routing, the callbacks
+ * redis/proto.h - what the Redis backend's modules share.  Internal.
+ *   conn.c     connections, pools, raw I/O
+ *   cmd.c      backend operations as commands on one connection
+ *   cluster.c  slot routing over a cluster
+ *   backend.c  URLs, settings, standalone routing, the callbacks
  *
  * A node is one Redis server with a pool of connections.  A request
  * (struct rd_req) is one backend operation on one key; rd_do() runs it on a
@@ -21,7 +21,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "internal.h"
+#include "../helpers.h"
 
 /* rd_do() results besides 0 and error codes (both > 0, never returned to
  * the backend's callers). */
@@ -83,7 +83,7 @@ struct rd_req {
 	char err[256];
 };
 
-/* ---- redis_conn.c: nodes ------------------------------------------------- */
+/* ---- conn.c: nodes ------------------------------------------------------ */
 
 int rd_node_new(struct rd_node **out, const char *host, int port,
 		const char *path, const struct rd_opts *o);
@@ -94,7 +94,7 @@ int rd_node_take(struct rd_node *n, struct rd_conn **out, int *reused);
 /* Give a connection back; a broken one is closed instead. */
 void rd_node_give(struct rd_node *n, struct rd_conn *rc, int broken);
 
-/* ---- redis_conn.c: I/O on one connection -------------------------------- */
+/* ---- conn.c: I/O on one connection ------------------------------------- */
 
 /* Mark a connection broken (rd_node_give then closes it), saying what
  * failed and strerror(err) if err; returns -1. */
@@ -122,7 +122,7 @@ redisReply *rd_command(struct rd_conn *rc, const char **argv);
 int rd_read_bulk(struct rd_conn *rc, struct rd_req *req, void *buf, size_t cap,
 		 size_t *out_n, int *nil);
 
-/* ---- redis_cmd.c --------------------------------------------------------- */
+/* ---- cmd.c -------------------------------------------------------------- */
 
 /* Run req on a connection of n; see the top of this file. */
 int rd_do(struct rd_node *n, struct rd_conn *rc, struct rd_req *req);
@@ -143,7 +143,7 @@ int64_t rd_now_ms(void);
 /* Sleep for the attempt-th backoff step (a few ms growing to ~500 ms). */
 void rd_backoff(int attempt);
 
-/* ---- redis_cluster.c ----------------------------------------------------- */
+/* ---- cluster.c ---------------------------------------------------------- */
 
 struct rd_cluster;
 

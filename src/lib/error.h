@@ -1,0 +1,15 @@
+/*
+ * error.h - the thread's last error (error.c).
+ *
+ * Owns: the per-thread error code and message behind wstore_last_error().
+ * wstore__err and wstore__errc are declared in backends/helpers.h, which
+ * the backends share; this header adds what only the core uses.
+ */
+#ifndef WSTORE_ERROR_H
+#define WSTORE_ERROR_H
+
+#include "backends/helpers.h"
+
+void wstore__clear_err(void);
+
+#endif

@@ -1,0 +1,30 @@
+/*
+ * names.h - ids, paths and the contract's key layout (names.c).
+ *
+ * Owns: the key builders of docs/format.md (manifest, file, chunk and
+ * index keys) and the checks of ids and relative paths.  Nothing else in
+ * the library spells a key.
+ */
+#ifndef WSTORE_NAMES_H
+#define WSTORE_NAMES_H
+
+#include <stdint.h>
+
+#define WSTORE__KEY_MAX 512
+
+/* Keys of the contract, written into out (WSTORE__KEY_MAX bytes). */
+void wstore__key_manifest(char *out, const char *ckpt);
+void wstore__key_file(char *out, const char *ckpt, const char *path);
+void wstore__key_chunk(char *out, const char *file_key, uint64_t i);
+void wstore__key_models_index(char *out);
+void wstore__key_model_index(char *out, const char *model_id);
+/* Prefix of every key of a checkpoint ("weight/models/{ckpt}/"). */
+void wstore__key_ckpt_prefix(char *out, const char *ckpt);
+
+/* 1 if s is well-formed UTF-8 (no overlongs, surrogates). */
+int wstore__utf8_valid(const char *s);
+
+/* "WEIGHT" or "METADATA" by suffix. */
+const char *wstore__file_type(const char *path);
+
+#endif

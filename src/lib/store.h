@@ -1,0 +1,63 @@
+/*
+ * store.h - the checked front end over a backend (store.c).
+ *
+ * Owns: struct wstore_store (a backend and a printable label), opening a
+ * store by URL, and every read and write of values the other modules do:
+ * whole gets, replaces, removes, chunk reads checked against the manifest
+ * and file fetches checked against size and SHA-256.  Also the shared
+ * chunk-buffer allocator and the worker-count rule.  The streaming fetch
+ * (wstore__max_chunk, wstore__fetch_to_fd) lives in materialize.c.
+ */
+#ifndef WSTORE_STORE_H
+#define WSTORE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wstore/wstore.h"
+#include "wstore/sys/backend.h"
+#include "manifest.h"
+
+struct wstore_store {
+	wstore_backend *b;
+	char *label; /* URL without secrets, for messages */
+};
+
+/* Get a whole value, allocating (NUL-terminated for convenience).
+ * Missing (or empty on EMPTY_MISSING stores) -> WSTORE_ENOTFOUND. */
+int wstore__get_alloc(wstore_store *s, const char *key, char **out,
+		      size_t *out_len);
+/* Replace a mutable object: upsert, or remove(force)+put. */
+int wstore__replace(wstore_store *s, const char *key, const void *data,
+		    size_t len);
+/* Remove; not found counts as success. */
+int wstore__remove(wstore_store *s, const char *key);
+/* Length chunk c of f must have, from size and chunk_size.  A multi-chunk
+ * record without chunk_size gives WSTORE_EUNSUPPORTED. */
+int wstore__chunk_len(uint64_t *out, const wstore__file *f, uint64_t c);
+/* Read chunk c of f into buf (cap bytes): exactly the length the manifest
+ * implies, or WSTORE_ECORRUPT naming the file and chunk (missing, short,
+ * long).  Other backend errors pass through with the file named. */
+int wstore__read_chunk(wstore_store *s, const wstore__file *f, uint64_t c,
+		       void *buf, size_t cap);
+/* Judge the result of a get of chunk c of f (rc, got bytes) against the
+ * want bytes the manifest implies, as wstore__read_chunk does. */
+int wstore__check_chunk(wstore_store *s, const wstore__file *f, uint64_t c,
+			int rc, size_t got, uint64_t want);
+/* Largest chunk any file of m needs (the buffer size for reading m). */
+uint64_t wstore__max_chunk(const wstore_manifest *m);
+/* Write file f of a checkpoint to fd from offset 0, checking size and (if
+ * verify) SHA-256; buf of cap >= wstore__max_chunk bytes is reused.
+ * fd < 0 only reads and checks (verify).
+ * progress may be NULL; it is called with the bytes of each chunk. */
+int wstore__fetch_to_fd(wstore_store *s, const wstore__file *f, int fd,
+			void *buf, size_t cap, int verify,
+			int (*progress)(uint64_t n, void *ctx), void *ctx);
+
+/* A reusable chunk buffer (huge pages where possible); free() it. */
+void *wstore__buf_alloc(size_t cap);
+
+/* Number of worker threads for jobs (0 = cores). */
+unsigned wstore__jobs(uint32_t jobs);
+
+#endif
