@@ -1,6 +1,11 @@
 #!/bin/sh
-# make bench: see bench/bench.py (file store) and bench/redis.sh if present.
+# make bench: bench/whole.py (the data plane as whole processes next to
+# cat / cp -r + sync, the issue table's four rows), then bench/bench.py
+# (file store, in-process figures) and bench/redis.sh if present.
+#   BENCH_ONLY=whole   only the whole-process rows
 set -eu
 BUILD=${1:-build}
+python3 "$(dirname "$0")/whole.py" "$BUILD"
+[ "${BENCH_ONLY:-}" = whole ] && exit 0
 python3 "$(dirname "$0")/bench.py" "$BUILD"
 if [ -f "$(dirname "$0")/redis.sh" ]; then sh "$(dirname "$0")/redis.sh" "$BUILD"; fi
