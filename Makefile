@@ -1,5 +1,7 @@
 # Thin wrapper over meson + ninja.  `make` builds build/wstore and
-# build/libwstore.so; see README.md for the rest.
+# build/libwstore.so and never installs packages; `make deps` installs the
+# Debian packages (as root), and `make demo` / `make test` run it first.
+# See README.md for the rest.
 BUILD ?= build
 PREFIX ?= /usr/local
 MESON_OPTS ?=
@@ -10,16 +12,17 @@ all: $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 
 $(BUILD)/build.ninja:
-	@sh scripts/deps.sh
 	meson setup $(BUILD) --prefix=$(PREFIX) $(MESON_OPTS)
 
 deps:
 	sh scripts/deps.sh
 
-demo: all
+demo: deps
+	$(MAKE) all
 	BUILD=$(BUILD) sh scripts/demo.sh
 
-test: all
+test: deps
+	$(MAKE) all
 	sh tests/run.sh $(BUILD)
 
 asan:

@@ -3,7 +3,7 @@
  * as a yardstick for the Redis backend (same server, same run).  A plain
  * hiredis loop: SET through redisCommandArgv, GET through the reply
  * reader, with freed memory kept in the process (mallopt, as the backend
- * does; without it page faults dominate, see MACHINE.md).
+ * does; without it page faults dominate, as measured on the reference machine).
  *
  *   redis_raw HOST PORT PASSWORD|- MIB COUNT [KEYPREFIX]
  *

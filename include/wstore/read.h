@@ -89,7 +89,7 @@ typedef struct wstore_tensor_info {
 } wstore_tensor_info;
 
 /*
- * Read and validate f's safetensors header (docs/format.md section 7).
+ * Read and validate f's safetensors header (docs/format.md, "Weight files").
  * A malformed header gives WSTORE_ECORRUPT with a message saying what is
  * wrong.  f must outlive the handle.
  */

@@ -231,8 +231,8 @@ typedef struct wstore_import_options {
 	}
 
 /*
- * Import a checkpoint directory (SPEC section 4).  On success the READY
- * manifest is published and the id is in both indexes.  On failure or
+ * Import a checkpoint directory (docs/format.md, "Lifecycle").  On success the
+ * READY manifest is published and the id is in both indexes.  On failure or
  * cancellation the chunks written are removed and a FAILED manifest records
  * any that could not be; the return value says why.
  */
@@ -251,7 +251,7 @@ void wstore_strings_free(char **strings);
  * callers that cannot reach the C library's free() (e.g. ctypes). */
 void wstore_string_free(char *s);
 
-/* Delete a checkpoint (SPEC section 4).  Absent is success. */
+/* Delete a checkpoint (docs/format.md, "Lifecycle").  Absent is success. */
 int wstore_delete(wstore_store *store, const char *id);
 
 /* ---- verify ------------------------------------------------------------ */

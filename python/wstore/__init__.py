@@ -400,7 +400,7 @@ class Store(_Handle):
             lib.wstore_strings_free(arr)
 
     def inspect(self, id):
-        """The manifest of checkpoint ``id`` as a dict (SPEC section 3).
+        """The manifest of checkpoint ``id`` as a dict (docs/format.md, "Manifest").
         Raises NotFound if there is none."""
         m = c_void_p()
         _check(lib.wstore_manifest_read(byref(m), self._handle(), _b(id)))

@@ -1,5 +1,5 @@
 /*
- * delete.c - delete a checkpoint (docs/format.md section 4): read the
+ * delete.c - delete a checkpoint (docs/format.md, "Delete"): read the
  * manifest; take the id out of both indexes; remove every chunk listed;
  * remove the manifest last.  "Not found" is success at every step, so a
  * delete interrupted at any point is finished by running it again.

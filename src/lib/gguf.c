@@ -1,6 +1,6 @@
 /*
- * gguf.c - a bounds-checked walk over a GGUF header (docs/format.md
- * section 7) for inspect and verify: magic, version, counts, every
+ * gguf.c - a bounds-checked walk over a GGUF header (docs/format.md,
+ * "Weight files") for inspect and verify: magic, version, counts, every
  * key/value pair (skipped, except general.alignment) and every tensor info
  * (name, dims, ggml type, offset).  Tensor data is not read.
  *

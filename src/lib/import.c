@@ -1,6 +1,6 @@
 /*
  * import.c - import a checkpoint directory into a store (the contract's
- * lifecycle, docs/format.md section 4):
+ * lifecycle, docs/format.md, "Import"):
  *
  *   scan the source and check it (index.json weight_map, safetensors
  *   headers) -> take the checkpoint's lock -> refuse a READY id, reclaim a

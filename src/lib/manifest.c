@@ -1,5 +1,5 @@
 /*
- * manifest.c - the checkpoint manifest (docs/format.md section 3): build,
+ * manifest.c - the checkpoint manifest (docs/format.md, "Manifest"): build,
  * serialise, parse and validate, read from a store, accessors.
  *
  * Serialisation does not go through jansson: the contract wants the exact

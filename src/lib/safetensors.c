@@ -1,6 +1,6 @@
 /*
- * safetensors.c - safetensors headers (docs/format.md section 7): the pure
- * parser (bytes -> validated tensor table, shared by the read API, import
+ * safetensors.c - safetensors headers (docs/format.md, "Weight files"): the
+ * pure parser (bytes -> validated tensor table, shared by the read API, import
  * validation and the fuzzer) and the public wstore_safetensors_* handle
  * that reads a header and tensors straight from the store.
  *

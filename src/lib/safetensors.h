@@ -45,7 +45,7 @@ int wstore__safetensors_header_len(uint64_t *out, const void *prefix8,
  * Parse and validate a safetensors header from memory.  hdr holds the
  * first n bytes of a file of file_size bytes (at least 8 + N of them are
  * needed).  WSTORE_ECORRUPT with a message naming what on any violation
- * of docs/format.md section 7.  Free the table with wstore__st_free().
+ * of docs/format.md, "Weight files".  Free the table with wstore__st_free().
  */
 int wstore__safetensors_parse(wstore__st **out, const void *hdr, size_t n,
 			      uint64_t file_size, const char *what);

@@ -2,7 +2,7 @@
  * fuzz_names.c - libFuzzer target for the name and key validators:
  * wstore_validate_checkpoint_id and wstore_validate_path against
  * independent reference implementations of the contract's rules
- * (docs/format.md section 2), the key builders (a key made from a valid
+ * (docs/format.md, "Names"), the key builders (a key made from a valid
  * id and path is never truncated), and the index parser
  * (wstore__index_parse: every id it returns is valid, sorted).
  *

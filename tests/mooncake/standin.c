@@ -1,9 +1,9 @@
 /*
  * standin.c - a CONTRACT STAND-IN for libmooncake_store.so.  This is not
  * Mooncake and shares no code with it: it exports the mooncake_store_*
- * functions listed in SPEC.md section 6 and imitates the behaviour observed
- * on a real Mooncake Store there, so that wstore's Mooncake backend can be
- * tested through the same dlopen path on machines without Mooncake.
+ * functions listed in docs/mooncake.md and imitates the behaviour observed
+ * on a real Mooncake Store recorded there, so that wstore's Mooncake backend
+ * can be tested through the same dlopen path on machines without Mooncake.
  *
  * What it imitates:
  *  - write-once put: put on an existing key returns 0 and keeps the old

@@ -2,7 +2,7 @@
  * test_mooncake_backend.c - contract tests of the Mooncake backend
  * (src/lib/backends/mooncake.c) through its real dlopen path, against the
  * stand-in library built from tests/mooncake/standin.c.  The stand-in
- * imitates the behaviour SPEC.md section 6 records for Mooncake Store; it
+ * imitates the behaviour docs/mooncake.md records for Mooncake Store; it
  * is NOT Mooncake, so these are contract tests, not Mooncake tests.
  *
  * Usage: mooncake-backend-tests [BUILD_DIR]   (default "build"); expects

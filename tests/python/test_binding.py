@@ -156,7 +156,7 @@ SHARDS = {
 
 
 def write_safetensors(path, named):
-    """Hand-made safetensors file (SPEC section 7); the JSON lists tensors
+    """Hand-made safetensors file (docs/format.md, "Weight files"); the JSON lists tensors
     in reverse file order, so readers must sort by offset."""
     header, blobs, off = {}, [], 0
     for name, t in named:
@@ -503,7 +503,7 @@ def test_errors_and_threads(st):
     ph = hashlib.sha256(target.encode()).hexdigest()
     chunk = os.path.join(STORE, "weight", "models", cid, "files", ph,
                          "chunks", "00000002")
-    if not check("chunk file is where SPEC section 1 says",
+    if not check("chunk file is where docs/format.md says",
                  os.path.isfile(chunk), chunk):
         return
     with open(chunk, "r+b") as fh:

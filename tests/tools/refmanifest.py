@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""An independent reference of the data contract's manifest (SPEC section
-3), written from the spec in Python: given a source directory and the
+"""An independent reference of the data contract's manifest (docs/format.md,
+"Manifest"), written from the contract in Python: given a source directory and the
 import parameters, print the manifest bytes a conforming importer must
 publish.  The end-to-end suite compares wstore's manifest with it byte for
 byte (timestamps and source_uri are taken from wstore's own manifest).

@@ -4,9 +4,10 @@
  * Mooncake's C library, libmooncake_store.so, which is loaded with dlopen
  * when a store is opened: wstore builds and runs with no Mooncake
  * installed, and only `--store mooncake` needs it.  The functions used are
- * declared here from SPEC.md section 6; nothing is copied from Mooncake.
+ * declared here from Mooncake's C API as docs/mooncake.md lists it;
+ * nothing is copied from Mooncake.
  *
- * Semantics relied on (SPEC.md sections 5-6, docs/mooncake.md):
+ * Semantics relied on (docs/mooncake.md, "What wstore relies on"):
  *  - put is write-once, so the backend is WRITE_ONCE with no upsert: the
  *    front end replaces a mutable object by a forced remove then a put,
  *    and builds its index lock on put + read back (no put_new, no update);
@@ -43,7 +44,7 @@
 #define MC_LEASE_WAIT_MS 12000
 #define MC_BUF_MIN (1u << 20)
 
-/* Mooncake error codes (SPEC.md section 6). */
+/* Mooncake error codes (docs/mooncake.md). */
 #define MC_INTERNAL (-1)
 #define MC_NO_SPACE (-200)
 #define MC_INVALID_PARAMS (-600)
