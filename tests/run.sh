@@ -4,11 +4,14 @@
 # injection, backend contract suites.  Servers the suites need are started
 # here on free loopback ports and stopped on exit.  Ends with the line
 # "N passed, N failed" summed over every suite.
+# Every suite is bounded by timeout(1): WSTORE_SUITE_TIMEOUT seconds (600
+# unless set); a suite that runs over is killed, named, and counts failed.
 #   sh tests/run.sh [BUILD_DIR] [SUITE...]
 set -u
 BUILD=${1:-build}
 [ $# -gt 0 ] && shift
 ONLY="$*"
+SUITE_TIMEOUT=${WSTORE_SUITE_TIMEOUT:-600}
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=$(cd "$BUILD" && pwd)
 export BUILD
@@ -16,10 +19,17 @@ TOTAL_PASS=0
 TOTAL_FAIL=0
 RESULTS=""
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/wstore-tests-XXXXXX")
+# suites make their temporary directories in here: a suite killed by its
+# timeout leaves nothing behind once run.sh exits
+mkdir "$WORK/tmp" && export TMPDIR="$WORK/tmp"
 
 . "$HERE/lib/redis.sh"
 cleanup() {
 	redis_stop_all >/dev/null 2>&1
+	# mounts a killed suite left under $WORK
+	grep -o " $WORK/[^ ]*" /proc/mounts 2>/dev/null | while read -r m; do
+		umount -l "$m" 2>/dev/null || fusermount3 -u -z "$m" 2>/dev/null
+	done
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -38,15 +48,21 @@ run_suite() {
 	wanted "$name" || return 0
 	echo "== $name"
 	log="$WORK/$name.log"
-	"$@" > "$log" 2>&1
+	t0=$(date +%s)
+	timeout -k 10 "$SUITE_TIMEOUT" "$@" > "$log" 2>&1
 	rc=$?
+	secs=$(($(date +%s) - t0))
 	# failed checks with their detail lines
 	awk '/^(not ok|FAIL)/ { show = 1; print; next }
 	     /^#   / { if (show) print; next } { show = 0 }' "$log" | head -60
 	line=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
 	p=$(echo "$line" | sed -E 's/^(.*[^0-9])?([0-9]+) passed.*/\2/')
 	f=$(echo "$line" | sed -E 's/^.*[^0-9]([0-9]+) failed.*/\1/')
-	if [ -z "$line" ]; then
+	if [ "$rc" = 124 ] || [ "$rc" = 137 ] && [ "$secs" -ge "$SUITE_TIMEOUT" ]; then
+		p=${p:-0}; f=$((${f:-0} + 1))
+		echo "   suite '$name' timed out after $SUITE_TIMEOUT s (killed); last lines:"
+		tail -15 "$log" | sed 's/^/   | /'
+	elif [ -z "$line" ]; then
 		p=0; f=1
 		echo "   suite '$name' printed no summary (exit $rc); last lines:"
 		tail -15 "$log" | sed 's/^/   | /'
@@ -59,7 +75,7 @@ run_suite() {
 		echo "   suite '$name' exited $rc; last lines:"
 		tail -15 "$log" | sed 's/^/   | /'
 	fi
-	echo "   $name: $p passed, $f failed"
+	echo "   $name: $p passed, $f failed (${secs} s)"
 	TOTAL_PASS=$((TOTAL_PASS + p))
 	TOTAL_FAIL=$((TOTAL_FAIL + f))
 	RESULTS="$RESULTS $name:$f"

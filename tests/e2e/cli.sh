@@ -236,9 +236,10 @@ i=0
 while [ $i -lt 8 ]; do
 	ws model import --checkpoint-id "$P-c$i" --model-id "Org/Conc" --source "$SRC" \
 		--chunk-size 512K > "$T/c$i.log" 2>&1 &
+	pids="$pids $!"
 	i=$((i + 1))
 done
-wait
+wait_all 300
 ws --json model list --model Org/Conc > "$T/conc.json"
 n=$(python3 -c "import json;print(len([r for r in json.load(open('$T/conc.json')) if r['status']=='READY']))")
 check "8 concurrent imports are all READY and indexed ($n)" test "$n" = 8
@@ -246,8 +247,8 @@ ws --json model list > "$T/all.json"
 n=$(python3 -c "import json;print(len([r for r in json.load(open('$T/all.json')) if r['checkpoint_id'].startswith('$P-c')]))")
 check "8 concurrent imports are all in the global index ($n)" test "$n" = 8
 i=0
-while [ $i -lt 8 ]; do ws model delete "$P-c$i" >/dev/null 2>&1 & i=$((i + 1)); done
-wait
+while [ $i -lt 8 ]; do ws model delete "$P-c$i" >/dev/null 2>&1 & pids="$pids $!"; i=$((i + 1)); done
+wait_all 300
 ws --json model list > "$T/all.json"
 n=$(python3 -c "import json;print(len([r for r in json.load(open('$T/all.json')) if r['checkpoint_id'].startswith('$P-c')]))")
 check "8 concurrent deletes empty the index ($n left)" test "$n" = 0

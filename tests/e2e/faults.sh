@@ -71,9 +71,10 @@ check "no chunk left after delete" test "$(chunks)" = 0
 WSTORE_FAULTS="delay=100" "$W" --store "fault+$S" model import --checkpoint-id int \
 	--model-id M --source "$SRC" --chunk-size $CS --jobs 1 > "$T/int.out" 2>&1 &
 pid=$!
-sleep 1
+has_chunks() { [ "$(chunks)" -ge "$1" ]; }
+wait_for 20 has_chunks 2	# under way
 kill -INT $pid
-wait $pid
+wait_exit 60 $pid
 rc=$?
 check "SIGINT: import exits 1 ($rc)" test $rc = 1
 check_grep "SIGINT: says interrupted" "interrupted" "$(cat "$T/int.out")"
@@ -91,7 +92,7 @@ for delay in 300 700 1200; do
 	pid=$!
 	sleep "$(echo "$delay" | awk '{print $1/1000}')"
 	kill -9 $pid 2>/dev/null
-	wait $pid 2>/dev/null
+	wait_exit 10 $pid 2>/dev/null
 	bad=0
 	for f in "$T"/pk/*; do
 		[ -f "$f" ] || continue
@@ -115,7 +116,7 @@ check_exit "a second import of the same id is refused" 1 ws model import \
 	--checkpoint-id busy --model-id M --source "$SRC"
 check_grep "second import says busy" "is busy" "$OUT"
 check_one_line "busy error is one line" "$OUT"
-wait $pid
+wait_exit 300 $pid
 check "the first import still succeeds" grep -q "imported 'busy'" "$T/busy.out"
 check_exit "and verifies" 0 ws model verify busy
 ws model delete busy >/dev/null
@@ -124,7 +125,7 @@ WSTORE_FAULTS="delay=200" "$W" --store "fault+$S" model import --checkpoint-id s
 	--model-id M --source "$SRC" --chunk-size $CS --jobs 1 >/dev/null 2>&1 &
 pid=$!
 wait_lock stale
-kill -9 $pid; wait $pid 2>/dev/null
+kill -9 $pid; wait_exit 10 $pid 2>/dev/null
 check_exit "a stale lock (owner killed) does not block a new import" 0 ws model import \
 	--checkpoint-id stale --model-id M --source "$SRC"
 ws model delete stale >/dev/null

@@ -86,7 +86,7 @@ for i in 1 2 3 4; do
 	pids="$pids $!"
 done
 fails=0
-for p in $pids; do wait "$p" || fails=$((fails + 1)); done
+for p in $pids; do wait_exit 120 "$p" || fails=$((fails + 1)); done
 if [ "$fails" = 0 ]; then tap_ok "4 concurrent readers (2 per file) see the source bytes"
 else tap_not_ok "4 concurrent readers" "$fails failed: $(cat "$T"/conc.*)"; fi
 

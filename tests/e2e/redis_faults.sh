@@ -73,13 +73,6 @@ kill_when_keys() {
 	done
 	redis_kill_port "$1"
 }
-# wait_all: wait for the processes in $pids (a bare "wait" would wait for
-# the servers started from this shell too)
-pids=""
-wait_all() {
-	for _w in $pids; do wait "$_w"; done
-	pids=""
-}
 # one_clear_line NAME PATTERN: $OUT is one line matching PATTERN, without
 # the password
 one_clear_line() {
@@ -115,7 +108,7 @@ import_killed() {
 		--source "$SRC" --chunk-size $CS --jobs 2 > "$T/$3.out" 2>&1 &
 	_pid=$!
 	kill_when_keys "$2" "$4" $_pid
-	wait $_pid
+	wait_exit 300 $_pid
 	rc=$?
 	cat "$T/$3.out" >> "$ALL"
 	OUT=$(cat "$T/$3.out")
@@ -142,7 +135,7 @@ while [ $i -lt 8 ]; do
 	pids="$pids $!"
 	i=$((i + 1))
 done
-wait_all
+wait_all 300
 cat "$T"/sc*.out >> "$ALL"
 n=$(n_ready "$SA" sc)
 check "standalone: 8 concurrent imports all READY in the index ($n)" test "$n" = 8
@@ -152,7 +145,7 @@ while [ $i -lt 8 ]; do
 	pids="$pids $!"
 	i=$((i + 1))
 done
-wait_all
+wait_all 300
 
 # ---- errors: wrong password, unreachable -----------------------------------
 check_exit "wrong password: exit 1" 1 rec "$W" --store "redis://:not-$PW@127.0.0.1:$SP" model list
@@ -376,7 +369,7 @@ if redis_start_cluster "$T/cl"; then
 		--source "$SRC" --chunk-size $CS --jobs 2 > "$T/f2.out" 2>&1 &
 	pid=$!
 	kill_when_keys "$M2" 10 $pid "$base"
-	wait $pid
+	wait_exit 300 $pid
 	rc=$?
 	cat "$T/f2.out" >> "$ALL"
 	OUT=$(cat "$T/f2.out")
@@ -404,7 +397,7 @@ if redis_start_cluster "$T/cl"; then
 		pids="$pids $!"
 		i=$((i + 1))
 	done
-	wait_all
+	wait_all 300
 	cat "$T"/cc*.out >> "$ALL"
 	n=$(n_ready "$CU" cc)
 	check "degraded cluster: 8 concurrent imports all READY in the index ($n)" test "$n" = 8
@@ -418,7 +411,7 @@ if redis_start_cluster "$T/cl"; then
 		pids="$pids $!"
 		i=$((i + 1))
 	done
-	wait_all
+	wait_all 300
 	n=$(n_ready "$CU" cc)
 	check "degraded cluster: 8 concurrent deletes empty the index ($n left)" test "$n" = 0
 

@@ -199,7 +199,7 @@ while [ $i -lt 6 ]; do
 		pid=$!
 		sleep_ms $((20 + $(rnd 250)))
 		kill -9 $pid 2>/dev/null
-		wait $pid
+		wait_exit 10 $pid
 		[ $? = 137 ] && KILLS=$((KILLS + 1))
 		ready_ok rk || { ok=0; tap_not_ok "kill -9 of $op: READY manifest fails verify"; }
 		if [ $op = pull ]; then
@@ -246,10 +246,10 @@ check "an old temp file is removed" test ! -e "$S/weight/models/g1/.tmp-manifest
 WSTORE_FAULTS=delay=40 "$W" --store "fault+$S" model import --checkpoint-id g3 --model-id M \
 	--source "$SRC" --chunk-size $CS --jobs 1 >"$T/g3.out" 2>&1 &
 pid=$!
-sleep 0.5
+wait_for 10 test -f "$S/weight/locks/models/g3"
 check_exit "gc while an import runs" 0 ws admin gc --grace 0
 check_grep "gc skips the running import as busy" "skipped 'g3'.*(busy|locked)" "$OUT"
-wait $pid
+wait_exit 300 $pid
 check "the import gc ran beside finished (exit $?)" test -z "$(grep -v imported "$T/g3.out")"
 check_exit "and it verifies" 0 ws model verify g3
 # locks of a dead process and of another host
@@ -278,9 +278,10 @@ i=1
 while [ $i -le 16 ]; do
 	ws model import --checkpoint-id "c$i" --model-id Conc --source "$SRC" --chunk-size $CS \
 		--jobs 1 >"$T/c$i.out" 2>&1 &
+	pids="$pids $!"
 	i=$((i + 1))
 done
-wait
+wait_all 300
 n=$(ws model list --model Conc | grep -c ' READY')
 check "16 concurrent imports: all READY in the per-model index ($n)" test "$n" = 16
 n=$(ws --json model list | grep -c '"checkpoint_id": "c[0-9]*"')
@@ -290,9 +291,10 @@ i=1
 while [ $i -le 16 ]; do
 	ws model verify "c$i" >/dev/null 2>&1 || { ok=0; tap_not_ok "c$i fails verify"; }
 	ws model delete "c$i" >/dev/null 2>&1 &
+	pids="$pids $!"
 	i=$((i + 1))
 done
-wait
+wait_all 300
 [ $ok = 1 ] && tap_ok "16 concurrent imports all verify"
 check "16 concurrent deletes empty the index" test -z "$(ws model list --model Conc | grep READY)"
 
@@ -304,8 +306,8 @@ for r in 1 2 3; do
 	WSTORE_FAULTS=delay=10 "$W" --store "fault+$S" model import --checkpoint-id same \
 		--model-id M --source "$SRC" --chunk-size $CS --jobs 1 >"$T/s2" 2>&1 &
 	p2=$!
-	wait $p1; r1=$?
-	wait $p2; r2=$?
+	wait_exit 300 $p1; r1=$?
+	wait_exit 300 $p2; r2=$?
 	if [ $r1 = 0 ]; then loser=$T/s2; rl=$r2; else loser=$T/s1; rl=$r1; fi
 	if [ "$(( (r1 == 0) + (r2 == 0) ))" = 1 ] && [ "$rl" = 1 ] &&
 		grep -Eq "busy|already exists" "$loser" && [ "$(grep -c . "$loser")" = 1 ] &&
@@ -326,7 +328,7 @@ race_reader() { # race_reader NAME CMD...: run CMD slowed, delete meanwhile
 	sleep 0.25
 	ws model delete race >"$T/race.del" 2>&1
 	drc=$?
-	wait $pid
+	wait_exit 300 $pid
 	rrc=$?
 	if [ $drc = 0 ] && [ $rrc != 0 ] && [ $rrc != 137 ] &&
 		grep -Eqi "not found|missing|deleted|no key|corrupt|is FAILED" "$T/race.out"; then

@@ -43,6 +43,17 @@ wait_exit() {
 	wait "$2"
 }
 
+# wait_all SECONDS: wait_exit SECONDS for each process in $pids (a bare
+# "wait" would also wait for servers started from the same shell, and has
+# no bound); returns how many did not exit 0, and empties $pids
+pids=""
+wait_all() {
+	_wa_bad=0
+	for _wa_p in $pids; do wait_exit "$1" "$_wa_p" || _wa_bad=$((_wa_bad + 1)); done
+	pids=""
+	return $_wa_bad
+}
+
 tap_ok() {
 	TAP_PASS=$((TAP_PASS + 1))
 	echo "ok - $TAP_SUITE: $1"

@@ -28,6 +28,7 @@
 #include "manifest.h"
 #include "names.h"
 #include "store.h"
+#include "../lib/child.h"
 
 static int passed, failed;
 static const char *current = "";
@@ -408,7 +409,7 @@ static void test_shared_store(void)
 		c->free(c);
 		_exit(0);
 	}
-	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+	CHECK(pid > 0 && wait_child(pid, &status, 60) == pid);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	CHECK_EQ(get_str(a, "child", buf), 0);
 	CHECK(strcmp(buf, "hi") == 0);

@@ -92,7 +92,7 @@ def raises(name, exc, fn, *want):
 
 def ws(*args):
     return subprocess.run([WSTORE, "--store", STORE, "--quiet"] + list(args),
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, timeout=300)
 
 
 def same_bits(a, b):
@@ -493,7 +493,9 @@ def test_errors_and_threads(st):
         for t in threads:
             t.start()
         for t in threads:
-            t.join()
+            t.join(120)
+            if t.is_alive():
+                errors.append("a reader thread still runs after 120 s")
     check("4 concurrent reader threads get correct bytes", not errors,
           *errors[:5])
 

@@ -11,6 +11,7 @@ BUILD=${1:-build}
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=$(cd "$BUILD" && pwd)/redis-backend-tests
 . "$HERE/../lib/redis.sh"
+. "$HERE/../lib/tap.sh"	# wait_for, wait_exit
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/wstore-redis.XXXXXX")
 trap 'redis_stop_all; rm -rf "$T"' EXIT
@@ -79,11 +80,15 @@ standalone() {
 	redis_cli "$P" config set proto-max-bulk-len 512mb >/dev/null
 
 	# killed mid-write: a clean error, no hang; works again after restart
+	dbsize() { redis_cli "$P" dbsize 2>/dev/null | tr -dc 0-9; }
+	_base=$(dbsize)
 	"$BIN" "$WSTORE_TEST_REDIS_URL" write-many 1000000 > "$T/kill" 2>&1 &
 	_w=$!
-	sleep 1
+	# kill it once the writer is under way (some keys are in)
+	has_keys() { [ "$(dbsize)" -gt $((${_base:-0} + 100)) ] 2>/dev/null; }
+	wait_for 20 has_keys
 	redis_kill_port "$P"
-	if wait $_w; then
+	if wait_exit 60 $_w; then
 		bad "server killed mid-write (writer succeeded)"
 	elif grep -q "redis at 127.0.0.1:$P" "$T/kill"; then
 		ok "server killed mid-write"

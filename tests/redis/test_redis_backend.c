@@ -31,6 +31,7 @@
 #include "names.h"
 #include "store.h"
 #include "backends/redis/proto.h"
+#include "../lib/child.h"
 
 static int passed, failed;
 static char ns[64]; /* "wstore-test/<pid>/" */
@@ -303,7 +304,7 @@ static void test_update(wstore_backend *b, const char *url)
 	for (int i = 0; i < 4; i++) {
 		int st = 0;
 
-		waitpid(pids[i], &st, 0);
+		wait_child(pids[i], &st, 120);
 		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	}
 	CHECK(read_counter(b, k2) == 200);

@@ -24,6 +24,7 @@
 #include "names.h"
 #include "store.h"
 #include "unit.h"
+#include "../lib/child.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -420,7 +421,7 @@ static void check_fork_update(const char *root)
 	for (int i = 0; i < 4; i++) {
 		int status = -1;
 
-		waitpid(pids[i], &status, 0);
+		wait_child(pids[i], &status, 120);
 		ok += WIFEXITED(status) && WEXITSTATUS(status) == 0;
 	}
 	CHECK_EQ_INT(ok, 4);
@@ -745,7 +746,7 @@ static void check_fault_crash(void)
 		put_str(b, "k", "v");
 		_exit(0);
 	}
-	waitpid(pid, &status, 0);
+	wait_child(pid, &status, 60);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 137);
 }
 

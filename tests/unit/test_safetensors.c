@@ -23,6 +23,7 @@
 #include "safetensors.h"
 #include "store.h"
 #include "unit.h"
+#include "../lib/child.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -1213,7 +1214,7 @@ static pid_t dead_pid(void)
 
 	if (pid == 0)
 		_exit(0);
-	waitpid(pid, NULL, 0);
+	wait_child(pid, NULL, 10);
 	return pid;
 }
 
