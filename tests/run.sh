@@ -83,9 +83,14 @@ run_suite() {
 
 cd "$HERE/.."
 run_suite unit "$BUILD/unit-tests"
+run_suite layout sh "$HERE/layout/check.sh" "$BUILD"
 run_suite e2e-file env WSTORE_TEST_KIND=file sh "$HERE/e2e/cli.sh"
 run_suite faults sh "$HERE/e2e/faults.sh"
-run_suite mount sh "$HERE/e2e/mount.sh"
+if [ -x "$BUILD/wstore-mount" ]; then
+	run_suite mount sh "$HERE/e2e/mount.sh"
+elif wanted mount; then
+	echo "== mount: not built (meson setup -Dfuse=disabled or no libfuse3): not run"
+fi
 run_suite reliability sh "$HERE/e2e/reliability.sh"
 run_suite badinput sh "$HERE/e2e/badinput.sh"
 run_suite edges sh "$HERE/e2e/edges.sh"
@@ -97,7 +102,9 @@ run_suite e2e-mooncake env WSTORE_TEST_KIND=mooncake WSTORE_TEST_STORE=mooncake 
 	sh "$HERE/e2e/cli.sh"
 
 if wanted redis-backend || wanted e2e-redis || wanted e2e-cluster || wanted redis-faults || [ -z "$ONLY" ]; then
-	if ! command -v redis-server >/dev/null; then
+	if [ ! -x "$BUILD/redis-backend-tests" ]; then
+		echo "== redis: not built (meson setup -Dredis=disabled or no hiredis): not run"
+	elif ! command -v redis-server >/dev/null; then
 		echo "== redis: redis-server is not installed (run scripts/deps.sh)"
 		TOTAL_FAIL=$((TOTAL_FAIL + 1))
 	else

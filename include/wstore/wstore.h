@@ -153,6 +153,23 @@ void wstore_free(wstore_store *store);
 /* Backend name ("file", "mem", "redis", ...). */
 const char *wstore_backend_name(const wstore_store *store);
 
+/* What a store can do (wstore_store_caps), so that front ends can choose
+ * a path without looking at the backend. */
+/* keys can be listed (gc works) */
+#define WSTORE_CAP_LIST (1u << 0)
+/* part of a chunk can be read without fetching the whole chunk */
+#define WSTORE_CAP_RANGE_READS (1u << 1)
+/* several chunks are fetched in one request */
+#define WSTORE_CAP_BATCH_READS (1u << 2)
+/* chunks are trusted local files: wstore_file_chunk_fd works (zero-copy) */
+#define WSTORE_CAP_LOCAL_FILES (1u << 3)
+/* put may keep an old value (write-once store) */
+#define WSTORE_CAP_WRITE_ONCE (1u << 4)
+/* data read back may be stale or damaged: readers check digests */
+#define WSTORE_CAP_UNTRUSTED (1u << 5)
+/* WSTORE_CAP_* bits of a store. */
+unsigned wstore_store_caps(const wstore_store *store);
+
 /* ---- manifests --------------------------------------------------------- */
 
 typedef struct wstore_manifest wstore_manifest;

@@ -410,9 +410,9 @@ int wstore_gc(wstore_gc_stats *out, wstore_store *s, const wstore_gc_options *o)
 	}
 	for (size_t i = 0; i < g.ids.n; i++)
 		gc_id(&g, g.ids.v[i]);
-	if (!strcmp(s->b->name, "file")) {
-		rc = wstore__file_backend_sweep_temps(
-			s->b, grace, o->dry_run, NULL, keep_temp, on_temp, &g);
+	if (WSTORE__HAS(s->b, sweep_temps)) {
+		rc = s->b->sweep_temps(s->b, grace, o->dry_run, NULL, keep_temp,
+				       on_temp, &g);
 		if (rc < 0)
 			gc_fail(&g, rc);
 	}

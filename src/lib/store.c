@@ -174,11 +174,20 @@ int wstore_open_backend(wstore_store **out, wstore_backend *b)
 	wstore_store *s;
 
 	*out = NULL;
-	if (!b || b->version != WSTORE_BACKEND_VERSION || !b->put || !b->get ||
-	    !b->size || !b->remove || !b->free)
-		return wstore__err(
-			WSTORE_EINVAL,
-			"backend lacks a required callback or has a wrong version");
+	if (!b || b->version != WSTORE_BACKEND_VERSION)
+		return wstore__err(WSTORE_EINVAL,
+				   "backend interface version %u, this library "
+				   "needs %u",
+				   b ? b->version : 0, WSTORE_BACKEND_VERSION);
+	if (b->struct_size <
+	    offsetof(wstore_backend, sweep_temps) + sizeof(b->sweep_temps))
+		return wstore__err(WSTORE_EINVAL,
+				   "backend struct of %zu bytes, smaller than "
+				   "version %u's",
+				   b->struct_size, WSTORE_BACKEND_VERSION);
+	if (!b->put || !b->get || !b->size || !b->remove || !b->free)
+		return wstore__err(WSTORE_EINVAL,
+				   "backend lacks a required callback");
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
@@ -201,6 +210,28 @@ void wstore_free(wstore_store *s)
 wstore_backend *wstore_store_backend(wstore_store *s)
 {
 	return s->b;
+}
+
+unsigned wstore_store_caps(const wstore_store *s)
+{
+	const wstore_backend *b = s->b;
+	unsigned caps = 0;
+
+	if (b->list)
+		caps |= WSTORE_CAP_LIST;
+	if (b->get_range)
+		caps |= WSTORE_CAP_RANGE_READS;
+	if (b->get_many)
+		caps |= WSTORE_CAP_BATCH_READS;
+	if (b->flags & WSTORE_BACKEND_WRITE_ONCE)
+		caps |= WSTORE_CAP_WRITE_ONCE;
+	if (b->flags & WSTORE_BACKEND_UNTRUSTED)
+		caps |= WSTORE_CAP_UNTRUSTED;
+	/* the rule wstore_file_chunk_fd applies */
+	if (b->open_fd && !(b->flags & (WSTORE_BACKEND_UNTRUSTED |
+					WSTORE_BACKEND_WRITE_ONCE)))
+		caps |= WSTORE_CAP_LOCAL_FILES;
+	return caps;
 }
 
 const char *wstore_backend_name(const wstore_store *s)

@@ -18,6 +18,14 @@
 #include "wstore/sys/backend.h"
 #include "manifest.h"
 
+/* Whether backend b has callback field: inside the struct_size it was built
+ * with and set.  Needed for callbacks added after version 2 (sweep_temps is the
+ * last of version 2; later ones go after it). */
+#define WSTORE__HAS(b, field)                                                  \
+	(offsetof(wstore_backend, field) + sizeof((b)->field) <=               \
+		 (b)->struct_size &&                                           \
+	 (b)->field)
+
 struct wstore_store {
 	wstore_backend *b;
 	char *label; /* URL without secrets, for messages */

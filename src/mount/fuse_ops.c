@@ -73,7 +73,6 @@
 
 #include <wstore/wstore.h>
 #include <wstore/read.h>
-#include <wstore/sys/backend.h>
 
 #include "fuse_ops.h"
 
@@ -869,11 +868,7 @@ static uint64_t ra_depth(const struct wmount *m, uint64_t cs)
  * wstore_file_chunk_fd also refuses untrusted and write-once stores). */
 static int zc_capable(wstore_store *store)
 {
-	const wstore_backend *b = wstore_store_backend(store);
-
-	return b && b->open_fd &&
-	       !(b->flags &
-		 (WSTORE_BACKEND_UNTRUSTED | WSTORE_BACKEND_WRITE_ONCE));
+	return (wstore_store_caps(store) & WSTORE_CAP_LOCAL_FILES) != 0;
 }
 
 static int cache_init(struct wmount *m)

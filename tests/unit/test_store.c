@@ -1,4 +1,261 @@
+/*
+ * test_store.c - the store front end (store.c): the backend interface
+ * checks of wstore_open_backend, capabilities, whole-value reads, replace
+ * and remove on strong and write-once stores, and chunk reads judged
+ * against the manifest.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "manifest.h"
+#include "store.h"
 #include "unit.h"
+
+static wstore_store *mem_store(unsigned flags)
+{
+	wstore_backend *b = NULL;
+	wstore_store *s = NULL;
+
+	if (wstore_backend_mem_new(&b, flags) < 0)
+		return NULL;
+	if (wstore_open_backend(&s, b) < 0) {
+		b->free(b);
+		return NULL;
+	}
+	return s;
+}
+
+static void test_open_backend_checks(void)
+{
+	wstore_backend *b = NULL;
+	wstore_store *s = NULL;
+	size_t full;
+
+	CHECK(wstore_backend_mem_new(&b, 0) == 0);
+	if (!b)
+		return;
+	full = b->struct_size;
+	CHECK_EQ_INT(full, sizeof(wstore_backend));
+	CHECK_EQ_INT(b->version, WSTORE_BACKEND_VERSION);
+	CHECK_EQ_INT(WSTORE_BACKEND_VERSION, 2);
+
+	b->version = 1;
+	CHECK_EQ_INT(wstore_open_backend(&s, b), WSTORE_EINVAL);
+	CHECK(s == NULL);
+	CHECK(strstr(wstore_last_error(), "version 1") != NULL);
+	b->version = WSTORE_BACKEND_VERSION;
+
+	/* a struct from before sweep_temps existed is refused */
+	b->struct_size = offsetof(wstore_backend, sweep_temps);
+	CHECK_EQ_INT(wstore_open_backend(&s, b), WSTORE_EINVAL);
+	CHECK(strstr(wstore_last_error(), "bytes") != NULL);
+	b->struct_size = full;
+
+	{
+		int (*get)(wstore_backend *, const char *, void *, size_t,
+			   size_t *) = b->get;
+
+		b->get = NULL;
+		CHECK_EQ_INT(wstore_open_backend(&s, b), WSTORE_EINVAL);
+		CHECK(strstr(wstore_last_error(), "required callback") != NULL);
+		b->get = get;
+	}
+	CHECK_EQ_INT(wstore_open_backend(&s, b), 0);
+	CHECK(s != NULL);
+	CHECK(wstore_store_backend(s) == b);
+	CHECK_STR(wstore_backend_name(s), "mem");
+	wstore_free(s);
+	CHECK_EQ_INT(wstore_open_backend(&s, NULL), WSTORE_EINVAL);
+}
+
+static void test_has_callback(void)
+{
+	wstore_backend *b = NULL;
+
+	CHECK(wstore_backend_mem_new(&b, 0) == 0);
+	if (!b)
+		return;
+	CHECK(!WSTORE__HAS(b, sweep_temps)); /* mem leaves nothing behind */
+	CHECK(WSTORE__HAS(b, get));
+	/* a field past the size the backend was built with reads as absent */
+	b->struct_size = offsetof(wstore_backend, get);
+	CHECK(!WSTORE__HAS(b, get));
+	b->struct_size = sizeof(*b);
+	b->free(b);
+}
+
+static void test_caps(void)
+{
+	wstore_store *s = mem_store(0);
+	char *dir = unit_tmpdir();
+	unsigned c;
+
+	CHECK(s != NULL);
+	if (s) {
+		c = wstore_store_caps(s);
+		CHECK(c & WSTORE_CAP_LIST);
+		CHECK(!(c & WSTORE_CAP_WRITE_ONCE));
+		CHECK(!(c & WSTORE_CAP_LOCAL_FILES));
+		wstore_free(s);
+	}
+	s = mem_store(WSTORE_BACKEND_WRITE_ONCE);
+	CHECK(s != NULL);
+	if (s) {
+		CHECK(wstore_store_caps(s) & WSTORE_CAP_WRITE_ONCE);
+		wstore_free(s);
+	}
+	CHECK_EQ_INT(wstore_open_url(&s, dir), 0);
+	if (s) {
+		c = wstore_store_caps(s);
+		CHECK(c & WSTORE_CAP_LOCAL_FILES);
+		CHECK(c & WSTORE_CAP_LIST);
+		CHECK(c & WSTORE_CAP_RANGE_READS);
+		CHECK(!(c & WSTORE_CAP_UNTRUSTED));
+		CHECK(WSTORE__HAS(wstore_store_backend(s), sweep_temps));
+		wstore_free(s);
+	}
+	unit_rmtree(dir);
+	free(dir);
+}
+
+static void test_get_replace_remove(unsigned flags)
+{
+	wstore_store *s = mem_store(flags);
+	char *v = NULL;
+	size_t n = 0;
+
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	CHECK_EQ_INT(wstore__get_alloc(s, "k", &v, &n), WSTORE_ENOTFOUND);
+	CHECK(v == NULL);
+	CHECK_EQ_INT(wstore__remove(s, "k"), 0); /* missing counts as done */
+	CHECK_EQ_INT(wstore__replace(s, "k", "one", 3), 0);
+	CHECK_EQ_INT(wstore__get_alloc(s, "k", &v, &n), 0);
+	CHECK_EQ_INT(n, 3);
+	CHECK_STR(v, "one"); /* NUL-terminated */
+	free(v);
+	v = NULL;
+	/* replace really replaces, also where put keeps the old value */
+	CHECK_EQ_INT(wstore__replace(s, "k", "second", 6), 0);
+	CHECK_EQ_INT(wstore__get_alloc(s, "k", &v, &n), 0);
+	CHECK_STR(v, "second");
+	free(v);
+	v = NULL;
+	CHECK_EQ_INT(wstore__remove(s, "k"), 0);
+	CHECK_EQ_INT(wstore__get_alloc(s, "k", &v, &n), WSTORE_ENOTFOUND);
+	wstore_free(s);
+}
+
+static void test_get_empty_missing(void)
+{
+	wstore_store *s = mem_store(WSTORE_BACKEND_EMPTY_MISSING);
+	char *v = NULL;
+	size_t n = 7;
+
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	/* such a store returns an empty value for a missing key */
+	CHECK_EQ_INT(wstore__get_alloc(s, "absent", &v, &n), WSTORE_ENOTFOUND);
+	CHECK(v == NULL);
+	wstore_free(s);
+}
+
+/* A file of size bytes in chunks of cs, keys "c0", "c1", ... */
+static wstore__file *file_record(wstore_manifest *m, uint64_t size, uint64_t cs,
+				 uint64_t nchunks)
+{
+	wstore__file *f = wstore__manifest_add_file(m, "w.bin");
+	char key[32];
+
+	if (!f)
+		return NULL;
+	f->size = size;
+	f->chunk_size = cs;
+	for (uint64_t i = 0; i < nchunks; i++) {
+		snprintf(key, sizeof(key), "c%llu", (unsigned long long)i);
+		if (wstore__file_add_chunk(f, key) < 0)
+			return NULL;
+	}
+	return f;
+}
+
+static void test_chunks(void)
+{
+	wstore_store *s = mem_store(0);
+	wstore_manifest *m = wstore__manifest_new();
+	wstore__file *f;
+	uint64_t len = 0;
+	char buf[16];
+
+	CHECK(s != NULL && m != NULL);
+	if (!s || !m)
+		goto out;
+	f = file_record(m, 10, 4, 3); /* 4 + 4 + 2 */
+	CHECK(f != NULL);
+	if (!f)
+		goto out;
+	CHECK_EQ_INT(wstore__chunk_len(&len, f, 0), 0);
+	CHECK_EQ_INT(len, 4);
+	CHECK_EQ_INT(wstore__chunk_len(&len, f, 2), 0);
+	CHECK_EQ_INT(len, 2);
+	CHECK_EQ_INT(wstore__max_chunk(m), 4);
+
+	wstore_backend *b = wstore_store_backend(s);
+	CHECK_EQ_INT(b->put(b, "c0", "abcd", 4), 0);
+	CHECK_EQ_INT(b->put(b, "c1", "efg", 3), 0);   /* short */
+	CHECK_EQ_INT(b->put(b, "c2", "hijkl", 5), 0); /* long */
+	CHECK_EQ_INT(wstore__read_chunk(s, f, 0, buf, sizeof(buf)), 0);
+	CHECK(memcmp(buf, "abcd", 4) == 0);
+	CHECK_EQ_INT(wstore__read_chunk(s, f, 1, buf, sizeof(buf)),
+		     WSTORE_ECORRUPT);
+	CHECK(strstr(wstore_last_error(), "w.bin") != NULL);
+	CHECK_EQ_INT(wstore__read_chunk(s, f, 2, buf, sizeof(buf)),
+		     WSTORE_ECORRUPT);
+	CHECK_EQ_INT(b->remove(b, "c0", 1), 0);
+	CHECK_EQ_INT(wstore__read_chunk(s, f, 0, buf, sizeof(buf)),
+		     WSTORE_ECORRUPT); /* missing */
+
+	/* legacy single chunk without chunk_size maps to the whole file */
+	f = file_record(m, 5, 0, 1);
+	CHECK(f != NULL);
+	if (f) {
+		CHECK_EQ_INT(wstore__chunk_len(&len, f, 0), 0);
+		CHECK_EQ_INT(len, 5);
+	}
+	/* several chunks without a chunk size cannot be mapped */
+	f = file_record(m, 10, 0, 2);
+	CHECK(f != NULL);
+	if (f)
+		CHECK_EQ_INT(wstore__chunk_len(&len, f, 1),
+			     WSTORE_EUNSUPPORTED);
+out:
+	wstore_manifest_free(m);
+	wstore_free(s);
+}
+
+static void test_jobs(void)
+{
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+	CHECK_EQ_INT(wstore__jobs(3), 3);
+	CHECK(wstore__jobs(0) >= 1);
+	if (cores > 0)
+		CHECK(wstore__jobs(0) <= (unsigned)cores);
+}
+
 void test_store(void)
 {
+	test_open_backend_checks();
+	test_has_callback();
+	test_caps();
+	test_get_replace_remove(0);
+	test_get_replace_remove(WSTORE_BACKEND_WRITE_ONCE);
+	test_get_empty_missing();
+	test_chunks();
+	test_jobs();
 }

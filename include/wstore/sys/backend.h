@@ -28,7 +28,15 @@
 extern "C" {
 #endif
 
-#define WSTORE_BACKEND_VERSION 1
+/*
+ * Version 2 added struct_size and sweep_temps (version 1 had get_many inserted
+ * mid-struct without a bump).  A backend sets version to
+ * WSTORE_BACKEND_VERSION and struct_size to sizeof(struct wstore_backend) as it
+ * was compiled; wstore_open_backend refuses another version or a size
+ * smaller than version 2's.  Callbacks added later go at the end and are
+ * read only when struct_size covers them, so adding one needs no version bump.
+ */
+#define WSTORE_BACKEND_VERSION 2
 
 /* Behaviour flags (wstore_backend.flags). */
 /* put on an existing key may succeed yet keep the old value */
@@ -55,9 +63,10 @@ typedef int (*wstore_update_fn)(void **out_value, size_t *out_len,
 typedef int (*wstore_list_fn)(const char *key, void *ctx);
 
 struct wstore_backend {
-	unsigned version; /* WSTORE_BACKEND_VERSION */
-	const char *name; /* "file", "mem", "redis", ... */
-	unsigned flags;	  /* WSTORE_BACKEND_* */
+	unsigned version;   /* WSTORE_BACKEND_VERSION */
+	size_t struct_size; /* sizeof(struct wstore_backend) */
+	const char *name;   /* "file", "mem", "redis", ... */
+	unsigned flags;	    /* WSTORE_BACKEND_* */
 
 	/*
 	 * Store len bytes under key.  Durable when it returns 0 (as far as
@@ -167,6 +176,22 @@ struct wstore_backend {
 	 * initialisers stay valid; the front end re-checks the length.
 	 */
 	int (*open_fd)(wstore_backend *b, const char *key, int *out_fd);
+
+	/*
+	 * Find what interrupted puts left behind outside the key space (temp
+	 * files, for a store of local files) that is older than older_than
+	 * seconds, and remove it unless dry_run.  Never touches an item whose
+	 * writer is still alive, nor one for which keep (may be NULL) returns
+	 * non-zero; fn (may be NULL) is told of each one found, with a name
+	 * relative to the store and its size.  *out_n (may be NULL) = items
+	 * found.  Used by gc.  Optional: NULL when puts leave nothing behind.
+	 */
+	int (*sweep_temps)(wstore_backend *b, int64_t older_than, int dry_run,
+			   size_t *out_n,
+			   int (*keep)(const char *path, void *ctx),
+			   void (*fn)(const char *path, uint64_t bytes,
+				      int removed, void *ctx),
+			   void *ctx);
 };
 
 /*
@@ -175,7 +200,9 @@ struct wstore_backend {
  */
 int wstore_open_backend(wstore_store **out, wstore_backend *b);
 
-/* The backend of a store (owned by the store). */
+/* The backend of a store (owned by the store), for code that built the
+ * backend itself (tests, embedders).  Front ends ask wstore_store_caps()
+ * instead. */
 wstore_backend *wstore_store_backend(wstore_store *store);
 
 /* Set the calling thread's last error message (printf-style) and return

@@ -380,6 +380,7 @@ static void set_callbacks(fault_backend *fb)
 	wstore_backend *in = fb->inner;
 
 	fb->pub.version = WSTORE_BACKEND_VERSION;
+	fb->pub.struct_size = sizeof(fb->pub);
 	fb->pub.name = "fault";
 	fb->pub.flags = in->flags;
 	if (fb->writeonce)

@@ -835,6 +835,13 @@ static int open_root(char **out, const char *root)
 	return 0;
 }
 
+static int file_sweep_temps(wstore_backend *b, int64_t older_than, int dry_run,
+			    size_t *out_n,
+			    int (*keep)(const char *path, void *ctx),
+			    void (*fn)(const char *path, uint64_t bytes,
+				       int removed, void *ctx),
+			    void *ctx);
+
 int wstore_backend_file_new(wstore_backend **out, const char *root)
 {
 	file_backend *fb;
@@ -851,6 +858,7 @@ int wstore_backend_file_new(wstore_backend **out, const char *root)
 		return rc;
 	}
 	fb->pub.version = WSTORE_BACKEND_VERSION;
+	fb->pub.struct_size = sizeof(fb->pub);
 	fb->pub.name = "file";
 	fb->pub.flags = 0;
 	fb->pub.put = file_put;
@@ -864,6 +872,7 @@ int wstore_backend_file_new(wstore_backend **out, const char *root)
 	fb->pub.list = file_list;
 	fb->pub.update = file_update;
 	fb->pub.free = file_free;
+	fb->pub.sweep_temps = file_sweep_temps;
 	fb->pub.open_fd = file_open_fd;
 	*out = &fb->pub;
 	return 0;
@@ -1001,20 +1010,18 @@ static void sweep_dir(struct sweep *sw, size_t len, int depth)
 	free(names);
 }
 
-int wstore__file_backend_sweep_temps(
-	wstore_backend *b, int64_t older_than, int dry_run, size_t *out_n,
-	int (*keep)(const char *path, void *ctx),
-	void (*fn)(const char *path, uint64_t bytes, int removed, void *ctx),
-	void *ctx)
+static int file_sweep_temps(wstore_backend *b, int64_t older_than, int dry_run,
+			    size_t *out_n,
+			    int (*keep)(const char *path, void *ctx),
+			    void (*fn)(const char *path, uint64_t bytes,
+				       int removed, void *ctx),
+			    void *ctx)
 {
 	struct sweep *sw;
 	int rc;
 
 	if (out_n)
 		*out_n = 0;
-	if (!b || b->free != file_free)
-		return wstore__err(WSTORE_EUNSUPPORTED,
-				   "not a file store: no temp files to sweep");
 	sw = calloc(1, sizeof(*sw));
 	if (!sw)
 		return -ENOMEM;

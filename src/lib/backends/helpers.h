@@ -38,20 +38,4 @@ int wstore__backend_redis_open(wstore_backend **out, const char *url,
 int wstore__backend_mooncake_open(wstore_backend **out,
 				  const wstore_config *cfg);
 
-/*
- * Find temp files of puts ("<dir>/.tmp-*", invisible to list()) under a
- * file backend's root whose mtime is more than older_than seconds ago, and
- * unlink them unless dry_run.  Never touched, whatever older_than: a temp
- * file whose writer (the pid in its name) is a live process, and one for
- * which keep (may be NULL) returns non-zero.  fn (may be NULL) is called
- * for each one found with its path relative to the root.  b may be any
- * backend: one that is not the file backend gives WSTORE_EUNSUPPORTED.
- * *out_n = temp files found.  file.c; used by gc.c.
- */
-int wstore__file_backend_sweep_temps(
-	wstore_backend *b, int64_t older_than, int dry_run, size_t *out_n,
-	int (*keep)(const char *path, void *ctx),
-	void (*fn)(const char *path, uint64_t bytes, int removed, void *ctx),
-	void *ctx);
-
 #endif

@@ -376,6 +376,7 @@ int wstore_backend_mem_new(wstore_backend **out, unsigned flags)
 		return wstore__errc(-ENOMEM, "cannot create memory store");
 	pthread_mutex_init(&mb->lock, NULL);
 	mb->pub.version = WSTORE_BACKEND_VERSION;
+	mb->pub.struct_size = sizeof(mb->pub);
 	mb->pub.name = "mem";
 	mb->pub.flags = flags;
 	mb->pub.put = mem_put;

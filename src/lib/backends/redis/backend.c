@@ -466,6 +466,7 @@ static void tune_malloc(void)
 static void set_callbacks(struct redis_backend *b)
 {
 	b->base.version = WSTORE_BACKEND_VERSION;
+	b->base.struct_size = sizeof(b->base);
 	b->base.name = b->cl ? "redis-cluster" : "redis";
 	b->base.flags = WSTORE_BACKEND_UNTRUSTED;
 	b->base.put = rb_put;
