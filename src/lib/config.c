@@ -26,7 +26,7 @@
 
 #include "config.h"
 #include "error.h"
-#include "manifest.h"
+#include "util.h"
 
 static const char *const known_keys[] = {
 	"store",

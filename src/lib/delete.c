@@ -16,6 +16,7 @@
 #include "lock.h"
 #include "manifest.h"
 #include "names.h"
+#include "util.h"
 #include "store.h"
 
 struct sweep {

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "safetensors.h"
+#include "gguf.h"
 #include "error.h"
 
 #define MAX_DIMS 4
@@ -346,56 +346,4 @@ int wstore__gguf_parse_mem(wstore__gguf_info *out, const void *data, size_t n,
 			   const char *what)
 {
 	return wstore__gguf_parse(out, mem_read, (void *)data, n, what);
-}
-
-/* A window over a store file, aligned to multiples of its size. */
-struct window {
-	wstore_file *f;
-	char *buf;
-	size_t cap, n;
-	uint64_t start;
-};
-
-static int win_read(void *ctx, uint64_t off, void *buf, size_t len)
-{
-	struct window *w = ctx;
-	char *dst = buf;
-	int rc;
-
-	while (len) {
-		size_t k;
-
-		if (off < w->start || off >= w->start + w->n) {
-			w->start = off - off % w->cap;
-			if ((rc = wstore_file_pread(w->f, w->buf, w->cap,
-						    w->start, &w->n)) < 0)
-				return rc;
-			if (off >= w->start + w->n)
-				return wstore__err(WSTORE_ECORRUPT,
-						   "gguf file "
-						   "'%s': truncated",
-						   wstore_file_path(w->f));
-		}
-		k = w->start + w->n - off;
-		k = k < len ? k : len;
-		memcpy(dst, w->buf + (off - w->start), k);
-		dst += k;
-		off += k;
-		len -= k;
-	}
-	return 0;
-}
-
-int wstore__gguf_parse_file(wstore__gguf_info *out, wstore_file *f)
-{
-	struct window w = { f, NULL, wstore__file_window(f), 0, 0 };
-	int rc;
-
-	if (!(w.buf = malloc(w.cap)))
-		return wstore__errc(-ENOMEM, "cannot read '%s'",
-				    wstore_file_path(f));
-	rc = wstore__gguf_parse(out, win_read, &w, wstore_file_size(f),
-				wstore_file_path(f));
-	free(w.buf);
-	return rc;
 }

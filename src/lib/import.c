@@ -33,6 +33,7 @@
 #include "lock.h"
 #include "manifest.h"
 #include "names.h"
+#include "util.h"
 #include "store.h"
 #include "safetensors.h"
 #include "scan.h"

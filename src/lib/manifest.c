@@ -33,20 +33,9 @@
 #include "error.h"
 #include "manifest.h"
 #include "names.h"
-#include "store.h"
+#include "util.h"
 
 /* ---- building ----------------------------------------------------------- */
-
-int wstore__set_str(char **field, const char *value)
-{
-	char *copy = NULL;
-
-	if (value && !(copy = strdup(value)))
-		return wstore__errc(-ENOMEM, "cannot copy string");
-	free(*field);
-	*field = copy;
-	return 0;
-}
 
 /* Capacity for n elements: 0 or the next power of two >= n. */
 static size_t grow_cap(size_t n)
@@ -687,47 +676,6 @@ int wstore_manifest_parse(wstore_manifest **out, const void *json, size_t len)
 	}
 	*out = m;
 	return 0;
-}
-
-int wstore_manifest_read(wstore_manifest **out, wstore_store *store,
-			 const char *id)
-{
-	static const char prefix[] = "invalid manifest: ";
-	char key[WSTORE__KEY_MAX], *data = NULL;
-	const char *msg;
-	size_t len = 0;
-	int rc;
-
-	*out = NULL;
-	if ((rc = wstore_validate_checkpoint_id(id)))
-		return rc;
-	wstore__key_manifest(key, id);
-	rc = wstore__get_alloc(store, key, &data, &len);
-	if (rc == WSTORE_ENOTFOUND)
-		return wstore__err(rc, "checkpoint '%s' not found", id);
-	if (rc)
-		return rc;
-	rc = wstore_manifest_parse(out, data, len);
-	free(data);
-	if (rc == WSTORE_ECORRUPT) {
-		msg = wstore_last_error();
-		if (strncmp(msg, prefix, sizeof(prefix) - 1) == 0)
-			msg += sizeof(prefix) - 1;
-		return wstore__err(rc,
-				   "checkpoint '%s': manifest is corrupt: %s",
-				   id, msg);
-	}
-	if (rc)
-		return rc;
-	if (strcmp((*out)->checkpoint_id, id) != 0) {
-		rc = wstore__err(
-			WSTORE_ECORRUPT,
-			"checkpoint '%s': manifest is corrupt: it names checkpoint '%s'",
-			id, (*out)->checkpoint_id);
-		wstore_manifest_free(*out);
-		*out = NULL;
-	}
-	return rc;
 }
 
 /* ---- accessors ----------------------------------------------------------- */

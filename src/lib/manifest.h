@@ -45,7 +45,5 @@ wstore__file *wstore__manifest_add_file(wstore_manifest *m, const char *path);
 int wstore__file_add_chunk(wstore__file *f, const char *key);
 /* Sort files by path (bytewise) and recompute total_size. */
 void wstore__manifest_sort(wstore_manifest *m);
-/* Replace a string field (copy); value may be NULL. */
-int wstore__set_str(char **field, const char *value);
 
 #endif

@@ -252,14 +252,10 @@ int wstore_materialize_file(wstore_store *s, const char *id, const char *path,
 
 	if (!output || !*output)
 		return wstore__err(WSTORE_EINVAL, "no output file given");
-	rc = wstore_manifest_read(&m, s, id);
+	rc = wstore__manifest_read_ready(&m, s, id);
 	if (rc < 0)
 		return rc;
-	if (strcmp(m->status, "READY") != 0) {
-		rc = wstore__err(WSTORE_ENOTREADY, "checkpoint '%s' is %s: %s",
-				 id, m->status,
-				 m->error ? m->error : "not READY");
-	} else if ((i = wstore_manifest_find(m, path)) < 0) {
+	if ((i = wstore_manifest_find(m, path)) < 0) {
 		rc = wstore__err(WSTORE_ENOTFOUND,
 				 "checkpoint '%s' has no file '%s'", id, path);
 	} else {

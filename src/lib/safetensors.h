@@ -1,17 +1,16 @@
 /*
- * safetensors.h - internal interface of the weight-format modules:
- * safetensors header parsing (safetensors.c), GGUF header parsing (gguf.c)
- * and the scatter reader of the read API (read.c) they use.  Not installed.
+ * safetensors.h - the safetensors header parser (safetensors.c).
+ *
+ * Owns: the rules of docs/format.md, "Weight files", for safetensors: the
+ * header length, the JSON header and the tensor table that must tile the
+ * data.  Pure: bytes or a local fd in, a validated table out; reading
+ * from a store is weights.c's.
  */
 #ifndef WSTORE_SAFETENSORS_H
 #define WSTORE_SAFETENSORS_H
 
 #include <stddef.h>
 #include <stdint.h>
-
-#include "wstore/read.h"
-
-/* ---- safetensors.c ----------------------------------------------------- */
 
 /* Largest header the contract allows (N). */
 #define WSTORE__ST_MAX_HEADER 100000000ull
@@ -58,55 +57,7 @@ int wstore__safetensors_check_file(wstore__st **out, int fd, const char *what);
 /* Index of name in st, or -1. */
 int64_t wstore__st_find(const wstore__st *st, const char *name);
 void wstore__st_free(wstore__st *st);
-/* Detach the table from a public handle and free the handle. */
-wstore__st *wstore__safetensors_take(wstore_safetensors *ws);
 /* Bits per element of a dtype name, 0 if unknown. */
 unsigned wstore__st_dtype_bits(const char *dtype);
-
-/* ---- gguf.c ------------------------------------------------------------- */
-
-typedef struct wstore__gguf_info {
-	uint32_t version;
-	uint64_t tensor_count;
-	uint64_t kv_count;
-	uint64_t param_count;
-	uint32_t alignment;
-	uint64_t data_start;   /* offset of the tensor data */
-	uint64_t type_mask[2]; /* bit t: some tensor has ggml type t */
-} wstore__gguf_info;
-
-/* Random-access reader the GGUF parser pulls bytes through: read exactly
- * len bytes at off (off + len <= the size given to the parser). */
-typedef int (*wstore__read_fn)(void *ctx, uint64_t off, void *buf, size_t len);
-
-/* Walk a GGUF header (magic, version, counts, every key/value pair and
- * tensor info) with bounds checks.  WSTORE_ECORRUPT naming what. */
-int wstore__gguf_parse(wstore__gguf_info *out, wstore__read_fn read, void *ctx,
-		       uint64_t file_size, const char *what);
-/* Same, over memory (for tests and the fuzzer). */
-int wstore__gguf_parse_mem(wstore__gguf_info *out, const void *data, size_t n,
-			   const char *what);
-/* Same, over a file of the store (buffered reads through pread). */
-int wstore__gguf_parse_file(wstore__gguf_info *out, wstore_file *f);
-/* Name of ggml type t ("F32", "Q4_K", ...) or NULL if unknown. */
-const char *wstore__gguf_type_name(unsigned t);
-
-/* ---- read.c: scatter reads ---------------------------------------------- */
-
-/* One destination range of a scatter read. */
-typedef struct wstore__seg {
-	uint64_t off; /* offset in the file */
-	uint64_t len;
-	void *dst;
-} wstore__seg;
-
-/*
- * Read every segment of f (all inside the file; any order, may overlap)
- * reading each chunk needed at most once.  segs is reordered.
- */
-int wstore__file_readv(wstore_file *f, wstore__seg *segs, size_t n);
-/* A good size for sequential buffered reads of f: small when the backend
- * reads ranges, else the chunk size (so each chunk is fetched once). */
-size_t wstore__file_window(const wstore_file *f);
 
 #endif

@@ -22,6 +22,7 @@
 #include "backends/helpers.h"
 #include "error.h"
 #include "manifest.h"
+#include "names.h"
 #include "store.h"
 
 /* Copy url without "user:password@" so it can appear in messages. */
@@ -414,4 +415,68 @@ void *wstore__buf_alloc(size_t cap)
 		return NULL;
 	madvise(p, cap, MADV_HUGEPAGE);
 	return p;
+}
+
+/* ---- manifests in the store --------------------------------------------- */
+
+int wstore_manifest_read(wstore_manifest **out, wstore_store *store,
+			 const char *id)
+{
+	static const char prefix[] = "invalid manifest: ";
+	char key[WSTORE__KEY_MAX], *data = NULL;
+	const char *msg;
+	size_t len = 0;
+	int rc;
+
+	*out = NULL;
+	if ((rc = wstore_validate_checkpoint_id(id)))
+		return rc;
+	wstore__key_manifest(key, id);
+	rc = wstore__get_alloc(store, key, &data, &len);
+	if (rc == WSTORE_ENOTFOUND)
+		return wstore__err(rc, "checkpoint '%s' not found", id);
+	if (rc)
+		return rc;
+	rc = wstore_manifest_parse(out, data, len);
+	free(data);
+	if (rc == WSTORE_ECORRUPT) {
+		msg = wstore_last_error();
+		if (strncmp(msg, prefix, sizeof(prefix) - 1) == 0)
+			msg += sizeof(prefix) - 1;
+		return wstore__err(rc,
+				   "checkpoint '%s': manifest is corrupt: %s",
+				   id, msg);
+	}
+	if (rc)
+		return rc;
+	if (strcmp((*out)->checkpoint_id, id) != 0) {
+		rc = wstore__err(
+			WSTORE_ECORRUPT,
+			"checkpoint '%s': manifest is corrupt: it names checkpoint '%s'",
+			id, (*out)->checkpoint_id);
+		wstore_manifest_free(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+int wstore__manifest_read_ready(wstore_manifest **out, wstore_store *store,
+				const char *id)
+{
+	wstore_manifest *m;
+	int rc;
+
+	*out = NULL;
+	if ((rc = wstore_manifest_read(&m, store, id)) < 0)
+		return rc;
+	if (strcmp(m->status, "READY") != 0) {
+		rc = wstore__err(WSTORE_ENOTREADY, "checkpoint '%s' is %s: %s",
+				 id, m->status,
+				 m->error && *m->error ? m->error
+						       : "no error recorded");
+		wstore_manifest_free(m);
+		return rc;
+	}
+	*out = m;
+	return 0;
 }

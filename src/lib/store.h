@@ -62,6 +62,12 @@ int wstore__fetch_to_fd(wstore_store *s, const wstore__file *f, int fd,
 			void *buf, size_t cap, int verify,
 			int (*progress)(uint64_t n, void *ctx), void *ctx);
 
+/* Read checkpoint id's manifest and require it READY: WSTORE_ENOTREADY
+ * naming its status and recorded error otherwise (wstore_manifest_read
+ * is the public read without the requirement). */
+int wstore__manifest_read_ready(wstore_manifest **out, wstore_store *store,
+				const char *id);
+
 /* A reusable chunk buffer (huge pages where possible); free() it. */
 void *wstore__buf_alloc(size_t cap);
 

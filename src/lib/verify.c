@@ -131,16 +131,9 @@ int wstore_verify(wstore_store *s, const char *id,
 	if (v.o->version != WSTORE_VERIFY_OPTIONS_VERSION)
 		return wstore__err(WSTORE_EINVAL,
 				   "verify options of another version");
-	rc = wstore_manifest_read(&v.m, s, id);
+	rc = wstore__manifest_read_ready(&v.m, s, id);
 	if (rc < 0)
 		return rc;
-	if (strcmp(v.m->status, "READY") != 0) {
-		rc = wstore__err(WSTORE_ENOTREADY, "checkpoint '%s' is %s: %s",
-				 id, v.m->status,
-				 v.m->error ? v.m->error : "not READY");
-		wstore_manifest_free(v.m);
-		return rc;
-	}
 	v.cap = (size_t)wstore__max_chunk(v.m);
 	v.total = v.m->total_size;
 	pthread_mutex_init(&v.mu, NULL);

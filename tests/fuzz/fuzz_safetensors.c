@@ -18,6 +18,8 @@
 #include "error.h"
 #include "manifest.h"
 #include "names.h"
+#include "gguf.h"
+#include "readv.h"
 #include "safetensors.h"
 #include "store.h"
 

@@ -2,7 +2,7 @@
 # check.sh - the architecture as the build and the tree must keep it: the
 # library exports only the public API, has a soname, backends and front
 # ends include only what their layer may, headers have no include cycle,
-# and the CLI does not link libfuse3.
+# modules no call cycle, and the CLI does not link libfuse3.
 #   sh tests/layout/check.sh [BUILD_DIR]
 set -u
 BUILD=${1:-${BUILD:-build}}
@@ -54,6 +54,10 @@ else tap_not_ok "the CLI and the mount never see the backend interface" "$out"; 
 out=$(python3 "$HERE/include_cycles.py" src/lib include 2>&1)
 if [ -z "$out" ]; then tap_ok "no include cycle among the library's headers"
 else tap_not_ok "no include cycle among the library's headers" "$out"; fi
+
+out=$(python3 "$HERE/call_cycles.py" "$BUILD/libwstore_internal.a" 2>&1)
+if [ -z "$out" ]; then tap_ok "no call cycle between the library's modules"
+else tap_not_ok "no call cycle between the library's modules" "$out"; fi
 
 check_grep "every core header opens with a comment naming itself" '^ok$' \
 	"$(for h in src/lib/*.h src/lib/backends/*.h src/lib/backends/redis/*.h; do

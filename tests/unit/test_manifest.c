@@ -27,6 +27,7 @@
 #include "manifest.h"
 #include "names.h"
 #include "store.h"
+#include "util.h"
 #include "unit.h"
 
 static char *slurp_data(const char *rel, size_t *len)

@@ -20,8 +20,11 @@
 #include "error.h"
 #include "manifest.h"
 #include "names.h"
+#include "gguf.h"
+#include "readv.h"
 #include "safetensors.h"
 #include "store.h"
+#include "util.h"
 #include "unit.h"
 #include "../lib/child.h"
 

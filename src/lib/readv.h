@@ -1,0 +1,32 @@
+/*
+ * readv.h - what read.c (checkpoint and file handles of the read API)
+ * offers the rest of the library besides include/wstore/read.h.
+ *
+ * Owns: mapping byte ranges of a file onto its chunks, each chunk checked
+ * against the manifest and fetched at most once per call.
+ */
+#ifndef WSTORE_READV_H
+#define WSTORE_READV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wstore/read.h"
+
+/* One destination range of a scatter read. */
+typedef struct wstore__seg {
+	uint64_t off; /* offset in the file */
+	uint64_t len;
+	void *dst;
+} wstore__seg;
+
+/*
+ * Read every segment of f (all inside the file; any order, may overlap)
+ * reading each chunk needed at most once.  segs is reordered.
+ */
+int wstore__file_readv(wstore_file *f, wstore__seg *segs, size_t n);
+/* A good size for sequential buffered reads of f: small when the backend
+ * reads ranges, else the chunk size (so each chunk is fetched once). */
+size_t wstore__file_window(const wstore_file *f);
+
+#endif
