@@ -2,9 +2,10 @@
  * materialize.c - write one file of a checkpoint to the local filesystem,
  * and the chunk-streaming loop that pull and verify share: each chunk is
  * read into a reused buffer, hashed and written; the result is published
- * only when its size and SHA-256 match the manifest (temp file, fsync,
- * rename, directory fsync), so a failure never leaves a partial file at the
- * final path.
+ * only when its size and SHA-256 match the manifest (durable.c: temp file,
+ * fsync, rename, directory fsync), so a failure never leaves a partial file
+ * at the final path.  Only a regular file (or a symlink, replaced, not
+ * followed) is ever replaced.
  *
  * On a store that hands out chunk files (open_fd, trusted, not write-once:
  * the embedded file store) a chunk is streamed from its file in PIECE-sized
@@ -15,13 +16,13 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "durable.h"
 #include "digest.h"
 #include "error.h"
 #include "manifest.h"
@@ -174,71 +175,61 @@ int wstore__fetch_to_fd(wstore_store *s, const wstore__file *f, int fd,
 	return rc;
 }
 
-static int fsync_dir_of(const char *path)
+/* Open the directory of output (the caller's own path: symlinks in it are
+ * followed) and point *base at output's last component. */
+static int open_out_dir(const char *output, const char **base)
 {
-	char *copy = strdup(path);
-	int fd, rc = 0;
+	const char *slash = strrchr(output, '/');
+	char *dir;
+	int fd;
 
-	if (!copy)
+	*base = slash ? slash + 1 : output;
+	if (!**base)
+		return wstore__err(WSTORE_EINVAL,
+				   "output '%s' names a directory, not a file",
+				   output);
+	if (!slash)
+		dir = strdup(".");
+	else if (slash == output)
+		dir = strdup("/");
+	else
+		dir = strndup(output, (size_t)(slash - output));
+	if (!dir)
 		return -ENOMEM;
-	fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd >= 0) {
-		if (fsync(fd) < 0)
-			rc = wstore__errc(
-				-errno, "cannot sync directory of '%s'", path);
-		close(fd);
-	}
-	free(copy);
-	return rc;
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		fd = wstore__errc(-errno, "cannot open the directory of '%s'",
+				  output);
+	free(dir);
+	return fd;
 }
 
-/* Stream f into a temp file next to output and rename it into place. */
+/* Stream f into a temp file next to output and rename it into place.  An
+ * existing output that is not a regular file (a device, a FIFO, a
+ * directory) is refused before anything is fetched. */
 static int materialize(wstore_store *s, const wstore_manifest *m,
 		       const wstore__file *f, const char *output)
 {
-	char *tmp = NULL, *copy = strdup(output), *copy2 = strdup(output);
 	size_t cap = (size_t)wstore__max_chunk(m);
-	void *buf = wstore__buf_alloc(cap);
-	mode_t mask = umask(0);
-	int fd = -1, rc;
+	wstore__durable d = { .fd = -1 };
+	const char *base;
+	void *buf = NULL;
+	int dfd, rc;
 
-	umask(mask);
-	if (!copy || !copy2 || !buf ||
-	    asprintf(&tmp, "%s/.%s.wstore-tmp-XXXXXX", dirname(copy),
-		     basename(copy2)) < 0) {
-		tmp = NULL;
+	if ((dfd = open_out_dir(output, &base)) < 0)
+		return dfd;
+	rc = wstore__check_target(dfd, base, output);
+	if (rc == 0 && !(buf = wstore__buf_alloc(cap)))
 		rc = -ENOMEM;
-		goto out;
-	}
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0) {
-		rc = wstore__errc(-errno, "cannot create a file next to '%s'",
-				  output);
-		free(tmp);
-		tmp = NULL;
-		goto out;
-	}
-	rc = wstore__fetch_to_fd(s, f, fd, buf, cap, 1, NULL, NULL);
-	if (rc == 0 && fchmod(fd, 0666 & ~mask) < 0)
-		rc = wstore__errc(-errno, "cannot set the mode of '%s'", tmp);
-	if (rc == 0 && fsync(fd) < 0)
-		rc = wstore__errc(-errno, "cannot sync '%s'", tmp);
-	if (close(fd) < 0 && rc == 0)
-		rc = wstore__errc(-errno, "cannot write '%s'", tmp);
-	fd = -1;
-	if (rc == 0 && rename(tmp, output) < 0)
-		rc = wstore__errc(-errno, "cannot rename '%s' to '%s'", tmp,
-				  output);
 	if (rc == 0)
-		rc = fsync_dir_of(output);
-out:
-	if (fd >= 0)
-		close(fd);
-	if (tmp && rc < 0)
-		unlink(tmp);
-	free(tmp);
-	free(copy);
-	free(copy2);
+		rc = wstore__durable_open(&d, dfd, 0666, output);
+	if (rc == 0)
+		rc = wstore__fetch_to_fd(s, f, d.fd, buf, cap, 1, NULL, NULL);
+	if (rc == 0)
+		rc = wstore__durable_commit(&d, base, output);
+	else
+		wstore__durable_abort(&d);
+	close(dfd);
 	free(buf);
 	return rc;
 }

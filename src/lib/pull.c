@@ -7,13 +7,15 @@
  * O_NOFOLLOW | O_DIRECTORY, one component at a time (mkdirat when
  * missing), so a symlink planted in DEST is an error, never a way out.
  * A planted symlink at a file's own name is replaced by the rename, not
- * followed.
+ * followed; a directory, FIFO, device or socket there is refused.
  *
- * Each file streams into ".<name>.wstore-tmp-<pid>" next to it
- * (wstore__fetch_to_fd: chunk by chunk through the worker's reused buffer,
- * size and SHA-256 checked), is fsynced and renamed into place, then the
- * directory is fsynced.  Temp files are removed on every failure; temps of
- * a killed pull (their pid gone) are removed when the file is pulled again.
+ * Each file streams into a temp file next to it (durable.c: a short name,
+ * unique per writer, so long names fit and two pulls into one directory,
+ * even from one process, never share one), through wstore__fetch_to_fd
+ * (chunk by chunk through the worker's reused buffer, size and SHA-256
+ * checked), is fsynced and renamed into place, then the directory is
+ * fsynced.  Temp files are removed on every failure; temps of a killed
+ * pull (their pid gone) are removed when its directory is pulled again.
  * Files present with the right size (and digest, when verifying) are
  * skipped, which makes a pull resumable and idempotent.
  *
@@ -35,13 +37,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "durable.h"
 #include "digest.h"
 #include "error.h"
 #include "manifest.h"
 #include "store.h"
 #include "wstore/read.h"
 
-#define TMP_TAG ".wstore-tmp-"
 #define MIN_BUF (4u << 20)
 
 struct pull {
@@ -172,10 +174,10 @@ static int open_parent(struct pull *p, const char *path, int *out_fd,
 	return 0;
 }
 
-/* Remove temps of base left by pulls whose process is gone. */
-static void remove_stale_temps(int pfd, const char *base)
+/* Remove temp files left in this directory by pulls whose process is
+ * gone (wstore__tmp_is_stale). */
+static void remove_stale_temps(int pfd)
 {
-	size_t n = strlen(base);
 	struct dirent *de;
 	/* a new open file description: a dup() would share the read offset
 	 * of pfd, left at the end by the previous scan of this directory */
@@ -187,20 +189,9 @@ static void remove_stale_temps(int pfd, const char *base)
 			close(fd);
 		return;
 	}
-	while ((de = readdir(d))) {
-		const char *s = de->d_name;
-		char *end;
-		long pid;
-
-		if (s[0] != '.' || strncmp(s + 1, base, n) != 0 ||
-		    strncmp(s + 1 + n, TMP_TAG, strlen(TMP_TAG)) != 0)
-			continue;
-		pid = strtol(s + 1 + n + strlen(TMP_TAG), &end, 10);
-		if (*end || pid <= 0 || pid == (long)getpid() ||
-		    kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-			continue;
-		unlinkat(dirfd(d), s, 0);
-	}
+	while ((de = readdir(d)))
+		if (wstore__tmp_is_stale(de->d_name))
+			unlinkat(dirfd(d), de->d_name, 0);
 	closedir(d);
 }
 
@@ -239,54 +230,36 @@ static int already_present(struct worker *w, int pfd, const char *base)
 	return same;
 }
 
-/* Stream f into tmp under pfd, check it, sync it and rename it to base. */
-static int write_file(struct worker *w, int pfd, const char *tmp,
-		      const char *base)
+/* Stream f into a temp file under pfd, check it, sync it and rename it
+ * to base (durable.c). */
+static int write_file(struct worker *w, int pfd, const char *base)
 {
 	const wstore__file *f = w->f;
-	int fd, rc;
+	wstore__durable d = { .fd = -1 };
+	int rc;
 
-	unlinkat(pfd, tmp, 0);
-	fd = openat(pfd, tmp,
-		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return wstore__errc(-errno,
-				    "file '%s': cannot create temp "
-				    "file '%s'",
-				    f->path, tmp);
-	if (f->size && fallocate(fd, 0, 0, (off_t)f->size) < 0 &&
+	if ((rc = wstore__check_target(pfd, base, f->path)) < 0 ||
+	    (rc = wstore__durable_open(&d, pfd, 0644, f->path)) < 0)
+		return rc;
+	if (f->size && fallocate(d.fd, 0, 0, (off_t)f->size) < 0 &&
 	    errno == ENOSPC)
 		rc = wstore__errc(-ENOSPC,
 				  "file '%s': cannot allocate %" PRIu64
 				  " bytes in '%s'",
 				  f->path, f->size, w->p->dest);
 	else
-		rc = wstore__fetch_to_fd(w->p->s, f, fd, w->buf, w->p->bufcap,
+		rc = wstore__fetch_to_fd(w->p->s, f, d.fd, w->buf, w->p->bufcap,
 					 !w->p->o->no_verify, chunk_progress,
 					 w);
-	if (rc == 0 && fsync(fd) < 0)
-		rc = wstore__errc(-errno, "file '%s': cannot sync", f->path);
-	if (close(fd) < 0 && rc == 0)
-		rc = wstore__errc(-errno, "file '%s': cannot write", f->path);
-	if (rc == 0 && renameat(pfd, tmp, pfd, base) < 0)
-		rc = wstore__errc(-errno, "file '%s': cannot rename into place",
-				  f->path);
-	if (rc < 0) {
-		unlinkat(pfd, tmp, 0);
-		return rc;
-	}
-	if (fsync(pfd) < 0)
-		return wstore__errc(-errno,
-				    "file '%s': cannot sync its "
-				    "directory",
-				    f->path);
-	return 0;
+	if (rc == 0)
+		return wstore__durable_commit(&d, base, f->path);
+	wstore__durable_abort(&d);
+	return rc;
 }
 
 static int pull_file(struct worker *w)
 {
 	const wstore__file *f = w->f;
-	char tmp[512];
 	const char *base;
 	size_t at;
 	int pfd, rc;
@@ -296,13 +269,9 @@ static int pull_file(struct worker *w)
 	base = f->path + at;
 	if (!w->p->o->force && already_present(w, pfd, base)) {
 		rc = add_progress(w->p, f->size, f->path);
-	} else if (snprintf(tmp, sizeof(tmp), ".%s" TMP_TAG "%ld", base,
-			    (long)getpid()) >= (int)sizeof(tmp)) {
-		rc = wstore__err(-ENAMETOOLONG, "file '%s': name too long",
-				 f->path);
 	} else {
-		remove_stale_temps(pfd, base);
-		rc = write_file(w, pfd, tmp, base);
+		remove_stale_temps(pfd);
+		rc = write_file(w, pfd, base);
 	}
 	if (pfd != w->p->dfd)
 		close(pfd);
