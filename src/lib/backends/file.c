@@ -90,22 +90,11 @@ static int check_key(const char *key)
 				    key ? key : "(null)");
 }
 
-/* <root>/<key> into out (PATH_MAX bytes). */
-static int key_path(file_backend *fb, const char *key, char *out)
-{
-	int n = snprintf(out, PATH_MAX, "%s/%s", fb->root, key);
-
-	if (n < 0 || n >= PATH_MAX)
-		return wstore__errc(-ENAMETOOLONG,
-				    "cannot use key '%s' in '%s'", key,
-				    fb->root);
-	return 0;
-}
-
-/* Missing, a directory, or a path through a file: the key does not exist. */
+/* Missing, a directory, a path through a file or through a symlink
+ * (never followed): the key does not exist. */
 static int is_missing(int err)
 {
-	return err == ENOENT || err == ENOTDIR || err == EISDIR;
+	return err == ENOENT || err == ENOTDIR || err == EISDIR || err == ELOOP;
 }
 
 static int os_error(file_backend *fb, int err, const char *verb,
@@ -118,55 +107,83 @@ static int os_error(file_backend *fb, int err, const char *verb,
 			    fb->root);
 }
 
-/* ---- low-level file helpers -------------------------------------------- */
-
-static int fsync_dir(const char *dir)
+/* Why a write of key failed: a symlink on its way is named as such. */
+static int write_error(file_backend *fb, int err, const char *key)
 {
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int err = 0;
+	if (err == ELOOP)
+		return wstore__err(-ELOOP,
+				   "cannot write '%s' in '%s': a symlink "
+				   "inside the store is on its path (wstore "
+				   "never follows one)",
+				   key, fb->root);
+	return wstore__errc(-err, "cannot write '%s' in '%s'", key, fb->root);
+}
 
-	if (fd < 0)
-		return errno;
-	if (fsync(fd) < 0 && errno != EINVAL)
-		err = errno;
-	close(fd);
-	return err;
+/* openat of directory name under fd, never following a symlink; a
+ * symlink (or anything but a directory) there fails with ELOOP. */
+static int open_subdir(int fd, const char *name)
+{
+	struct stat st;
+	int sub = openat(fd, name,
+			 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (sub < 0 && (errno == ENOTDIR || errno == ELOOP) &&
+	    fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISLNK(st.st_mode))
+		errno = ELOOP;
+	return sub;
 }
 
 /*
- * mkdir -p of path, where every component up to and including root exists
- * already: only components below root are created.  A newly created
- * directory's parent is fsync'ed so the entry survives a crash.  Returns 0
- * or an errno value.
+ * The directory holding key's last segment, reached from the root one
+ * segment at a time with O_NOFOLLOW: a symlink planted inside the store
+ * is an error (ELOOP), never a way out of it.  With create, missing
+ * directories are made, each new one's parent fsync'ed so the entry
+ * survives a crash.  Returns the fd or -errno; *base is key's last
+ * segment.  The root itself is the caller's path: it may be a symlink.
  */
-static int mkdir_below(const char *root, char *path)
+static int open_key_dir(file_backend *fb, const char *key, int create,
+			const char **base)
 {
-	size_t rootlen = strlen(root);
-	char *p = path + rootlen;
+	char name[NAME_MAX + 1];
+	const char *seg = key, *slash;
+	int fd = open(fb->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC), err;
 
-	while (*p == '/') {
-		char *next = strchr(p + 1, '/');
+	if (fd < 0)
+		return -errno;
+	while ((slash = strchr(seg, '/'))) {
+		size_t n = (size_t)(slash - seg);
+		int sub;
 
-		if (next)
-			*next = '\0';
-		int rc = mkdir(path, 0755);
-		int err = errno;
-
-		if (rc == 0) {
-			*p = '\0';
-			fsync_dir(path);
-			*p = '/';
+		if (n > NAME_MAX) {
+			close(fd);
+			return -ENAMETOOLONG;
 		}
-		if (next)
-			*next = '/';
-		if (rc < 0 && err != EEXIST)
-			return err;
-		if (!next)
-			break;
-		p = next;
+		memcpy(name, seg, n);
+		name[n] = '\0';
+		sub = open_subdir(fd, name);
+		if (sub < 0 && errno == ENOENT && create) {
+			if (mkdirat(fd, name, 0755) == 0)
+				fsync(fd);
+			else if (errno != EEXIST)
+				goto fail;
+			sub = open_subdir(fd, name);
+		}
+		if (sub < 0)
+			goto fail;
+		close(fd);
+		fd = sub;
+		seg = slash + 1;
 	}
-	return 0;
+	*base = seg;
+	return fd;
+fail:
+	err = errno;
+	close(fd);
+	return -err;
 }
+
+/* ---- low-level file helpers -------------------------------------------- */
 
 static int write_all(int fd, const void *data, size_t len)
 {
@@ -222,113 +239,94 @@ static uint64_t rand64(void)
 /* ---- put ----------------------------------------------------------------- */
 
 /*
- * Create and open a temp file next to path (its final name) and fill in
- * tmp.  Recreates the parent directories as often as a concurrent remove
- * deletes them.  Returns the fd or -errno.
+ * Create and open a temp file in the directory of key (opened as *dfd,
+ * which the caller closes) and fill in tmp (NAME_MAX + 1 bytes).
+ * Recreates the parent directories as often as a concurrent remove deletes
+ * them.  Returns the fd or -errno.
  */
-static int open_temp(file_backend *fb, const char *path, char *tmp)
+static int open_temp(file_backend *fb, const char *key, int *dfd,
+		     const char **base, char *tmp)
 {
-	const char *slash = strrchr(path, '/');
-	size_t dirlen = (size_t)(slash - path);
 	int err = ENOENT;
 
+	*dfd = -1;
 	for (int i = 0; i < MKDIR_RETRIES; i++) {
-		/* keep the name below NAME_MAX whatever the key's length */
-		int n = snprintf(tmp, PATH_MAX, "%.*s/.tmp-%.200s-%ld-%016llx",
-				 (int)dirlen, path, slash + 1, (long)getpid(),
-				 (unsigned long long)rand64());
+		int fd;
 
-		if (n < 0 || n >= PATH_MAX)
-			return -ENAMETOOLONG;
-		int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-			      0644);
+		if (*dfd >= 0)
+			close(*dfd);
+		if ((*dfd = open_key_dir(fb, key, 1, base)) < 0) {
+			err = -*dfd;
+			if (err == ENOENT)
+				continue;
+			break;
+		}
+		/* keep the name below NAME_MAX whatever the key's length */
+		snprintf(tmp, NAME_MAX + 1, ".tmp-%.200s-%ld-%016llx", *base,
+			 (long)getpid(), (unsigned long long)rand64());
+		fd = openat(*dfd, tmp,
+			    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+				    O_CLOEXEC,
+			    0644);
 		if (fd >= 0)
 			return fd;
 		err = errno;
-		if (err == EEXIST)
-			continue;
-		if (err != ENOENT)
-			break;
-		char dir[PATH_MAX];
-
-		memcpy(dir, path, dirlen);
-		dir[dirlen] = '\0';
-		err = mkdir_below(fb->root, dir);
-		if (err && err != ENOENT)
+		/* ENOENT: a remove took the directory away; walk again */
+		if (err != EEXIST && err != ENOENT)
 			break;
 	}
 	return -err;
 }
 
-/* Write data to a fresh temp file next to path, named in tmp (PATH_MAX
- * bytes), fsync'ed if durable; on failure the temp file is gone again. */
-static int write_temp(file_backend *fb, const char *path, const void *data,
-		      size_t len, char *tmp, int durable)
+/*
+ * The put path: a temp file in key's directory, then rename over key
+ * (clobber) or link to it (no clobber, EEXIST when it exists); either
+ * replaces or refuses a symlink at key, never follows it.  Not durable:
+ * the data and the directory entry reach the disk at the next file_sync()
+ * (chunks: import syncs once before it publishes the manifest, instead of
+ * paying two fsyncs per chunk).  Every failure path removes the temp file.
+ * Returns 0 or an errno value.
+ */
+static int publish(file_backend *fb, const char *key, const void *data,
+		   size_t len, int clobber, int durable)
 {
-	int fd = open_temp(fb, path, tmp);
-	int err;
+	char tmp[NAME_MAX + 1];
+	const char *base;
+	int dfd, fd = open_temp(fb, key, &dfd, &base, tmp), err;
 
-	if (fd < 0)
+	if (fd < 0) {
+		if (dfd >= 0)
+			close(dfd);
 		return -fd;
+	}
 	err = write_all(fd, data, len);
 	if (!err && durable && fsync(fd) < 0)
 		err = errno;
 	if (close(fd) < 0 && !err && errno != EINTR)
 		err = errno;
-	if (err)
-		unlink(tmp);
+	if (!err && clobber && renameat(dfd, tmp, dfd, base) < 0)
+		err = errno;
+	if (!err && !clobber && linkat(dfd, tmp, dfd, base, 0) < 0)
+		err = errno;
+	if (err || !clobber)
+		unlinkat(dfd, tmp, 0);
+	if (!err && durable && fsync(dfd) < 0 && errno != EINVAL)
+		err = errno;
+	close(dfd);
 	return err;
-}
-
-/*
- * The put path: temp file, then rename over path (clobber) or link to it
- * (no clobber, EEXIST when it exists).  Not durable: the data and the
- * directory entry reach the disk at the next file_sync() (chunks: import
- * syncs once before it publishes the manifest, instead of paying two
- * fsyncs per chunk).  Returns 0 or an errno value.
- */
-static int publish(file_backend *fb, const char *path, const void *data,
-		   size_t len, int clobber, int durable)
-{
-	char tmp[PATH_MAX];
-	int err = write_temp(fb, path, data, len, tmp, durable);
-
-	if (err)
-		return err;
-	if (clobber) {
-		if (rename(tmp, path) < 0)
-			err = errno;
-	} else {
-		if (link(tmp, path) < 0)
-			err = errno;
-		unlink(tmp);
-	}
-	if (err) {
-		if (clobber)
-			unlink(tmp);
-		return err;
-	}
-	if (!durable)
-		return 0;
-	char *slash = strrchr(tmp, '/');
-
-	*slash = '\0';
-	return fsync_dir(tmp);
 }
 
 static int put_common(wstore_backend *b, const char *key, const void *data,
 		      size_t len, int durable)
 {
 	file_backend *fb = fb_of(b);
-	char path[PATH_MAX];
 	int rc, err;
 
-	if ((rc = check_key(key)) || (rc = key_path(fb, key, path)))
+	if ((rc = check_key(key)))
 		return rc;
-	err = publish(fb, path, data, len, 1, durable);
+	err = publish(fb, key, data, len, 1, durable);
 	if (err)
-		return wstore__errc(-err, "cannot write '%s' in '%s'", key,
-				    fb->root);
+		return write_error(fb, err, key);
 	return 0;
 }
 
@@ -363,35 +361,47 @@ static int file_put_new(wstore_backend *b, const char *key, const void *data,
 			size_t len)
 {
 	file_backend *fb = fb_of(b);
-	char path[PATH_MAX];
 	int rc, err;
 
-	if ((rc = check_key(key)) || (rc = key_path(fb, key, path)))
+	if ((rc = check_key(key)))
 		return rc;
-	err = publish(fb, path, data, len, 0, 1);
+	err = publish(fb, key, data, len, 0, 1);
 	if (err == EEXIST)
 		return wstore_backend_error(WSTORE_EEXISTS,
 					    "key '%s' already exists in '%s'",
 					    key, fb->root);
 	if (err)
-		return wstore__errc(-err, "cannot write '%s' in '%s'", key,
-				    fb->root);
+		return write_error(fb, err, key);
 	return 0;
 }
 
 /* ---- get ----------------------------------------------------------------- */
 
+/* Open key's file for reading, reached without following any symlink
+ * (open_key_dir, then O_NOFOLLOW): returns the fd or -errno. */
+static int open_key(file_backend *fb, const char *key)
+{
+	const char *base;
+	int dfd = open_key_dir(fb, key, 0, &base), fd, err;
+
+	if (dfd < 0)
+		return dfd;
+	fd = openat(dfd, base, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	err = errno;
+	close(dfd);
+	return fd < 0 ? -err : fd;
+}
+
 /* Open key's file for reading; fails with ENOTFOUND unless regular. */
 static int open_value(file_backend *fb, const char *key, struct stat *st)
 {
-	char path[PATH_MAX];
 	int rc, fd;
 
-	if ((rc = check_key(key)) || (rc = key_path(fb, key, path)))
+	if ((rc = check_key(key)))
 		return rc;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open_key(fb, key);
 	if (fd < 0)
-		return os_error(fb, errno, "read", key);
+		return os_error(fb, -fd, "read", key);
 	if (fstat(fd, st) < 0) {
 		int err = errno;
 
@@ -452,28 +462,17 @@ static int file_get_range(wstore_backend *b, const char *key, uint64_t off,
 	return 0;
 }
 
-/* The value's file itself, for zero-copy readers.  O_NOFOLLOW: a symlink
- * planted in the store is not a value (ELOOP reads as a missing key). */
+/* The value's file itself, for zero-copy readers.  A symlink planted in
+ * the store is not a value (ELOOP reads as a missing key). */
 static int file_open_fd(wstore_backend *b, const char *key, int *out_fd)
 {
-	file_backend *fb = fb_of(b);
-	char path[PATH_MAX];
 	struct stat st;
-	int rc, fd, err;
+	int fd;
 
 	*out_fd = -1;
-	if ((rc = check_key(key)) || (rc = key_path(fb, key, path)))
-		return rc;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0) {
-		err = errno;
-		return os_error(fb, err == ELOOP ? ENOENT : err, "read", key);
-	}
-	err = fstat(fd, &st) < 0 ? errno : S_ISREG(st.st_mode) ? 0 : ENOENT;
-	if (err) {
-		close(fd);
-		return os_error(fb, err, "read", key);
-	}
+	fd = open_value(fb_of(b), key, &st);
+	if (fd < 0)
+		return fd;
 	*out_fd = fd;
 	return 0;
 }
@@ -509,16 +508,21 @@ static int read_alloc(file_backend *fb, const char *key, void **out,
 static int file_size(wstore_backend *b, const char *key, uint64_t *out)
 {
 	file_backend *fb = fb_of(b);
-	char path[PATH_MAX];
+	const char *base;
 	struct stat st;
-	int rc;
+	int rc, dfd, err = 0;
 
-	if ((rc = check_key(key)) || (rc = key_path(fb, key, path)))
+	if ((rc = check_key(key)))
 		return rc;
-	if (stat(path, &st) < 0)
-		return os_error(fb, errno, "stat", key);
-	if (!S_ISREG(st.st_mode))
-		return os_error(fb, ENOENT, "stat", key);
+	if ((dfd = open_key_dir(fb, key, 0, &base)) < 0)
+		return os_error(fb, -dfd, "stat", key);
+	if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		err = errno;
+	else if (!S_ISREG(st.st_mode))
+		err = ENOENT;
+	close(dfd);
+	if (err)
+		return os_error(fb, err, "stat", key);
 	*out = (uint64_t)st.st_size;
 	return 0;
 }
@@ -530,28 +534,46 @@ static int file_size(wstore_backend *b, const char *key, uint64_t *out)
  * leaves garbage that delete or gc reclaims, and deletes of large
  * checkpoints remove thousands of chunks.
  */
+/* rmdir the directories of key left empty, deepest first, up to but not
+ * including the root; each reached as open_key_dir does. */
+static void remove_empty_dirs(file_backend *fb, const char *key)
+{
+	char dir[PATH_MAX];
+	const char *base;
+	char *slash;
+	int dfd, rc;
+
+	snprintf(dir, sizeof(dir), "%s", key);
+	while ((slash = strrchr(dir, '/'))) {
+		*slash = '\0';
+		if ((dfd = open_key_dir(fb, dir, 0, &base)) < 0)
+			break;
+		rc = unlinkat(dfd, base, AT_REMOVEDIR);
+		close(dfd);
+		if (rc < 0)
+			break; /* ENOTEMPTY, EEXIST, ENOENT: someone's there */
+	}
+}
+
 static int file_remove(wstore_backend *b, const char *key, int force)
 {
 	file_backend *fb = fb_of(b);
-	char path[PATH_MAX];
-	size_t rootlen = strlen(fb->root);
-	int rc;
+	const char *base;
+	int rc, dfd, err = 0;
 
 	(void)force; /* no leases here */
-	if ((rc = check_key(key)) || (rc = key_path(fb, key, path)))
+	if ((rc = check_key(key)))
 		return rc;
-	if (unlink(path) < 0)
-		return os_error(fb, errno, "remove", key);
-	/* drop directories left empty, up to but not including the root */
-	for (;;) {
-		char *slash = strrchr(path, '/');
-
-		if (!slash || (size_t)(slash - path) <= rootlen)
-			break;
-		*slash = '\0';
-		if (rmdir(path) < 0)
-			break; /* ENOTEMPTY, EEXIST, ENOENT: someone's there */
-	}
+	/* a symlink on the way: nothing of the store's is there */
+	if ((dfd = open_key_dir(fb, key, 0, &base)) < 0)
+		return os_error(fb, -dfd, "remove", key);
+	/* unlinkat never follows: a symlink at key goes, not its target */
+	if (unlinkat(dfd, base, 0) < 0)
+		err = errno;
+	close(dfd);
+	if (err)
+		return os_error(fb, err, "remove", key);
+	remove_empty_dirs(fb, key);
 	return 0;
 }
 
@@ -656,8 +678,8 @@ static int open_start(file_backend *fb, list_ctx *lc, size_t *out_len)
 {
 	const char *slash = strrchr(lc->prefix, '/');
 	size_t dlen = slash ? (size_t)(slash - lc->prefix) + 1 : 0;
-	char path[PATH_MAX];
-	int fd, n;
+	const char *base;
+	int dfd, fd, err;
 
 	*out_len = dlen;
 	if (dlen >= sizeof(lc->key) - 1)
@@ -670,15 +692,23 @@ static int open_start(file_backend *fb, list_ctx *lc, size_t *out_len)
 		lc->key[dlen - 1] = '/';
 		lc->key[dlen] = '\0';
 	}
-	n = snprintf(path, sizeof(path), "%s/%s", fb->root, lc->key);
-	if (n >= (int)sizeof(path))
-		return NOTHING_TO_LIST;
-	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (!dlen) {
+		fd = open(fb->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		err = errno;
+	} else {
+		/* "a/b/" as a key "a/b/x": open_key_dir gives "a/b" */
+		lc->key[dlen] = 'x';
+		lc->key[dlen + 1] = '\0';
+		dfd = open_key_dir(fb, lc->key, 0, &base);
+		lc->key[dlen] = '\0';
+		fd = dfd;
+		err = dfd < 0 ? -dfd : 0;
+	}
 	if (fd >= 0)
 		return fd;
-	if (is_missing(errno))
+	if (is_missing(err))
 		return NOTHING_TO_LIST;
-	return wstore__errc(-errno, "cannot list '%s' in '%s'", lc->prefix,
+	return wstore__errc(-err, "cannot list '%s' in '%s'", lc->prefix,
 			    fb->root);
 }
 
@@ -714,19 +744,27 @@ static int file_list(wstore_backend *b, const char *prefix, wstore_list_fn fn,
 static int lock_key(file_backend *fb, const char *key)
 {
 	char hex[65], path[PATH_MAX];
-	int fd;
+	int rfd, dfd = -1, fd = -1, err;
 
 	wstore__sha256_hex_str(hex, key);
-	snprintf(path, sizeof(path), "%s/.locks", fb->root);
-	if (mkdir(path, 0755) < 0 && errno != EEXIST)
-		return wstore__errc(-errno,
-				    "cannot create lock directory "
-				    "'%s'",
-				    path);
 	snprintf(path, sizeof(path), "%s/.locks/%s", fb->root, hex);
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	/* no symlink followed: not .locks, not the lock file */
+	rfd = open(fb->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (rfd >= 0 && (dfd = open_subdir(rfd, ".locks")) < 0 &&
+	    errno == ENOENT) {
+		if (mkdirat(rfd, ".locks", 0755) == 0 || errno == EEXIST)
+			dfd = open_subdir(rfd, ".locks");
+	}
+	if (dfd >= 0)
+		fd = openat(dfd, hex, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+			    0644);
+	err = errno;
+	if (rfd >= 0)
+		close(rfd);
+	if (dfd >= 0)
+		close(dfd);
 	if (fd < 0)
-		return wstore__errc(-errno, "cannot open lock of '%s' ('%s')",
+		return wstore__errc(-err, "cannot open lock of '%s' ('%s')",
 				    key, path);
 	while (flock(fd, LOCK_EX) < 0) {
 		if (errno == EINTR)
@@ -745,10 +783,9 @@ static int file_update(wstore_backend *b, const char *key, wstore_update_fn fn,
 	file_backend *fb = fb_of(b);
 	void *old = NULL, *nv = NULL;
 	size_t old_len = 0, nl = 0;
-	char path[PATH_MAX];
 	int rc, lfd;
 
-	if ((rc = check_key(key)) || (rc = key_path(fb, key, path)))
+	if ((rc = check_key(key)))
 		return rc;
 	lfd = lock_key(fb, key);
 	if (lfd < 0)
@@ -759,11 +796,10 @@ static int file_update(wstore_backend *b, const char *key, wstore_update_fn fn,
 	if (rc == 0)
 		rc = fn(&nv, &nl, old, old_len, ctx);
 	if (rc == 0) {
-		int err = publish(fb, path, nv, nl, 1, 1);
+		int err = publish(fb, key, nv, nl, 1, 1);
 
 		if (err)
-			rc = wstore__errc(-err, "cannot write '%s' in '%s'",
-					  key, fb->root);
+			rc = write_error(fb, err, key);
 	} else if (rc > 0) {
 		rc = 0; /* fn chose to leave the value as it is */
 	}
