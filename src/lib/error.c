@@ -44,6 +44,20 @@ void wstore__clear_err(void)
 	last_error[0] = '\0';
 }
 
+void wstore__redact(char *s)
+{
+	for (char *p = s; (p = strstr(p, "://")); p += 3) {
+		char *host = p + 3, *end = host + strcspn(host, "/ '\"\t?#");
+		char *at = NULL;
+
+		for (char *q = host; q < end; q++)
+			if (*q == '@')
+				at = q;
+		if (at)
+			memmove(host, at + 1, strlen(at + 1) + 1);
+	}
+}
+
 static int vset(int code, int append, const char *fmt, va_list ap)
 {
 	char msg[sizeof(last_error) - 64];
@@ -54,6 +68,8 @@ static int vset(int code, int append, const char *fmt, va_list ap)
 	for (char *p = msg; *p; p++)
 		if ((unsigned char)*p < 0x20 || *p == 0x7f)
 			*p = '?';
+	/* a URL as typed may carry a password */
+	wstore__redact(msg);
 	if (append)
 		snprintf(last_error, sizeof(last_error), "%s: %s", msg,
 			 wstore_strerror(code));

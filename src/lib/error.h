@@ -11,5 +11,8 @@
 #include "backends/helpers.h"
 
 void wstore__clear_err(void);
+/* Drop "user:password@" from every URL in s, in place.  Every message
+ * the library keeps goes through it, so no credential reaches a log. */
+void wstore__redact(char *s);
 
 #endif

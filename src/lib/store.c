@@ -28,18 +28,10 @@
 /* Copy url without "user:password@" so it can appear in messages. */
 static char *redact_url(const char *url)
 {
-	const char *scheme = strstr(url, "://");
-	const char *at, *host;
-	char *out;
+	char *out = strdup(url);
 
-	if (!scheme)
-		return strdup(url);
-	host = scheme + 3;
-	at = strchr(host, '@');
-	if (!at || (strchr(host, '/') && strchr(host, '/') < at))
-		return strdup(url);
-	if (asprintf(&out, "%.*s%s", (int)(host - url), url, at + 1) < 0)
-		return NULL;
+	if (out)
+		wstore__redact(out);
 	return out;
 }
 
