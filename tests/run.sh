@@ -93,6 +93,7 @@ elif wanted mount; then
 fi
 run_suite reliability sh "$HERE/e2e/reliability.sh"
 run_suite badinput sh "$HERE/e2e/badinput.sh"
+run_suite confine sh "$HERE/e2e/confine.sh"
 run_suite edges sh "$HERE/e2e/edges.sh"
 run_suite python sh "$HERE/python/run.sh" "$BUILD"
 run_suite mooncake-backend sh "$HERE/mooncake/run.sh" "$BUILD"
