@@ -935,7 +935,7 @@ struct sweep {
 	char path[PATH_MAX];
 };
 
-static void sweep_dir(struct sweep *sw, size_t len, int depth);
+static int sweep_dir(struct sweep *sw, int dfd, size_t len, int depth);
 
 /* Is the writer of temp file name (".tmp-<base>-<pid>-<16 hex>", see
  * open_temp) a live process?  Then its put may be running, whatever the
@@ -959,32 +959,41 @@ static int temp_writer_live(const char *name)
 	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
 }
 
-static void sweep_entry(struct sweep *sw, size_t len, const char *name,
-			int depth)
+/* One entry of the directory open as dfd, whose path is sw->path[0..len):
+ * a real directory is swept (never a symlink: entries are looked at with
+ * fstatat AT_SYMLINK_NOFOLLOW and directories opened with O_NOFOLLOW), an
+ * old temp file removed with unlinkat.  Returns 1 if something was
+ * removed at or below it. */
+static int sweep_entry(struct sweep *sw, int dfd, size_t len, const char *name,
+		       int depth)
 {
 	size_t nlen = strlen(name), rootlen = strlen(sw->fb->root);
 	struct stat st;
-	int removed = 0;
+	int removed = 0, sub;
 
 	if (len + nlen + 2 > sizeof(sw->path))
-		return;
+		return 0;
 	sw->path[len] = '/';
 	memcpy(sw->path + len + 1, name, nlen + 1);
-	if (lstat(sw->path, &st) < 0)
-		return;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return 0;
 	if (S_ISDIR(st.st_mode)) {
 		/* the flock files of update() live in <root>/.locks */
-		if (name[0] != '.')
-			sweep_dir(sw, len + 1 + nlen, depth + 1);
-		return;
+		if (name[0] == '.' || (sub = open_subdir(dfd, name)) < 0)
+			return 0;
+		removed = sweep_dir(sw, sub, len + 1 + nlen, depth + 1);
+		/* drop a directory left empty, as remove() does */
+		if (removed && !sw->dry_run)
+			unlinkat(dfd, name, AT_REMOVEDIR);
+		return removed;
 	}
 	if (!S_ISREG(st.st_mode) || strncmp(name, ".tmp-", 5) != 0 ||
 	    st.st_mtime > sw->cutoff || temp_writer_live(name) ||
 	    (sw->keep && sw->keep(sw->path + rootlen + 1, sw->ctx)))
-		return;
+		return 0;
 	sw->n++;
 	if (!sw->dry_run) {
-		if (unlink(sw->path) == 0)
+		if (unlinkat(dfd, name, 0) == 0)
 			removed = 1;
 		else if (errno != ENOENT && !sw->err)
 			sw->err = wstore__errc(-errno, "cannot remove '%s'",
@@ -993,34 +1002,23 @@ static void sweep_entry(struct sweep *sw, size_t len, const char *name,
 	if (sw->fn)
 		sw->fn(sw->path + rootlen + 1, (uint64_t)st.st_size, removed,
 		       sw->ctx);
-	/* drop directories left empty, as remove() does */
-	if (removed) {
-		char dir[PATH_MAX];
-
-		memcpy(dir, sw->path, len);
-		dir[len] = '\0';
-		for (size_t dl = len; dl > rootlen;) {
-			dir[dl] = '\0';
-			if (rmdir(dir) < 0)
-				break;
-			dl = (size_t)(strrchr(dir, '/') - dir);
-		}
-	}
+	return removed;
 }
 
-static void sweep_dir(struct sweep *sw, size_t len, int depth)
+/* Sweep the directory open as dfd (consumed), whose path is
+ * sw->path[0..len); returns 1 if anything below it was removed. */
+static int sweep_dir(struct sweep *sw, int dfd, size_t len, int depth)
 {
 	DIR *d;
 	struct dirent *e;
 	char **names = NULL;
 	size_t n = 0, cap = 0;
+	int removed = 0;
 
-	if (depth > 64)
-		return;
-	sw->path[len] = '\0';
-	d = opendir(sw->path);
-	if (!d)
-		return;
+	if (depth > 64 || !(d = fdopendir(dfd))) {
+		close(dfd);
+		return 0;
+	}
 	/* read the names first: sweeping may rmdir below this directory */
 	while ((e = readdir(d))) {
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
@@ -1038,12 +1036,13 @@ static void sweep_dir(struct sweep *sw, size_t len, int depth)
 			break;
 		n++;
 	}
-	closedir(d);
 	for (size_t i = 0; i < n; i++) {
-		sweep_entry(sw, len, names[i], depth);
+		removed |= sweep_entry(sw, dirfd(d), len, names[i], depth);
 		free(names[i]);
 	}
+	closedir(d);
 	free(names);
+	return removed;
 }
 
 static int file_sweep_temps(wstore_backend *b, int64_t older_than, int dry_run,
@@ -1054,7 +1053,7 @@ static int file_sweep_temps(wstore_backend *b, int64_t older_than, int dry_run,
 			    void *ctx)
 {
 	struct sweep *sw;
-	int rc;
+	int rc, fd;
 
 	if (out_n)
 		*out_n = 0;
@@ -1068,7 +1067,12 @@ static int file_sweep_temps(wstore_backend *b, int64_t older_than, int dry_run,
 	sw->fn = fn;
 	sw->ctx = ctx;
 	snprintf(sw->path, sizeof(sw->path), "%s", sw->fb->root);
-	sweep_dir(sw, strlen(sw->path), 0);
+	fd = open(sw->fb->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0)
+		sweep_dir(sw, fd, strlen(sw->path), 0);
+	else
+		sw->err =
+			wstore__errc(-errno, "cannot open '%s'", sw->fb->root);
 	rc = sw->err;
 	if (out_n)
 		*out_n = sw->n;
