@@ -44,6 +44,9 @@
 
 #include "helpers.h"
 
+/* Values at least this large start their writeback when put. */
+#define WRITEBACK_MIN (1u << 20)
+
 /* Attempts at recreating directories that a concurrent remove deleted. */
 #define MKDIR_RETRIES 32
 
@@ -302,6 +305,11 @@ static int publish(file_backend *fb, const char *key, const void *data,
 	err = write_all(fd, data, len);
 	if (!err && durable && fsync(fd) < 0)
 		err = errno;
+	/* not durable (chunks): start writeback now, so the disk writes
+	 * overlap the rest of the import instead of all waiting for the
+	 * sync before its manifest is published */
+	if (!err && !durable && len >= WRITEBACK_MIN)
+		sync_file_range(fd, 0, (off_t)len, SYNC_FILE_RANGE_WRITE);
 	if (close(fd) < 0 && !err && errno != EINTR)
 		err = errno;
 	if (!err && clobber && renameat(dfd, tmp, dfd, base) < 0)
