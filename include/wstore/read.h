@@ -73,6 +73,13 @@ int wstore_file_pread(wstore_file *f, void *buf, size_t len, uint64_t off,
  */
 int wstore_file_chunk_fd(int *out_fd, uint64_t *out_fd_off, size_t *out_len,
 			 wstore_file *f, uint64_t off);
+/*
+ * Bytes per wstore_file_pread call that a sequential reader of f should
+ * use: 1 MiB where the backend reads parts of chunks (files, Redis), else
+ * a whole chunk (at most 256 MiB), since a partial read there costs a
+ * whole chunk's transfer.
+ */
+size_t wstore_file_read_size(const wstore_file *f);
 void wstore_file_free(wstore_file *f);
 
 /* ---- safetensors ------------------------------------------------------- */

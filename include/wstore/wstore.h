@@ -112,6 +112,9 @@ int wstore_validate_path(const char *path);
  *   key_prefix            namespace prepended to every key (redis)
  *   connect_timeout_ms, command_timeout_ms
  *   mooncake_library      file name or path of libmooncake_store.so
+ *   serve_listen          `wstore serve` address (ADDR:PORT)
+ *   serve_token           bearer token `wstore serve` requires; never
+ *                         printed
  * An unknown key is an error naming it.
  */
 typedef struct wstore_config wstore_config;
@@ -216,6 +219,40 @@ const char *wstore_manifest_chunk_key(const wstore_manifest *m, size_t i,
 				      uint64_t j);
 /* Index of the file with this path, or -1. */
 int64_t wstore_manifest_find(const wstore_manifest *m, const char *path);
+
+/* ---- repository names, as Hugging Face Hub clients use them (resolve.c) */
+
+/* Length of a commit id in hex digits (that of a git commit id). */
+#define WSTORE_COMMIT_LEN 40
+
+/*
+ * The commit id of a checkpoint: the first 40 hex digits (lower case) of
+ * the SHA-256 of its manifest's canonical serialisation
+ * (wstore_manifest_serialize).  Stable for as long as the manifest is
+ * unchanged, different for every re-import.  out must hold
+ * WSTORE_COMMIT_LEN + 1 bytes (WSTORE_ERANGE otherwise).
+ */
+int wstore_manifest_commit(char *out, size_t cap, const wstore_manifest *m);
+
+/*
+ * Resolve a repository name and a revision to a READY checkpoint.
+ * repo is a model id (the manifests' model_id) or, when no READY
+ * checkpoint carries that model id, a checkpoint id.  revision is a
+ * manifest's revision or a checkpoint's commit id; NULL, "" and "HEAD"
+ * mean "main".  For a model id, the newest matching checkpoint wins
+ * (greatest updated_at, then created_at, then checkpoint id), so a new
+ * import under the same model id and revision takes the name over.  A
+ * checkpoint id used as repo matches its own revision, its commit id and
+ * "main".
+ *
+ * *out_id is the checkpoint id, malloc'ed (free with wstore_string_free or
+ * free).  out_repo_known (may be NULL) gets 1 when some READY checkpoint
+ * goes by repo, also when the revision did not match, so that a caller can
+ * tell an unknown repository from an unknown revision.  WSTORE_ENOTFOUND
+ * when nothing matches; other codes when the store could not be read.
+ */
+int wstore_resolve(char **out_id, int *out_repo_known, wstore_store *store,
+		   const char *repo, const char *revision);
 
 /* ---- progress and cancellation ---------------------------------------- */
 

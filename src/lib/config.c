@@ -41,6 +41,8 @@ static const char *const known_keys[] = {
 	"connect_timeout_ms",
 	"command_timeout_ms",
 	"mooncake_library",
+	"serve_listen",
+	"serve_token",
 	NULL,
 };
 

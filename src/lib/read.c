@@ -509,3 +509,8 @@ size_t wstore__file_window(const wstore_file *f)
 		return 1u << 20;
 	return cs > (256u << 20) ? (256u << 20) : (size_t)cs;
 }
+
+size_t wstore_file_read_size(const wstore_file *f)
+{
+	return wstore__file_window(f);
+}

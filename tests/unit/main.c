@@ -42,7 +42,8 @@ const char *unit_current = "";
 	X(test_pull_hostile) \
 	X(test_pull_corrupt) \
 	X(test_pull_resume) \
-	X(test_pull_not_ready)
+	X(test_pull_not_ready) \
+	X(test_resolve)
 /* clang-format on */
 
 #define DECL(name) void name(void);

@@ -1,0 +1,160 @@
+/*
+ * resolve.c - names as Hugging Face Hub clients use them: a repository
+ * (the manifests' model_id, or a checkpoint id) and a revision (the
+ * manifests' revision, or a checkpoint's commit id) resolved to one READY
+ * checkpoint, and the stable commit id of a checkpoint.
+ *
+ * Resolution reads the per-model index of repo and every manifest it
+ * lists; an index entry whose manifest is missing, FAILED, unreadable or
+ * names another model is passed over (indexes may lag behind deletes).
+ * Among the matches the newest wins: greatest updated_at (when it was
+ * published READY), then created_at, then the greater checkpoint id, so
+ * importing a new checkpoint under the same model id and revision rolls
+ * the name over, and every reader picks the same one.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "digest.h"
+#include "error.h"
+
+int wstore_manifest_commit(char *out, size_t cap, const wstore_manifest *m)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char d[32];
+	char *json = NULL;
+	size_t len = 0;
+	int rc;
+
+	if (cap < WSTORE_COMMIT_LEN + 1)
+		return wstore__err(WSTORE_ERANGE,
+				   "a commit id needs %d bytes, got %zu",
+				   WSTORE_COMMIT_LEN + 1, cap);
+	if ((rc = wstore_manifest_serialize(&json, &len, m)) < 0)
+		return rc;
+	wstore__sha256_once(d, json, len);
+	free(json);
+	for (int i = 0; i < WSTORE_COMMIT_LEN / 2; i++) {
+		out[2 * i] = hex[d[i] >> 4];
+		out[2 * i + 1] = hex[d[i] & 15];
+	}
+	out[WSTORE_COMMIT_LEN] = '\0';
+	return 0;
+}
+
+/* "", "HEAD" and NULL mean the default branch, as on the Hub. */
+static const char *default_rev(const char *rev)
+{
+	return !rev || !*rev || !strcmp(rev, "HEAD") ? "main" : rev;
+}
+
+/* Does revision rev name m (its revision or its commit id)? */
+static int rev_matches(const wstore_manifest *m, const char *rev)
+{
+	char sha[WSTORE_COMMIT_LEN + 1];
+
+	if (!strcmp(wstore_manifest_revision(m), rev))
+		return 1;
+	return strlen(rev) == WSTORE_COMMIT_LEN &&
+	       wstore_manifest_commit(sha, sizeof(sha), m) == 0 &&
+	       !strcmp(sha, rev);
+}
+
+static int newer(const wstore_manifest *a, const wstore_manifest *b)
+{
+	if (wstore_manifest_updated_at(a) != wstore_manifest_updated_at(b))
+		return wstore_manifest_updated_at(a) >
+		       wstore_manifest_updated_at(b);
+	if (wstore_manifest_created_at(a) != wstore_manifest_created_at(b))
+		return wstore_manifest_created_at(a) >
+		       wstore_manifest_created_at(b);
+	return strcmp(wstore_manifest_checkpoint_id(a),
+		      wstore_manifest_checkpoint_id(b)) > 0;
+}
+
+/* READY manifest of id, or NULL (absent, FAILED, unreadable: skipped). */
+static wstore_manifest *ready_manifest(wstore_store *s, const char *id)
+{
+	wstore_manifest *m = NULL;
+
+	if (wstore_manifest_read(&m, s, id) < 0)
+		return NULL;
+	if (strcmp(wstore_manifest_status(m), "READY") != 0) {
+		wstore_manifest_free(m);
+		return NULL;
+	}
+	return m;
+}
+
+/* The newest READY checkpoint of model repo at rev into *best (NULL if
+ * none); *known is set when the model has any READY checkpoint. */
+static int by_model(wstore_manifest **best, int *known, wstore_store *s,
+		    const char *repo, const char *rev)
+{
+	char **ids = NULL;
+	size_t n = 0;
+	int rc;
+
+	*best = NULL;
+	if ((rc = wstore_list_model(&ids, &n, s, repo)) < 0)
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		wstore_manifest *m = ready_manifest(s, ids[i]);
+
+		if (!m || strcmp(wstore_manifest_model_id(m), repo) != 0) {
+			wstore_manifest_free(m);
+			continue;
+		}
+		*known = 1;
+		if (rev_matches(m, rev) && (!*best || newer(m, *best))) {
+			wstore_manifest_free(*best);
+			*best = m;
+		} else {
+			wstore_manifest_free(m);
+		}
+	}
+	wstore_strings_free(ids);
+	return 0;
+}
+
+int wstore_resolve(char **out_id, int *out_repo_known, wstore_store *store,
+		   const char *repo, const char *revision)
+{
+	const char *rev = default_rev(revision);
+	wstore_manifest *m = NULL;
+	int known = 0, rc;
+
+	*out_id = NULL;
+	if (out_repo_known)
+		*out_repo_known = 0;
+	if (!repo || !*repo)
+		return wstore__err(WSTORE_EINVAL,
+				   "repository name must not be empty");
+	if ((rc = by_model(&m, &known, store, repo, rev)) < 0)
+		return rc;
+	/* a checkpoint id names that checkpoint at its own revision, its
+	 * commit id, or the default branch */
+	if (!m && !known && wstore_validate_checkpoint_id(repo) == 0 &&
+	    (m = ready_manifest(store, repo)) != NULL) {
+		known = 1;
+		if (strcmp(rev, "main") != 0 && !rev_matches(m, rev)) {
+			wstore_manifest_free(m);
+			m = NULL;
+		}
+	}
+	wstore__clear_err();
+	if (out_repo_known)
+		*out_repo_known = known;
+	if (!m)
+		return known ? wstore__err(WSTORE_ENOTFOUND,
+					   "repository '%s' has no READY "
+					   "checkpoint at revision '%s'",
+					   repo, rev)
+			     : wstore__err(WSTORE_ENOTFOUND,
+					   "no READY checkpoint goes by '%s'",
+					   repo);
+	*out_id = strdup(wstore_manifest_checkpoint_id(m));
+	wstore_manifest_free(m);
+	return *out_id ? 0 : -ENOMEM;
+}

@@ -1,0 +1,178 @@
+/*
+ * test_resolve.c - repository names (resolve.c): model id and revision to
+ * the newest READY checkpoint, commit ids, checkpoint ids as repository
+ * names, unknown repositories told from unknown revisions, FAILED and
+ * stale index entries passed over.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "manifest.h"
+#include "names.h"
+#include "store.h"
+#include "util.h"
+#include "unit.h"
+
+static char *src_dir(void)
+{
+	char *dir = unit_tmpdir(), path[4096];
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/config.json", dir);
+	fp = fopen(path, "wb");
+	CHECK(fp != NULL);
+	if (fp) {
+		fputs("{\"a\":1}\n", fp);
+		fclose(fp);
+	}
+	return dir;
+}
+
+static int import(wstore_store *s, const char *id, const char *model,
+		  const char *rev, const char *src)
+{
+	wstore_import_options o = WSTORE_IMPORT_OPTIONS_INIT;
+
+	o.checkpoint_id = id;
+	o.model_id = model;
+	o.revision = rev;
+	o.source = src;
+	o.jobs = 1;
+	return wstore_import(s, &o);
+}
+
+/* Rewrite id's manifest with the given times (and status when not NULL):
+ * imports within one second tie on time otherwise. */
+static void retime(wstore_store *s, const char *id, int64_t t,
+		   const char *status)
+{
+	wstore_manifest *m = NULL;
+	char key[WSTORE__KEY_MAX], *json = NULL;
+	size_t len = 0;
+
+	CHECK_EQ_INT(wstore_manifest_read(&m, s, id), 0);
+	if (!m)
+		return;
+	m->created_at = m->updated_at = t;
+	if (status) {
+		wstore__set_str(&m->status, status);
+		wstore__set_str(&m->error, "made to fail by the test");
+	}
+	CHECK_EQ_INT(wstore_manifest_serialize(&json, &len, m), 0);
+	wstore__key_manifest(key, id);
+	CHECK_EQ_INT(wstore__replace(s, key, json, len), 0);
+	free(json);
+	wstore_manifest_free(m);
+}
+
+static void commit_of(char out[WSTORE_COMMIT_LEN + 1], wstore_store *s,
+		      const char *id)
+{
+	wstore_manifest *m = NULL;
+
+	out[0] = '\0';
+	CHECK_EQ_INT(wstore_manifest_read(&m, s, id), 0);
+	if (m)
+		CHECK_EQ_INT(
+			wstore_manifest_commit(out, WSTORE_COMMIT_LEN + 1, m),
+			0);
+	wstore_manifest_free(m);
+}
+
+/* resolve and compare with want (NULL: expect WSTORE_ENOTFOUND and the
+ * given known flag) */
+static void expect(wstore_store *s, const char *repo, const char *rev,
+		   const char *want, int want_known)
+{
+	char *id = NULL;
+	int known = -1, rc = wstore_resolve(&id, &known, s, repo, rev);
+
+	if (want) {
+		CHECK_EQ_INT(rc, 0);
+		CHECK_STR(id, want);
+	} else {
+		CHECK_EQ_INT(rc, WSTORE_ENOTFOUND);
+		CHECK(id == NULL);
+	}
+	CHECK_EQ_INT(known, want_known);
+	free(id);
+}
+
+void test_resolve(void)
+{
+	char *src = src_dir(), c_old[41], c_new[41], c_v2[41], again[41];
+	wstore_store *s = NULL;
+	wstore_manifest *m = NULL;
+
+	CHECK_EQ_INT(wstore_open_url(&s, "mem://"), 0);
+	CHECK_EQ_INT(import(s, "tiny-a", "org/tiny", "main", src), 0);
+	CHECK_EQ_INT(import(s, "tiny-b", "org/tiny", "main", src), 0);
+	CHECK_EQ_INT(import(s, "tiny-v2", "org/tiny", "v2", src), 0);
+	CHECK_EQ_INT(import(s, "other", "org/other", "main", src), 0);
+	/* tiny-a newest by time, though "tiny-b" sorts after it: time
+	 * beats id order */
+	retime(s, "tiny-b", 1000, NULL);
+	retime(s, "tiny-a", 2000, NULL);
+	commit_of(c_old, s, "tiny-b");
+	commit_of(c_new, s, "tiny-a");
+	commit_of(c_v2, s, "tiny-v2");
+
+	/* commit ids: 40 lower-case hex, stable, distinct */
+	CHECK_EQ_INT(strlen(c_new), 40);
+	CHECK_EQ_INT(strspn(c_new, "0123456789abcdef"), 40);
+	commit_of(again, s, "tiny-a");
+	CHECK_STR(again, c_new);
+	CHECK(strcmp(c_new, c_old) != 0);
+	CHECK(strcmp(c_new, c_v2) != 0);
+	CHECK_EQ_INT(wstore_manifest_read(&m, s, "tiny-a"), 0);
+	if (m)
+		CHECK_EQ_INT(wstore_manifest_commit(again, 40, m),
+			     WSTORE_ERANGE);
+	wstore_manifest_free(m);
+
+	/* model id + revision: the newest wins; HEAD, "" and NULL = main */
+	expect(s, "org/tiny", "main", "tiny-a", 1);
+	expect(s, "org/tiny", NULL, "tiny-a", 1);
+	expect(s, "org/tiny", "HEAD", "tiny-a", 1);
+	expect(s, "org/tiny", "", "tiny-a", 1);
+	expect(s, "org/tiny", "v2", "tiny-v2", 1);
+	/* a commit id names its checkpoint, even an older one */
+	expect(s, "org/tiny", c_old, "tiny-b", 1);
+	expect(s, "org/tiny", c_v2, "tiny-v2", 1);
+	/* another model's commit is not this model's revision */
+	expect(s, "org/other", c_new, NULL, 1);
+	expect(s, "org/tiny", "v3", NULL, 1);
+	expect(s, "org/nope", "main", NULL, 0);
+	CHECK(strstr(wstore_last_error(), "'org/nope'") != NULL);
+
+	/* a checkpoint id as repository: its revision, main, its commit */
+	expect(s, "tiny-v2", "v2", "tiny-v2", 1);
+	expect(s, "tiny-v2", "main", "tiny-v2", 1);
+	expect(s, "tiny-v2", c_v2, "tiny-v2", 1);
+	expect(s, "tiny-v2", c_new, NULL, 1);
+	expect(s, "tiny-v2", "v9", NULL, 1);
+
+	/* a newer import rolls the name over; a FAILED one never wins */
+	retime(s, "tiny-b", 3000, NULL);
+	expect(s, "org/tiny", "main", "tiny-b", 1);
+	retime(s, "tiny-b", 4000, "FAILED");
+	expect(s, "org/tiny", "main", "tiny-a", 1);
+	expect(s, "tiny-b", "main", NULL, 0);
+	/* a deleted checkpoint is gone from resolution */
+	CHECK_EQ_INT(wstore_delete(s, "tiny-a"), 0);
+	expect(s, "org/tiny", "main", NULL, 1);
+	expect(s, "org/tiny", "v2", "tiny-v2", 1);
+
+	{
+		char *id = (char *)"x";
+
+		CHECK_EQ_INT(wstore_resolve(&id, NULL, s, "", "main"),
+			     WSTORE_EINVAL);
+		CHECK(id == NULL);
+	}
+	wstore_free(s);
+	unit_rmtree(src);
+	free(src);
+}
