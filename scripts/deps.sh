@@ -3,7 +3,7 @@
 # this runs apt-get; otherwise it prints the apt-get line to run.
 PKGS="meson ninja-build pkg-config gcc libc6-dev libssl-dev libjansson-dev \
 libhiredis-dev redis-server redis-tools python3 python3-numpy fuse3 libfuse3-dev \
-python3-torch"
+python3-torch libmicrohttpd-dev curl"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||

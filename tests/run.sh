@@ -1,7 +1,7 @@
 #!/bin/sh
 # run.sh - the whole test suite: unit tests, the CLI end-to-end suite once
 # per backend (file, redis, redis-cluster, mooncake stand-in), fault
-# injection, backend contract suites.  Servers the suites need are started
+# injection, backend contract suites, the HTTP server (serve).  Servers the suites need are started
 # here on free loopback ports and stopped on exit.  Ends with the line
 # "N passed, N failed" summed over every suite.
 # Every suite is bounded by timeout(1): WSTORE_SUITE_TIMEOUT seconds (600
@@ -95,6 +95,7 @@ run_suite reliability sh "$HERE/e2e/reliability.sh"
 run_suite badinput sh "$HERE/e2e/badinput.sh"
 run_suite confine sh "$HERE/e2e/confine.sh"
 run_suite edges sh "$HERE/e2e/edges.sh"
+run_suite serve sh "$HERE/e2e/serve.sh"
 run_suite python sh "$HERE/python/run.sh" "$BUILD"
 run_suite mooncake-backend sh "$HERE/mooncake/run.sh" "$BUILD"
 run_suite e2e-mooncake env WSTORE_TEST_KIND=mooncake WSTORE_TEST_STORE=mooncake \

@@ -44,6 +44,7 @@ int cmd_model_pull(struct cli *c, int argc, char **argv);
 int cmd_config_init(struct cli *c, int argc, char **argv);
 int cmd_mount(struct cli *c, int argc, char **argv);
 int cmd_umount(struct cli *c, int argc, char **argv);
+int cmd_serve(struct cli *c, int argc, char **argv);
 int cmd_gc(struct cli *c, int argc, char **argv);
 int cmd_admin_unlock(struct cli *c, int argc, char **argv);
 
@@ -51,6 +52,16 @@ int cmd_admin_unlock(struct cli *c, int argc, char **argv);
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Print "wstore: <library's last error>" and map code to an exit status. */
 int cli_fail(int code);
+/*
+ * Run a helper program for command cmd (the mount daemon, the HTTP
+ * server): name beside this executable (the build tree), else installed
+ * (the install's libexec path).  The resolved configuration goes to it as
+ * WSTORE_<KEY> environment variables, never on its command line (a
+ * password in argv would show in ps); argv is passed on with argv[0] set
+ * to name.  Returns only on failure, after printing why (EXIT_ERR).
+ */
+int cli_exec_daemon(struct cli *c, const char *cmd, const char *name,
+		    const char *installed, char **argv);
 /* Open the configured store; prints the error itself. */
 int cli_open_store(struct cli *c, wstore_store **out);
 

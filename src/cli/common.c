@@ -2,7 +2,9 @@
  * common.c - helpers shared by the wstore subcommands: error reporting and
  * exit statuses, opening the store, progress lines, signal handling.
  */
+#include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -180,4 +182,78 @@ int cli_one_id(const char **out, int argc, char **argv, const char *cmd,
 				       cmd);
 	*out = argv[optind];
 	return 0;
+}
+
+/* Export every set key of cfg as WSTORE_<KEY>. */
+static int export_config(const wstore_config *cfg)
+{
+	const char *const *keys = wstore_config_keys();
+	char var[64];
+
+	for (size_t k = 0; keys[k]; k++) {
+		const char *v = wstore_config_get(cfg, keys[k]);
+		size_t n = strlen("WSTORE_");
+
+		if (!v)
+			continue;
+		if (n + strlen(keys[k]) >= sizeof(var))
+			return -1;
+		memcpy(var, "WSTORE_", n);
+		for (const char *p = keys[k]; *p; p++)
+			var[n++] =
+				(char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+		var[n] = '\0';
+		if (setenv(var, v, 1) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* name beside /proc/self/exe, else the installed one. */
+static int find_daemon(char *out, size_t cap, const char *name,
+		       const char *installed)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash;
+
+	if (n > 0) {
+		self[n] = '\0';
+		if ((slash = strrchr(self, '/'))) {
+			*slash = '\0';
+			if ((size_t)snprintf(out, cap, "%s/%s", self, name) <
+				    cap &&
+			    access(out, X_OK) == 0)
+				return 0;
+		}
+	}
+	if ((size_t)snprintf(out, cap, "%s", installed) < cap &&
+	    access(out, X_OK) == 0)
+		return 0;
+	return -1;
+}
+
+int cli_exec_daemon(struct cli *c, const char *cmd, const char *name,
+		    const char *installed, char **argv)
+{
+	char path[PATH_MAX];
+
+	if (find_daemon(path, sizeof(path), name, installed) < 0) {
+		fprintf(stderr,
+			"wstore: %s: cannot find %s (looked beside wstore "
+			"and at %s)\n",
+			cmd, name, installed);
+		return EXIT_ERR;
+	}
+	if (export_config(c->cfg) < 0) {
+		fprintf(stderr,
+			"wstore: %s: cannot pass the configuration to %s\n",
+			cmd, name);
+		return EXIT_ERR;
+	}
+	argv[0] = (char *)name;
+	execv(path, argv);
+	fprintf(stderr, "wstore: %s: cannot run %s: %s\n", cmd, path,
+		strerror(errno));
+	return EXIT_ERR;
 }

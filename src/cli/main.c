@@ -26,6 +26,8 @@ static const struct cli_cmd commands[] = {
 	{ "config", "init", cmd_config_init, "write the configuration file" },
 	{ NULL, "mount", cmd_mount, "mount the store read-only (FUSE)" },
 	{ NULL, "umount", cmd_umount, "unmount a wstore mount" },
+	{ NULL, "serve", cmd_serve,
+	  "serve the store over HTTP (Hugging Face protocol)" },
 	{ "admin", "gc", cmd_gc, "remove orphaned chunks and temp files" },
 	{ NULL, "gc", cmd_gc, "same as 'admin gc'" },
 	{ "admin", "unlock", cmd_admin_unlock, "remove a stale lock" },
@@ -62,6 +64,7 @@ static const char main_help[] =
 	"  config init [--force]\n"
 	"  mount MOUNTPOINT [--checkpoint ID] [--cache-size SIZE] [--foreground]\n"
 	"  umount MOUNTPOINT\n"
+	"  serve [--listen ADDR:PORT] [--token TOKEN] [--max-connections N]\n"
 	"  admin gc [--dry-run] [--grace SECONDS]   (also: wstore gc)\n"
 	"  admin unlock ID|catalog [--force]\n"
 	"\n"

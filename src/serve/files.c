@@ -1,0 +1,310 @@
+/*
+ * files.c - GET and HEAD of /{repo}/resolve/{rev}/{path}: the headers Hub
+ * clients read (Content-Length, ETag, X-Repo-Commit, X-Linked-Etag and
+ * X-Linked-Size for LFS files, Accept-Ranges), single byte ranges (206
+ * with Content-Range, 416 past the end), and the body streamed from the
+ * store.
+ *
+ * Body sources, cheapest first:
+ *  - the requested bytes lie in one chunk of a store that hands out chunk
+ *    files (the embedded file store): a file-descriptor response, which
+ *    libmicrohttpd sends with sendfile(2), no copy in user space;
+ *  - otherwise a callback response that libmicrohttpd calls for one block
+ *    at a time: from chunk files with pread (one open per chunk), or
+ *    through wstore_file_pread on other backends, whose block size is
+ *    wstore_file_read_size() (1 MiB where the backend reads ranges).
+ * Either way a connection holds at most one block in memory, and a client
+ * that goes away stops the reads: nothing is fetched ahead of the socket.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "http.h"
+
+/* Block of a callback response over chunk files. */
+#define FD_BLOCK (1u << 20)
+
+struct body {
+	struct wreq *r;
+	wstore_checkpoint *ck;
+	wstore_file *f;
+	uint64_t start, end; /* file bytes [start, end) */
+	int fd;		     /* chunk file holding [fd_lo, fd_hi) */
+	uint64_t fd_lo, fd_hi, fd_base;
+	int no_fd;
+};
+
+static void body_fail(struct body *b, const char *what)
+{
+	atomic_store(&b->r->failed, 1);
+	fprintf(stderr, "wstore serve: cannot read '%s' of '%s': %s\n",
+		wstore_file_path(b->f), b->r->ckpt ? b->r->ckpt : "?", what);
+}
+
+/* Make b->fd cover file byte off; 1 when it does, 0 when the backend has
+ * no chunk files, -1 on error. */
+static int fd_cover(struct body *b, uint64_t off)
+{
+	uint64_t fd_off;
+	size_t len;
+	int rc;
+
+	if (b->fd >= 0 && off >= b->fd_lo && off < b->fd_hi)
+		return 1;
+	if (b->fd >= 0)
+		close(b->fd);
+	b->fd = -1;
+	rc = wstore_file_chunk_fd(&b->fd, &fd_off, &len, b->f, off);
+	if (rc == WSTORE_EUNSUPPORTED) {
+		b->no_fd = 1;
+		return 0;
+	}
+	if (rc < 0) {
+		body_fail(b, wstore_last_error());
+		return -1;
+	}
+	b->fd_lo = off;
+	b->fd_hi = off + len;
+	b->fd_base = fd_off;
+	return 1;
+}
+
+static ssize_t body_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct body *b = cls;
+	uint64_t off = b->start + pos;
+	size_t want, n = 0;
+	int rc;
+
+	if (off >= b->end)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	want = b->end - off < max ? (size_t)(b->end - off) : max;
+	if (!b->no_fd) {
+		ssize_t got;
+
+		if ((rc = fd_cover(b, off)) < 0)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		if (rc == 1) {
+			if (want > b->fd_hi - off)
+				want = (size_t)(b->fd_hi - off);
+			do
+				got = pread(
+					b->fd, buf, want,
+					(off_t)(b->fd_base + off - b->fd_lo));
+			while (got < 0 && errno == EINTR);
+			if (got <= 0) {
+				body_fail(b, got < 0 ? strerror(errno)
+						     : "chunk file shrank");
+				return MHD_CONTENT_READER_END_WITH_ERROR;
+			}
+			atomic_fetch_add(&b->r->bytes, (uint64_t)got);
+			return got;
+		}
+	}
+	rc = wstore_file_pread(b->f, buf, want, off, &n);
+	if (rc < 0 || n == 0) {
+		body_fail(b, rc < 0 ? wstore_last_error() : "file shrank");
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	}
+	atomic_fetch_add(&b->r->bytes, n);
+	return (ssize_t)n;
+}
+
+static void body_free(void *cls)
+{
+	struct body *b = cls;
+
+	if (b->fd >= 0)
+		close(b->fd);
+	wstore_file_free(b->f);
+	wstore_checkpoint_free(b->ck);
+	wreq_unref(b->r);
+	free(b);
+}
+
+/*
+ * The Range header against size: 0 = none (or one we ignore: several
+ * ranges, another unit, malformed, as RFC 9110 allows), 1 = [*a, *b]
+ * inclusive, -1 = unsatisfiable.
+ */
+static int parse_range(const char *h, uint64_t size, uint64_t *a, uint64_t *b)
+{
+	char *end;
+	uint64_t x, y;
+
+	if (!h || strncmp(h, "bytes=", 6) != 0 || strchr(h, ',') || !size)
+		return 0;
+	h += 6;
+	while (*h == ' ')
+		h++;
+	if (*h == '-') {
+		/* the last N bytes */
+		if (h[1] < '0' || h[1] > '9')
+			return 0;
+		errno = 0;
+		y = strtoull(h + 1, &end, 10);
+		if (errno || *end)
+			return 0;
+		if (y == 0)
+			return -1;
+		*a = y >= size ? 0 : size - y;
+		*b = size - 1;
+		return 1;
+	}
+	if (*h < '0' || *h > '9')
+		return 0;
+	errno = 0;
+	x = strtoull(h, &end, 10);
+	if (errno || *end != '-')
+		return 0;
+	if (end[1] == '\0') {
+		y = size - 1;
+	} else {
+		const char *ys = end + 1;
+
+		if (*ys < '0' || *ys > '9')
+			return 0;
+		y = strtoull(ys, &end, 10);
+		if (errno || *end || y < x)
+			return 0;
+	}
+	if (x >= size)
+		return -1;
+	*a = x;
+	*b = y >= size ? size - 1 : y;
+	return 1;
+}
+
+static void add_headers(struct MHD_Response *resp, const wstore_file_info *fi,
+			const char *commit)
+{
+	char oid[WSTORE_COMMIT_LEN + 1], etag[80], sz[24];
+
+	wfile_oid(oid, fi);
+	snprintf(etag, sizeof(etag), "\"%s\"",
+		 wfile_is_lfs(fi) ? fi->sha256 : oid);
+	MHD_add_response_header(resp, "ETag", etag);
+	if (wfile_is_lfs(fi)) {
+		snprintf(sz, sizeof(sz), "%" PRIu64, fi->size);
+		MHD_add_response_header(resp, "X-Linked-Etag", etag);
+		MHD_add_response_header(resp, "X-Linked-Size", sz);
+	}
+	MHD_add_response_header(resp, "X-Repo-Commit", commit);
+	MHD_add_response_header(resp, "Accept-Ranges", "bytes");
+	MHD_add_response_header(resp, "Content-Type",
+				"application/octet-stream");
+}
+
+/* The body of [a, a+len) of *f: an fd response when one chunk file holds
+ * it all (not for HEAD), else a callback response, which takes *ck and *f
+ * over (setting them to NULL). */
+static struct MHD_Response *make_body(struct wreq *r, wstore_checkpoint **ckp,
+				      wstore_file **fp, uint64_t a,
+				      uint64_t len, int head)
+{
+	wstore_checkpoint *ck = *ckp;
+	wstore_file *f = *fp;
+	struct MHD_Response *resp;
+	struct body *b;
+	uint64_t fd_off;
+	size_t clen, block;
+	int fd = -1;
+
+	if (!head && len &&
+	    wstore_file_chunk_fd(&fd, &fd_off, &clen, f, a) == 0) {
+		if (clen >= len) {
+			resp = MHD_create_response_from_fd_at_offset64(len, fd,
+								       fd_off);
+			if (resp)
+				r->whole_len = len;
+			else
+				close(fd);
+			return resp;
+		}
+		close(fd);
+	}
+	if (!(b = calloc(1, sizeof(*b))))
+		return NULL;
+	*b = (struct body){ r, ck, f, a, a + len, -1, 0, 0, 0, 0 };
+	*ckp = NULL;
+	*fp = NULL;
+	atomic_fetch_add(&r->refs, 1);
+	block = wstore_file_read_size(f);
+	if (block < FD_BLOCK)
+		block = FD_BLOCK;
+	if (block > len && len)
+		block = (size_t)len;
+	resp = MHD_create_response_from_callback(len, block ? block : 1,
+						 body_read, b, body_free);
+	if (!resp)
+		body_free(b);
+	return resp;
+}
+
+enum MHD_Result wfiles_resolve(struct MHD_Connection *c, struct wreq *r,
+			       const struct wtarget *t)
+{
+	char commit[WSTORE_COMMIT_LEN + 1], cr[80];
+	enum MHD_Result ret = MHD_NO;
+	int head = !strcmp(r->method, "HEAD"), rg;
+	struct MHD_Response *resp;
+	wstore_checkpoint *ck;
+	wstore_file *f = NULL;
+	wstore_file_info fi;
+	uint64_t size, a = 0, b = 0;
+	int64_t k;
+
+	if (wstore_validate_path(t->path) < 0)
+		return wreply_error(c, r, MHD_HTTP_NOT_FOUND, "EntryNotFound",
+				    wstore_last_error());
+	if (!(ck = wopen_target(c, r, t, commit, &ret)))
+		return ret;
+	k = wstore_manifest_find(wstore_checkpoint_manifest(ck), t->path);
+	if (k < 0 ||
+	    wstore_manifest_file(&fi, wstore_checkpoint_manifest(ck),
+				 (size_t)k) < 0 ||
+	    wstore_file_open(&f, ck, t->path) < 0) {
+		wstore_checkpoint_free(ck);
+		return wreply_error(c, r, MHD_HTTP_NOT_FOUND, "EntryNotFound",
+				    "no such file in the repository");
+	}
+	size = wstore_file_size(f);
+	rg = parse_range(
+		MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Range"), size,
+		&a, &b);
+	if (rg < 0) {
+		resp = MHD_create_response_from_buffer(0, NULL,
+						       MHD_RESPMEM_PERSISTENT);
+		snprintf(cr, sizeof(cr), "bytes */%" PRIu64, size);
+		if (resp) {
+			add_headers(resp, &fi, commit);
+			MHD_add_response_header(resp, "Content-Range", cr);
+		}
+		wstore_file_free(f);
+		wstore_checkpoint_free(ck);
+		return wreply(c, r, MHD_HTTP_RANGE_NOT_SATISFIABLE, resp);
+	}
+	if (rg == 0) {
+		a = 0;
+		b = size ? size - 1 : 0;
+	}
+	/* fi's strings live in ck: headers first, then let ck go */
+	resp = make_body(r, &ck, &f, a, size ? b - a + 1 : 0, head);
+	if (resp)
+		add_headers(resp, &fi, commit);
+	wstore_file_free(f);
+	wstore_checkpoint_free(ck);
+	if (!resp)
+		return MHD_NO;
+	if (rg > 0) {
+		snprintf(cr, sizeof(cr),
+			 "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, a, b, size);
+		MHD_add_response_header(resp, "Content-Range", cr);
+	}
+	return wreply(c, r, rg > 0 ? MHD_HTTP_PARTIAL_CONTENT : MHD_HTTP_OK,
+		      resp);
+}

@@ -1,0 +1,138 @@
+/*
+ * http.h - what the parts of the server share: the server and request
+ * state, replies, name resolution for a request, the metrics counters.
+ * Internal to src/serve/.
+ */
+#ifndef WSTORE_SERVE_HTTP_H
+#define WSTORE_SERVE_HTTP_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <jansson.h>
+#include <microhttpd.h>
+
+#include <wstore/read.h>
+#include <wstore/wstore.h>
+
+#include "serve.h"
+
+/* Status codes counted one by one in /metrics; the rest as "other". */
+#define WSERVE_NCODES 12
+
+struct wserve_ckpt_bytes {
+	struct wserve_ckpt_bytes *next;
+	uint64_t bytes;
+	char id[];
+};
+
+struct wserve_metrics {
+	atomic_uint_fast64_t requests[WSERVE_NCODES + 1];
+	atomic_uint_fast64_t bytes;
+	atomic_uint_fast64_t errors; /* 5xx replies and broken streams */
+	atomic_int connections;
+	atomic_int inflight;
+	pthread_mutex_t mu; /* guards per_ckpt */
+	struct wserve_ckpt_bytes *per_ckpt;
+};
+
+struct wserve {
+	wstore_store *store;
+	const struct wserve_options *o;
+	struct wserve_metrics m;
+	pthread_mutex_t log_mu;
+};
+
+/* One request, from its first call of the access handler to completion. */
+struct wreq {
+	atomic_int refs; /* the request, and a streaming body */
+	struct wserve *sv;
+	char method[8];
+	char *url;    /* as received, for the log */
+	double start; /* monotonic seconds */
+	unsigned status;
+	atomic_uint_fast64_t bytes; /* body bytes handed to MHD by readers */
+	uint64_t whole_len; /* body the library sends whole (buffer, fd) */
+	char *ckpt;	    /* checkpoint served, for metrics */
+	char *body;	    /* POST body (paths-info), bounded */
+	size_t body_len;
+	int body_too_big;
+	atomic_int failed; /* a read from the store failed mid-body */
+};
+
+/* A request's repository, revision and path, percent-decoded. */
+struct wtarget {
+	char *repo;
+	char *rev; /* NULL: the default */
+	char *path;
+};
+
+/* ---- server.c ---------------------------------------------------------- */
+
+double wserve_now(void);
+/* Drop a reference to r; the last one frees it. */
+void wreq_unref(struct wreq *r);
+/* Queue resp with status (taking it over) and record the status. */
+enum MHD_Result wreply(struct MHD_Connection *c, struct wreq *r,
+		       unsigned status, struct MHD_Response *resp);
+/* JSON body (j is taken over, may be NULL on allocation failure). */
+enum MHD_Result wreply_json(struct MHD_Connection *c, struct wreq *r,
+			    unsigned status, json_t *j);
+/* {"error": msg} with X-Error-Code: code (when not NULL) and
+ * X-Error-Message, as the Hub answers. */
+enum MHD_Result wreply_error(struct MHD_Connection *c, struct wreq *r,
+			     unsigned status, const char *code,
+			     const char *msg);
+/* Percent-decode s[0..n) into a new string; NULL if malformed or it
+ * would hold a NUL byte. */
+char *wurl_decode(const char *s, size_t n);
+/* A query argument, percent-decoded (malloc'ed), or NULL. */
+char *wquery(struct MHD_Connection *c, const char *name);
+/* "true", "True", "1" */
+int wquery_true(struct MHD_Connection *c, const char *name);
+
+/* ---- api.c ------------------------------------------------------------- */
+
+/*
+ * Resolve t->repo at t->rev and open the checkpoint; on failure reply
+ * (404 RepoNotFound / RevisionNotFound, 503 when the store fails) and
+ * return NULL with *ret set.  commit gets the checkpoint's commit id.
+ */
+wstore_checkpoint *wopen_target(struct MHD_Connection *c, struct wreq *r,
+				const struct wtarget *t, char *commit,
+				enum MHD_Result *ret);
+/* The oid of a file: first 40 hex digits of its SHA-256 (of its key when
+ * the manifest has none); the ETag of non-LFS files. */
+void wfile_oid(char out[WSTORE_COMMIT_LEN + 1], const wstore_file_info *fi);
+/* Weight files are what the Hub stores in LFS: they get an lfs record and
+ * their SHA-256 as ETag. */
+int wfile_is_lfs(const wstore_file_info *fi);
+
+/* GET /api/models/{repo}[/revision/{rev}] */
+enum MHD_Result wapi_info(struct MHD_Connection *c, struct wreq *r,
+			  const struct wtarget *t);
+/* GET /api/models/{repo}/tree/{rev}[/{path}] */
+enum MHD_Result wapi_tree(struct MHD_Connection *c, struct wreq *r,
+			  const struct wtarget *t);
+/* POST /api/models/{repo}/paths-info/{rev} */
+enum MHD_Result wapi_paths_info(struct MHD_Connection *c, struct wreq *r,
+				const struct wtarget *t);
+
+/* ---- files.c ----------------------------------------------------------- */
+
+/* GET/HEAD /{repo}/resolve/{rev}/{path} */
+enum MHD_Result wfiles_resolve(struct MHD_Connection *c, struct wreq *r,
+			       const struct wtarget *t);
+
+/* ---- metrics.c --------------------------------------------------------- */
+
+void wmetrics_init(struct wserve_metrics *m);
+void wmetrics_free(struct wserve_metrics *m);
+/* Count a finished request. */
+void wmetrics_request(struct wserve_metrics *m, unsigned status, uint64_t bytes,
+		      const char *ckpt, int broken);
+/* GET /metrics */
+enum MHD_Result wmetrics_reply(struct MHD_Connection *c, struct wreq *r);
+
+#endif

@@ -1,0 +1,152 @@
+/*
+ * main.c - wstore-serve, the HTTP server behind `wstore serve` (which
+ * execs it with the same arguments and the resolved configuration in
+ * WSTORE_<KEY> environment variables, as `wstore mount` does its daemon):
+ * the command line.  The server itself is server.c.  Like the CLI it uses
+ * only the public API.
+ */
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <wstore/wstore.h>
+
+#include "serve.h"
+
+/* Exit statuses, as the CLI's. */
+#define EXIT_OK 0
+#define EXIT_ERR 1
+#define EXIT_USAGE 2
+
+static const char help[] =
+	"usage: wstore serve [--listen ADDR:PORT] [--token TOKEN]\n"
+	"                    [--max-connections N] [--drain SECONDS]\n"
+	"                    [--no-access-log]\n"
+	"\n"
+	"Serve the store read-only over HTTP with the Hugging Face Hub's\n"
+	"download protocol: point HF_ENDPOINT at it and Hub clients (vLLM,\n"
+	"SGLang, transformers, huggingface-cli) load checkpoints from the store.\n"
+	"A repository is a model id (the newest READY checkpoint of that model\n"
+	"and revision) or a checkpoint id.\n"
+	"\n"
+	"  --listen ADDR:PORT    address to listen on (default 127.0.0.1:8088;\n"
+	"                        config key serve_listen); port 0 picks one\n"
+	"  --token TOKEN         require 'Authorization: Bearer TOKEN' (config\n"
+	"                        key serve_token, or WSTORE_SERVE_TOKEN)\n"
+	"  --max-connections N   concurrent connections (default 256)\n"
+	"  --drain SECONDS       on SIGTERM, wait this long for responses in\n"
+	"                        flight (default 30)\n"
+	"  --no-access-log       no line per request on stderr\n"
+	"\n"
+	"Endpoints: /api/models/{repo}[/revision/{rev}], /api/models/{repo}/tree/\n"
+	"{rev}[/{path}], /{repo}/resolve/{rev}/{path}, /metrics, /healthz.\n";
+
+/* Print "wstore: <msg>" to stderr; returns EXIT_USAGE. */
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt,
+							     ...)
+{
+	va_list ap;
+
+	fputs("wstore: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return EXIT_USAGE;
+}
+
+static int parse_number(double *out, const char *opt, const char *v, double lo,
+			double hi)
+{
+	char *end;
+	double d = strtod(v, &end);
+
+	if (!*v || *end || !(d >= lo && d <= hi))
+		return usage_error("invalid %s '%s': expected a number from "
+				   "%g to %g",
+				   opt, v, lo, hi);
+	*out = d;
+	return 0;
+}
+
+static int parse_args(struct wserve_options *o, const wstore_config *cfg,
+		      int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "listen", required_argument, NULL, 'l' },
+		{ "token", required_argument, NULL, 't' },
+		{ "max-connections", required_argument, NULL, 'm' },
+		{ "drain", required_argument, NULL, 'd' },
+		{ "no-access-log", no_argument, NULL, 'n' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	double n;
+	int ch;
+
+	o->listen = wstore_config_get(cfg, "serve_listen");
+	o->token = wstore_config_get(cfg, "serve_token");
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'l': o->listen = optarg; break;
+		case 't': o->token = optarg; break;
+		case 'm':
+			if (parse_number(&n, "--max-connections", optarg, 1,
+					 65536))
+				return EXIT_USAGE;
+			o->max_connections = (unsigned)n;
+			break;
+		case 'd':
+			if (parse_number(&o->drain_seconds, "--drain", optarg,
+					 0, 86400))
+				return EXIT_USAGE;
+			break;
+		case 'n': o->access_log = 0; break;
+		case 'h': fputs(help, stdout); return -1;
+		case ':':
+			return usage_error("option '%s' needs a value",
+					   argv[optind - 1]);
+		default:
+			return usage_error("unknown option '%s' for 'serve'",
+					   argv[optind - 1]);
+		}
+	}
+	if (optind != argc)
+		return usage_error("'serve' takes no arguments, got '%s'",
+				   argv[optind]);
+	if (!o->listen || !*o->listen)
+		o->listen = "127.0.0.1:8088";
+	if (o->token && !*o->token)
+		return usage_error("--token must not be empty");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct wserve_options o = { NULL, NULL, 0, 30.0, 1 };
+	wstore_config *cfg = NULL;
+	wstore_store *s = NULL;
+	int rc;
+
+	if (wstore_config_new(&cfg) < 0 || wstore_config_load_env(cfg) < 0) {
+		fprintf(stderr, "wstore: %s\n", wstore_last_error());
+		wstore_config_free(cfg);
+		return EXIT_ERR;
+	}
+	if ((rc = parse_args(&o, cfg, argc, argv))) {
+		wstore_config_free(cfg);
+		return rc < 0 ? EXIT_OK : rc;
+	}
+	if (wstore_open(&s, cfg) < 0) {
+		fprintf(stderr, "wstore: %s\n", wstore_last_error());
+		wstore_config_free(cfg);
+		return EXIT_ERR;
+	}
+	rc = wserve_run(s, &o);
+	wstore_free(s);
+	wstore_config_free(cfg);
+	return rc ? EXIT_ERR : EXIT_OK;
+}

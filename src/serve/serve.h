@@ -1,0 +1,36 @@
+/*
+ * serve.h - `wstore serve`: a read-only HTTP server that speaks the
+ * download side of the Hugging Face Hub protocol from a wstore store, so
+ * that any Hub client (huggingface_hub, transformers, vLLM, SGLang, the JS
+ * client) loads checkpoints with HF_ENDPOINT pointed at it.
+ *
+ * The folder builds wstore-serve, which `wstore serve` execs: main.c (the
+ * command line), server.c (daemon, routing, auth, access log, shutdown),
+ * api.c (the JSON endpoints), files.c (file downloads), metrics.c
+ * (/metrics), http.h (what they share).  It uses only the public API of
+ * include/wstore/.  docs/serve.md describes the protocol as served.
+ */
+#ifndef WSTORE_SERVE_H
+#define WSTORE_SERVE_H
+
+#include <stdint.h>
+
+#include <wstore/wstore.h>
+
+struct wserve_options {
+	const char *listen;	  /* "ADDR:PORT", "[V6]:PORT" or ":PORT" */
+	const char *token;	  /* bearer token required, or NULL */
+	unsigned max_connections; /* 0 = 256 */
+	double drain_seconds;	  /* wait for in-flight responses on exit */
+	int access_log;		  /* one stderr line per request */
+};
+
+/*
+ * Listen and serve store until SIGTERM or SIGINT, then stop accepting,
+ * let in-flight responses finish (at most drain_seconds) and return 0.
+ * Returns non-zero after printing why it could not start.  Signals are
+ * blocked in the calling thread (the server waits for them itself).
+ */
+int wserve_run(wstore_store *store, const struct wserve_options *o);
+
+#endif

@@ -1,0 +1,649 @@
+/*
+ * server.c - the HTTP daemon of `wstore serve`: listening socket, request
+ * routing, bearer-token check, access log and a clean shutdown.
+ *
+ * Why libmicrohttpd: it is a small, long-maintained C library (GNU,
+ * packaged in Debian as libmicrohttpd-dev) that does the HTTP/1.1 parsing,
+ * keep-alive, HEAD and chunk-free Content-Length responses for us, and it
+ * has the two body sources this server needs: a response from a file
+ * descriptor at an offset, which it sends with sendfile(2) (zero copy from
+ * the embedded store's chunk files), and a callback response that pulls a
+ * bounded block at a time (every other backend, and files that span
+ * several chunks).  Its thread-per-connection mode lets a callback block
+ * on a network backend without stalling other clients.
+ *
+ * Paths are routed undecoded (libmicrohttpd's own unescaping is turned
+ * off) so that a revision sent as "refs%2Fpr%2F1" stays one segment; each
+ * part is percent-decoded here.  Routes:
+ *   /healthz, /metrics
+ *   /api/models/{repo}[/revision/{rev}]
+ *   /api/models/{repo}/tree/{rev}[/{path}]
+ *   /api/models/{repo}/paths-info/{rev}          (POST)
+ *   /{repo}/resolve/{rev}/{path}, /{repo}/raw/{rev}/{path}
+ * where {repo} is one segment (a checkpoint id or a model id without an
+ * organisation) or two ("org/name").
+ *
+ * Shutdown: the main thread waits for SIGTERM/SIGINT (blocked in every
+ * thread), then stops accepting (MHD_quiesce_daemon), waits until no
+ * request is in flight (bounded by drain_seconds) and stops the daemon,
+ * which closes idle keep-alive connections.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "http.h"
+
+#define BODY_MAX (1u << 20)
+
+double wserve_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void wreq_unref(struct wreq *r)
+{
+	if (!r || atomic_fetch_sub(&r->refs, 1) != 1)
+		return;
+	free(r->url);
+	free(r->ckpt);
+	free(r->body);
+	free(r);
+}
+
+/* ---- replies ------------------------------------------------------------ */
+
+enum MHD_Result wreply(struct MHD_Connection *c, struct wreq *r,
+		       unsigned status, struct MHD_Response *resp)
+{
+	enum MHD_Result ret;
+
+	if (!resp)
+		return MHD_NO;
+	r->status = status;
+	ret = MHD_queue_response(c, status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+enum MHD_Result wreply_json(struct MHD_Connection *c, struct wreq *r,
+			    unsigned status, json_t *j)
+{
+	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	struct MHD_Response *resp;
+
+	json_decref(j);
+	if (!text)
+		return MHD_NO;
+	r->whole_len = strlen(text);
+	resp = MHD_create_response_from_buffer(strlen(text), text,
+					       MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, "Content-Type", "application/json");
+	return wreply(c, r, status, resp);
+}
+
+enum MHD_Result wreply_error(struct MHD_Connection *c, struct wreq *r,
+			     unsigned status, const char *code, const char *msg)
+{
+	json_t *j = json_pack("{s:s}", "error", msg);
+	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	struct MHD_Response *resp;
+	char hdr[512];
+	size_t i;
+
+	json_decref(j);
+	if (!text)
+		return MHD_NO;
+	r->whole_len = strlen(text);
+	resp = MHD_create_response_from_buffer(strlen(text), text,
+					       MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, "Content-Type", "application/json");
+	if (code)
+		MHD_add_response_header(resp, "X-Error-Code", code);
+	/* a header value must stay on one line */
+	for (i = 0; msg[i] && i + 1 < sizeof(hdr); i++)
+		hdr[i] = (msg[i] == '\r' || msg[i] == '\n') ? ' ' : msg[i];
+	hdr[i] = '\0';
+	MHD_add_response_header(resp, "X-Error-Message", hdr);
+	if (status == MHD_HTTP_UNAUTHORIZED)
+		MHD_add_response_header(resp, "WWW-Authenticate", "Bearer");
+	return wreply(c, r, status, resp);
+}
+
+/* ---- URLs --------------------------------------------------------------- */
+
+static int hexval(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+char *wurl_decode(const char *s, size_t n)
+{
+	char *out = malloc(n + 1), *q = out;
+
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		int hi, lo;
+
+		if (s[i] != '%') {
+			*q++ = s[i];
+			continue;
+		}
+		if (i + 2 >= n || (hi = hexval(s[i + 1])) < 0 ||
+		    (lo = hexval(s[i + 2])) < 0 || (hi == 0 && lo == 0))
+			goto bad;
+		*q++ = (char)(hi * 16 + lo);
+		i += 2;
+	}
+	*q = '\0';
+	return out;
+bad:
+	free(out);
+	return NULL;
+}
+
+char *wquery(struct MHD_Connection *c, const char *name)
+{
+	const char *v =
+		MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name);
+	char *d, *p;
+
+	if (!v)
+		return NULL;
+	/* form encoding: '+' is a blank */
+	if (!(d = wurl_decode(v, strlen(v))))
+		return NULL;
+	for (p = d; *p; p++)
+		if (*p == '+')
+			*p = ' ';
+	return d;
+}
+
+int wquery_true(struct MHD_Connection *c, const char *name)
+{
+	char *v = wquery(c, name);
+	int t = v && (!strcasecmp(v, "true") || !strcmp(v, "1"));
+
+	free(v);
+	return t;
+}
+
+/* Keep URLs as received: every part is decoded after splitting. */
+static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+	(void)cls;
+	(void)c;
+	return strlen(s);
+}
+
+/* ---- routing ------------------------------------------------------------ */
+
+/* Split s (after the leading '/') at '/' into at most max segments,
+ * pointing into s; the last keeps the rest.  Returns the count. */
+static size_t split(const char *s, const char **seg, size_t *len, size_t max)
+{
+	size_t n = 0;
+
+	while (n < max) {
+		const char *e = n + 1 < max ? strchr(s, '/') : NULL;
+
+		seg[n] = s;
+		len[n] = e ? (size_t)(e - s) : strlen(s);
+		n++;
+		if (!e)
+			break;
+		s = e + 1;
+	}
+	return n;
+}
+
+static int seg_is(const char *s, size_t n, const char *word)
+{
+	return n == strlen(word) && !strncmp(s, word, n);
+}
+
+static void target_free(struct wtarget *t)
+{
+	free(t->repo);
+	free(t->rev);
+	free(t->path);
+}
+
+/* Decode repo segments [0, k), revision k+1 and the rest as the path. */
+static int target_from(struct wtarget *t, const char **seg, size_t *len,
+		       size_t n, size_t k)
+{
+	const char *end;
+
+	memset(t, 0, sizeof(*t));
+	end = seg[k - 1] + len[k - 1];
+	if (!(t->repo = wurl_decode(seg[0], (size_t)(end - seg[0]))))
+		return -1;
+	if (n > k + 1 && len[k + 1] &&
+	    !(t->rev = wurl_decode(seg[k + 1], len[k + 1])))
+		return -1;
+	if (n > k + 2 && !(t->path = wurl_decode(seg[k + 2], len[k + 2])))
+		return -1;
+	return 0;
+}
+
+/* Where the verb segment of a repo path is: after one repo segment or
+ * two; 0 if neither. */
+static size_t verb_at(const char **seg, size_t *len, size_t n,
+		      const char *const *verbs, size_t min_after)
+{
+	for (size_t k = 2; k >= 1; k--)
+		for (size_t v = 0; verbs[v]; v++)
+			if (n > k + min_after - 1 &&
+			    seg_is(seg[k], len[k], verbs[v]))
+				return k;
+	return 0;
+}
+
+static enum MHD_Result route_api(struct MHD_Connection *c, struct wreq *r,
+				 const char *rest, int post)
+{
+	static const char *const verbs[] = { "revision", "tree", "paths-info",
+					     NULL };
+	const char *seg[5];
+	size_t len[5], n = split(rest, seg, len, 5), k;
+	struct wtarget t;
+	enum MHD_Result ret;
+
+	/* rest: repo [verb rev [path]]; the path may hold more '/' */
+	k = verb_at(seg, len, n, verbs, 1);
+	if (k == 0 && n <= 2)
+		k = n;
+	if (k == 0 || (k == 2 && len[1] == 0) || len[0] == 0)
+		return wreply_error(c, r, MHD_HTTP_NOT_FOUND, NULL,
+				    "no such endpoint");
+	if (k < n) {
+		/* re-split so that everything after the revision is one
+		 * path */
+		n = split(rest, seg, len, k + 3);
+	}
+	if (target_from(&t, seg, len, n, k) < 0) {
+		target_free(&t);
+		return wreply_error(c, r, MHD_HTTP_BAD_REQUEST, NULL,
+				    "malformed percent-encoding in the URL");
+	}
+	if (k == n || seg_is(seg[k], len[k], "revision"))
+		ret = post ? wreply_error(c, r, MHD_HTTP_METHOD_NOT_ALLOWED,
+					  NULL, "method not allowed")
+			   : wapi_info(c, r, &t);
+	else if (seg_is(seg[k], len[k], "tree"))
+		ret = post ? wreply_error(c, r, MHD_HTTP_METHOD_NOT_ALLOWED,
+					  NULL, "method not allowed")
+			   : wapi_tree(c, r, &t);
+	else
+		ret = post ? wapi_paths_info(c, r, &t)
+			   : wreply_error(c, r, MHD_HTTP_METHOD_NOT_ALLOWED,
+					  NULL, "paths-info takes POST");
+	target_free(&t);
+	return ret;
+}
+
+static enum MHD_Result route_file(struct MHD_Connection *c, struct wreq *r,
+				  const char *rest)
+{
+	static const char *const verbs[] = { "resolve", "raw", NULL };
+	const char *seg[5];
+	size_t len[5], n = split(rest, seg, len, 5), k;
+	struct wtarget t;
+	enum MHD_Result ret;
+
+	k = verb_at(seg, len, n, verbs, 3);
+	if (k == 0 || len[0] == 0)
+		return wreply_error(c, r, MHD_HTTP_NOT_FOUND, NULL,
+				    "no such endpoint");
+	n = split(rest, seg, len, k + 3);
+	if (target_from(&t, seg, len, n, k) < 0) {
+		target_free(&t);
+		return wreply_error(c, r, MHD_HTTP_BAD_REQUEST, NULL,
+				    "malformed percent-encoding in the URL");
+	}
+	if (!t.path || !*t.path)
+		ret = wreply_error(c, r, MHD_HTTP_NOT_FOUND, "EntryNotFound",
+				   "no file named");
+	else
+		ret = wfiles_resolve(c, r, &t);
+	target_free(&t);
+	return ret;
+}
+
+/* Constant-time comparison of the Authorization header with the token. */
+static int authorized(struct MHD_Connection *c, const char *token)
+{
+	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						    "Authorization");
+	size_t n = strlen(token), hn;
+	unsigned char diff = 0;
+
+	if (!h || strncasecmp(h, "Bearer ", 7) != 0)
+		return 0;
+	h += 7;
+	hn = strlen(h);
+	if (hn != n)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		diff |= (unsigned char)(h[i] ^ token[i]);
+	return diff == 0;
+}
+
+static enum MHD_Result route(struct MHD_Connection *c, struct wreq *r,
+			     const char *url)
+{
+	int get = !strcmp(r->method, "GET") || !strcmp(r->method, "HEAD");
+	int post = !strcmp(r->method, "POST");
+
+	if (!strcmp(url, "/healthz") && get) {
+		struct MHD_Response *resp = MHD_create_response_from_buffer(
+			3, (void *)"ok\n", MHD_RESPMEM_PERSISTENT);
+
+		return wreply(c, r, MHD_HTTP_OK, resp);
+	}
+	if (r->sv->o->token && !authorized(c, r->sv->o->token))
+		return wreply_error(c, r, MHD_HTTP_UNAUTHORIZED, NULL,
+				    "missing or wrong bearer token");
+	if (!get && !post)
+		return wreply_error(c, r, MHD_HTTP_METHOD_NOT_ALLOWED, NULL,
+				    "method not allowed");
+	if (!strcmp(url, "/metrics") && get)
+		return wmetrics_reply(c, r);
+	if (!strncmp(url, "/api/models/", 12))
+		return route_api(c, r, url + 12, post);
+	if (post)
+		return wreply_error(c, r, MHD_HTTP_METHOD_NOT_ALLOWED, NULL,
+				    "method not allowed");
+	if (url[0] == '/' && url[1])
+		return route_file(c, r, url + 1);
+	return wreply_error(c, r, MHD_HTTP_NOT_FOUND, NULL, "no such endpoint");
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
+				  const char *url, const char *method,
+				  const char *version, const char *upload,
+				  size_t *upload_size, void **con_cls)
+{
+	struct wserve *sv = cls;
+	struct wreq *r = *con_cls;
+
+	(void)version;
+	if (!r) {
+		if (!(r = calloc(1, sizeof(*r))))
+			return MHD_NO;
+		atomic_init(&r->refs, 1);
+		atomic_init(&r->failed, 0);
+		r->sv = sv;
+		r->start = wserve_now();
+		snprintf(r->method, sizeof(r->method), "%s", method);
+		r->url = strdup(url);
+		*con_cls = r;
+		atomic_fetch_add(&sv->m.inflight, 1);
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		/* only paths-info has a body; keep at most BODY_MAX */
+		if (r->body_len + *upload_size > BODY_MAX) {
+			r->body_too_big = 1;
+		} else {
+			char *nb = realloc(r->body,
+					   r->body_len + *upload_size + 1);
+
+			if (!nb)
+				return MHD_NO;
+			memcpy(nb + r->body_len, upload, *upload_size);
+			r->body = nb;
+			r->body_len += *upload_size;
+			r->body[r->body_len] = '\0';
+		}
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (r->body_too_big)
+		return wreply_error(c, r, MHD_HTTP_CONTENT_TOO_LARGE, NULL,
+				    "request body too large");
+	return route(c, r, url);
+}
+
+static void log_request(struct wserve *sv, struct MHD_Connection *c,
+			const struct wreq *r, uint64_t bytes, int broken)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	char addr[INET6_ADDRSTRLEN] = "-";
+
+	if (ci && ci->client_addr) {
+		const struct sockaddr *sa = ci->client_addr;
+
+		if (sa->sa_family == AF_INET)
+			inet_ntop(AF_INET,
+				  &((const struct sockaddr_in *)sa)->sin_addr,
+				  addr, sizeof(addr));
+		else if (sa->sa_family == AF_INET6)
+			inet_ntop(AF_INET6,
+				  &((const struct sockaddr_in6 *)sa)->sin6_addr,
+				  addr, sizeof(addr));
+	}
+	pthread_mutex_lock(&sv->log_mu);
+	fprintf(stderr, "%s %s %s %u %llu %.1fms%s\n", addr, r->method,
+		r->url ? r->url : "-", r->status, (unsigned long long)bytes,
+		(wserve_now() - r->start) * 1000.0,
+		broken ? " (incomplete)" : "");
+	pthread_mutex_unlock(&sv->log_mu);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct wserve *sv = cls;
+	struct wreq *r = *con_cls;
+	uint64_t bytes;
+	int broken;
+
+	if (!r)
+		return;
+	broken = toe != MHD_REQUEST_TERMINATED_COMPLETED_OK;
+	bytes = atomic_load(&r->bytes);
+	/* a buffer or fd response is sent by the library: all of it, or
+	 * an unknown part */
+	if (r->whole_len && !broken && strcmp(r->method, "HEAD") != 0)
+		bytes += r->whole_len;
+	wmetrics_request(&sv->m, r->status, bytes, r->ckpt,
+			 atomic_load(&r->failed));
+	if (sv->o->access_log)
+		log_request(sv, c, r, bytes, broken);
+	atomic_fetch_sub(&sv->m.inflight, 1);
+	*con_cls = NULL;
+	wreq_unref(r);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **sctx,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	struct wserve *sv = cls;
+
+	(void)c;
+	(void)sctx;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+		atomic_fetch_add(&sv->m.connections, 1);
+	else
+		atomic_fetch_sub(&sv->m.connections, 1);
+}
+
+/* ---- listening ------------------------------------------------------------
+ */
+
+/* Parse "ADDR:PORT", "[V6]:PORT" or ":PORT" and bind a listening socket;
+ * prints why on failure. */
+static int listen_on(const char *spec, char *shown, size_t cap)
+{
+	struct sockaddr_storage ss = { 0 };
+	struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+	const char *colon = strrchr(spec, ':');
+	char host[128], *end;
+	long port;
+	int fd, one = 1;
+	socklen_t sl;
+
+	if (!colon || (size_t)(colon - spec) >= sizeof(host))
+		goto bad;
+	memcpy(host, spec, (size_t)(colon - spec));
+	host[colon - spec] = '\0';
+	port = strtol(colon + 1, &end, 10);
+	if (!colon[1] || *end || port < 0 || port > 65535)
+		goto bad;
+	if (host[0] == '[') {
+		size_t hl = strlen(host);
+
+		if (hl < 3 || host[hl - 1] != ']')
+			goto bad;
+		host[hl - 1] = '\0';
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons((uint16_t)port);
+		if (inet_pton(AF_INET6, host + 1, &s6->sin6_addr) != 1)
+			goto bad;
+		sl = sizeof(*s6);
+	} else {
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons((uint16_t)port);
+		if (!host[0])
+			s4->sin_addr.s_addr = htonl(INADDR_ANY);
+		else if (inet_pton(AF_INET, host, &s4->sin_addr) != 1)
+			goto bad;
+		sl = sizeof(*s4);
+	}
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, 128) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
+		fprintf(stderr, "wstore: cannot listen on '%s': %s\n", spec,
+			strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	if (ss.ss_family == AF_INET6)
+		snprintf(shown, cap, "[%s]:%u", host + 1,
+			 (unsigned)ntohs(s6->sin6_port));
+	else
+		snprintf(shown, cap, "%s:%u", host[0] ? host : "0.0.0.0",
+			 (unsigned)ntohs(s4->sin_port));
+	return fd;
+bad:
+	fprintf(stderr,
+		"wstore: invalid listen address '%s': expected ADDR:PORT, "
+		"[V6ADDR]:PORT or :PORT\n",
+		spec);
+	return -1;
+}
+
+/* libmicrohttpd's own messages (a client that hung up, a bad request
+ * line), marked as the server's. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	struct wserve *sv = cls;
+	char msg[512];
+	size_t n;
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = strlen(msg);
+	while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+		msg[--n] = '\0';
+	pthread_mutex_lock(&sv->log_mu);
+	fprintf(stderr, "wstore serve: %s\n", msg);
+	pthread_mutex_unlock(&sv->log_mu);
+}
+
+static void drain(struct wserve *sv)
+{
+	double until = wserve_now() + sv->o->drain_seconds;
+	struct timespec ts = { 0, 20 * 1000 * 1000 };
+
+	while (atomic_load(&sv->m.inflight) > 0 && wserve_now() < until)
+		nanosleep(&ts, NULL);
+}
+
+int wserve_run(wstore_store *store, const struct wserve_options *o)
+{
+	struct wserve sv = { store, o };
+	struct MHD_Daemon *d;
+	char shown[192];
+	sigset_t sigs;
+	int fd, sig = 0;
+
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGPIPE);
+	/* the server's threads inherit the mask; only sigwait sees these */
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	if ((fd = listen_on(o->listen, shown, sizeof(shown))) < 0)
+		return 1;
+	wmetrics_init(&sv.m);
+	pthread_mutex_init(&sv.log_mu, NULL);
+	d = MHD_start_daemon(
+		MHD_USE_THREAD_PER_CONNECTION |
+			MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
+			MHD_USE_ERROR_LOG,
+		0, NULL, NULL, on_request, &sv, MHD_OPTION_LISTEN_SOCKET, fd,
+		MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, &sv,
+		MHD_OPTION_NOTIFY_CONNECTION, on_connection, &sv,
+		MHD_OPTION_CONNECTION_LIMIT,
+		o->max_connections ? o->max_connections : 256u,
+		MHD_OPTION_CONNECTION_TIMEOUT, 300u, MHD_OPTION_EXTERNAL_LOGGER,
+		mhd_log, &sv, MHD_OPTION_END);
+	if (!d) {
+		fprintf(stderr,
+			"wstore: cannot start the HTTP server on '%s'\n",
+			shown);
+		close(fd);
+		wmetrics_free(&sv.m);
+		return 1;
+	}
+	fprintf(stderr, "wstore serve: listening on http://%s (store: %s)\n",
+		shown, wstore_backend_name(store));
+	while (sig != SIGTERM && sig != SIGINT)
+		if (sigwait(&sigs, &sig) != 0)
+			break;
+	fprintf(stderr, "wstore serve: stopping: finishing %d request(s)\n",
+		atomic_load(&sv.m.inflight));
+	fd = MHD_quiesce_daemon(d);
+	drain(&sv);
+	MHD_stop_daemon(d);
+	if (fd >= 0)
+		close(fd);
+	wmetrics_free(&sv.m);
+	pthread_mutex_destroy(&sv.log_mu);
+	fprintf(stderr, "wstore serve: stopped\n");
+	return 0;
+}

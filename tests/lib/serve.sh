@@ -1,0 +1,102 @@
+# tests/lib/serve.sh - run `wstore serve` in tests, and helpers around it.
+# POSIX sh; source after tap.sh (needs $W and $T from suite_env):
+#
+#   serve_start NAME STORE [ARGS...]  start `wstore --store STORE serve` on
+#                                a free loopback port (port 0, read back
+#                                from its log); sets SERVE_PID, SERVE_URL,
+#                                SERVE_LOG; non-zero (after a not-ok line)
+#                                if it did not come up within 10 s
+#   serve_stop                   SIGTERM it and wait (bounded); SERVE_RC
+#   serve_wait_exit              wait (bounded) for it to exit; SERVE_RC
+#   serve_stop_all               SIGKILL every server still running
+#   wait_for SECONDS CMD...      poll CMD every 0.1 s until it succeeds
+#   json_get KEY                 a top-level string of the JSON on stdin
+#   urlenc PATH                  percent-encode a path (keeps '/')
+#   rss_kb PID                   resident set size in kB
+#   load_clients URL FILE N SECONDS DIR
+#                                N clients download URL in a loop for
+#                                SECONDS, each result compared with FILE;
+#                                sets LOAD_OK and LOAD_BAD
+_SERVE_PIDS=""
+
+wait_for() {
+	_n=$(($1 * 10)); shift
+	while [ "$_n" -gt 0 ]; do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.1; _n=$((_n - 1))
+	done
+	return 1
+}
+
+serve_start() {
+	_name=$1; _store=$2; shift 2
+	SERVE_LOG="$T/serve-$_name.log"
+	"$W" --store "$_store" serve --listen 127.0.0.1:0 "$@" 2>"$SERVE_LOG" &
+	SERVE_PID=$!
+	_SERVE_PIDS="$_SERVE_PIDS $SERVE_PID"
+	if ! wait_for 10 grep -q 'listening on http://' "$SERVE_LOG"; then
+		tap_not_ok "serve ($_name) did not start" "$(tail -5 "$SERVE_LOG")"
+		return 1
+	fi
+	_port=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$SERVE_LOG" | head -1)
+	SERVE_URL="http://127.0.0.1:$_port"
+	return 0
+}
+
+serve_wait_exit() {
+	SERVE_RC=timeout
+	if wait_for 20 sh -c "! kill -0 $SERVE_PID"; then
+		wait "$SERVE_PID"
+		SERVE_RC=$?
+	else
+		kill -9 "$SERVE_PID" 2>/dev/null
+	fi
+}
+
+serve_stop() {
+	kill -TERM "$SERVE_PID" 2>/dev/null
+	serve_wait_exit
+}
+
+serve_stop_all() {
+	for _p in $_SERVE_PIDS; do kill -9 "$_p" 2>/dev/null; done
+	_SERVE_PIDS=""
+}
+
+json_get() {
+	python3 -c 'import json, sys; print(json.load(sys.stdin).get(sys.argv[1], ""))' "$1"
+}
+
+urlenc() {
+	python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1]))' "$1"
+}
+
+rss_kb() {
+	awk '/^VmRSS/ {print $2}' /proc/"$1"/status
+}
+
+load_clients() {
+	_url=$1; _file=$2; _n=$3; _secs=$4; _dir=$5
+	mkdir -p "$_dir"
+	_end=$(($(date +%s) + _secs))
+	_i=0
+	_pids=""
+	while [ "$_i" -lt "$_n" ]; do
+		(
+			ok=0; bad=0
+			while [ "$(date +%s)" -lt "$_end" ]; do
+				if curl -sf "$_url" | cmp -s - "$_file"; then
+					ok=$((ok + 1))
+				else
+					bad=$((bad + 1))
+				fi
+			done
+			echo "$ok $bad" > "$_dir/$_i"
+		) &
+		_pids="$_pids $!"
+		_i=$((_i + 1))
+	done
+	for _p in $_pids; do wait "$_p"; done
+	LOAD_OK=$(cat "$_dir"/* | awk '{s += $1} END {print s + 0}')
+	LOAD_BAD=$(cat "$_dir"/* | awk '{s += $2} END {print s + 0}')
+}
