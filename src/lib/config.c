@@ -25,6 +25,7 @@
 #include <jansson.h>
 
 #include "config.h"
+#include "durable.h"
 #include "error.h"
 #include "util.h"
 
@@ -366,57 +367,38 @@ static int mkdirs(const char *dir)
 	return 0;
 }
 
-static int fsync_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
-
-	if (fd < 0)
-		return wstore__errc(-errno, "cannot open directory '%s'", dir);
-	if (fsync(fd) < 0 && errno != EINVAL)
-		rc = wstore__errc(-errno, "cannot sync directory '%s'", dir);
-	close(fd);
-	return rc;
-}
-
-/* Write data to a temp file in dir, fsync, rename to path, fsync dir. */
+/* Write data to path durably (durable.c: a temp file in dir, fsync,
+ * rename, fsync of dir); mode 0600, the file may hold a password. */
 static int write_atomic(const char *dir, const char *path, const char *data,
 			size_t len)
 {
-	char *tmp;
+	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	wstore__durable d = { .fd = -1 };
 	size_t off = 0;
-	int fd, rc = 0;
+	int dfd, rc;
 
-	if (asprintf(&tmp, "%s.tmp.XXXXXX", path) < 0)
-		return wstore__errc(-ENOMEM, "cannot save config '%s'", path);
-	fd = mkstemp(tmp);
-	if (fd < 0) {
-		rc = wstore__errc(-errno, "cannot create '%s'", tmp);
-		free(tmp);
-		return rc;
-	}
-	if (fchmod(fd, 0600) < 0)
-		rc = wstore__errc(-errno, "cannot chmod '%s'", tmp);
-	while (!rc && off < len) {
-		ssize_t n = write(fd, data + off, len - off);
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return wstore__errc(-errno, "cannot open directory '%s'", dir);
+	rc = wstore__check_target(dfd, base, path);
+	if (rc == 0)
+		rc = wstore__durable_open(&d, dfd, 0600, path);
+	while (rc == 0 && off < len) {
+		ssize_t n = write(d.fd, data + off, len - off);
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			rc = wstore__errc(-errno, "cannot write '%s'", tmp);
+			rc = wstore__errc(-errno, "cannot write '%s'", path);
 		else
 			off += (size_t)n;
 	}
-	if (!rc && fsync(fd) < 0)
-		rc = wstore__errc(-errno, "cannot sync '%s'", tmp);
-	if (close(fd) < 0 && !rc)
-		rc = wstore__errc(-errno, "cannot close '%s'", tmp);
-	if (!rc && rename(tmp, path) < 0)
-		rc = wstore__errc(-errno, "cannot rename '%s' to '%s'", tmp,
-				  path);
-	if (rc)
-		unlink(tmp);
-	free(tmp);
-	return rc ? rc : fsync_dir(dir);
+	if (rc == 0)
+		rc = wstore__durable_commit(&d, base, path);
+	else
+		wstore__durable_abort(&d);
+	close(dfd);
+	return rc;
 }
 
 int wstore_config_save(const wstore_config *cfg, const char *path)

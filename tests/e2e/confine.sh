@@ -274,5 +274,7 @@ case $OUT in
 *) tap_ok "config init does not print the password" ;;
 esac
 check_grep "the config file holding a password is private (600)" "^600$" "$(stat -c %a "$T/cfg.json" 2>&1)"
+check_exit "config init to a 255-byte file name" 0 "$W" --store "$S" --config "$T/$LONG" config init
+check_grep "and it holds the store" "\"store\"" "$(cat "$T/$LONG" 2>&1)"
 
 tap_done
