@@ -22,25 +22,37 @@ static const char help[] =
 	"Damaged files are named.\n"
 	"Exit status: 0 all good, 3 damage found, 1 the check could not run.\n";
 
+/* One entry per file, however many checks find it damaged: the byte check
+ * and the structure check both report a shard whose header chunk is
+ * missing, and that is one damaged file. */
 struct report {
 	struct cli *c;
-	json_t *files;
+	json_t *files; /* entries in the order first reported */
+	json_t *seen;  /* path -> its entry */
 	size_t bad;
+	char first[1024]; /* message of the first damaged file */
 };
 
 static void on_file(const char *path, int result, const char *msg, void *ctx)
 {
 	struct report *r = ctx;
+	json_t *e = json_object_get(r->seen, path);
 
-	if (result)
-		r->bad++;
-	if (r->c->json) {
-		json_array_append_new(r->files,
-				      json_pack("{s:s, s:b, s:s?}", "path",
-						path, "ok", !result, "error",
-						result ? msg : NULL));
-		return;
+	if (e && (!result || !json_is_true(json_object_get(e, "ok"))))
+		return; /* already counted */
+	if (result && !r->bad++)
+		snprintf(r->first, sizeof(r->first), "%s", msg);
+	if (e) {
+		json_object_set_new(e, "ok", json_false());
+		json_object_set_new(e, "error", json_string(msg));
+	} else {
+		e = json_pack("{s:s, s:b, s:s?}", "path", path, "ok", !result,
+			      "error", result ? msg : NULL);
+		json_array_append_new(r->files, e);
+		json_object_set(r->seen, path, e);
 	}
+	if (r->c->json)
+		return;
 	if (r->c->tty)
 		fputs("\r\033[K", stderr);
 	if (result)
@@ -71,9 +83,10 @@ int cmd_model_verify(struct cli *c, int argc, char **argv)
 	};
 	wstore_verify_options o = WSTORE_VERIFY_OPTIONS_INIT;
 	struct cli_progress p = { c, "verifying", 0, 0 };
-	struct report r = { c, NULL, 0 };
+	struct report r = { c, NULL, NULL, 0, "" };
 	wstore_store *s = NULL;
 	const char *id;
+	size_t nfiles;
 	int ch, rc;
 
 	opterr = 0;
@@ -91,9 +104,10 @@ int cmd_model_verify(struct cli *c, int argc, char **argv)
 		return cli_usage_error(
 			"'model verify' needs exactly one checkpoint id");
 	id = argv[optind];
-	if (cli_open_store(c, &s))
+	if (cli_open_store(c, &s, WSTORE_OPEN_READONLY))
 		return EXIT_ERR;
 	r.files = json_array();
+	r.seen = json_object();
 	o.progress = cli_progress_fn;
 	o.progress_ctx = &p;
 	o.on_file = on_file;
@@ -108,14 +122,23 @@ int cmd_model_verify(struct cli *c, int argc, char **argv)
 			rc = src;
 	}
 	wstore_free(s);
+	if (rc == WSTORE_EVERIFY || (rc == 0 && r.bad))
+		rc = WSTORE_EVERIFY;
 	if (c->json && (rc == 0 || rc == WSTORE_EVERIFY)) {
-		cli_print_json(json_pack("{s:s, s:b, s:I, s:o}",
+		cli_print_json(json_pack("{s:s, s:b, s:I, s:O}",
 					 "checkpoint_id", id, "ok", rc == 0,
 					 "bad_files", (json_int_t)r.bad,
 					 "files", r.files));
-		r.files = NULL;
 	}
+	nfiles = json_array_size(r.files);
 	json_decref(r.files);
+	json_decref(r.seen);
+	if (rc == WSTORE_EVERIFY && r.bad) {
+		fprintf(stderr,
+			"wstore: checkpoint '%s': %zu of %zu files damaged; first: %s\n",
+			id, r.bad, nfiles, r.first);
+		return EXIT_VERIFY;
+	}
 	if (rc < 0)
 		return cli_fail(rc);
 	if (!c->json && !c->quiet)
