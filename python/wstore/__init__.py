@@ -471,9 +471,13 @@ class Store(_Handle):
             replica_num=replica_num, jobs=jobs, progress=prog.c)
         prog.check(lib.wstore_import(self._handle(), byref(opts)))
 
-    def delete(self, id):
-        """Delete checkpoint ``id``; deleting an absent one succeeds."""
-        _check(lib.wstore_delete(self._handle(), _b(id)))
+    def delete(self, id, missing_ok=False):
+        """Delete checkpoint ``id``.  Raises NotFound if it does not exist,
+        unless ``missing_ok``."""
+        rc = lib.wstore_delete(self._handle(), _b(id))
+        if missing_ok and rc == _ERR_BASE:  # WSTORE_ENOTFOUND
+            return
+        _check(rc)
 
     def open(self, id):
         """Open READY checkpoint ``id`` for reading: a :class:`Checkpoint`.

@@ -57,7 +57,7 @@ static const char main_help[] =
 	"  model list [--model MODEL]\n"
 	"  model inspect ID\n"
 	"  model verify ID [--jobs N]\n"
-	"  model delete ID\n"
+	"  model delete ID [--missing-ok]\n"
 	"  model materialize-file ID --path REL --output FILE\n"
 	"  model pull ID --dest DIR [--include GLOB]... [--exclude GLOB]...\n"
 	"             [--jobs N] [--no-verify] [--force]\n"

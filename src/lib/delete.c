@@ -126,7 +126,10 @@ int wstore__delete_unlocked(wstore_store *s, const char *id)
 	if (rc == WSTORE_ENOTFOUND) {
 		/* nothing to delete; drop a stale index entry if any */
 		wstore__key_models_index(key);
-		return wstore__index_remove(s, key, id, NULL);
+		rc = wstore__index_remove(s, key, id, NULL);
+		return rc < 0 ? rc
+			      : wstore__err(WSTORE_ENOTFOUND,
+					    "checkpoint '%s' not found", id);
 	}
 	if (rc < 0)
 		return rc;

@@ -185,7 +185,11 @@ fi
 
 # ---- delete ------------------------------------------------------------
 check_exit "delete" 0 ws model delete "$P-small"
-check_exit "delete again is a no-op" 0 ws model delete "$P-small"
+check_exit "delete again: not found, exit 1" 1 ws model delete "$P-small"
+check_grep "delete again says not found" "checkpoint '$P-small' not found" "$OUT"
+check_one_line "not found is one line" "$OUT"
+check_exit "delete --missing-ok of a missing id exits 0" 0 ws model delete --missing-ok "$P-small"
+check_grep "and says there was nothing to delete" "nothing to delete" "$OUT"
 if can_list; then
 	check "no key of the deleted checkpoint is left" test -z "$(keys_under "weight/models/$P-small/")"
 fi

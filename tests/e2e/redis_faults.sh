@@ -121,7 +121,7 @@ one_clear_line "killed mid-import" "(lost connection|cannot connect) to redis at
 check "killed mid-import: server restarts" redis_restart_port "$SP"
 st=$(status_of "$SA" k1)
 check "killed mid-import: checkpoint not READY ($st)" test "$st" = absent -o "$st" = FAILED
-check_exit "killed mid-import: model delete succeeds" 0 sa model delete k1
+check_exit "killed mid-import: model delete --missing-ok succeeds" 0 sa model delete --missing-ok k1
 check_exit "killed mid-import: re-import succeeds" 0 sa model import --checkpoint-id k1 \
 	--model-id Org/Kill --source "$SRC" --chunk-size $CS
 check_exit "killed mid-import: verify passes" 0 sa model verify k1
@@ -236,7 +236,7 @@ if _redis_start "$T/aof" --appendonly yes --appendfsync always; then
 	redis_restart_port "$AP"
 	# no manifest was written: delete finds nothing (docs/format.md),
 	# admin gc removes the orphaned chunks
-	check_exit "AOF, killed again: delete succeeds" 0 rec "$W" --store "$AU" model delete k3
+	check_exit "AOF, killed again: delete --missing-ok succeeds" 0 rec "$W" --store "$AU" model delete --missing-ok k3
 	check "AOF, killed again: no lock left" test -z "$(redis_cli "$AP" --scan --pattern 'weight/locks/*')"
 	check_exit "AOF, killed again: admin gc" 0 rec "$W" --store "$AU" admin gc
 	left=$(redis_cli "$AP" --scan --pattern 'weight/models/*' | wc -l)
@@ -261,7 +261,7 @@ if _redis_start "$T/oom" --maxmemory 2mb --maxmemory-policy noeviction; then
 	nk=$(redis_cli "$OP" --scan --pattern 'weight/models/oom/*/chunks/*' | wc -l)
 	check "maxmemory: no chunk left ($nk)" test "$nk" = 0
 	check_exit "maxmemory: list still works" 0 rec "$W" --store "$OU" model list
-	check_exit "maxmemory: delete succeeds" 0 rec "$W" --store "$OU" model delete oom
+	check_exit "maxmemory: delete --missing-ok succeeds" 0 rec "$W" --store "$OU" model delete --missing-ok oom
 	# with room again the same import succeeds
 	redis_cli "$OP" config set maxmemory 0 >/dev/null
 	check_exit "maxmemory lifted: import succeeds" 0 rec "$W" --store "$OU" model import \

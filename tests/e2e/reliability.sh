@@ -121,7 +121,7 @@ for k in 3 5 7 9 11 13; do
 	ws admin gc --grace 0 >/dev/null 2>&1
 	n=$(orphans)
 	[ "$n" = 0 ] || { ok=0; tap_not_ok "gc after 4-thread import kill $k leaves $n orphans"; }
-	ws model delete cj >/dev/null 2>&1 || { ok=0; tap_not_ok "delete after 4-thread kill $k"; }
+	ws model delete --missing-ok cj >/dev/null 2>&1 || { ok=0; tap_not_ok "delete after 4-thread kill $k"; }
 done
 [ $ok = 1 ] && tap_ok "4-thread import killed at 6 points: gc leaves 0 orphans, delete succeeds"
 
@@ -137,7 +137,7 @@ while [ "$k" -le "$((nchunks + 12))" ]; do
 	[ $rc = 137 ] && last=$k
 	ready_ok cd || { ok=0; tap_not_ok "delete killed at call $k: a READY manifest fails verify"; }
 	ws model list >/dev/null 2>&1 || { ok=0; tap_not_ok "list after delete kill $k"; }
-	ws model delete cd >/dev/null 2>"$T/err" || { ok=0; tap_not_ok "re-run delete after kill $k" "$(cat "$T/err")"; }
+	ws model delete --missing-ok cd >/dev/null 2>"$T/err" || { ok=0; tap_not_ok "re-run delete after kill $k" "$(cat "$T/err")"; }
 	ws admin gc --grace 0 >/dev/null 2>&1
 	n=$(orphans)
 	[ "$n" = 0 ] || { ok=0; tap_not_ok "delete kill $k: $n orphans after re-run and gc"; }
@@ -208,7 +208,7 @@ while [ $i -lt 6 ]; do
 				diff -r "$SRC" "$T/rdest" >>"$T/err" 2>&1 ||
 				{ ok=0; tap_not_ok "re-run pull after kill -9" "$(cat "$T/err")"; }
 		fi
-		ws model delete rk >/dev/null 2>"$T/err" || { ok=0; tap_not_ok "delete after kill -9 of $op" "$(cat "$T/err")"; }
+		ws model delete --missing-ok rk >/dev/null 2>"$T/err" || { ok=0; tap_not_ok "delete after kill -9 of $op" "$(cat "$T/err")"; }
 		ws admin gc --grace 0 >/dev/null 2>&1
 		n=$(orphans)
 		[ "$n" = 0 ] || { ok=0; tap_not_ok "kill -9 of $op: $n orphans after delete and gc"; }
