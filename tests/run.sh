@@ -103,7 +103,7 @@ run_suite e2e-mooncake env WSTORE_TEST_KIND=mooncake WSTORE_TEST_STORE=mooncake 
 	MOONCAKE_STANDIN_DIR="$WORK/mooncake" MOONCAKE_STANDIN_LEASE_MS=300 \
 	sh "$HERE/e2e/cli.sh"
 
-if wanted redis-backend || wanted e2e-redis || wanted e2e-cluster || wanted redis-faults || [ -z "$ONLY" ]; then
+if wanted redis-backend || wanted e2e-redis || wanted e2e-cluster || wanted redis-faults || wanted redis-edges || [ -z "$ONLY" ]; then
 	if [ ! -x "$BUILD/redis-backend-tests" ]; then
 		echo "== redis: not built (meson setup -Dredis=disabled or no hiredis): not run"
 	elif ! command -v redis-server >/dev/null; then
@@ -120,6 +120,7 @@ if wanted redis-backend || wanted e2e-redis || wanted e2e-cluster || wanted redi
 		run_suite e2e-cluster env WSTORE_TEST_KIND=cluster \
 			WSTORE_TEST_STORE="$WSTORE_TEST_CLUSTER_URL" sh "$HERE/e2e/cli.sh"
 		run_suite redis-faults sh "$HERE/e2e/redis_faults.sh"
+		run_suite redis-edges sh "$HERE/e2e/redis_edges.sh"
 	fi
 fi
 

@@ -152,7 +152,28 @@ typedef struct wstore_store wstore_store;
 int wstore_open(wstore_store **out, const wstore_config *cfg);
 /* Shorthand: open by URL alone. */
 int wstore_open_url(wstore_store **out, const char *url);
+
+/*
+ * How wstore_open_flags opens a store.  wstore_open is
+ * wstore_open_flags(out, cfg, WSTORE_OPEN_CREATE).
+ *  - WSTORE_OPEN_CREATE: a file store directory that does not exist is
+ *    created (importers).  Without it, a missing directory is an error
+ *    naming it (-ENOENT), so a mistyped path never yields an empty store.
+ *  - WSTORE_OPEN_READONLY: the caller only reads (list, inspect, verify,
+ *    materialize, pull, mount): a file store need not be writable (a
+ *    read-only mount, or a directory of another user), and a Redis server
+ *    that may evict keys is accepted, since reads check what is there.
+ *    Writes through such a store may fail.  Implies no CREATE.
+ */
+#define WSTORE_OPEN_CREATE 0x1u
+#define WSTORE_OPEN_READONLY 0x2u
+int wstore_open_flags(wstore_store **out, const wstore_config *cfg,
+		      unsigned flags);
 void wstore_free(wstore_store *store);
+/* What the backend warned about when the store was opened (one line, for
+ * example a Redis server that does not let wstore check its eviction
+ * policy), or NULL.  Owned by store. */
+const char *wstore_warning(const wstore_store *store);
 /* Backend name ("file", "mem", "redis", ...). */
 const char *wstore_backend_name(const wstore_store *store);
 
@@ -305,7 +326,8 @@ void wstore_strings_free(char **strings);
  * callers that cannot reach the C library's free() (e.g. ctypes). */
 void wstore_string_free(char *s);
 
-/* Delete a checkpoint (docs/format.md, "Lifecycle").  Absent is success. */
+/* Delete a checkpoint (docs/format.md, "Lifecycle").  WSTORE_ENOTFOUND
+ * when it has no manifest (a stale global index entry is dropped anyway). */
 int wstore_delete(wstore_store *store, const char *id);
 
 /* ---- verify ------------------------------------------------------------ */

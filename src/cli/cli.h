@@ -62,8 +62,10 @@ int cli_fail(int code);
  */
 int cli_exec_daemon(struct cli *c, const char *cmd, const char *name,
 		    const char *installed, char **argv);
-/* Open the configured store; prints the error itself. */
-int cli_open_store(struct cli *c, wstore_store **out);
+/* Open the configured store with WSTORE_OPEN_* flags (readers pass
+ * WSTORE_OPEN_READONLY and never create a store; only import creates
+ * one); prints the error, or a warning of the backend, itself. */
+int cli_open_store(struct cli *c, wstore_store **out, unsigned flags);
 
 /* True if argv holds -h or --help (then print help and exit 0). */
 int cli_wants_help(int argc, char **argv);

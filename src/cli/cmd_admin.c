@@ -60,7 +60,7 @@ int cmd_admin_unlock(struct cli *c, int argc, char **argv)
 		return cli_usage_error("invalid checkpoint id '%s'", arg);
 	else
 		snprintf(name, sizeof(name), "models/%s", arg);
-	if (cli_open_store(c, &s))
+	if (cli_open_store(c, &s, 0))
 		return EXIT_ERR;
 	rc = wstore_lock_owner(&rec, &live, s, name);
 	if (rc == 0) {

@@ -146,7 +146,7 @@ int cmd_gc(struct cli *c, int argc, char **argv)
 		cli_usage_error("'admin gc' takes no arguments");
 		goto usage;
 	}
-	if (cli_open_store(c, &s)) {
+	if (cli_open_store(c, &s, o.dry_run ? WSTORE_OPEN_READONLY : 0)) {
 		rc = EXIT_ERR;
 		goto done;
 	}

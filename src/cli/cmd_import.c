@@ -153,7 +153,7 @@ int cmd_model_import(struct cli *c, int argc, char **argv)
 	if (!o.checkpoint_id || !o.model_id || !o.source)
 		return cli_usage_error(
 			"model import needs --checkpoint-id, --model-id and --source");
-	if (cli_open_store(c, &s))
+	if (cli_open_store(c, &s, WSTORE_OPEN_CREATE))
 		return EXIT_ERR;
 	if (wstore_validate_checkpoint_id(o.checkpoint_id) == 0)
 		warn_connector(s, o.checkpoint_id,

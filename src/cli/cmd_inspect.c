@@ -145,7 +145,7 @@ int cmd_model_inspect(struct cli *c, int argc, char **argv)
 
 	if (rc)
 		return rc < 0 ? EXIT_OK : rc;
-	if (cli_open_store(c, &s))
+	if (cli_open_store(c, &s, WSTORE_OPEN_READONLY))
 		return EXIT_ERR;
 	rc = wstore_manifest_read(&m, s, id);
 	if (rc < 0) {

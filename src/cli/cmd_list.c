@@ -100,7 +100,7 @@ int cmd_model_list(struct cli *c, int argc, char **argv)
 		return cli_usage_error(
 			"unexpected argument '%s' for 'model list'",
 			argv[optind]);
-	if (cli_open_store(c, &s))
+	if (cli_open_store(c, &s, WSTORE_OPEN_READONLY))
 		return EXIT_ERR;
 	rc = model ? wstore_list_model(&ids, &n, s, model)
 		   : wstore_list(&ids, &n, s);

@@ -44,7 +44,7 @@ int cmd_model_materialize(struct cli *c, int argc, char **argv)
 		return cli_usage_error(
 			"'model materialize-file' needs ID, --path and --output");
 	id = argv[optind];
-	if (cli_open_store(c, &s))
+	if (cli_open_store(c, &s, WSTORE_OPEN_READONLY))
 		return EXIT_ERR;
 	rc = wstore_materialize_file(s, id, path, output);
 	wstore_free(s);

@@ -87,7 +87,7 @@ int cmd_model_pull(struct cli *c, int argc, char **argv)
 	id = argv[optind];
 	o.include = ninc ? inc : NULL;
 	o.exclude = nexc ? exc : NULL;
-	if (cli_open_store(c, &s))
+	if (cli_open_store(c, &s, WSTORE_OPEN_READONLY))
 		return EXIT_ERR;
 	o.progress = cli_progress_fn;
 	o.progress_ctx = &p;

@@ -68,12 +68,14 @@ int cli_fail(int code)
 	return EXIT_ERR;
 }
 
-int cli_open_store(struct cli *c, wstore_store **out)
+int cli_open_store(struct cli *c, wstore_store **out, unsigned flags)
 {
-	int rc = wstore_open(out, c->cfg);
+	int rc = wstore_open_flags(out, c->cfg, flags);
 
 	if (rc < 0)
 		return cli_fail(rc);
+	if (wstore_warning(*out))
+		fprintf(stderr, "wstore: warning: %s\n", wstore_warning(*out));
 	return 0;
 }
 

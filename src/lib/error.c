@@ -7,6 +7,7 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
@@ -96,6 +97,30 @@ int wstore__errc(int code, const char *fmt, ...)
 	vset(code, 1, fmt, ap);
 	va_end(ap);
 	return code;
+}
+
+/* Warnings a backend gives while it opens; wstore_open_flags moves them to
+ * the store (wstore_warning). */
+static _Thread_local char open_warning[1024];
+
+void wstore_backend_warn(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(open_warning, sizeof(open_warning), fmt, ap);
+	va_end(ap);
+	for (char *p = open_warning; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+}
+
+char *wstore__take_warning(void)
+{
+	char *w = open_warning[0] ? strdup(open_warning) : NULL;
+
+	open_warning[0] = '\0';
+	return w;
 }
 
 int wstore_backend_error(int code, const char *fmt, ...)

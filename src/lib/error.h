@@ -14,5 +14,8 @@ void wstore__clear_err(void);
 /* Drop "user:password@" from every URL in s, in place.  Every message
  * the library keeps goes through it, so no credential reaches a log. */
 void wstore__redact(char *s);
+/* The warning wstore_backend_warn left on this thread (malloc'ed, or
+ * NULL), cleared; wstore_open_flags moves it to the store. */
+char *wstore__take_warning(void);
 
 #endif

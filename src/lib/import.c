@@ -642,7 +642,36 @@ static int claim_id(wstore_store *s, const char *id)
 	wstore_manifest_free(old);
 	if (rc < 0 && rc != WSTORE_ECORRUPT)
 		return rc;
-	return wstore__delete_unlocked(s, id);
+	rc = wstore__delete_unlocked(s, id);
+	if (rc == WSTORE_ENOTFOUND) {
+		wstore__clear_err();
+		rc = 0;
+	}
+	return rc;
+}
+
+/* On a store that may evict keys, the chunks put a moment ago may be gone
+ * already: check each one's size before a READY manifest says they are
+ * there. */
+static int check_still_there(wstore_store *s, const wstore_manifest *m)
+{
+	for (size_t i = 0; i < m->nfiles; i++)
+		for (uint64_t c = 0; c < m->files[i].nchunks; c++) {
+			const char *k = m->files[i].chunks[c];
+			uint64_t want = 0, got = 0;
+			int rc = wstore__chunk_len(&want, &m->files[i], c);
+
+			if (rc == 0)
+				rc = s->b->size(s->b, k, &got);
+			if (rc == WSTORE_ENOTFOUND || (rc == 0 && got != want))
+				return wstore__err(
+					WSTORE_EUNAVAIL,
+					"chunk '%s' of '%s' is gone from the store right after it was written (the store evicts keys: set its eviction policy to noeviction)",
+					k, m->files[i].path);
+			if (rc < 0)
+				return rc;
+		}
+	return 0;
 }
 
 static int import_locked(struct import *im, const char *source_uri)
@@ -662,12 +691,17 @@ static int import_locked(struct import *im, const char *source_uri)
 	/* chunks must be durable before the manifest that makes them visible */
 	if (rc == 0 && im->s->b->sync)
 		rc = im->s->b->sync(im->s->b);
+	if (rc == 0 && (im->s->b->flags & WSTORE_BACKEND_MAY_EVICT))
+		rc = check_still_there(im->s, im->m);
 	if (rc == 0) {
 		wstore__set_str(&im->m->status, "READY");
 		wstore__set_str(&im->m->error, NULL);
 		im->m->updated_at = (int64_t)time(NULL);
 		rc = put_manifest(im->s, im->m);
 	}
+	/* and once more after: writing the manifest may have evicted some */
+	if (rc == 0 && (im->s->b->flags & WSTORE_BACKEND_MAY_EVICT))
+		rc = check_still_there(im->s, im->m);
 	if (rc < 0) {
 		char msg[1024];
 

@@ -50,7 +50,8 @@ static char *default_root(void)
 	return root;
 }
 
-static int open_file_store(wstore_backend **out, const char *path)
+static int open_file_store(wstore_backend **out, const char *path,
+			   unsigned flags)
 {
 	char *root = path ? strdup(path) : default_root();
 	int rc;
@@ -59,7 +60,7 @@ static int open_file_store(wstore_backend **out, const char *path)
 		return wstore__err(
 			WSTORE_EINVAL,
 			"no store given and neither WSTORE_HOME nor HOME is set");
-	rc = wstore_backend_file_new(out, root);
+	rc = wstore_backend_file_open(out, root, flags);
 	free(root);
 	return rc;
 }
@@ -82,17 +83,17 @@ static int open_mooncake_url(wstore_backend **out, const char *addr,
 }
 
 static int open_backend(wstore_backend **out, const char *url,
-			const wstore_config *cfg)
+			const wstore_config *cfg, unsigned flags)
 {
 	if (!url || !*url)
-		return open_file_store(out, NULL);
+		return open_file_store(out, NULL, flags);
 	if (strncmp(url, "file://", 7) == 0)
-		return open_file_store(out, url + 7);
+		return open_file_store(out, url + 7, flags);
 	if (strcmp(url, "mem://") == 0 || strcmp(url, "mem") == 0)
 		return wstore_backend_mem_new(out, 0);
 	if (strncmp(url, "fault+", 6) == 0) {
 		wstore_backend *inner;
-		int rc = open_backend(&inner, url + 6, cfg);
+		int rc = open_backend(&inner, url + 6, cfg, flags);
 		const char *spec = getenv("WSTORE_FAULTS");
 
 		if (rc < 0)
@@ -106,7 +107,7 @@ static int open_backend(wstore_backend **out, const char *url,
 	    strncmp(url, "redis+unix://", 13) == 0 ||
 	    strncmp(url, "redis-cluster://", 16) == 0) {
 #ifdef WSTORE_HAVE_REDIS
-		return wstore__backend_redis_open(out, url, cfg);
+		return wstore__backend_redis_open_flags(out, url, cfg, flags);
 #else
 		return wstore__err(
 			WSTORE_EUNSUPPORTED,
@@ -124,24 +125,35 @@ static int open_backend(wstore_backend **out, const char *url,
 			WSTORE_EINVAL,
 			"unknown store URL '%s': expected file://, redis://, redis+unix://, redis-cluster:// or mooncake",
 			url);
-	return open_file_store(out, url);
+	return open_file_store(out, url, flags);
 }
 
 int wstore_open(wstore_store **out, const wstore_config *cfg)
+{
+	return wstore_open_flags(out, cfg, WSTORE_OPEN_CREATE);
+}
+
+int wstore_open_flags(wstore_store **out, const wstore_config *cfg,
+		      unsigned flags)
 {
 	const char *url = cfg ? wstore_config_get(cfg, "store") : NULL;
 	wstore_backend *b = NULL;
 	int rc;
 
 	*out = NULL;
-	rc = open_backend(&b, url, cfg);
-	if (rc < 0)
+	free(wstore__take_warning());
+	rc = open_backend(&b, url, cfg, flags);
+	if (rc < 0) {
+		free(wstore__take_warning());
 		return rc;
+	}
 	rc = wstore_open_backend(out, b);
 	if (rc < 0) {
 		b->free(b);
+		free(wstore__take_warning());
 		return rc;
 	}
+	(*out)->warning = wstore__take_warning();
 	free((*out)->label);
 	(*out)->label = redact_url(url && *url ? url : b->name);
 	return 0;
@@ -197,6 +209,7 @@ void wstore_free(wstore_store *s)
 	if (s->b)
 		s->b->free(s->b);
 	free(s->label);
+	free(s->warning);
 	free(s);
 }
 
@@ -225,6 +238,11 @@ unsigned wstore_store_caps(const wstore_store *s)
 					WSTORE_BACKEND_WRITE_ONCE)))
 		caps |= WSTORE_CAP_LOCAL_FILES;
 	return caps;
+}
+
+const char *wstore_warning(const wstore_store *s)
+{
+	return s ? s->warning : NULL;
 }
 
 const char *wstore_backend_name(const wstore_store *s)

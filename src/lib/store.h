@@ -28,7 +28,8 @@
 
 struct wstore_store {
 	wstore_backend *b;
-	char *label; /* URL without secrets, for messages */
+	char *label;   /* URL without secrets, for messages */
+	char *warning; /* what the backend warned about at open, or NULL */
 };
 
 /* Get a whole value, allocating (NUL-terminated for convenience).

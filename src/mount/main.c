@@ -198,7 +198,7 @@ static int mount_and_serve(const wstore_config *cfg,
 	struct wmount *m = NULL;
 	int rc;
 
-	if (wstore_open(&s, cfg) < 0) {
+	if (wstore_open_flags(&s, cfg, WSTORE_OPEN_READONLY) < 0) {
 		fprintf(stderr, "wstore: %s\n", wstore_last_error());
 		return EXIT_ERR;
 	}

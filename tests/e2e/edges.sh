@@ -85,4 +85,91 @@ check "and the live writer's once it is gone" \
 	test ! -e "$S/weight/models/gc2/.tmp-manifest-$SP-0123456789abcdef"
 for k in 1 2 3; do ws model delete gc$k >/dev/null 2>&1; done
 
+# ---- verify counts a damaged file once ------------------------------------
+SM="$T/small"
+python3 "$HERE/tools/mkckpt.py" "$SM" --size 60000 --shards 2 >/dev/null
+ws model import --checkpoint-id v --model-id M --source "$SM" --chunk-size 16K >/dev/null
+chunk_of() { # ID PATH N: the N-th chunk key of PATH
+	python3 -c "
+import json, sys
+m = json.load(open('$S/weight/models/$1/manifest'))
+print([r for r in m['files'] if r['path'] == '$2'][0]['chunks'][$3])"
+}
+# the header chunk of shard 2 (byte check and header check both fail) and
+# the last chunk of shard 1 (byte check only)
+rm "$S/$(chunk_of v model-00002-of-00002.safetensors 0)"
+rm "$S/$(chunk_of v model-00001-of-00002.safetensors 1)"
+check_exit "verify with two damaged shards exits 3" 3 ws model verify v
+n=$(printf '%s\n' "$OUT" | grep -c '^BAD  model-00002-of-00002.safetensors')
+check "the shard without its header chunk is listed once ($n)" test "$n" = 1
+check_grep "the summary counts 2 damaged files" "2 of 7 files damaged" "$OUT"
+check_grep "verify reports the missing chunk as missing" "model-00002-of-00002.safetensors.*chunk '.*/00000000' is missing" "$OUT"
+ws --json model verify v >"$T/v.json" 2>/dev/null
+check "--json: bad_files 2, each path once, 2 entries not ok" python3 -c "
+import json, sys
+j = json.load(open('$T/v.json'))
+paths = [f['path'] for f in j['files']]
+assert j['bad_files'] == 2, j['bad_files']
+assert len(paths) == len(set(paths)) == 7, paths
+assert sum(1 for f in j['files'] if not f['ok']) == 2
+"
+ws model delete v >/dev/null
+
+# ---- delete of a missing id ------------------------------------------------
+check_exit "delete of an id that never existed exits 1" 1 ws model delete nosuch
+check_grep "and says not found" "^wstore: checkpoint 'nosuch' not found$" "$OUT"
+check_exit "delete --missing-ok of it exits 0" 0 ws model delete --missing-ok nosuch
+check_exit "--json delete --missing-ok says deleted false" 0 ws --json model delete --missing-ok nosuch
+check_grep "deleted false" '"deleted": false' "$OUT"
+
+# ---- readers never create a store; a read-only store serves every reader ---
+NS="$T/no-such-store"
+for cmd in "model list" "model inspect v" "model verify v" \
+	"model materialize-file v --path config.json --output $T/x.json" \
+	"model pull v --dest $T/xdest" "admin gc --dry-run" "model delete v"; do
+	# shellcheck disable=SC2086
+	check_exit "$cmd on a missing store directory fails" 1 "$W" --store "$NS" $cmd
+	check_grep "$cmd names the missing store" "file store '$NS' does not exist" "$OUT"
+done
+check "and no reader created it" test ! -e "$NS"
+check_exit "import creates a missing store" 0 "$W" --store "$NS/deeper" model import \
+	--checkpoint-id ro --model-id M/ro --source "$SM" --chunk-size 16K
+RO="$NS/deeper"
+# every directory and file read-only, read by an unprivileged user
+chmod -R a-w "$RO"
+chmod a+rx "$T" "$NS"
+# the unprivileged user must be able to reach $T (run.sh's TMPDIR is 0700)
+d=$(dirname "$T")
+while [ "$d" != / ] && [ "$d" != /tmp ]; do chmod o+x "$d"; d=$(dirname "$d"); done
+chmod -R a+rX "$RO"
+nob() { setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=/nonexistent "$W" --store "$RO" "$@"; }
+OUTD="$T/nobody-out"
+mkdir -p "$OUTD" && chown 65534:65534 "$OUTD"
+check_exit "read-only store, unprivileged user: list" 0 nob model list
+check_grep "list shows the checkpoint" "^ro " "$OUT"
+check_exit "read-only store, unprivileged user: inspect" 0 nob model inspect ro
+check_exit "read-only store, unprivileged user: verify" 0 nob model verify ro
+check_exit "read-only store, unprivileged user: materialize-file" 0 nob model \
+	materialize-file ro --path config.json --output "$OUTD/config.json"
+check_exit "read-only store, unprivileged user: pull" 0 nob model pull ro --dest "$OUTD/pull"
+check "the pull equals the source" diff -r "$SM" "$OUTD/pull"
+check_exit "read-only store, unprivileged user: gc --dry-run" 0 nob admin gc --dry-run
+check_exit "read-only store: import is refused" 1 nob model import --checkpoint-id ro2 \
+	--model-id M --source "$SM"
+check_grep "saying the store is not writable" "file store '$RO' is not writable" "$OUT"
+chmod -R u+w "$RO"
+# a read-only mount, as on inference nodes (root is not spared by EROFS)
+ROM="$T/ro-mount"
+mkdir -p "$ROM"
+if mount --bind "$RO" "$ROM" 2>/dev/null && mount -o remount,ro,bind "$ROM" 2>/dev/null; then
+	MNT=$ROM
+	check_exit "read-only mount: list" 0 "$W" --store "$ROM" model list
+	check_exit "read-only mount: verify" 0 "$W" --store "$ROM" model verify ro
+	check_exit "read-only mount: pull" 0 "$W" --store "$ROM" model pull ro --dest "$T/rompull"
+	umount "$ROM"
+	MNT=
+else
+	tap_not_ok "bind-mount the store read-only (needs root)"
+fi
+
 tap_done

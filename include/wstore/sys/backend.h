@@ -46,6 +46,10 @@ extern "C" {
 /* data read back may be stale or damaged (network/cache stores): the front
  * end verifies what it reads against digests where it can */
 #define WSTORE_BACKEND_UNTRUSTED (1u << 2)
+/* the store may drop keys on its own (a cache that can evict, or one whose
+ * eviction policy cannot be checked): before publishing a READY manifest,
+ * import checks that every chunk is still there with its size */
+#define WSTORE_BACKEND_MAY_EVICT (1u << 3)
 
 typedef struct wstore_backend wstore_backend;
 
@@ -210,9 +214,19 @@ wstore_backend *wstore_store_backend(wstore_store *store);
 int wstore_backend_error(int code, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* A warning about the store a backend found while opening (one line, e.g.
+ * a setting it could not check); wstore_open_flags hands it to the caller
+ * through wstore_warning(). */
+void wstore_backend_warn(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+
 /* Built-in backends, for tests and embedding. */
 /* The embedded store: a directory; created if missing. */
 int wstore_backend_file_new(wstore_backend **out, const char *root);
+/* The same with WSTORE_OPEN_* flags (wstore.h): without CREATE a missing
+ * directory is an error; with READONLY it need not be writable. */
+int wstore_backend_file_open(wstore_backend **out, const char *root,
+			     unsigned flags);
 /* Process-local memory; flags may include WRITE_ONCE / EMPTY_MISSING to
  * act like a weaker store. */
 int wstore_backend_mem_new(wstore_backend **out, unsigned flags);

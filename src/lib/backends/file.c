@@ -850,17 +850,25 @@ static int make_root(const char *root)
 	}
 }
 
-static int open_root(char **out, const char *root)
+static int open_root(char **out, const char *root, unsigned flags)
 {
 	struct stat st;
-	int err;
+	int err = 0;
 
 	if (!root || !*root)
 		return wstore_backend_error(WSTORE_EINVAL,
 					    "empty file store path");
-	err = make_root(root);
-	if (err == 0 && stat(root, &st) < 0)
+	if ((flags & WSTORE_OPEN_CREATE) && !(flags & WSTORE_OPEN_READONLY))
+		err = make_root(root);
+	if (err == 0 && stat(root, &st) < 0) {
 		err = errno;
+		/* readers must not create a store: a mistyped path would
+		 * otherwise list an empty one */
+		if (err == ENOENT)
+			return wstore__err(-ENOENT,
+					   "file store '%s' does not exist",
+					   root);
+	}
 	if (err == EEXIST || (err == 0 && !S_ISDIR(st.st_mode)))
 		return wstore_backend_error(WSTORE_EINVAL,
 					    "file store '%s' is not a "
@@ -869,8 +877,11 @@ static int open_root(char **out, const char *root)
 	if (err)
 		return wstore__errc(-err, "cannot create file store '%s'",
 				    root);
-	if (access(root, W_OK | X_OK) < 0)
+	if (!(flags & WSTORE_OPEN_READONLY) && access(root, W_OK | X_OK) < 0)
 		return wstore__errc(-errno, "file store '%s' is not writable",
+				    root);
+	if ((flags & WSTORE_OPEN_READONLY) && access(root, R_OK | X_OK) < 0)
+		return wstore__errc(-errno, "file store '%s' is not readable",
 				    root);
 	*out = realpath(root, NULL);
 	if (!*out)
@@ -888,6 +899,12 @@ static int file_sweep_temps(wstore_backend *b, int64_t older_than, int dry_run,
 
 int wstore_backend_file_new(wstore_backend **out, const char *root)
 {
+	return wstore_backend_file_open(out, root, WSTORE_OPEN_CREATE);
+}
+
+int wstore_backend_file_open(wstore_backend **out, const char *root,
+			     unsigned flags)
+{
 	file_backend *fb;
 	int rc;
 
@@ -896,7 +913,7 @@ int wstore_backend_file_new(wstore_backend **out, const char *root)
 	if (!fb)
 		return wstore__errc(-ENOMEM, "cannot open file store '%s'",
 				    root ? root : "");
-	rc = open_root(&fb->root, root);
+	rc = open_root(&fb->root, root, flags);
 	if (rc) {
 		free(fb);
 		return rc;

@@ -34,6 +34,10 @@ void wstore__sha256_hex_str(char out[65], const char *s);
  * NULL).  redis/backend.c. */
 int wstore__backend_redis_open(wstore_backend **out, const char *url,
 			       const wstore_config *cfg);
+/* The same with WSTORE_OPEN_* flags: READONLY accepts a server that may
+ * evict keys (writers are refused one). */
+int wstore__backend_redis_open_flags(wstore_backend **out, const char *url,
+				     const wstore_config *cfg, unsigned flags);
 /* "mooncake": settings from cfg (master_server_addr, ...).  mooncake.c. */
 int wstore__backend_mooncake_open(wstore_backend **out,
 				  const wstore_config *cfg);

@@ -468,7 +468,7 @@ static void set_callbacks(struct redis_backend *b)
 	b->base.version = WSTORE_BACKEND_VERSION;
 	b->base.struct_size = sizeof(b->base);
 	b->base.name = b->cl ? "redis-cluster" : "redis";
-	b->base.flags = WSTORE_BACKEND_UNTRUSTED;
+	b->base.flags |= WSTORE_BACKEND_UNTRUSTED; /* MAY_EVICT may be set */
 	b->base.put = rb_put;
 	b->base.upsert = rb_put;
 	b->base.put_new = rb_put_new;
@@ -482,8 +482,87 @@ static void set_callbacks(struct redis_backend *b)
 	b->base.free = rb_free;
 }
 
+/* CONFIG GET maxmemory-policy of the server behind n: 0 and *out the
+ * policy (malloc'ed), 1 when the server refuses CONFIG (renamed away with
+ * rename-command, or denied by an ACL), else an error. */
+static int eviction_policy(struct rd_node *n, char **out)
+{
+	const char *argv[] = { "CONFIG", "GET", "maxmemory-policy", NULL };
+	struct rd_conn *rc;
+	redisReply *r;
+	int reused, err = rd_node_take(n, &rc, &reused);
+
+	*out = NULL;
+	if (err)
+		return err;
+	r = rd_command(rc, argv);
+	rd_node_give(n, rc, !r);
+	if (!r)
+		return wstore__err(WSTORE_EUNAVAIL,
+				   "lost connection to redis at %s", n->name);
+	if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+	    r->element[1]->type == REDIS_REPLY_STRING)
+		*out = strdup(r->element[1]->str);
+	err = *out ? 0 : 1;
+	freeReplyObject(r);
+	return err;
+}
+
+/*
+ * A server that may evict keys (maxmemory-policy allkeys-* or volatile-*)
+ * can drop the chunks of a READY checkpoint, or of an import between its
+ * put and its manifest: refuse to write to it.  Where CONFIG is not
+ * allowed, warn and flag the store MAY_EVICT (import then re-checks every
+ * chunk before it publishes).  Readers accept either: verify and every
+ * read report a chunk that is gone as missing.
+ */
+static int check_eviction(struct redis_backend *b, unsigned flags)
+{
+	struct rd_node **nodes = &b->node;
+	size_t n = 1;
+	int r = 0;
+
+	if (flags & WSTORE_OPEN_READONLY)
+		return 0;
+	if (b->cl && (r = rdc_masters(b->cl, &nodes, &n)))
+		return r;
+	for (size_t i = 0; !r && i < n; i++) {
+		char *pol = NULL;
+
+		r = eviction_policy(nodes[i], &pol);
+		if (r < 0) {
+			/* a master that is down (a cluster failing over):
+			 * its policy is unknown, so import re-checks */
+			r = 0;
+			b->base.flags |= WSTORE_BACKEND_MAY_EVICT;
+		} else if (r == 1) {
+			r = 0;
+			b->base.flags |= WSTORE_BACKEND_MAY_EVICT;
+			wstore_backend_warn(
+				"redis at %s does not allow CONFIG GET, so wstore cannot check that its maxmemory-policy is noeviction; imports re-check every chunk before publishing",
+				nodes[i]->name);
+		} else if (!strncmp(pol, "allkeys-", 8) ||
+			   !strncmp(pol, "volatile-", 9)) {
+			r = wstore__err(
+				WSTORE_EINVAL,
+				"redis at %s has maxmemory-policy '%s', which can evict wstore's keys and lose chunks of READY checkpoints; set maxmemory-policy to noeviction (CONFIG SET maxmemory-policy noeviction, and in redis.conf)",
+				nodes[i]->name, pol);
+		}
+		free(pol);
+	}
+	if (b->cl)
+		free(nodes);
+	return r;
+}
+
 int wstore__backend_redis_open(wstore_backend **out, const char *url,
 			       const wstore_config *cfg)
+{
+	return wstore__backend_redis_open_flags(out, url, cfg, 0);
+}
+
+int wstore__backend_redis_open_flags(wstore_backend **out, const char *url,
+				     const wstore_config *cfg, unsigned flags)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	struct redis_backend *b = calloc(1, sizeof(*b));
@@ -514,6 +593,8 @@ int wstore__backend_redis_open(wstore_backend **out, const char *url,
 		if (!(r = rd_node_take(b->node, &rc, &reused)))
 			rd_node_give(b->node, rc, 0);
 	}
+	if (!r)
+		r = check_eviction(b, flags);
 	if (r) {
 		rb_free(&b->base);
 		return r;

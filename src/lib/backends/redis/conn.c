@@ -65,8 +65,9 @@ int rd_broken(struct rd_conn *rc, const char *what, int err)
 {
 	rc->c->err = REDIS_ERR_IO;
 	if (err == EAGAIN || err == EWOULDBLOCK)
-		snprintf(rc->c->errstr, sizeof(rc->c->errstr), "%s: timed out",
-			 what);
+		snprintf(rc->c->errstr, sizeof(rc->c->errstr),
+			 "%s: timed out after %g s", what,
+			 rc->timeout_ms / 1000.0);
 	else if (err)
 		snprintf(rc->c->errstr, sizeof(rc->c->errstr), "%s: %s", what,
 			 strerror(err));
@@ -134,7 +135,14 @@ redisReply *rd_recv_reply(struct rd_conn *rc)
 	void *reply = NULL;
 
 	if (redisGetReply(rc->c, &reply) != REDIS_OK || !reply) {
-		if (!rc->c->err)
+		/* hiredis says "Resource temporarily unavailable" when the
+		 * socket's receive timeout expires: say what happened */
+		if (rc->c->err == REDIS_ERR_IO &&
+		    (errno == EAGAIN || errno == EWOULDBLOCK))
+			snprintf(rc->c->errstr, sizeof(rc->c->errstr),
+				 "no reply: timed out after %g s",
+				 rc->timeout_ms / 1000.0);
+		else if (!rc->c->err)
 			rd_broken(rc, "no reply", 0);
 		return NULL;
 	}
@@ -232,6 +240,7 @@ static int conn_open(struct rd_node *n, struct rd_conn **out)
 		goto fail;
 	}
 	redisSetTimeout(rc->c, ms_tv(o->command_ms));
+	rc->timeout_ms = o->command_ms;
 	if (!n->path)
 		redisEnableKeepAlive(rc->c);
 	if (!o->user) {

@@ -39,6 +39,8 @@ struct rd_opts {
 struct rd_conn {
 	redisContext *c;
 	struct rd_conn *next;
+	int timeout_ms; /* the command timeout set on the socket, for messages
+			 */
 };
 
 struct rd_node {
