@@ -49,7 +49,7 @@ while [ $k -le 3 ]; do
 		tap_not_ok "import $k with gc --grace 0 looping beside it" "$(cat "$T/gc.out")"
 	fi
 	touch "$T/gc-stop"
-	wait $gcp
+	wait_exit 120 $gcp
 	k=$((k + 1))
 done
 [ $allok = 1 ] && tap_ok "3 imports succeed with gc --grace 0 looping beside them"
@@ -78,7 +78,7 @@ check "gc --grace 0 keeps a temp file whose writer is alive" \
 check "gc --grace 0 removes one of a dead writer once the lock is gone" \
 	test ! -e "$d/.tmp-00000000-2147483646-0123456789abcdef"
 kill $SLEEPER 2>/dev/null
-wait $SLEEPER 2>/dev/null
+wait_exit 10 $SLEEPER 2>/dev/null
 SLEEPER=
 ws admin gc --grace 0 >/dev/null 2>&1
 check "and the live writer's once it is gone" \

@@ -187,7 +187,7 @@ f = "model-00001-of-00002.safetensors"
 want = open(src + "/" + f, "rb").read()
 fd = os.open(mnt + "/a/" + f, os.O_RDONLY)
 assert os.pread(fd, 4096, 0) == want[:4096], "bad bytes before delete"
-subprocess.run([wstore, "--store", store, "model", "delete", "a"], check=True,
+subprocess.run([wstore, "--store", store, "model", "delete", "a"], check=True, timeout=60,
                stdout=subprocess.DEVNULL)
 deadline, step, failed_read, failed_open = time.time() + 8, 0, False, False
 while time.time() < deadline and not (failed_read and failed_open):

@@ -320,12 +320,17 @@ for r in 1 2 3; do
 done
 
 # delete racing a slowed reader: the reader fails cleanly or sees it all
-race_reader() { # race_reader NAME CMD...: run CMD slowed, delete meanwhile
-	name=$1; shift
+# race_reader NAME DIR CMD...: run CMD slowed, delete meanwhile: once its
+# temp file shows in DIR (it is writing), or with DIR "-" (a reader that
+# writes nothing) after a short delay, which is a timing point, not a wait:
+# the check holds whether the delete lands before or during the read
+has_temp() { [ -n "$(find "$1" -maxdepth 1 -name '.wstore-tmp-*' 2>/dev/null)" ]; }
+race_reader() {
+	name=$1; where=$2; shift 2
 	ws model import --checkpoint-id race --model-id M --source "$SRC" --chunk-size 8K >/dev/null
 	WSTORE_FAULTS=delay=100 "$W" --store "fault+$S" "$@" >"$T/race.out" 2>&1 &
 	pid=$!
-	sleep 0.25
+	if [ "$where" = - ]; then sleep 0.25; else wait_for 30 has_temp "$where"; fi
 	ws model delete race >"$T/race.del" 2>&1
 	drc=$?
 	wait_exit 300 $pid
@@ -337,13 +342,14 @@ race_reader() { # race_reader NAME CMD...: run CMD slowed, delete meanwhile
 		tap_not_ok "delete racing $name" "delete $drc, reader $rrc" "$(tail -3 "$T/race.out")"
 	fi
 }
-race_reader verify model verify race --jobs 1
-race_reader materialize model materialize-file race --path model-00001-of-00002.safetensors \
+race_reader verify - model verify race --jobs 1
+race_reader materialize "$T" model materialize-file race --path model-00001-of-00002.safetensors \
 	--output "$T/race.bin"
 check "materialize wrote nothing" test ! -e "$T/race.bin"
-check "materialize left no temp file" test -z "$(find "$T" -maxdepth 1 -name '.race.bin*')"
+check "materialize left no temp file" test -z "$(find "$T" -maxdepth 1 -name '.wstore-tmp-*')"
 if [ "$PULL_KILLS" != 0 ]; then
-	race_reader pull model pull race --dest "$T/racedest" --jobs 1
+	mkdir -p "$T/racedest"
+	race_reader pull "$T/racedest" model pull race --dest "$T/racedest" --jobs 1
 	msg=$(dest_ok "$T/racedest")
 	check "pull racing delete: no partial file at a final path ($msg)" test -z "$msg"
 fi

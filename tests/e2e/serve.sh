@@ -239,7 +239,7 @@ curl -s --limit-rate 1M "$B/org/tiny/resolve/main/$BIG" -o "$T/slow" &
 CPID=$!
 wait_for 10 sh -c "[ -s '$T/slow' ]"
 kill -TERM "$SERVE_PID"
-wait "$CPID"
+wait_exit 60 "$CPID"
 check "SIGTERM: the in-flight download finished whole" cmp "$T/slow" "$SRC/$BIG"
 serve_wait_exit
 check_grep "SIGTERM: exit status 0" '^0$' "$SERVE_RC"

@@ -96,7 +96,7 @@ load_clients() {
 		_pids="$_pids $!"
 		_i=$((_i + 1))
 	done
-	for _p in $_pids; do wait "$_p"; done
+	for _p in $_pids; do wait_exit 300 "$_p"; done
 	LOAD_OK=$(cat "$_dir"/* | awk '{s += $1} END {print s + 0}')
 	LOAD_BAD=$(cat "$_dir"/* | awk '{s += $2} END {print s + 0}')
 }
