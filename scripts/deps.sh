@@ -9,6 +9,9 @@ for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
 		missing="$missing $p"
 done
+# node and npm run the Hugging Face JS client in the serve-hub suite; a
+# node installed some other way, with its own npm, will do
+command -v npm >/dev/null || missing="$missing nodejs npm"
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" = 0 ]; then
 	echo "deps: installing$missing"

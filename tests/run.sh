@@ -96,6 +96,7 @@ run_suite badinput sh "$HERE/e2e/badinput.sh"
 run_suite confine sh "$HERE/e2e/confine.sh"
 run_suite edges sh "$HERE/e2e/edges.sh"
 run_suite serve sh "$HERE/e2e/serve.sh"
+run_suite serve-hub sh "$HERE/e2e/serve_hub.sh"
 run_suite python sh "$HERE/python/run.sh" "$BUILD"
 run_suite mooncake-backend sh "$HERE/mooncake/run.sh" "$BUILD"
 run_suite e2e-mooncake env WSTORE_TEST_KIND=mooncake WSTORE_TEST_STORE=mooncake \

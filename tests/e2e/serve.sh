@@ -5,7 +5,8 @@
 # info, tree and paths-info; a new import rolling the name over; bearer
 # token; /metrics and /healthz; the access log; a client that disconnects
 # mid-file; 32 concurrent clients for a few seconds with RSS bounded; the
-# Redis backend; SIGTERM letting an in-flight download finish.
+# Redis and Mooncake (stand-in) backends; SIGTERM letting an in-flight
+# download finish.
 #   BUILD  the build directory holding wstore
 #   SERVE_LOAD_SECONDS  length of the load test (default 4)
 set -u
@@ -30,7 +31,31 @@ ws() { "$W" --store "$STORE" "$@"; }
 if ! "$W" serve --help >/dev/null 2>&1 ||
 	"$W" --store "$T/none" serve --listen 'bad' 2>&1 | grep -q 'not available'; then
 	tap_not_ok "wstore was built without 'serve' (libmicrohttpd-dev missing?)"
-	tap_done
+	# ---- Mooncake backend (the contract stand-in library) -----------------------
+if [ -f "$BUILD/libmooncake_store.so" ]; then
+	export WSTORE_MOONCAKE_LIBRARY="$(cd "$BUILD" && pwd)/libmooncake_store.so"
+	export MOONCAKE_STANDIN_DIR="$T/mooncake"
+	mkdir -p "$MOONCAKE_STANDIN_DIR"
+	check "mooncake: import" "$W" --store mooncake model import --checkpoint-id mtiny \
+		--model-id org/mtiny --source "$SRC" --chunk-size 1MiB --quiet
+	serve_start mooncake mooncake || { tap_done; exit 1; }
+	bad=0
+	while IFS= read -r f; do
+		curl -sf "$SERVE_URL/org/mtiny/resolve/main/$(urlenc "$f")" -o "$T/got" &&
+			cmp -s "$T/got" "$SRC/$f" || bad=$((bad + 1))
+	done < "$T/files"
+	check_grep "mooncake: all files byte for byte" '^0$' "$bad"
+	if curl -sf -H "Range: bytes=1048570-1048590" "$SERVE_URL/org/mtiny/resolve/main/$BIG" -o "$T/part" &&
+		[ "$(od -An -tx1 "$T/part")" = "$(dd if="$SRC/$BIG" bs=1 skip=1048570 count=21 2>/dev/null | od -An -tx1)" ]; then
+		tap_ok "mooncake: Range across a chunk boundary"
+	else tap_not_ok "mooncake: Range across a chunk boundary"; fi
+	serve_stop
+	check_grep "mooncake: server exited 0" '^0$' "$SERVE_RC"
+else
+	tap_not_ok "mooncake stand-in library missing from $BUILD"
+fi
+
+tap_done
 	exit 1
 fi
 
@@ -208,6 +233,9 @@ wait_for 10 sh -c "[ \$(ls /proc/$SERVE_PID/fd | wc -l) -le $fds_before ]"
 fds_after=$(ls /proc/"$SERVE_PID"/fd | wc -l)
 if [ "$fds_after" -le "$fds_before" ]; then tap_ok "no descriptor left open by a disconnect ($fds_before -> $fds_after)"
 else tap_not_ok "descriptors after disconnects" "$fds_before -> $fds_after"; fi
+rss_after=$(rss_kb "$SERVE_PID")
+if [ $((rss_after - rss_before)) -lt 16384 ]; then tap_ok "disconnects cost no memory (RSS $rss_before -> $rss_after kB)"
+else tap_not_ok "RSS after disconnects" "$rss_before -> $rss_after kB"; fi
 check_grep "disconnects are logged as incomplete" "GET /org/big/resolve/main/big.bin 200 [0-9]+ .*incomplete" "$(cat "$SERVE_LOG")"
 check_grep "a disconnect is not a server error" "^0$" "$(metric wstore_serve_errors_total)"
 
@@ -281,6 +309,30 @@ if redis_start_standalone "$T/redis" >/dev/null 2>&1; then
 	serve_stop
 else
 	tap_not_ok "cannot start a redis-server for the Redis part"
+fi
+
+# ---- Mooncake backend (the contract stand-in library) -----------------------
+if [ -f "$BUILD/libmooncake_store.so" ]; then
+	export WSTORE_MOONCAKE_LIBRARY="$(cd "$BUILD" && pwd)/libmooncake_store.so"
+	export MOONCAKE_STANDIN_DIR="$T/mooncake"
+	mkdir -p "$MOONCAKE_STANDIN_DIR"
+	check "mooncake: import" "$W" --store mooncake model import --checkpoint-id mtiny \
+		--model-id org/mtiny --source "$SRC" --chunk-size 1MiB --quiet
+	serve_start mooncake mooncake || { tap_done; exit 1; }
+	bad=0
+	while IFS= read -r f; do
+		curl -sf "$SERVE_URL/org/mtiny/resolve/main/$(urlenc "$f")" -o "$T/got" &&
+			cmp -s "$T/got" "$SRC/$f" || bad=$((bad + 1))
+	done < "$T/files"
+	check_grep "mooncake: all files byte for byte" '^0$' "$bad"
+	if curl -sf -H "Range: bytes=1048570-1048590" "$SERVE_URL/org/mtiny/resolve/main/$BIG" -o "$T/part" &&
+		[ "$(od -An -tx1 "$T/part")" = "$(dd if="$SRC/$BIG" bs=1 skip=1048570 count=21 2>/dev/null | od -An -tx1)" ]; then
+		tap_ok "mooncake: Range across a chunk boundary"
+	else tap_not_ok "mooncake: Range across a chunk boundary"; fi
+	serve_stop
+	check_grep "mooncake: server exited 0" '^0$' "$SERVE_RC"
+else
+	tap_not_ok "mooncake stand-in library missing from $BUILD"
 fi
 
 tap_done
