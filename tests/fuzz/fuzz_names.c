@@ -18,6 +18,7 @@
 #include "config.h"
 #include "digest.h"
 #include "error.h"
+#include "index.h"
 #include "manifest.h"
 #include "names.h"
 #include "store.h"

@@ -6,8 +6,8 @@
  * When a safetensors header parses, the table's invariants are checked:
  * tensors tile the data in offset order, each span matches its shape and
  * dtype, every name is found by the name index.  Seeds:
- * tests/data/safetensors/{good,bad}/*.safetensors.  Needs src/lib on the
- * include path; build with clang -fsanitize=fuzzer,address against the
+ * the .safetensors files of tests/data/safetensors/good and bad.  Needs src/lib
+ * on the include path; build with clang -fsanitize=fuzzer,address against the
  * library sources.
  */
 #include <stdint.h>
