@@ -1,7 +1,8 @@
 #!/bin/sh
 # run.sh - the whole test suite: unit tests, the CLI end-to-end suite once
 # per backend (file, redis, redis-cluster, mooncake stand-in), fault
-# injection, backend contract suites, the HTTP server (serve).  Servers the suites need are started
+# injection, each backend's own tests, the conformance suite every backend
+# runs, the HTTP server (serve).  Servers the suites need are started
 # here on free loopback ports and stopped on exit.  Ends with the line
 # "N passed, N failed" summed over every suite.
 # Every suite is bounded by timeout(1): WSTORE_SUITE_TIMEOUT seconds (600
@@ -124,6 +125,9 @@ if wanted redis-backend || wanted e2e-redis || wanted e2e-cluster || wanted redi
 		run_suite redis-edges sh "$HERE/e2e/redis_edges.sh"
 	fi
 fi
+# every backend against the one conformance suite (the Redis servers above,
+# when they run; without them it starts its own)
+run_suite conformance sh "$HERE/conformance/run.sh" "$BUILD"
 
 echo
 echo "suites:$RESULTS"

@@ -1,8 +1,11 @@
 /*
- * test_redis_backend.c - the backend contract against a real Redis server
- * or cluster, run by tests/redis/run.sh (which starts the servers).
+ * test_redis_backend.c - what is the Redis backend's own, against a real
+ * Redis server or cluster, run by tests/redis/run.sh (which starts the
+ * servers): slot hashing, key prefixes, connection and credential errors,
+ * and the write/read modes the fault steps use.  What every backend must
+ * do is tests/conformance/ (run against Redis and a cluster too).
  *
- *   redis-backend-tests URL                    all contract tests
+ *   redis-backend-tests URL                    the Redis-specific tests
  *   redis-backend-tests URL write-many N       write N known keys
  *   redis-backend-tests URL check-many N       read them back and compare
  *   redis-backend-tests URL expect-put-error SIZE TEXT
@@ -85,68 +88,6 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static void test_basic(wstore_backend *b)
-{
-	char buf[64];
-	size_t n = 0;
-	uint64_t sz = 1;
-	const char bin[] = "a\r\nb\0c$-1\r\n";
-
-	CHECK(b->put(b, key("k1"), "hello world", 11) == 0);
-	CHECK(b->get(b, key("k1"), buf, sizeof(buf), &n) == 0 && n == 11 &&
-	      memcmp(buf, "hello world", 11) == 0);
-	n = 0;
-	CHECK(b->get(b, key("k1"), buf, 5, &n) == WSTORE_ERANGE && n == 11);
-	/* the connection is still in sync after ERANGE */
-	CHECK(b->get(b, key("k1"), buf, sizeof(buf), &n) == 0 && n == 11);
-	CHECK(b->size(b, key("k1"), &sz) == 0 && sz == 11);
-	CHECK(b->put(b, key("bin"), bin, sizeof(bin)) == 0);
-	CHECK(b->get(b, key("bin"), buf, sizeof(buf), &n) == 0 &&
-	      n == sizeof(bin) && memcmp(buf, bin, n) == 0);
-	CHECK(b->put(b, key("empty"), "", 0) == 0);
-	CHECK(b->get(b, key("empty"), buf, 0, &n) == 0 && n == 0);
-	CHECK(b->size(b, key("empty"), &sz) == 0 && sz == 0);
-	CHECK(b->get_range(b, key("empty"), 0, buf, 4, &n) == 0 && n == 0);
-	CHECK(b->get_range(b, key("k1"), 6, buf, 5, &n) == 0 && n == 5 &&
-	      memcmp(buf, "world", 5) == 0);
-	CHECK(b->get_range(b, key("k1"), 9, buf, 10, &n) == 0 && n == 2 &&
-	      memcmp(buf, "ld", 2) == 0);
-	CHECK(b->get_range(b, key("k1"), 11, buf, 10, &n) == 0 && n == 0);
-	CHECK(b->get_range(b, key("k1"), 1000, buf, 10, &n) == 0 && n == 0);
-	CHECK(b->get_range(b, key("k1"), 0, buf, 0, &n) == 0 && n == 0);
-	CHECK(b->get(b, key("nope"), buf, sizeof(buf), &n) == WSTORE_ENOTFOUND);
-	CHECK(b->size(b, key("nope"), &sz) == WSTORE_ENOTFOUND);
-	CHECK(b->get_range(b, key("nope"), 0, buf, 4, &n) == WSTORE_ENOTFOUND);
-	CHECK(b->remove(b, key("nope"), 1) == WSTORE_ENOTFOUND);
-	CHECK(b->remove(b, key("k1"), 1) == 0);
-	CHECK(b->remove(b, key("k1"), 0) == WSTORE_ENOTFOUND);
-	CHECK(b->get(b, key("k1"), buf, sizeof(buf), &n) == WSTORE_ENOTFOUND);
-	CHECK(b->put_new(b, key("new"), "one", 3) == 0);
-	CHECK(b->put_new(b, key("new"), "two", 3) == WSTORE_EEXISTS);
-	CHECK(b->get(b, key("new"), buf, sizeof(buf), &n) == 0 && n == 3 &&
-	      memcmp(buf, "one", 3) == 0);
-	CHECK(b->upsert(b, key("new"), "three", 5) == 0);
-	CHECK(b->get(b, key("new"), buf, sizeof(buf), &n) == 0 && n == 5);
-	CHECK(b->put(b, key("new"), "4", 1) == 0);
-	CHECK(b->get(b, key("new"), buf, sizeof(buf), &n) == 0 && n == 1 &&
-	      buf[0] == '4');
-	CHECK(b->flags & WSTORE_BACKEND_UNTRUSTED);
-}
-
-static int count_fn(const char *k, void *ctx)
-{
-	(void)k;
-	(*(int *)ctx)++;
-	return 0;
-}
-
-static int stop_fn(const char *k, void *ctx)
-{
-	(void)k;
-	(void)ctx;
-	return 42;
-}
-
 struct seen {
 	const char *want;
 	int found, other;
@@ -161,48 +102,6 @@ static int seen_fn(const char *k, void *ctx)
 	else
 		s->other++;
 	return 0;
-}
-
-static void test_list(wstore_backend *b)
-{
-	int n = 0;
-	char name[64];
-
-	for (int i = 0; i < 25; i++) {
-		snprintf(name, sizeof(name), "list/%02d", i);
-		CHECK(b->put(b, key(name), "x", 1) == 0);
-	}
-	CHECK(b->put(b, key("lisx"), "x", 1) == 0);
-	CHECK(b->list(b, key("list/"), count_fn, &n) == 0 && n == 25);
-	n = 0;
-	CHECK(b->list(b, key("lis"), count_fn, &n) == 0 && n == 26);
-	CHECK(b->list(b, key("list/"), stop_fn, NULL) == 42);
-	/* glob characters in a prefix are literal */
-	CHECK(b->put(b, key("gl*b[1]?\\/x"), "x", 1) == 0);
-	CHECK(b->put(b, key("glob1/x"), "x", 1) == 0);
-	struct seen s = { key("gl*b[1]?\\/x"), 0, 0 };
-	CHECK(b->list(b, key("gl*b[1]?\\"), seen_fn, &s) == 0 && s.found == 1 &&
-	      s.other == 0);
-}
-
-static void test_big(wstore_backend *b)
-{
-	size_t len = 64u << 20, n = 0;
-	unsigned char *v = malloc(len), *w = malloc(len);
-
-	for (size_t i = 0; i < len; i++)
-		v[i] = (unsigned char)(i * 2654435761u >> 13);
-	CHECK(b->put(b, key("big"), v, len) == 0);
-	CHECK(b->get(b, key("big"), w, len, &n) == 0 && n == len &&
-	      memcmp(v, w, len) == 0);
-	CHECK(b->get(b, key("big"), w, len - 1, &n) == WSTORE_ERANGE &&
-	      n == len);
-	CHECK(b->get_range(b, key("big"), len - 100, w, 1000, &n) == 0 &&
-	      n == 100 && memcmp(w, v + len - 100, 100) == 0);
-	CHECK(b->get(b, key("big"), w, len, &n) == 0 && n == len);
-	CHECK(b->remove(b, key("big"), 1) == 0);
-	free(v);
-	free(w);
 }
 
 /* Update callback: the value is a decimal counter; add one. */
@@ -222,36 +121,6 @@ static int incr(void **out, size_t *out_len, const void *old, size_t len,
 	return 0;
 }
 
-static int keep(void **out, size_t *out_len, const void *old, size_t len,
-		void *ctx)
-{
-	(void)out, (void)out_len, (void)old, (void)len, (void)ctx;
-	return 1;
-}
-
-static int abort_fn(void **out, size_t *out_len, const void *old, size_t len,
-		    void *ctx)
-{
-	(void)out, (void)out_len, (void)old, (void)len, (void)ctx;
-	return -EINTR;
-}
-
-struct upd {
-	wstore_backend *b;
-	const char *key;
-	int fails;
-};
-
-static void *upd_thread(void *arg)
-{
-	struct upd *u = arg;
-
-	for (int i = 0; i < 50; i++)
-		if (u->b->update(u->b, u->key, incr, NULL))
-			u->fails++;
-	return NULL;
-}
-
 static long read_counter(wstore_backend *b, const char *k)
 {
 	char buf[32];
@@ -261,89 +130,6 @@ static long read_counter(wstore_backend *b, const char *k)
 		return -1;
 	buf[n] = '\0';
 	return atol(buf);
-}
-
-static void test_update(wstore_backend *b, const char *url)
-{
-	pthread_t t[4];
-	struct upd u[4];
-	char k1[256], k2[256];
-	int fails = 0;
-
-	snprintf(k1, sizeof(k1), "%s", key("counter-threads"));
-	snprintf(k2, sizeof(k2), "%s", key("counter-procs"));
-	CHECK(b->update(b, k1, incr, NULL) == 0 && read_counter(b, k1) == 1);
-	CHECK(b->update(b, k1, keep, NULL) == 0 && read_counter(b, k1) == 1);
-	CHECK(b->update(b, k1, abort_fn, NULL) == -EINTR &&
-	      read_counter(b, k1) == 1);
-	CHECK(b->remove(b, k1, 1) == 0);
-	for (int i = 0; i < 4; i++) {
-		u[i] = (struct upd){ b, k1, 0 };
-		pthread_create(&t[i], NULL, upd_thread, &u[i]);
-	}
-	for (int i = 0; i < 4; i++) {
-		pthread_join(t[i], NULL);
-		fails += u[i].fails;
-	}
-	CHECK(fails == 0);
-	CHECK(read_counter(b, k1) == 200);
-
-	pid_t pids[4];
-	for (int i = 0; i < 4; i++) {
-		if ((pids[i] = fork()) == 0) {
-			wstore_backend *cb = open_url(url, NULL);
-			struct upd cu = { cb, k2, 0 };
-
-			if (!cb)
-				_exit(2);
-			upd_thread(&cu);
-			cb->free(cb);
-			_exit(cu.fails ? 1 : 0);
-		}
-	}
-	for (int i = 0; i < 4; i++) {
-		int st = 0;
-
-		wait_child(pids[i], &st, 120);
-		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	}
-	CHECK(read_counter(b, k2) == 200);
-}
-
-static void *par_thread(void *arg)
-{
-	struct upd *u = arg;
-	size_t len = 1u << 20, n;
-	char *v = malloc(len), *w = malloc(len), name[64];
-
-	for (int i = 0; i < 20; i++) {
-		snprintf(name, sizeof(name), "par/%p/%d", (void *)u, i);
-		memset(v, 'a' + i, len);
-		if (u->b->put(u->b, key(name), v, len) ||
-		    u->b->get(u->b, key(name), w, len, &n) || n != len ||
-		    memcmp(v, w, len) || u->b->remove(u->b, key(name), 1))
-			u->fails++;
-	}
-	free(v);
-	free(w);
-	return NULL;
-}
-
-static void test_parallel(wstore_backend *b)
-{
-	pthread_t t[8];
-	struct upd u[8];
-	int fails = 0;
-
-	for (int i = 0; i < 8; i++) {
-		u[i] = (struct upd){ b, NULL, 0 };
-		pthread_create(&t[i], NULL, par_thread, &u[i]);
-	}
-	for (int i = 0; i < 8; i++) {
-		pthread_join(t[i], NULL);
-		fails += u[i].fails;
-	}
-	CHECK(fails == 0);
 }
 
 static void test_prefix(wstore_backend *b, const char *url)
@@ -525,12 +311,9 @@ int main(int argc, char **argv)
 	} else if (argc == 5 && !strcmp(argv[2], "bench")) {
 		bench(b, strtoull(argv[3], NULL, 10), atoi(argv[4]));
 	} else {
+		/* the generic contract: tests/conformance/ */
+		CHECK(b->flags & WSTORE_BACKEND_UNTRUSTED);
 		test_slots();
-		test_basic(b);
-		test_list(b);
-		test_big(b);
-		test_update(b, argv[1]);
-		test_parallel(b);
 		test_prefix(b, argv[1]);
 		test_errors(argv[1]);
 		cleanup(b);

@@ -1,11 +1,12 @@
 /*
  * test_backends.c - unit tests of the built-in backends: file, mem, fault.
  *
- * The same contract checks (round trip, overwrite, ERANGE, ENOTFOUND, empty
- * values, ranges, remove, list, put_new, update) run against every backend
- * that should pass them; then each backend's own behaviour is tested: the
- * file store's key rules, temp files and cross-process update; the mem
- * store's weak-store flags; every item of the fault spec grammar.
+ * The contract every backend must keep (round trip, overwrite, ERANGE,
+ * ENOTFOUND, empty values, ranges, remove, list, put_new, update, threads)
+ * is tests/conformance/, run against these backends too; here is each
+ * backend's own behaviour: the file store's key rules, layout, temp files
+ * and cross-process update; the mem store's weak-store flags and growth;
+ * every item of the fault spec grammar.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -97,28 +98,6 @@ static int append_x(void **out, size_t *out_len, const void *old,
 	return 0;
 }
 
-static int leave_alone(void **out, size_t *out_len, const void *old,
-		       size_t old_len, void *ctx)
-{
-	(void)out;
-	(void)out_len;
-	(void)old;
-	(void)old_len;
-	(void)ctx;
-	return 1;
-}
-
-static int abort_update(void **out, size_t *out_len, const void *old,
-			size_t old_len, void *ctx)
-{
-	(void)out;
-	(void)out_len;
-	(void)old;
-	(void)old_len;
-	(void)ctx;
-	return -42;
-}
-
 static uint64_t size_of(wstore_backend *b, const char *key)
 {
 	uint64_t n = 12345;
@@ -128,137 +107,6 @@ static uint64_t size_of(wstore_backend *b, const char *key)
 	return n;
 }
 
-/* ---- the contract, for every backend ----------------------------------- */
-
-static void check_roundtrip(wstore_backend *b)
-{
-	char buf[64];
-	size_t n = 0;
-
-	CHECK_EQ_INT(put_str(b, "weight/models/t/manifest", "hello"), 0);
-	CHECK_EQ_INT(get_str(b, "weight/models/t/manifest", buf), 0);
-	CHECK_STR(buf, "hello");
-	CHECK_EQ_INT(size_of(b, "weight/models/t/manifest"), 5);
-	/* overwrite (not write-once) */
-	CHECK_EQ_INT(put_str(b, "weight/models/t/manifest", "bye"), 0);
-	CHECK_EQ_INT(get_str(b, "weight/models/t/manifest", buf), 0);
-	CHECK_STR(buf, "bye");
-	CHECK(b->upsert != NULL);
-	CHECK_EQ_INT(b->upsert(b, "weight/models/t/manifest", "up", 2), 0);
-	CHECK_EQ_INT(get_str(b, "weight/models/t/manifest", buf), 0);
-	CHECK_STR(buf, "up");
-	/* ERANGE reports the real size */
-	CHECK_EQ_INT(put_str(b, "big", "0123456789"), 0);
-	CHECK_EQ_INT(b->get(b, "big", buf, 4, &n), WSTORE_ERANGE);
-	CHECK_EQ_INT(n, 10);
-	/* missing */
-	CHECK_EQ_INT(get_str(b, "no/such/key", buf), WSTORE_ENOTFOUND);
-	CHECK(strstr(wstore_last_error(), "no/such/key") != NULL);
-	CHECK_EQ_INT(size_of(b, "no/such/key"), 99999);
-	/* zero-length value */
-	CHECK_EQ_INT(b->put(b, "empty/v", "", 0), 0);
-	n = 77;
-	CHECK_EQ_INT(b->get(b, "empty/v", buf, sizeof(buf), &n), 0);
-	CHECK_EQ_INT(n, 0);
-	CHECK_EQ_INT(b->get(b, "empty/v", NULL, 0, &n), 0);
-	CHECK_EQ_INT(size_of(b, "empty/v"), 0);
-}
-
-static void check_range_remove(wstore_backend *b)
-{
-	char buf[64];
-	size_t n = 0;
-
-	CHECK_EQ_INT(put_str(b, "r/k", "hello world"), 0);
-	CHECK_EQ_INT(b->get_range(b, "r/k", 6, buf, 5, &n), 0);
-	CHECK_EQ_INT(n, 5);
-	CHECK(memcmp(buf, "world", 5) == 0);
-	CHECK_EQ_INT(b->get_range(b, "r/k", 9, buf, 10, &n), 0);
-	CHECK_EQ_INT(n, 2);
-	CHECK(memcmp(buf, "ld", 2) == 0);
-	CHECK_EQ_INT(b->get_range(b, "r/k", 11, buf, 10, &n), 0);
-	CHECK_EQ_INT(n, 0);
-	CHECK_EQ_INT(b->get_range(b, "r/k", 1000, buf, 10, &n), 0);
-	CHECK_EQ_INT(n, 0);
-	CHECK_EQ_INT(b->get_range(b, "r/none", 0, buf, 10, &n),
-		     WSTORE_ENOTFOUND);
-	/* remove, then again */
-	CHECK_EQ_INT(b->remove(b, "r/k", 1), 0);
-	CHECK_EQ_INT(get_str(b, "r/k", buf), WSTORE_ENOTFOUND);
-	CHECK_EQ_INT(b->remove(b, "r/k", 1), WSTORE_ENOTFOUND);
-	CHECK_EQ_INT(b->remove(b, "r/k", 0), WSTORE_ENOTFOUND);
-	/* put after remove works (directories come back) */
-	CHECK_EQ_INT(put_str(b, "r/k", "again"), 0);
-	CHECK_EQ_INT(get_str(b, "r/k", buf), 0);
-	CHECK_STR(buf, "again");
-	CHECK_EQ_INT(b->remove(b, "r/k", 1), 0);
-}
-
-static void check_list(wstore_backend *b)
-{
-	static const char *const keys[] = {
-		"l/x/1", "l/x/2", "l/x/sub/3", "l/xy/4", "l/y/5",
-	};
-	keyset ks;
-
-	for (size_t i = 0; i < sizeof(keys) / sizeof(*keys); i++)
-		CHECK_EQ_INT(put_str(b, keys[i], "v"), 0);
-	CHECK_EQ_INT(list_count(b, "l/x/", &ks), 3);
-	CHECK(has_key(&ks, "l/x/1") && has_key(&ks, "l/x/2"));
-	CHECK(has_key(&ks, "l/x/sub/3"));
-	CHECK_EQ_INT(list_count(b, "l/x", &ks), 4);
-	CHECK(has_key(&ks, "l/xy/4"));
-	CHECK_EQ_INT(list_count(b, "l/", &ks), 5);
-	CHECK_EQ_INT(list_count(b, "l/x/sub/", &ks), 1);
-	CHECK_EQ_INT(list_count(b, "l/x/su", &ks), 1);
-	CHECK_EQ_INT(list_count(b, "l/x/1", &ks), 1);
-	CHECK_EQ_INT(list_count(b, "l/nomatch/", &ks), 0);
-	CHECK_EQ_INT(list_count(b, "zzz", &ks), 0);
-	CHECK_EQ_INT(list_count(b, "l//", &ks), 0);
-	/* a non-zero return stops the walk and is returned */
-	memset(&ks, 0, sizeof(ks));
-	ks.stop_after = 2;
-	CHECK_EQ_INT(b->list(b, "l/", collect, &ks), 7);
-	CHECK_EQ_INT(ks.n, 2);
-	for (size_t i = 0; i < sizeof(keys) / sizeof(*keys); i++)
-		CHECK_EQ_INT(b->remove(b, keys[i], 1), 0);
-	CHECK_EQ_INT(list_count(b, "l/", &ks), 0);
-}
-
-static void check_put_new_update(wstore_backend *b)
-{
-	char buf[64];
-
-	CHECK_EQ_INT(b->put_new(b, "pn/k", "first", 5), 0);
-	CHECK_EQ_INT(b->put_new(b, "pn/k", "second", 6), WSTORE_EEXISTS);
-	CHECK(strstr(wstore_last_error(), "pn/k") != NULL);
-	CHECK_EQ_INT(get_str(b, "pn/k", buf), 0);
-	CHECK_STR(buf, "first");
-	CHECK_EQ_INT(b->remove(b, "pn/k", 1), 0);
-	CHECK_EQ_INT(b->put_new(b, "pn/k", "third", 5), 0);
-	CHECK_EQ_INT(get_str(b, "pn/k", buf), 0);
-	CHECK_STR(buf, "third");
-	/* update: absent -> created; positive -> untouched; negative -> code */
-	CHECK_EQ_INT(b->update(b, "up/k", append_x, NULL), 0);
-	CHECK_EQ_INT(b->update(b, "up/k", append_x, NULL), 0);
-	CHECK_EQ_INT(get_str(b, "up/k", buf), 0);
-	CHECK_STR(buf, "xx");
-	CHECK_EQ_INT(b->update(b, "up/k", leave_alone, NULL), 0);
-	CHECK_EQ_INT(b->update(b, "up/k", abort_update, NULL), -42);
-	CHECK_EQ_INT(get_str(b, "up/k", buf), 0);
-	CHECK_STR(buf, "xx");
-	CHECK_EQ_INT(b->update(b, "up/none", leave_alone, NULL), 0);
-	CHECK_EQ_INT(get_str(b, "up/none", buf), WSTORE_ENOTFOUND);
-}
-
-static void check_contract(wstore_backend *b)
-{
-	check_roundtrip(b);
-	check_range_remove(b);
-	check_list(b);
-	check_put_new_update(b);
-}
-
 /* ---- concurrency ------------------------------------------------------- */
 
 typedef struct worker {
@@ -266,35 +114,6 @@ typedef struct worker {
 	const char *key;
 	int n, failures;
 } worker;
-
-static void *update_worker(void *arg)
-{
-	worker *w = arg;
-
-	for (int i = 0; i < w->n; i++)
-		if (w->b->update(w->b, w->key, append_x, NULL) != 0)
-			w->failures++;
-	return NULL;
-}
-
-/* 4 threads x 50 updates of one key: none may be lost. */
-static void check_threaded_update(wstore_backend *b)
-{
-	pthread_t t[4];
-	worker w[4];
-	int failures = 0;
-
-	for (int i = 0; i < 4; i++) {
-		w[i] = (worker){ b, "weight/index/models", 50, 0 };
-		pthread_create(&t[i], NULL, update_worker, &w[i]);
-	}
-	for (int i = 0; i < 4; i++) {
-		pthread_join(t[i], NULL);
-		failures += w[i].failures;
-	}
-	CHECK_EQ_INT(failures, 0);
-	CHECK_EQ_INT(size_of(b, "weight/index/models"), 200);
-}
 
 /* ---- file backend ------------------------------------------------------ */
 
@@ -381,7 +200,7 @@ static void check_file_layout(wstore_backend *b, const char *root)
 	/* lock files of update are not keys */
 	CHECK_EQ_INT(b->update(b, "u/k", append_x, NULL), 0);
 	CHECK(exists(root, ".locks"));
-	CHECK(list_count(b, "", &ks) > 1 && ks.n <= 16);
+	CHECK(list_count(b, "", &ks) >= 1 && ks.n <= 16);
 	CHECK(has_key(&ks, "u/k"));
 	for (int i = 0; i < ks.n && i < 16; i++)
 		CHECK(!strchr(ks.keys[i], '.'));
@@ -510,10 +329,8 @@ void test_backend_file(void)
 		return;
 	}
 	CHECK(b->version == WSTORE_BACKEND_VERSION);
-	check_contract(b);
 	check_file_keys(b);
 	check_file_layout(b, root);
-	check_threaded_update(b);
 	check_put_remove_race(b);
 	CHECK_EQ_INT(count_tmp(root), 0);
 	b->free(b);
@@ -572,8 +389,6 @@ void test_backend_mem(void)
 	if (!b)
 		return;
 	CHECK(!strcmp(b->name, "mem") && b->flags == 0);
-	check_contract(b);
-	check_threaded_update(b);
 	/* many keys: the sorted array grows and stays searchable */
 	for (int i = 999; i >= 0; i--) {
 		snprintf(key, sizeof(key), "many/%04d", i);
@@ -826,12 +641,10 @@ void test_backend_fault(void)
 	CHECK_EQ_INT(wstore_backend_file_new(&inner, dir), 0);
 	CHECK_EQ_INT(wstore_backend_fault_new(&b, inner, NULL), 0);
 	if (b) {
-		check_contract(b);
 		b->free(b);
 	}
 	b = fault_over_mem("");
 	if (b) {
-		check_contract(b);
 		b->free(b);
 	}
 	unit_rmtree(dir);

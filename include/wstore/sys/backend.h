@@ -15,7 +15,12 @@
  *    names the key and, for network stores, the server;
  *  - WSTORE_ENOTFOUND means the key does not exist;
  *  - it may be called from several threads at once;
- *  - key strings are only borrowed for the duration of the call.
+ *  - key strings are only borrowed for the duration of the call;
+ *  - keys are printable ASCII, '/'-separated segments, none of them
+ *    empty, "." or "..", or starting with '.', none longer than 255
+ *    bytes, at most 511 bytes in all; no key is a prefix, followed by
+ *    '/', of another (the contract's keys never are).  A backend may
+ *    refuse other keys with WSTORE_EINVAL.
  */
 #ifndef WSTORE_SYS_BACKEND_H
 #define WSTORE_SYS_BACKEND_H
