@@ -89,6 +89,22 @@ int wstore__err(int code, const char *fmt, ...)
 	return code;
 }
 
+int wstore__first_err_keep(wstore__first_err *fe, int code)
+{
+	if (!fe->code && code) {
+		fe->code = code;
+		snprintf(fe->msg, sizeof(fe->msg), "%s", last_error);
+	}
+	return code;
+}
+
+int wstore__first_err_raise(const wstore__first_err *fe)
+{
+	if (fe->code)
+		snprintf(last_error, sizeof(last_error), "%s", fe->msg);
+	return fe->code;
+}
+
 int wstore__errc(int code, const char *fmt, ...)
 {
 	va_list ap;

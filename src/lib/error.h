@@ -11,6 +11,24 @@
 #include "backends/helpers.h"
 
 void wstore__clear_err(void);
+
+/*
+ * The first error of a run that goes on past it or stops several workers
+ * (import, pull, verify, gc), or an error kept across cleanup (unlock):
+ * its code and the thread's message at the time.  Concurrent callers
+ * serialise themselves (the runs hold their mutex).
+ */
+typedef struct wstore__first_err {
+	int code; /* 0 until something is kept */
+	char msg[1024];
+} wstore__first_err;
+
+/* Keep code (non-zero) and the thread's last error message unless an
+ * error is kept already; returns code. */
+int wstore__first_err_keep(wstore__first_err *fe, int code);
+/* Make the kept error the thread's last error again; returns its code (0
+ * when nothing was kept, and then leaves the message alone). */
+int wstore__first_err_raise(const wstore__first_err *fe);
 /* Drop "user:password@" from every URL in s, in place.  Every message
  * the library keeps goes through it, so no credential reaches a log. */
 void wstore__redact(char *s);

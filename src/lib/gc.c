@@ -107,20 +107,15 @@ struct gc {
 	wstore_store *s;
 	const wstore_gc_options *o;
 	wstore_gc_stats *st;
-	struct strv keys; /* every key under weight/models/ */
-	struct strv ids;  /* checkpoint ids seen (keys and locks) */
-	struct strv refs; /* chunk keys any manifest lists */
-	int err;	  /* first failure; gc goes on */
-	char errmsg[1024];
+	struct strv keys;      /* every key under weight/models/ */
+	struct strv ids;       /* checkpoint ids seen (keys and locks) */
+	struct strv refs;      /* chunk keys any manifest lists */
+	wstore__first_err err; /* first failure; gc goes on */
 };
 
 static void gc_fail(struct gc *g, int rc)
 {
-	if (!g->err) {
-		g->err = rc;
-		snprintf(g->errmsg, sizeof(g->errmsg), "%s",
-			 wstore_last_error());
-	}
+	wstore__first_err_keep(&g->err, rc);
 }
 
 /* The id in "<prefix>{id}[/...]" if it is a valid checkpoint id. */
@@ -416,9 +411,7 @@ int wstore_gc(wstore_gc_stats *out, wstore_store *s, const wstore_gc_options *o)
 		if (rc < 0)
 			gc_fail(&g, rc);
 	}
-	rc = g.err;
-	if (rc)
-		wstore__err(rc, "%s", g.errmsg);
+	rc = wstore__first_err_raise(&g.err);
 out:
 	strv_free(&g.keys);
 	strv_free(&g.ids);

@@ -58,18 +58,13 @@ struct import {
 	int readers_left;
 	size_t next; /* next file index to hand out */
 	uint64_t bytes_done;
-	int err; /* first error; stops every worker */
-	char errmsg[1024];
+	wstore__first_err err; /* stops every worker */
 };
 
 static void fail(struct import *im, int rc)
 {
 	pthread_mutex_lock(&im->mu);
-	if (!im->err) {
-		im->err = rc;
-		snprintf(im->errmsg, sizeof(im->errmsg), "%s",
-			 wstore_last_error());
-	}
+	wstore__first_err_keep(&im->err, rc);
 	/* wake readers waiting for a buffer: they stop now */
 	pthread_cond_broadcast(&im->cv_free);
 	pthread_mutex_unlock(&im->mu);
@@ -80,7 +75,7 @@ static int stopped(struct import *im)
 	int e;
 
 	pthread_mutex_lock(&im->mu);
-	e = im->err;
+	e = im->err.code;
 	pthread_mutex_unlock(&im->mu);
 	return e;
 }
@@ -194,9 +189,9 @@ static void *take_buf(struct import *im)
 	void *b = NULL;
 
 	pthread_mutex_lock(&im->mu);
-	while (im->nfree == 0 && !im->err)
+	while (im->nfree == 0 && !im->err.code)
 		pthread_cond_wait(&im->cv_free, &im->mu);
-	if (!im->err)
+	if (!im->err.code)
 		b = im->free_bufs[--im->nfree];
 	pthread_mutex_unlock(&im->mu);
 	return b;
@@ -415,8 +410,8 @@ static int run_workers(struct import *im)
 	free_pool(im);
 	if (rc < 0)
 		return rc;
-	if (im->err)
-		return wstore__err(im->err, "%s", im->errmsg);
+	if (im->err.code)
+		return wstore__first_err_raise(&im->err);
 	return 0;
 }
 

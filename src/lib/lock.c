@@ -202,12 +202,12 @@ void wstore__unlock(wstore_store *s, const char *name, char *record)
 	char *cur = NULL;
 	size_t n = 0;
 
-	char saved[1024];
+	wstore__first_err saved = { 0 };
 
 	if (!record)
 		return;
 	/* unlock runs on error paths: keep the caller's error message */
-	snprintf(saved, sizeof(saved), "%s", wstore_last_error());
+	wstore__first_err_keep(&saved, 1);
 	lock_key(key, name);
 	/* only our own record is removed: a lock broken as stale and taken
 	 * by someone else stays theirs */
@@ -216,5 +216,5 @@ void wstore__unlock(wstore_store *s, const char *name, char *record)
 		wstore__remove(s, key);
 	free(cur);
 	free(record);
-	wstore__err(0, "%s", saved);
+	wstore__first_err_raise(&saved);
 }

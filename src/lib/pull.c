@@ -58,8 +58,7 @@ struct pull {
 	pthread_mutex_t lock; /* guards everything below */
 	size_t next;
 	uint64_t done, total;
-	int rc;
-	char msg[1024];
+	wstore__first_err err;
 	atomic_int stop;
 };
 
@@ -73,10 +72,7 @@ struct worker {
 static void fail(struct pull *p, int rc)
 {
 	pthread_mutex_lock(&p->lock);
-	if (!p->rc) {
-		p->rc = rc;
-		snprintf(p->msg, sizeof(p->msg), "%s", wstore_last_error());
-	}
+	wstore__first_err_keep(&p->err, rc);
 	atomic_store(&p->stop, 1);
 	pthread_mutex_unlock(&p->lock);
 }
@@ -411,8 +407,8 @@ static int run_workers(struct pull *p)
 	for (unsigned i = 1; i < started; i++)
 		pthread_join(w[i].tid, NULL);
 	free(w);
-	if (p->rc)
-		return wstore__err(p->rc, "%s", p->msg);
+	if (p->err.code)
+		return wstore__first_err_raise(&p->err);
 	return 0;
 }
 

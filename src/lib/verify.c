@@ -24,10 +24,9 @@ struct verify {
 	size_t next;
 	uint64_t done, total;
 	size_t bad;
-	int err; /* a failure of the check itself */
+	wstore__first_err err; /* a failure of the check itself */
 	int canceled;
 	char first_bad[1024];
-	char errmsg[1024];
 };
 
 static int verify_progress(uint64_t n, void *ctx)
@@ -37,7 +36,7 @@ static int verify_progress(uint64_t n, void *ctx)
 
 	pthread_mutex_lock(&v->mu);
 	v->done += n;
-	if (v->err || v->canceled)
+	if (v->err.code || v->canceled)
 		rc = WSTORE_ECANCELED;
 	else if (v->o->progress &&
 		 v->o->progress(v->done, v->total, NULL, v->o->progress_ctx)) {
@@ -57,9 +56,8 @@ static void record(struct verify *v, const wstore__file *f, int rc)
 	if (rc == WSTORE_ECORRUPT) {
 		if (!v->bad++)
 			snprintf(v->first_bad, sizeof(v->first_bad), "%s", msg);
-	} else if (rc && rc != WSTORE_ECANCELED && !v->err) {
-		v->err = rc;
-		snprintf(v->errmsg, sizeof(v->errmsg), "%s", msg);
+	} else if (rc && rc != WSTORE_ECANCELED) {
+		wstore__first_err_keep(&v->err, rc);
 	}
 	if (v->o->on_file && (rc == 0 || rc == WSTORE_ECORRUPT))
 		v->o->on_file(f->path, rc, msg, v->o->on_file_ctx);
@@ -76,7 +74,7 @@ static void *verify_worker(void *arg)
 		int rc;
 
 		pthread_mutex_lock(&v->mu);
-		i = v->err || v->canceled ? v->m->nfiles : v->next++;
+		i = v->err.code || v->canceled ? v->m->nfiles : v->next++;
 		pthread_mutex_unlock(&v->mu);
 		if (i >= v->m->nfiles)
 			break;
@@ -110,8 +108,8 @@ static int run(struct verify *v)
 		return wstore__err(-EAGAIN, "cannot start verify threads");
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(t[i], NULL);
-	if (v->err)
-		return wstore__err(v->err, "%s", v->errmsg);
+	if (v->err.code)
+		return wstore__first_err_raise(&v->err);
 	if (v->canceled)
 		return wstore__err(WSTORE_ECANCELED, "verify interrupted");
 	if (v->bad)

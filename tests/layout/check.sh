@@ -41,15 +41,16 @@ bad_includes() { # DIR ALLOWED_DIR
 		done
 	done
 }
-for spec in src/lib/backends:src/lib/backends src/cli:src/cli src/mount:src/mount; do
+for spec in src/lib/backends:src/lib/backends src/cli:src/cli src/mount:src/mount \
+	src/serve:src/serve; do
 	dir=${spec%%:*}; allowed=${spec#*:}
 	out=$(bad_includes "$dir" "$allowed")
 	if [ -z "$out" ]; then tap_ok "$dir includes only include/wstore/ and $allowed"
 	else tap_not_ok "$dir includes only include/wstore/ and $allowed" "$out"; fi
 done
-out=$(grep -rn '#include <wstore/sys/backend.h>\|wstore_store_backend' src/cli src/mount || true)
-if [ -z "$out" ]; then tap_ok "the CLI and the mount never see the backend interface"
-else tap_not_ok "the CLI and the mount never see the backend interface" "$out"; fi
+out=$(grep -rn '#include <wstore/sys/backend.h>\|wstore_store_backend' src/cli src/mount src/serve || true)
+if [ -z "$out" ]; then tap_ok "the CLI, the mount and the server never see the backend interface"
+else tap_not_ok "the CLI, the mount and the server never see the backend interface" "$out"; fi
 
 out=$(python3 "$HERE/include_cycles.py" src/lib include 2>&1)
 if [ -z "$out" ]; then tap_ok "no include cycle among the library's headers"

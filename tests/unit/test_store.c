@@ -238,6 +238,23 @@ out:
 	wstore_free(s);
 }
 
+static void test_first_err(void)
+{
+	wstore__first_err fe = { 0 };
+
+	CHECK_EQ_INT(wstore__first_err_raise(&fe), 0); /* nothing kept */
+	wstore__err(WSTORE_ECORRUPT, "first failure");
+	CHECK_EQ_INT(wstore__first_err_keep(&fe, WSTORE_ECORRUPT),
+		     WSTORE_ECORRUPT);
+	wstore__err(WSTORE_EBUSY, "second failure");
+	CHECK_EQ_INT(wstore__first_err_keep(&fe, WSTORE_EBUSY), WSTORE_EBUSY);
+	wstore__err(0, "cleanup said something else");
+	CHECK_EQ_INT(wstore__first_err_raise(&fe), WSTORE_ECORRUPT);
+	CHECK_STR(wstore_last_error(), "first failure");
+	CHECK_EQ_INT(wstore__first_err_keep(&fe, 0), 0);
+	CHECK_EQ_INT(fe.code, WSTORE_ECORRUPT);
+}
+
 static void test_jobs(void)
 {
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -257,5 +274,6 @@ void test_store(void)
 	test_get_replace_remove(WSTORE_BACKEND_WRITE_ONCE);
 	test_get_empty_missing();
 	test_chunks();
+	test_first_err();
 	test_jobs();
 }
