@@ -93,8 +93,8 @@ print("errors:", errors)
 sys.exit(1 if errors else 0)
 EOF
 LIB=$(cd "$BUILD" && pwd)/libwstore.so
-# a sanitizer build: its runtime must come first in python
-ASANRT=$(ldd "$LIB" 2>/dev/null | awk '/libasan/ { print $3 }')
+# a sanitizer build (asan, tsan): its runtime must come first in python
+ASANRT=$(ldd "$LIB" 2>/dev/null | awk '/lib[at]san/ { print $3 }')
 check_exit "two threads pulling one checkpoint into one directory both succeed (3 rounds)" 0 \
 	env WSTORE_LIBRARY="$LIB" ${ASANRT:+LD_PRELOAD=$ASANRT ASAN_OPTIONS=detect_leaks=0} \
 	timeout 300 /usr/bin/python3 "$T/twopulls.py" "$HERE/../python" "$S" "$T/p2"
