@@ -38,6 +38,9 @@
 #include "safetensors.h"
 #include "scan.h"
 
+/* Bytes read and hashed at a time: fits in a core's L2 cache. */
+#define PIECE ((size_t)512 << 10)
+
 struct job;
 
 struct import {
@@ -56,6 +59,7 @@ struct import {
 	struct job *q; /* filled buffers, a ring of nbufs */
 	size_t qhead, qlen;
 	int readers_left;
+	int stream;  /* readers put each chunk themselves, with put_stream */
 	size_t next; /* next file index to hand out */
 	uint64_t bytes_done;
 	wstore__first_err err; /* stops every worker */
@@ -123,10 +127,8 @@ static int read_full(int fd, void *buf, size_t n, uint64_t off,
 static int read_hash(int fd, char *buf, size_t n, uint64_t off,
 		     const char *path, wstore__sha256 *h)
 {
-	const size_t piece = 512u << 10;
-
 	for (size_t done = 0; done < n;) {
-		size_t k = n - done < piece ? n - done : piece;
+		size_t k = n - done < PIECE ? n - done : PIECE;
 		int rc = read_full(fd, buf + done, k, off + done, path);
 
 		if (rc < 0)
@@ -175,6 +177,15 @@ static int put_chunk(struct import *im, const char *key, const void *data,
  * them) store filled buffers in any order and give them back.  Reading and
  * hashing thus overlap with storing, and memory is bounded by the pool:
  * readers + 2 chunk buffers, allocated once.
+ *
+ * On a backend with put_stream (the file store), when there are at least
+ * as many large files as jobs, there are no putters and no pool: each
+ * reader streams its chunks into the store itself through one PIECE-sized
+ * buffer, every piece read, hashed and written while it is in the CPU
+ * cache (use_stream).  That halves the memory traffic (a 64 MiB chunk
+ * buffer goes out to memory and back for the hash and again for the
+ * write) and measured 3.3-5.5 s of system time down to 0.9-1.0 s for
+ * 2 GiB, near cp's 0.7.
  */
 
 struct job {
@@ -249,8 +260,53 @@ static int open_source(const wstore__scan_file *sf, int *out)
 	return 0;
 }
 
-/* Read and hash every chunk of file idx, handing each to the putters. */
-static int read_file(struct import *im, size_t idx, wstore__sha256 *h)
+/* A chunk streamed from the source: fill_piece reads the next piece into
+ * buf, hashes it and hands it to the backend's put_stream. */
+struct stream {
+	int fd;
+	char *buf;
+	uint64_t off, left;
+	const char *path;
+	wstore__sha256 *h;
+};
+
+static int fill_piece(void *ctx, const void **out, size_t *out_n)
+{
+	struct stream *st = ctx;
+	size_t k = st->left < PIECE ? (size_t)st->left : PIECE;
+	int rc = read_full(st->fd, st->buf, k, st->off, st->path);
+
+	if (rc < 0)
+		return rc;
+	wstore__sha256_update(st->h, st->buf, k);
+	st->off += k;
+	st->left -= k;
+	*out = st->buf;
+	*out_n = k;
+	return 0;
+}
+
+/* Chunk i of file idx (n bytes at off) read, hashed and stored by the
+ * reader itself through buf (PIECE bytes). */
+static int stream_chunk(struct import *im, size_t idx, uint64_t i, int fd,
+			uint64_t off, size_t n, char *buf, wstore__sha256 *h)
+{
+	const wstore__scan_file *sf = &im->scan.files[idx];
+	wstore_backend *b = im->s->b;
+	struct stream st = { fd, buf, off, n, sf->abs, h };
+	int rc = stopped(im);
+
+	if (rc)
+		return rc;
+	im->attempted[idx] = i + 1;
+	rc = b->put_stream(b, im->m->files[idx].chunks[i], n, fill_piece, &st);
+	return rc < 0 ? rc : progress(im, n, sf->rel);
+}
+
+/* Read and hash every chunk of file idx, handing each to the putters (or
+ * storing it, when streaming through piece, a PIECE-byte buffer). */
+static int read_file(struct import *im, size_t idx, wstore__sha256 *h,
+		     char *piece)
 {
 	const wstore__scan_file *sf = &im->scan.files[idx];
 	wstore__file *rec = &im->m->files[idx];
@@ -268,6 +324,10 @@ static int read_file(struct import *im, size_t idx, wstore__sha256 *h)
 						  : im->chunk_size),
 				 rec->chunks[i], sf->rel };
 
+		if (im->stream) {
+			rc = stream_chunk(im, idx, i, fd, off, j.n, piece, h);
+			continue;
+		}
 		if (!(j.buf = take_buf(im))) {
 			rc = stopped(im);
 			break;
@@ -299,10 +359,14 @@ static void *reader(void *arg)
 {
 	struct import *im = arg;
 	wstore__sha256 *h = wstore__sha256_new();
+	char *piece = im->stream ? malloc(PIECE) : NULL;
 
-	if (!h)
+	if (!h || (im->stream && !piece)) {
 		fail(im,
 		     wstore__err(-ENOMEM, "cannot allocate a hash context"));
+		wstore__sha256_free(h);
+		h = NULL;
+	}
 	while (h && !stopped(im)) {
 		size_t idx;
 		int rc;
@@ -312,11 +376,12 @@ static void *reader(void *arg)
 		pthread_mutex_unlock(&im->mu);
 		if (idx >= im->scan.n)
 			break;
-		rc = read_file(im, idx, h);
+		rc = read_file(im, idx, h, piece);
 		if (rc < 0)
 			fail(im, rc);
 	}
 	wstore__sha256_free(h);
+	free(piece);
 	pthread_mutex_lock(&im->mu);
 	im->readers_left--;
 	pthread_cond_broadcast(&im->cv_job);
@@ -381,22 +446,46 @@ static void free_pool(struct import *im)
 	free(im->q);
 }
 
+/*
+ * Whether readers should store chunks themselves (put_stream): each piece
+ * is then read, hashed and written while it is in the CPU cache, which
+ * costs about half the memory traffic of handing whole chunks to putters.
+ * Only when there are at least as many large files as jobs, so that the
+ * readers alone keep every core busy; with fewer, putters writing in
+ * parallel with the (per-file sequential) hash are faster.
+ */
+static int use_stream(const struct import *im, unsigned jobs)
+{
+	const wstore_backend *b = im->s->b;
+	unsigned big = 0;
+
+	if (!WSTORE__HAS(b, put_stream) ||
+	    (b->flags & WSTORE_BACKEND_WRITE_ONCE))
+		return 0;
+	for (size_t i = 0; i < im->scan.n && big < jobs; i++)
+		big += im->scan.files[i].size >= im->chunk_size;
+	return big >= jobs;
+}
+
 static int run_workers(struct import *im)
 {
-	unsigned jobs = wstore__jobs(im->o->jobs), nread = jobs, started = 0;
+	unsigned jobs = wstore__jobs(im->o->jobs), nread = jobs, nput,
+		 started = 0;
 	pthread_t *t;
 	int rc;
 
 	if (nread > im->scan.n)
 		nread = (unsigned)im->scan.n;
-	t = calloc(nread + jobs, sizeof(*t));
-	rc = t ? alloc_pool(im, nread) : -ENOMEM;
+	im->stream = use_stream(im, jobs);
+	nput = im->stream ? 0 : jobs;
+	t = calloc(nread + nput, sizeof(*t));
+	rc = !t ? -ENOMEM : im->stream ? 0 : alloc_pool(im, nread);
 	im->readers_left = nread;
-	for (unsigned i = 0; rc == 0 && i < nread + jobs; i++, started++)
+	for (unsigned i = 0; rc == 0 && i < nread + nput; i++, started++)
 		if (pthread_create(&t[i], NULL, i < nread ? reader : putter,
 				   im) != 0)
 			break;
-	if (rc == 0 && started < nread + jobs) {
+	if (rc == 0 && started < nread + nput) {
 		/* the threads that did start still drain and exit */
 		pthread_mutex_lock(&im->mu);
 		im->readers_left -=

@@ -183,6 +183,46 @@ static void check_file_keys(wstore_backend *b)
 	CHECK_EQ_INT(b->remove(b, "d/e/f", 1), 0);
 }
 
+/* fill for put_stream: "abc" pieces of 3 bytes; fails at piece fail_at. */
+struct pieces {
+	int n, fail_at;
+};
+
+static int fill_abc(void *ctx, const void **out, size_t *out_n)
+{
+	struct pieces *p = ctx;
+
+	if (p->n++ == p->fail_at)
+		return WSTORE_EINVAL;
+	*out = "abc";
+	*out_n = 3;
+	return 0;
+}
+
+static void check_put_stream(wstore_backend *b, const char *root)
+{
+	struct pieces p = { 0, -1 };
+	char buf[16];
+	size_t n = 0;
+
+	CHECK(b->put_stream != NULL);
+	CHECK_EQ_INT(b->put_stream(b, "ps/k", 9, fill_abc, &p), 0);
+	CHECK_EQ_INT(p.n, 3);
+	CHECK_EQ_INT(b->get(b, "ps/k", buf, sizeof(buf), &n), 0);
+	CHECK(n == 9 && memcmp(buf, "abcabcabc", 9) == 0);
+	/* fill's error comes back as is, the old value stays, no temp */
+	p = (struct pieces){ 0, 1 };
+	CHECK_EQ_INT(b->put_stream(b, "ps/k", 6, fill_abc, &p), WSTORE_EINVAL);
+	CHECK_EQ_INT(b->get(b, "ps/k", buf, sizeof(buf), &n), 0);
+	CHECK_EQ_INT(n, 9);
+	/* a piece longer than what is left is refused */
+	p = (struct pieces){ 0, -1 };
+	CHECK(b->put_stream(b, "ps/j", 4, fill_abc, &p) < 0);
+	CHECK_EQ_INT(b->size(b, "ps/j", &(uint64_t){ 0 }), WSTORE_ENOTFOUND);
+	CHECK_EQ_INT(count_tmp(root), 0);
+	CHECK_EQ_INT(b->remove(b, "ps/k", 1), 0);
+}
+
 static void check_file_layout(wstore_backend *b, const char *root)
 {
 	keyset ks;
@@ -331,6 +371,7 @@ void test_backend_file(void)
 	CHECK(b->version == WSTORE_BACKEND_VERSION);
 	check_file_keys(b);
 	check_file_layout(b, root);
+	check_put_stream(b, root);
 	check_put_remove_race(b);
 	CHECK_EQ_INT(count_tmp(root), 0);
 	b->free(b);

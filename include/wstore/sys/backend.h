@@ -70,6 +70,9 @@ typedef int (*wstore_update_fn)(void **out_value, size_t *out_len,
 
 /* Listing callback: return non-zero to stop (that value is returned). */
 typedef int (*wstore_list_fn)(const char *key, void *ctx);
+/* The next piece of a streamed value: *out (valid until the next call) and
+ * *out_n bytes, 0 < *out_n <= what is left; a negative return aborts. */
+typedef int (*wstore_fill_fn)(void *ctx, const void **out, size_t *out_n);
 
 struct wstore_backend {
 	unsigned version;   /* WSTORE_BACKEND_VERSION */
@@ -201,6 +204,19 @@ struct wstore_backend {
 			   void (*fn)(const char *path, uint64_t bytes,
 				      int removed, void *ctx),
 			   void *ctx);
+
+	/*
+	 * As put, for a value of len bytes that fill (see wstore_fill_fn)
+	 * hands over piece by piece, so that the caller can produce it
+	 * through a small buffer that stays in the CPU cache instead of
+	 * holding it whole.  Same visibility and durability as put: nothing
+	 * is visible under key unless all len bytes were written.  A
+	 * negative return of fill is returned as is, the key left as it was.
+	 * Optional: NULL when a value must arrive whole (import then uses
+	 * put).
+	 */
+	int (*put_stream)(wstore_backend *b, const char *key, uint64_t len,
+			  wstore_fill_fn fill, void *ctx);
 };
 
 /*

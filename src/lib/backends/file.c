@@ -281,6 +281,40 @@ static int open_temp(file_backend *fb, const char *key, int *dfd,
 	return -err;
 }
 
+/* A value to put: whole in data, or piece by piece from fill. */
+struct source {
+	const void *data; /* the value, or NULL: fill produces it */
+	uint64_t len;
+	wstore_fill_fn fill;
+	void *ctx;
+	int fill_err; /* what fill returned, if it failed */
+};
+
+/* Write src's bytes to fd; 0 or an errno value (EIO if fill failed). */
+static int write_source(int fd, struct source *src)
+{
+	uint64_t done = 0;
+
+	if (src->data)
+		return write_all(fd, src->data, (size_t)src->len);
+	while (done < src->len) {
+		const void *p = NULL;
+		size_t n = 0;
+		int rc = src->fill(src->ctx, &p, &n);
+
+		if (rc == 0 && (n == 0 || n > src->len - done))
+			rc = wstore_backend_error(-EIO, "bad piece length");
+		if (rc < 0) {
+			src->fill_err = rc;
+			return EIO;
+		}
+		if ((rc = write_all(fd, p, n)))
+			return rc;
+		done += n;
+	}
+	return 0;
+}
+
 /*
  * The put path: a temp file in key's directory, then rename over key
  * (clobber) or link to it (no clobber, EEXIST when it exists); either
@@ -290,19 +324,20 @@ static int open_temp(file_backend *fb, const char *key, int *dfd,
  * paying two fsyncs per chunk).  Every failure path removes the temp file.
  * Returns 0 or an errno value.
  */
-static int publish(file_backend *fb, const char *key, const void *data,
-		   size_t len, int clobber, int durable)
+static int publish_src(file_backend *fb, const char *key, struct source *src,
+		       int clobber, int durable)
 {
 	char tmp[NAME_MAX + 1];
 	const char *base;
 	int dfd, fd = open_temp(fb, key, &dfd, &base, tmp), err;
+	uint64_t len = src->len;
 
 	if (fd < 0) {
 		if (dfd >= 0)
 			close(dfd);
 		return -fd;
 	}
-	err = write_all(fd, data, len);
+	err = write_source(fd, src);
 	if (!err && durable && fsync(fd) < 0)
 		err = errno;
 	/* not durable (chunks): start writeback now, so the disk writes
@@ -324,6 +359,14 @@ static int publish(file_backend *fb, const char *key, const void *data,
 	return err;
 }
 
+static int publish(file_backend *fb, const char *key, const void *data,
+		   size_t len, int clobber, int durable)
+{
+	struct source src = { data ? data : "", len, NULL, NULL, 0 };
+
+	return publish_src(fb, key, &src, clobber, durable);
+}
+
 static int put_common(wstore_backend *b, const char *key, const void *data,
 		      size_t len, int durable)
 {
@@ -333,6 +376,23 @@ static int put_common(wstore_backend *b, const char *key, const void *data,
 	if ((rc = check_key(key)))
 		return rc;
 	err = publish(fb, key, data, len, 1, durable);
+	if (err)
+		return write_error(fb, err, key);
+	return 0;
+}
+
+static int file_put_stream(wstore_backend *b, const char *key, uint64_t len,
+			   wstore_fill_fn fill, void *ctx)
+{
+	file_backend *fb = fb_of(b);
+	struct source src = { NULL, len, fill, ctx, 0 };
+	int rc, err;
+
+	if ((rc = check_key(key)))
+		return rc;
+	err = publish_src(fb, key, &src, 1, 0);
+	if (src.fill_err)
+		return src.fill_err;
 	if (err)
 		return write_error(fb, err, key);
 	return 0;
@@ -935,6 +995,7 @@ int wstore_backend_file_open(wstore_backend **out, const char *root,
 	fb->pub.free = file_free;
 	fb->pub.sweep_temps = file_sweep_temps;
 	fb->pub.open_fd = file_open_fd;
+	fb->pub.put_stream = file_put_stream;
 	*out = &fb->pub;
 	return 0;
 }
