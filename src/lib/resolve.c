@@ -18,6 +18,7 @@
 
 #include "digest.h"
 #include "error.h"
+#include "store.h"
 
 int wstore_manifest_commit(char *out, size_t cap, const wstore_manifest *m)
 {
@@ -78,12 +79,8 @@ static wstore_manifest *ready_manifest(wstore_store *s, const char *id)
 {
 	wstore_manifest *m = NULL;
 
-	if (wstore_manifest_read(&m, s, id) < 0)
+	if (wstore__manifest_read_ready(&m, s, id) < 0)
 		return NULL;
-	if (strcmp(wstore_manifest_status(m), "READY") != 0) {
-		wstore_manifest_free(m);
-		return NULL;
-	}
 	return m;
 }
 
