@@ -23,7 +23,8 @@ struct cli {
 	char *owned_path;	 /* config_path when it was allocated */
 	int json;
 	int quiet;
-	int tty; /* progress lines allowed */
+	int tty;  /* progress lines allowed */
+	int term; /* stdout is a terminal: escape control characters */
 };
 
 /* One subcommand: argv[0] is its name; getopt-style parsing inside. */
@@ -78,6 +79,11 @@ struct cli_progress {
 	const char *verb;
 	double start;
 	double last;
+	/* first callback: rate and ETA are measured from here (not from
+	 * start, which includes scanning and locking), and shown only once
+	 * a second of transfer has been seen */
+	double t0;
+	uint64_t d0;
 };
 int cli_progress_fn(uint64_t done, uint64_t total, const char *path, void *ctx);
 void cli_progress_end(struct cli_progress *p);
@@ -95,6 +101,15 @@ int cli_bad_option(int ch, char **argv, const char *cmd);
  * (exit 0), or EXIT_USAGE. */
 int cli_one_id(const char **out, int argc, char **argv, const char *cmd,
 	       const char *help);
+
+/*
+ * Text from the store (ids, model ids, revisions, paths, messages) made
+ * safe to print: on a terminal (c->term) control characters (C0, DEL and
+ * the C1 range U+0080-U+009F, e.g. ESC sequences that would retitle or
+ * rewrite the screen) become \xNN / \u00NN; elsewhere s itself.  The
+ * result is valid until the 8th next call.  NULL stays NULL.
+ */
+const char *cli_text(const struct cli *c, const char *s);
 
 /* Print a JSON value (jansson json_t *) to stdout and free it. */
 void cli_print_json(void *json);

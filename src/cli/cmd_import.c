@@ -25,7 +25,9 @@ static const char help[] =
 	"  --revision REV       default: main\n"
 	"  --source DIR         checkpoint directory\n"
 	"  --chunk-size SIZE    default 64MiB (e.g. 16MiB, 1G, 1048576)\n"
-	"  --replica-num N      replicas on backends that replicate (default 1)\n"
+	"  --replica-num N      copies each chunk needs (config key replica_num;\n"
+	"                       default 1): Mooncake replicas, or on Redis the\n"
+	"                       master and N-1 replicas acknowledging\n"
 	"  --jobs N             worker threads (default: number of cores)\n";
 
 /*
@@ -105,12 +107,13 @@ int cmd_model_import(struct cli *c, int argc, char **argv)
 		{ 0 }
 	};
 	wstore_import_options o = WSTORE_IMPORT_OPTIONS_INIT;
-	struct cli_progress p = { c, "importing", 0, 0 };
+	struct cli_progress p = { .c = c, .verb = "importing" };
 	wstore_store *s = NULL;
 	const char *rn = wstore_config_get(c->cfg, "replica_num");
+	uint32_t copies;
 	int ch, rc;
 
-	if (rn && cli_parse_count(&o.replica_num, "replica_num", rn))
+	if (rn && cli_parse_count(&copies, "replica_num", rn))
 		return EXIT_USAGE;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -130,8 +133,7 @@ int cmd_model_import(struct cli *c, int argc, char **argv)
 					optarg);
 			break;
 		case 'n':
-			if (cli_parse_count(&o.replica_num, "--replica-num",
-					    optarg))
+			if (cli_parse_count(&copies, "--replica-num", optarg))
 				return EXIT_USAGE;
 			/* replicating backends read it when the store opens */
 			if (wstore_config_set(c->cfg, "replica_num", optarg) <

@@ -96,7 +96,8 @@ static void print_chunk_size(const wstore_manifest *m, int *out_mixed)
 		       sz, (unsigned long long)cs);
 }
 
-static void print_manifest(const wstore_manifest *m, wstore_checkpoint *ck)
+static void print_manifest(const struct cli *c, const wstore_manifest *m,
+			   wstore_checkpoint *ck)
 {
 	char sz[32];
 	time_t t = (time_t)wstore_manifest_updated_at(m);
@@ -105,13 +106,14 @@ static void print_manifest(const wstore_manifest *m, wstore_checkpoint *ck)
 	int mixed;
 
 	wstore_format_size(sz, sizeof(sz), wstore_manifest_total_size(m));
-	printf("checkpoint: %s\n", wstore_manifest_checkpoint_id(m));
-	printf("model:      %s\n", wstore_manifest_model_id(m));
-	printf("revision:   %s\n", wstore_manifest_revision(m));
-	printf("status:     %s\n", wstore_manifest_status(m));
+	printf("checkpoint: %s\n",
+	       cli_text(c, wstore_manifest_checkpoint_id(m)));
+	printf("model:      %s\n", cli_text(c, wstore_manifest_model_id(m)));
+	printf("revision:   %s\n", cli_text(c, wstore_manifest_revision(m)));
+	printf("status:     %s\n", cli_text(c, wstore_manifest_status(m)));
 	if (err)
-		printf("error:      %s\n", err);
-	printf("source:     %s\n", wstore_manifest_source_uri(m));
+		printf("error:      %s\n", cli_text(c, err));
+	printf("source:     %s\n", cli_text(c, wstore_manifest_source_uri(m)));
 	printf("updated:    %s", ctime(&t));
 	printf("size:       %s in %zu files\n", sz, n);
 	print_chunk_size(m, &mixed);
@@ -131,8 +133,9 @@ static void print_manifest(const wstore_manifest *m, wstore_checkpoint *ck)
 		       (unsigned long long)f.chunk_count);
 		if (mixed)
 			printf("%10llu  ", (unsigned long long)f.chunk_size);
-		printf("%-16.16s  %s%s\n", *f.sha256 ? f.sha256 : "-", f.path,
-		       sum);
+		printf("%-16.16s  %s%s\n",
+		       *f.sha256 ? cli_text(c, f.sha256) : "-",
+		       cli_text(c, f.path), cli_text(c, sum));
 	}
 }
 
@@ -168,7 +171,7 @@ int cmd_model_inspect(struct cli *c, int argc, char **argv)
 		/* tensor summaries need a READY checkpoint; FAILED has none */
 		if (wstore_checkpoint_open(&ck, s, id) < 0)
 			ck = NULL;
-		print_manifest(m, ck);
+		print_manifest(c, m, ck);
 		wstore_checkpoint_free(ck);
 	}
 	wstore_manifest_free(m);

@@ -39,7 +39,7 @@ static json_t *row(wstore_store *s, const char *id)
 	return j;
 }
 
-static void print_table(json_t *rows)
+static void print_table(const struct cli *c, json_t *rows)
 {
 	size_t i;
 	json_t *r;
@@ -64,9 +64,12 @@ static void print_table(json_t *rows)
 			strftime(when, sizeof(when), "%Y-%m-%d %H:%M",
 				 localtime(&t));
 		printf("%-32s %-32s %-10s %-7s %6lld %12s  %s\n",
-		       json_string_value(json_object_get(r, "checkpoint_id")),
-		       model ? model : "-", rev ? rev : "-",
-		       json_string_value(json_object_get(r, "status")),
+		       cli_text(c, json_string_value(json_object_get(
+					   r, "checkpoint_id"))),
+		       model ? cli_text(c, model) : "-",
+		       rev ? cli_text(c, rev) : "-",
+		       cli_text(c, json_string_value(
+					   json_object_get(r, "status"))),
 		       (long long)json_integer_value(
 			       json_object_get(r, "files")),
 		       sz, when);
@@ -116,7 +119,7 @@ int cmd_model_list(struct cli *c, int argc, char **argv)
 	else if (n == 0)
 		printf("no checkpoints\n"), json_decref(rows);
 	else
-		print_table(rows), json_decref(rows);
+		print_table(c, rows), json_decref(rows);
 	wstore_strings_free(ids);
 	wstore_free(s);
 	return EXIT_OK;

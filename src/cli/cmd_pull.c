@@ -55,7 +55,7 @@ int cmd_model_pull(struct cli *c, int argc, char **argv)
 	};
 	const char *inc[MAX_GLOBS + 1] = { 0 }, *exc[MAX_GLOBS + 1] = { 0 };
 	wstore_pull_options o = WSTORE_PULL_OPTIONS_INIT;
-	struct cli_progress p = { c, "pulling", 0, 0 };
+	struct cli_progress p = { .c = c, .verb = "pulling" };
 	const char *dest = NULL, *id;
 	wstore_store *s = NULL;
 	int ch, rc, ninc = 0, nexc = 0;

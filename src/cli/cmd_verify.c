@@ -56,9 +56,10 @@ static void on_file(const char *path, int result, const char *msg, void *ctx)
 	if (r->c->tty)
 		fputs("\r\033[K", stderr);
 	if (result)
-		printf("BAD  %s: %s\n", path, msg);
+		printf("BAD  %s: %s\n", cli_text(r->c, path),
+		       cli_text(r->c, msg));
 	else if (!r->c->quiet)
-		printf("ok   %s\n", path);
+		printf("ok   %s\n", cli_text(r->c, path));
 }
 
 /* Headers and index.json: what a byte-level check cannot see. */
@@ -82,7 +83,7 @@ int cmd_model_verify(struct cli *c, int argc, char **argv)
 		{ 0 }
 	};
 	wstore_verify_options o = WSTORE_VERIFY_OPTIONS_INIT;
-	struct cli_progress p = { c, "verifying", 0, 0 };
+	struct cli_progress p = { .c = c, .verb = "verifying" };
 	struct report r = { c, NULL, NULL, 0, "" };
 	wstore_store *s = NULL;
 	const char *id;

@@ -106,21 +106,33 @@ double cli_now(void)
 int cli_progress_fn(uint64_t done, uint64_t total, const char *path, void *ctx)
 {
 	struct cli_progress *p = ctx;
-	double now = cli_now(), el = now - p->start;
+	double now = cli_now(), el;
 	char d[32], t[32], r[32];
 
 	(void)path;
 	if (interrupted)
 		return 1;
+	if (p->t0 == 0) {
+		p->t0 = now;
+		p->d0 = done;
+	}
 	if (!p->c->tty || (now - p->last < 0.2 && done < total))
 		return 0;
 	p->last = now;
+	el = now - p->t0;
 	wstore_format_size(d, sizeof(d), done);
 	wstore_format_size(t, sizeof(t), total);
-	wstore_format_size(r, sizeof(r), el > 0 ? (uint64_t)(done / el) : 0);
-	if (done > 0 && done < total && el > 0)
+	if (el < 1.0 || done <= p->d0) {
+		/* no rate yet: an ETA from one chunk would be a guess */
+		fprintf(stderr, "\r%s %s / %s                          ",
+			p->verb, d, t);
+		return 0;
+	}
+	wstore_format_size(r, sizeof(r), (uint64_t)((done - p->d0) / el));
+	if (done < total)
 		fprintf(stderr, "\r%s %s / %s  %s/s  ETA %.0f s   ", p->verb, d,
-			t, r, (double)(total - done) * el / (double)done);
+			t, r,
+			(double)(total - done) * el / (double)(done - p->d0));
 	else
 		fprintf(stderr, "\r%s %s / %s  %s/s            ", p->verb, d, t,
 			r);
@@ -131,6 +143,46 @@ void cli_progress_end(struct cli_progress *p)
 {
 	if (p->c->tty && p->last > 0)
 		fputs("\r\033[K", stderr);
+}
+
+static int is_c1(const unsigned char *p)
+{
+	return p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f;
+}
+
+const char *cli_text(const struct cli *c, const char *s)
+{
+	static char *ring[8];
+	static int next;
+	const unsigned char *p;
+	size_t n = 0;
+	char *out, *o;
+
+	if (!s || !c->term)
+		return s;
+	for (p = (const unsigned char *)s; *p; p++)
+		if (*p < 0x20 || *p == 0x7f || is_c1(p))
+			n++;
+	if (!n)
+		return s;
+	out = malloc(strlen(s) + 6 * n + 1);
+	if (!out)
+		return "?";
+	for (o = out, p = (const unsigned char *)s; *p; p++) {
+		if (*p < 0x20 || *p == 0x7f) {
+			o += sprintf(o, "\\x%02x", *p);
+		} else if (is_c1(p)) {
+			o += sprintf(o, "\\u%04x", p[1]);
+			p++;
+		} else {
+			*o++ = (char)*p;
+		}
+	}
+	*o = '\0';
+	free(ring[next]);
+	ring[next] = out;
+	next = (next + 1) % 8;
+	return out;
 }
 
 void cli_print_json(void *json)

@@ -240,6 +240,7 @@ int main(int argc, char **argv)
 	wstore_config_free(flags);
 	if (rc)
 		return rc;
+	c.term = isatty(STDOUT_FILENO);
 	c.tty = !c.quiet && !c.json && isatty(STDOUT_FILENO) &&
 		isatty(STDERR_FILENO);
 	cli_catch_signals();
