@@ -107,7 +107,10 @@ int wstore_validate_path(const char *path);
  *                         redis+unix://..., redis-cluster://..., mooncake
  *   master_server_addr, metadata_server, protocol, rdma_devices,
  *   local_hostname        Mooncake connection settings
- *   replica_num           copies kept by backends that replicate
+ *   replica_num           copies a write needs: Mooncake puts that many
+ *                         replicas; Redis needs that many - 1 replicas
+ *                         connected to each master and acknowledging
+ *                         (WAIT) before import publishes READY
  *   redis_password        kept out of URLs; never printed
  *   key_prefix            namespace prepended to every key (redis)
  *   connect_timeout_ms, command_timeout_ms
@@ -294,8 +297,10 @@ typedef struct wstore_import_options {
 	const char *revision;	   /* default "main" */
 	const char *source;	   /* required: a directory */
 	uint64_t chunk_size;	   /* 0: WSTORE_DEFAULT_CHUNK_SIZE */
-	uint32_t replica_num;	   /* default 1; for replicating backends */
-	uint32_t jobs;		   /* worker threads; 0 = number of cores */
+	/* was replica_num, never read: copies are a store setting (config
+	 * key replica_num, read when the store opens); must be 0 */
+	uint32_t reserved;
+	uint32_t jobs; /* worker threads; 0 = number of cores */
 	wstore_progress_fn progress;
 	void *progress_ctx;
 } wstore_import_options;

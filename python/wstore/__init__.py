@@ -362,16 +362,20 @@ class Store(_Handle):
     JSON config file (as ``wstore config init`` writes); without it
     ``$WSTORE_CONFIG`` or ``~/.config/wstore/config.json`` is used when
     present.  ``WSTORE_<KEY>`` environment variables override the file, and
-    ``url`` overrides the ``store`` key.  With neither, the file store at
+    ``url`` overrides the ``store`` key.  ``settings`` (a dict) sets config
+    keys on top, e.g. ``{"replica_num": 2}`` for the copies an import needs.  With neither, the file store at
     ``$WSTORE_HOME`` (else ``~/.local/share/wstore``) is opened.
     """
 
     _free = staticmethod(lib.wstore_free)
 
-    def __init__(self, url=None, config=None):
+    def __init__(self, url=None, config=None, settings=None):
         self._h = None
         cfg = _load_config(config)
         try:
+            for k, v in (settings or {}).items():
+                _check(lib.wstore_config_set(
+                    cfg, _b(k), None if v is None else _b(str(v))))
             if url is not None:
                 _check(lib.wstore_config_set(cfg, b"store", _b(url)))
             h = c_void_p()
@@ -454,7 +458,7 @@ class Store(_Handle):
                                       byref(opts)))
 
     def import_(self, source, checkpoint_id, model_id, revision=None,
-                chunk_size=None, jobs=0, replica_num=0, progress=None):
+                chunk_size=None, jobs=0, progress=None):
         """Import directory ``source`` as ``checkpoint_id`` of ``model_id``.
         ``chunk_size``: bytes (int) or a size string ("64MiB"); default
         64 MiB.  Raises Exists if the id is taken and READY."""
@@ -468,7 +472,7 @@ class Store(_Handle):
             version=_native.IMPORT_OPTIONS_VERSION,
             checkpoint_id=_b(checkpoint_id), model_id=_b(model_id),
             revision=_b(revision), source=_b(source), chunk_size=cs,
-            replica_num=replica_num, jobs=jobs, progress=prog.c)
+            jobs=jobs, progress=prog.c)
         prog.check(lib.wstore_import(self._handle(), byref(opts)))
 
     def delete(self, id, missing_ok=False):

@@ -82,7 +82,7 @@ class ImportOptions(Structure):
     _fields_ = [("version", c_uint), ("checkpoint_id", c_char_p),
                 ("model_id", c_char_p), ("revision", c_char_p),
                 ("source", c_char_p), ("chunk_size", c_uint64),
-                ("replica_num", c_uint32), ("jobs", c_uint32),
+                ("reserved", c_uint32), ("jobs", c_uint32),
                 ("progress", PROGRESS_FN), ("progress_ctx", c_void_p)]
 
 

@@ -149,6 +149,76 @@ int wstore__delete_unlocked(wstore_store *s, const char *id)
 	return rc;
 }
 
+static int is_full(int rc)
+{
+	return rc == -ENOSPC || rc == -EDQUOT;
+}
+
+/*
+ * The store is full, so even the lock record cannot be written.  Deleting
+ * is how space is freed, so free some without writing anything: remove
+ * the manifest first (the checkpoint is then gone for every reader, never
+ * READY with chunks missing), which makes room for the lock record; then,
+ * under the lock as always, remove the chunks the manifest listed (held in
+ * memory), and only then, with space again, edit the indexes.  Interrupted
+ * after the manifest went, the chunks are orphans that 'admin gc' removes.
+ */
+static int delete_when_full(wstore_store *s, const char *id,
+			    const char *lockname, int full_rc)
+{
+	char mkey[WSTORE__KEY_MAX], key[WSTORE__KEY_MAX], *token = NULL;
+	char why[512];
+	wstore_manifest *m = NULL;
+	int rc = wstore_manifest_read(&m, s, id);
+
+	snprintf(why, sizeof(why), "%s", wstore_last_error());
+	if (rc == WSTORE_ENOTFOUND)
+		return wstore__err(rc, "checkpoint '%s' not found", id);
+	if (rc < 0 && rc != WSTORE_ECORRUPT)
+		return wstore__err(full_rc, "%s", why);
+	wstore__key_manifest(mkey, id);
+	rc = wstore__remove(s, mkey);
+	if (rc == 0)
+		rc = wstore__lock(s, lockname, &token);
+	if (rc == WSTORE_EBUSY)
+		rc = wstore__err(
+			rc,
+			"checkpoint '%s' is busy (an import or delete is running): %s",
+			id, wstore_last_error());
+	else if (is_full(rc))
+		rc = wstore__err(
+			rc,
+			"the store is full: checkpoint '%s' is gone (its manifest was removed) but its chunks are not, since even its lock cannot be written (%s); free some space and run 'wstore admin gc'",
+			id, wstore_last_error());
+	if (rc < 0) {
+		wstore_manifest_free(m);
+		return rc;
+	}
+	if (m) {
+		rc = delete_chunks(s, m);
+	} else if (s->b->list) {
+		/* a corrupt manifest named no chunks: sweep the prefix */
+		struct sweep sw = { s, mkey, 0 };
+		char prefix[WSTORE__KEY_MAX];
+
+		wstore__key_ckpt_prefix(prefix, id);
+		rc = s->b->list(s->b, prefix, sweep_one, &sw);
+		if (rc == 0)
+			rc = sw.err;
+	}
+	if (rc == 0) {
+		wstore__key_models_index(key);
+		rc = wstore__index_remove(s, key, id, NULL);
+	}
+	if (rc == 0 && m) {
+		wstore__key_model_index(key, m->model_id);
+		rc = wstore__index_remove(s, key, id, m->model_id);
+	}
+	wstore__unlock(s, lockname, token);
+	wstore_manifest_free(m);
+	return rc;
+}
+
 int wstore_delete(wstore_store *s, const char *id)
 {
 	char lockname[WSTORE__KEY_MAX], *token = NULL;
@@ -158,6 +228,8 @@ int wstore_delete(wstore_store *s, const char *id)
 		return rc;
 	snprintf(lockname, sizeof(lockname), "models/%s", id);
 	rc = wstore__lock(s, lockname, &token);
+	if (is_full(rc))
+		return delete_when_full(s, id, lockname, rc);
 	if (rc == WSTORE_EBUSY)
 		return wstore__err(
 			rc,

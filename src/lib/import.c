@@ -668,6 +668,10 @@ static int check_options(const wstore_import_options *o)
 		return wstore__err(
 			WSTORE_EINVAL,
 			"import options missing or of another version");
+	if (o->reserved)
+		return wstore__err(
+			WSTORE_EINVAL,
+			"import options: replica_num is a store setting (config key replica_num), not an import option");
 	if (wstore_validate_checkpoint_id(o->checkpoint_id) < 0)
 		return WSTORE_EINVAL;
 	if (!o->model_id || !*o->model_id)
@@ -806,6 +810,7 @@ int wstore_import(wstore_store *s, const wstore_import_options *o)
 {
 	struct import im = { .s = s, .o = o };
 	char lockname[WSTORE__KEY_MAX], *token = NULL, *source_uri = NULL;
+	char *hub = NULL;
 	int rc = check_options(o);
 
 	if (rc < 0)
@@ -815,7 +820,9 @@ int wstore_import(wstore_store *s, const wstore_import_options *o)
 	pthread_mutex_init(&im.mu, NULL);
 	pthread_cond_init(&im.cv_free, NULL);
 	pthread_cond_init(&im.cv_job, NULL);
-	rc = wstore__scan_source(&im.scan, o->source);
+	rc = wstore__resolve_hub_source(&hub, o->source, o->revision);
+	if (rc == 0)
+		rc = wstore__scan_source(&im.scan, hub ? hub : o->source);
 	for (size_t i = 0; rc == 0 && i < im.scan.n; i++)
 		if (wstore_validate_path(im.scan.files[i].rel) < 0)
 			rc = wstore__err(WSTORE_EINVAL, "source file '%s': %s",
@@ -826,7 +833,7 @@ int wstore_import(wstore_store *s, const wstore_import_options *o)
 	if (rc == 0)
 		rc = check_source_shards(&im.scan);
 	if (rc == 0) {
-		source_uri = realpath(o->source, NULL);
+		source_uri = realpath(hub ? hub : o->source, NULL);
 		if (!source_uri)
 			rc = wstore__errc(-errno, "cannot resolve source '%s'",
 					  o->source);
@@ -845,6 +852,7 @@ int wstore_import(wstore_store *s, const wstore_import_options *o)
 		wstore__unlock(s, lockname, token);
 	}
 	free(source_uri);
+	free(hub);
 	free(im.attempted);
 	free(im.done);
 	wstore_manifest_free(im.m);

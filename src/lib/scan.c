@@ -169,6 +169,85 @@ int wstore__scan_source(wstore__scan *out, const char *source)
 	return 0;
 }
 
+static int is_dir_at(const char *dir, const char *name)
+{
+	char *p;
+	struct stat st;
+	int r;
+
+	if (asprintf(&p, "%s/%s", dir, name) < 0)
+		return 0;
+	r = stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+	free(p);
+	return r;
+}
+
+/* A revision names a file under refs/ or a directory under snapshots/:
+ * no empty, "." or ".." segment, no leading '/'. */
+static int revision_ok(const char *rev)
+{
+	return *rev && wstore_validate_path(rev) == 0;
+}
+
+/* The first snapshot's name, for the error message ("" if none). */
+static void first_snapshot(char *out, size_t cap, const char *source)
+{
+	char *p;
+	DIR *d;
+	struct dirent *e;
+
+	out[0] = '\0';
+	if (asprintf(&p, "%s/snapshots", source) < 0)
+		return;
+	d = opendir(p);
+	free(p);
+	while (d && (e = readdir(d)))
+		if (e->d_name[0] != '.') {
+			snprintf(out, cap, "%s", e->d_name);
+			break;
+		}
+	if (d)
+		closedir(d);
+}
+
+int wstore__resolve_hub_source(char **out, const char *source,
+			       const char *revision)
+{
+	const char *rev = revision && *revision ? revision : "main";
+	char commit[256] = "", snap[256], *ref = NULL;
+	FILE *f;
+
+	*out = NULL;
+	if (!source || !is_dir_at(source, "blobs") ||
+	    !is_dir_at(source, "refs") || !is_dir_at(source, "snapshots"))
+		return 0;
+	wstore__clear_err();
+	if (revision_ok(rev) &&
+	    asprintf(&ref, "%s/refs/%s", source, rev) >= 0 &&
+	    (f = fopen(ref, "re"))) {
+		if (!fgets(commit, sizeof(commit), f))
+			commit[0] = '\0';
+		fclose(f);
+		commit[strcspn(commit, "\r\n \t")] = '\0';
+	}
+	free(ref);
+	if (!commit[0] && revision_ok(rev))
+		snprintf(commit, sizeof(commit), "%s", rev);
+	if (commit[0] && !strchr(commit, '/') && strcmp(commit, ".") &&
+	    strcmp(commit, "..") &&
+	    asprintf(out, "%s/snapshots/%s", source, commit) >= 0) {
+		if (is_dir_at(*out, "."))
+			return 0;
+		free(*out);
+		*out = NULL;
+	}
+	first_snapshot(snap, sizeof(snap), source);
+	return wstore__err(
+		WSTORE_EINVAL,
+		"source '%s' is a hugging face hub cache repo (blobs/, refs/, snapshots/) without revision '%s'; pass one snapshot directory, e.g. '%s/snapshots/%s'",
+		source, rev, source, *snap ? snap : "<commit>");
+}
+
 void wstore__scan_free(wstore__scan *scan)
 {
 	for (size_t i = 0; i < scan->n; i++) {

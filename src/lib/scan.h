@@ -20,6 +20,17 @@ typedef struct wstore__scan {
  * the first entry that cannot be imported. */
 int wstore__scan_source(wstore__scan *out, const char *source);
 void wstore__scan_free(wstore__scan *scan);
+/*
+ * A Hugging Face hub cache repo root ("models--org--name" holding blobs/,
+ * refs/ and snapshots/) is not a checkpoint: importing it would import the
+ * blobs, the refs and every snapshot.  *out is the directory to import: a
+ * malloc'ed "source/snapshots/<commit>" for a repo root (the commit that
+ * refs/<revision> names, or revision itself when it is a snapshot's name),
+ * else NULL (import source as it is).  A repo root without that revision
+ * is an error saying which directory to pass.
+ */
+int wstore__resolve_hub_source(char **out, const char *source,
+			       const char *revision);
 const wstore__scan_file *wstore__scan_find(const wstore__scan *scan,
 					   const char *rel);
 

@@ -140,7 +140,7 @@ int main(int argc, char **argv)
 		wstore_config_free(cfg);
 		return rc < 0 ? EXIT_OK : rc;
 	}
-	if (wstore_open(&s, cfg) < 0) {
+	if (wstore_open_flags(&s, cfg, WSTORE_OPEN_READONLY) < 0) {
 		fprintf(stderr, "wstore: %s\n", wstore_last_error());
 		wstore_config_free(cfg);
 		return EXIT_ERR;

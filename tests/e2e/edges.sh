@@ -172,4 +172,108 @@ else
 	tap_not_ok "bind-mount the store read-only (needs root)"
 fi
 
+# ---- control characters from the store are escaped on a terminal -----------
+# tty CMD...: run CMD with stdout and stderr on a pseudo-terminal
+tty() { script -qec "$*" /dev/null; }
+CC="$T/ctl"
+mkdir -p "$CC"
+printf 'x' >"$CC/$(printf 'a\033[2Jb.txt')"
+printf '{}' >"$CC/config.json"
+ESCM=$(printf 'Org/M\033]0;pwned\007')
+check_exit "import a model id and a path with control characters" 0 ws model import \
+	--checkpoint-id ctl --model-id "$ESCM" --source "$CC" --revision "$(printf 'r\033[31m')"
+# any ESC but wstore's own "erase the progress line" (ESC [ K)
+has_esc() { printf '%s' "$1" | sed 's/\x1b\[K//g' | od -An -c | grep -q '033'; }
+for cmd in "model list" "model inspect ctl" "model verify ctl" "--json model list" "--json model inspect ctl"; do
+	OUT=$(tty "'$W' --store '$S' $cmd" 2>&1)
+	if has_esc "$OUT"; then tap_not_ok "$cmd on a terminal prints no raw ESC" "$(printf '%s' "$OUT" | od -c | head -5)"
+	else tap_ok "$cmd on a terminal prints no raw ESC"; fi
+done
+OUT=$(tty "'$W' --store '$S' model inspect ctl")
+check_grep "inspect shows the escapes" 'Org/M\\x1b\]0;pwned\\x07' "$OUT"
+check_grep "and the escaped path" 'a\\x1b\[2Jb\.txt' "$OUT"
+OUT=$(ws model list | od -c)
+check_grep "piped, list keeps the bytes as they are" '033' "$OUT"
+ws model delete ctl >/dev/null
+
+# ---- a Hugging Face hub repo root as --source -------------------------------
+HUB="$T/hub/models--org--tiny"
+C1=0123456789abcdef0123456789abcdef01234567
+C2=89abcdef0123456789abcdef0123456789abcdef
+mkdir -p "$HUB/blobs" "$HUB/refs" "$HUB/snapshots/$C1" "$HUB/snapshots/$C2"
+for f in config.json model.safetensors.index.json model-00001-of-00002.safetensors model-00002-of-00002.safetensors; do
+	h=$(sha256sum "$SM/$f" | cut -c1-64)
+	cp "$SM/$f" "$HUB/blobs/$h"
+	ln -s "../../blobs/$h" "$HUB/snapshots/$C1/$f"
+done
+printf '{"old": true}' >"$HUB/blobs/old"
+ln -s ../../blobs/old "$HUB/snapshots/$C2/config.json"
+printf '%s' "$C1" >"$HUB/refs/main"
+check_exit "hub repo root: import" 0 ws model import --checkpoint-id hub \
+	--model-id org/tiny --source "$HUB"
+ws --json model inspect hub >"$T/hub.json"
+check "hub repo root: imports the snapshot refs/main names, nothing else" python3 -c "
+import json
+m = json.load(open('$T/hub.json'))
+paths = sorted(f['path'] for f in m['files'])
+assert paths == sorted(['config.json', 'model.safetensors.index.json', 'model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors']), paths
+assert m['source_uri'].endswith('/snapshots/$C1'), m['source_uri']
+"
+check_exit "hub repo root: --revision <commit> picks that snapshot" 0 ws model import \
+	--checkpoint-id hub2 --model-id org/tiny --revision $C2 --source "$HUB"
+check_grep "with its one file" '"files": 1' "$(ws --json model list)"
+check_exit "hub repo root: an unknown revision is refused" 1 ws model import \
+	--checkpoint-id hub3 --model-id org/tiny --revision nosuch --source "$HUB"
+check_grep "saying which directory to pass" "hugging face hub cache repo.*revision 'nosuch'.*pass one snapshot directory, e.g. '$HUB/snapshots/" "$OUT"
+check_one_line "one line" "$OUT"
+ws model delete hub >/dev/null; ws model delete hub2 >/dev/null
+
+# ---- no ETA before the rate is known -----------------------------------------
+# 20 chunk puts slowed to 100 ms each: about 2 s of progress lines
+OUT=$(tty "WSTORE_FAULTS=delay=100 '$W' --store 'fault+$S' model import --checkpoint-id eta --model-id M --source '$SRC' --chunk-size 1M --jobs 1" | tr '\r' '\n')
+first=$(printf '%s\n' "$OUT" | grep '^importing' | head -1)
+check_grep "import printed progress lines" "^importing" "$first"
+if printf %s "$first" | grep -q ETA; then tap_not_ok "first import progress line has no ETA" "$first"
+else tap_ok "first import progress line has no ETA"; fi
+check_grep "a later one has an ETA" "ETA [0-9]+ s" "$OUT"
+OUT=$(tty "WSTORE_FAULTS=delay=100 '$W' --store 'fault+$S' model pull eta --dest '$T/etapull' --jobs 1" | tr '\r' '\n')
+first=$(printf '%s\n' "$OUT" | grep '^pulling' | head -1)
+check_grep "pull printed progress lines" "^pulling" "$first"
+if printf %s "$first" | grep -q ETA; then tap_not_ok "first pull progress line has no ETA" "$first"
+else tap_ok "first pull progress line has no ETA"; fi
+ws model delete eta >/dev/null
+
+# ---- delete on a full store --------------------------------------------------
+FULL="$T/full"
+mkdir -p "$FULL"
+if mount -t tmpfs -o size=2m tmpfs "$FULL" 2>/dev/null; then
+	MNT=$FULL
+	FS="$FULL/store"
+	wfull() { "$W" --store "$FS" "$@"; }
+	wfull model import --checkpoint-id keep --model-id M --source "$SM" --chunk-size 16K >/dev/null
+	wfull model import --checkpoint-id big --model-id M --source "$SM" --chunk-size 4K >/dev/null
+	# fill every last page, then check that even a lock record cannot be written
+	dd if=/dev/zero of="$FULL/fill" bs=4k >/dev/null 2>&1
+	i=0
+	while printf x >"$FULL/fill-$i" 2>/dev/null && [ $i -lt 1000 ]; do i=$((i + 1)); done
+	check_exit "full store: an import fails for lack of space" 1 wfull model import \
+		--checkpoint-id more --model-id M --source "$SM"
+	check_grep "saying so" "No space left on device" "$OUT"
+	check_exit "full store: delete succeeds" 0 wfull model delete big
+	check_grep "and says deleted" "deleted 'big'" "$OUT"
+	check "full store: no chunk of the deleted checkpoint is left" \
+		test -z "$(find "$FS/weight/models/big" -type f 2>/dev/null)"
+	check_exit "full store: it is gone from the list" 0 wfull --json model list
+	check "full store: only 'keep' is listed" python3 -c "
+import json, sys
+ids = [r['checkpoint_id'] for r in json.loads(sys.argv[1])]
+assert ids == ['keep'], ids" "$OUT"
+	check_exit "full store: the other checkpoint still verifies" 0 wfull model verify keep
+	check "full store: no lock left" test -z "$(ls "$FS/weight/locks/models" 2>/dev/null)"
+	umount "$FULL"
+	MNT=
+else
+	tap_not_ok "mount a small tmpfs (needs root)"
+fi
+
 tap_done

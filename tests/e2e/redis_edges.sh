@@ -136,4 +136,53 @@ kill $MUTE 2>/dev/null
 wait $MUTE 2>/dev/null
 MUTE=
 
+# ---- replica_num: copies an import needs -------------------------------------
+mkdir -p "$T/rmaster" "$T/rreplica"
+if _redis_start "$T/rmaster"; then
+	P=$_REDIS_LAST_PORT
+	U="redis://127.0.0.1:$P"
+	check_exit "replica_num 2, no replica: import is refused" 1 "$W" --store "$U" \
+		model import --checkpoint-id r --model-id M --source "$SMALL" --replica-num 2
+	check_grep "naming the replicas it needs" "redis at 127.0.0.1:$P has 0 connected replicas, but replica_num 2 needs 1" "$OUT"
+	n=$(redis_cli "$P" dbsize)
+	check "and nothing was written ($n keys)" test "$n" = 0
+	check_exit "WSTORE_REPLICA_NUM=2 is the same setting" 1 env WSTORE_REPLICA_NUM=2 \
+		"$W" --store "$U" model import --checkpoint-id r --model-id M --source "$SMALL"
+	export WSTORE_LIBRARY="$(cd "$BUILD" && pwd)/libwstore.so" PYTHONPATH="$HERE/../python"
+	check "Python: Store(settings={'replica_num': 2}) is refused; import_ has no replica_num" python3 -c "
+import wstore
+try:
+    wstore.Store('$U', settings={'replica_num': 2})
+    raise SystemExit('opened for writing')
+except wstore.WstoreError as e:
+    assert 'needs 1' in str(e), e
+s = wstore.Store('$U')
+try:
+    s.import_('$SMALL', 'r', 'M', replica_num=2)
+    raise SystemExit('replica_num= accepted')
+except TypeError:
+    pass
+"
+	if _redis_start "$T/rreplica" --replicaof 127.0.0.1 "$P"; then
+		i=0
+		while ! redis_cli "$P" info replication | grep -q 'connected_slaves:1' && [ $i -lt 100 ]; do
+			sleep 0.1; i=$((i + 1))
+		done
+		check_exit "replica_num 2 with one replica: import succeeds" 0 "$W" --store "$U" \
+			model import --checkpoint-id r --model-id M --source "$SMALL" --replica-num 2
+		RP=$_REDIS_LAST_PORT
+		n=$(redis_cli "$RP" --scan --pattern 'weight/models/r/*' | wc -l)
+		check "and the replica holds its keys ($n)" test "$n" -gt 1
+		check_exit "replica_num 3 with one replica: refused" 1 "$W" --store "$U" \
+			model import --checkpoint-id r3 --model-id M --source "$SMALL" --replica-num 3
+		check_grep "needs 2" "has 1 connected replicas, but replica_num 3 needs 2" "$OUT"
+		redis_kill_port "$RP"
+	else
+		tap_not_ok "start a replica"
+	fi
+	redis_kill_port "$P"
+else
+	tap_not_ok "start a server for replica_num"
+fi
+
 tap_done

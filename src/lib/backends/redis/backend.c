@@ -33,6 +33,7 @@ struct redis_backend {
 	struct rd_node *node;  /* standalone */
 	struct rd_cluster *cl; /* cluster */
 	char *seeds;	       /* cluster: "host:port,..." from the URL */
+	long copies;	       /* replica_num: copies a write needs (>= 1) */
 };
 
 static int starts(const char *s, const char *p)
@@ -205,13 +206,21 @@ static long replica_count(struct rd_conn *rc)
 	return n;
 }
 
+static int too_few_replicas(struct rd_node *n, long have, long copies)
+{
+	return wstore__err(
+		WSTORE_EUNAVAIL,
+		"redis at %s has %ld connected replicas, but replica_num %ld needs %ld (the master and %ld replicas)",
+		n->name, have < 0 ? 0 : have, copies, copies - 1, copies - 1);
+}
+
 /*
  * Wait until the replicas of node n hold every write made through its
  * pooled connections (WAIT applies to one connection's own writes).  All
  * puts have returned when sync runs, so every connection that wrote is
  * back in the pool, unless it broke, and then its put failed.
  */
-static int node_sync(struct rd_node *n, int ms)
+static int node_sync(struct rd_node *n, int ms, long copies)
 {
 	struct rd_conn *list, *rc, *next;
 	char nbuf[24], tbuf[24];
@@ -223,6 +232,8 @@ static int node_sync(struct rd_node *n, int ms)
 		return r;
 	want = replica_count(rc);
 	rd_node_give(n, rc, want < 0);
+	if (want < copies - 1)
+		return too_few_replicas(n, want, copies);
 	if (want <= 0)
 		return 0;
 	snprintf(nbuf, sizeof(nbuf), "%ld", want);
@@ -268,7 +279,7 @@ static int rb_sync(wstore_backend *wb)
 	if (b->cl && (r = rdc_masters(b->cl, &nodes, &n)))
 		return r;
 	for (size_t i = 0; !r && i < n; i++)
-		r = node_sync(nodes[i], b->opts.command_ms);
+		r = node_sync(nodes[i], b->opts.command_ms, b->copies);
 	if (b->cl)
 		free(nodes);
 	return r;
@@ -365,6 +376,27 @@ static int cfg_ms(const wstore_config *cfg, const char *key, int def, int *out)
 	return 0;
 }
 
+/* replica_num: how many copies (the master and its replicas) must hold a
+ * chunk before a READY manifest lists it; default 1, the master alone. */
+static int cfg_copies(const wstore_config *cfg, long *out)
+{
+	const char *v = cfg ? wstore_config_get(cfg, "replica_num") : NULL;
+	char *end;
+	long n;
+
+	*out = 1;
+	if (!v || !*v)
+		return 0;
+	n = strtol(v, &end, 10);
+	if (*end || n < 1 || n > 1000)
+		return wstore__err(
+			WSTORE_EINVAL,
+			"invalid replica_num '%s': want an integer from 1 to 1000",
+			v);
+	*out = n;
+	return 0;
+}
+
 static int open_standalone(struct redis_backend *b, const char *rest)
 {
 	const char *at = strrchr(rest, '@'), *slash;
@@ -445,6 +477,8 @@ static int read_settings(struct redis_backend *b, const wstore_config *cfg)
 		return wstore__errc(-ENOMEM, "redis settings");
 	b->plen = strlen(b->prefix);
 	if ((r = cfg_ms(cfg, "connect_timeout_ms", 5000, &b->opts.connect_ms)))
+		return r;
+	if ((r = cfg_copies(cfg, &b->copies)))
 		return r;
 	return cfg_ms(cfg, "command_timeout_ms", 60000, &b->opts.command_ms);
 }
@@ -549,6 +583,20 @@ static int check_eviction(struct redis_backend *b, unsigned flags)
 				nodes[i]->name, pol);
 		}
 		free(pol);
+		if (!r && b->copies > 1) {
+			/* fail before writing anything, not at the end */
+			struct rd_conn *rc;
+			int reused;
+			long have;
+
+			if (rd_node_take(nodes[i], &rc, &reused) == 0) {
+				have = replica_count(rc);
+				rd_node_give(nodes[i], rc, have < 0);
+				if (have < b->copies - 1)
+					r = too_few_replicas(nodes[i], have,
+							     b->copies);
+			}
+		}
 	}
 	if (b->cl)
 		free(nodes);
