@@ -754,7 +754,7 @@ static int check_still_there(wstore_store *s, const wstore_manifest *m)
 			if (rc == WSTORE_ENOTFOUND || (rc == 0 && got != want))
 				return wstore__err(
 					WSTORE_EUNAVAIL,
-					"chunk '%s' of '%s' is gone from the store right after it was written (the store evicts keys: set its eviction policy to noeviction)",
+					"chunk '%s' of '%s' is gone from the store right after it was written (the store evicts keys, or lost them in a failover)",
 					k, m->files[i].path);
 			if (rc < 0)
 				return rc;

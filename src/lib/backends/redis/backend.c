@@ -232,7 +232,7 @@ static int node_sync(struct rd_node *n, int ms, long copies)
 		return r;
 	want = replica_count(rc);
 	rd_node_give(n, rc, want < 0);
-	if (want < copies - 1)
+	if (copies > 1 && want < copies - 1)
 		return too_few_replicas(n, want, copies);
 	if (want <= 0)
 		return 0;
@@ -558,6 +558,11 @@ static int check_eviction(struct redis_backend *b, unsigned flags)
 
 	if (flags & WSTORE_OPEN_READONLY)
 		return 0;
+	/* a cluster failover loses the writes its old master acknowledged
+	 * but had not replicated yet, and sync's WAIT cannot reach a dead
+	 * master: have import re-check its chunks as on an evicting store */
+	if (b->cl)
+		b->base.flags |= WSTORE_BACKEND_MAY_EVICT;
 	if (b->cl && (r = rdc_masters(b->cl, &nodes, &n)))
 		return r;
 	for (size_t i = 0; !r && i < n; i++) {
@@ -592,7 +597,7 @@ static int check_eviction(struct redis_backend *b, unsigned flags)
 			if (rd_node_take(nodes[i], &rc, &reused) == 0) {
 				have = replica_count(rc);
 				rd_node_give(nodes[i], rc, have < 0);
-				if (have < b->copies - 1)
+				if (have >= 0 && have < b->copies - 1)
 					r = too_few_replicas(nodes[i], have,
 							     b->copies);
 			}
