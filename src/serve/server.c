@@ -614,7 +614,8 @@ int wserve_run(wstore_store *store, const struct wserve_options *o)
 		MHD_USE_THREAD_PER_CONNECTION |
 			MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
 			MHD_USE_ERROR_LOG,
-		0, NULL, NULL, on_request, &sv, MHD_OPTION_LISTEN_SOCKET, fd,
+		0, NULL, NULL, on_request, &sv, MHD_OPTION_EXTERNAL_LOGGER,
+		mhd_log, &sv, MHD_OPTION_LISTEN_SOCKET, fd,
 		MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, &sv,
 		MHD_OPTION_NOTIFY_CONNECTION, on_connection, &sv,
