@@ -256,7 +256,8 @@ check_grep "access log: a 404 with its body size" '^127\.0\.0\.1 GET /org/nope/r
 LOAD=${SERVE_LOAD_SECONDS:-4}
 load_clients "$B/org/tiny/resolve/main/$BIG" "$SRC/$BIG" 32 "$LOAD" "$T/load"
 rss_peak=$(awk '/^VmHWM/ {print $2}' /proc/"$SERVE_PID"/status)
-echo "# load: $LOAD_OK downloads by 32 clients in ${LOAD}s, $LOAD_BAD bad, peak RSS ${rss_peak} kB (before: ${rss_before} kB)"
+rss_anon=$(awk '/^RssAnon/ {print $2}' /proc/"$SERVE_PID"/status)
+echo "# load: $LOAD_OK downloads by 32 clients in ${LOAD}s, $LOAD_BAD bad, peak RSS ${rss_peak} kB (before: ${rss_before} kB; anonymous now: ${rss_anon} kB)"
 if [ "$LOAD_BAD" = 0 ] && [ "$LOAD_OK" -ge 32 ]; then tap_ok "32 concurrent clients for ${LOAD}s: $LOAD_OK downloads, none bad"
 else tap_not_ok "32 concurrent clients" "$LOAD_OK good, $LOAD_BAD bad"; fi
 if [ "$rss_peak" -lt 262144 ]; then tap_ok "peak RSS under load bounded (${rss_peak} kB < 256 MiB)"
