@@ -70,6 +70,7 @@
 #include <unistd.h>
 
 #include <fuse_lowlevel.h>
+#include <linux/fuse.h>
 
 #include <wstore/wstore.h>
 #include <wstore/read.h>
@@ -191,6 +192,9 @@ struct wmount {
 	pthread_t refresher;
 	int refreshing;
 	atomic_int unmounting; /* set before the session is unmounted */
+	int init_seen;	       /* the kernel's INIT request was read */
+	int mmap_offered;      /* it offers DIRECT_IO_ALLOW_MMAP */
+	int patch_init;	       /* add that flag to the INIT reply */
 	struct cache c;
 	pthread_mutex_t loglock;
 	double lastlog;
@@ -1196,7 +1200,71 @@ static void op_init(void *ud, struct fuse_conn_info *conn)
 		conn->max_read = ZC_MAX_READ; /* as in the mount options */
 	if (m->c.zc && (conn->capable & FUSE_CAP_SPLICE_WRITE))
 		conn->want |= FUSE_CAP_SPLICE_WRITE;
+	/* libfuse replies to INIT right after this returns (io_writev) */
+	m->patch_init = m->o.direct_io && m->mmap_offered;
 }
+
+/*
+ * Shared mmap on --direct-io mounts.  The kernel refuses MAP_SHARED mmap
+ * of direct-io files (ENODEV, which breaks safetensors' loader) unless the
+ * INIT reply carries FUSE_DIRECT_IO_ALLOW_MMAP (kernel 6.6, protocol
+ * 7.39), which libfuse 3.14 does not know.  On such mounts the session's
+ * I/O goes through these hooks: io_read notes whether the kernel's INIT
+ * request offers the flag, io_writev adds it to libfuse's INIT reply.
+ * Everything else passes through untouched.
+ */
+#define ALLOW_MMAP_FLAGS2 (1u << (36 - 32)) /* FUSE_DIRECT_IO_ALLOW_MMAP */
+
+static ssize_t io_read(int fd, void *buf, size_t len, void *ud)
+{
+	struct wmount *m = ud;
+	ssize_t n = read(fd, buf, len);
+	struct fuse_in_header ih;
+	struct fuse_init_in in;
+
+	if (m->init_seen || n < (ssize_t)(sizeof(ih) + sizeof(in)))
+		return n;
+	memcpy(&ih, buf, sizeof(ih));
+	if (ih.opcode != FUSE_INIT)
+		return n;
+	memcpy(&in, (const char *)buf + sizeof(ih), sizeof(in));
+	m->init_seen = 1;
+	m->mmap_offered =
+		(in.flags & FUSE_INIT_EXT) && (in.flags2 & ALLOW_MMAP_FLAGS2);
+	return n;
+}
+
+static ssize_t io_writev(int fd, struct iovec *iov, int count, void *ud)
+{
+	struct wmount *m = ud;
+	struct fuse_out_header oh;
+	struct fuse_init_out out;
+
+	if (m->patch_init && count >= 2 && iov[0].iov_len == sizeof(oh) &&
+	    iov[1].iov_len == sizeof(out)) {
+		m->patch_init = 0;
+		memcpy(&oh, iov[0].iov_base, sizeof(oh));
+		memcpy(&out, iov[1].iov_base, sizeof(out));
+		if (oh.error == 0 && (out.flags & FUSE_INIT_EXT)) {
+			out.flags2 |= ALLOW_MMAP_FLAGS2;
+			memcpy(iov[1].iov_base, &out, sizeof(out));
+		}
+	}
+	return writev(fd, iov, count);
+}
+
+static ssize_t io_splice_send(int fdin, off_t *offin, int fdout, off_t *offout,
+			      size_t len, unsigned int flags, void *ud)
+{
+	(void)ud;
+	return splice(fdin, offin, fdout, offout, len, flags);
+}
+
+static const struct fuse_custom_io dio_io = {
+	.writev = io_writev,
+	.read = io_read,
+	.splice_send = io_splice_send,
+};
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
@@ -1769,6 +1837,12 @@ int wmount_run(struct wmount *m, const char *mountpoint,
 		fuse_remove_signal_handlers(m->se);
 		return 1;
 	}
+	/* on the mounted fd: fuse_session_custom_io only swaps the I/O */
+	if (m->o.direct_io &&
+	    fuse_session_custom_io(m->se, &dio_io, fuse_session_fd(m->se)) < 0)
+		mlog(m, LOG_WARNING,
+		     "cannot hook the session's I/O: shared "
+		     "mmap of files will fail");
 	widen_readahead(m, canon[0] ? canon : NULL);
 	if (ready) {
 		ready(ctx);

@@ -170,6 +170,17 @@ check_grep "the root lists a and b" "^a b$" "$(ls "$MNT" | tr '\n' ' ' | sed 's/
 check "b's shard equals its source" cmp "$SRC2/model-00001-of-00001.safetensors" \
 	"$MNT/b/model-00001-of-00001.safetensors"
 
+# ---- --direct-io: reads and shared mmap (safetensors maps MAP_SHARED) -----
+check_exit "mount --direct-io" 0 ws mount "$MNT2" --checkpoint a --direct-io
+check "a shard read through --direct-io equals its source" \
+	cmp "$SRC/model-00001-of-00002.safetensors" "$MNT2/model-00001-of-00002.safetensors"
+check_exit "shared mmap of a --direct-io file reads the source bytes" 0 $PY -c "
+import mmap, sys
+with open('$MNT2/$F', 'rb') as f, open('$SRC/$F', 'rb') as g:
+    m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+    sys.exit(0 if m[:] == g.read() else 1)"
+check_exit "umount the --direct-io mount" 0 "$W" umount "$MNT2"
+
 # ---- --checkpoint: one checkpoint at the root ----------------------------
 check_exit "mount --checkpoint b" 0 ws mount "$MNT2" --checkpoint b
 check "the root is b's directory" cmp "$SRC2/config.json" "$MNT2/config.json"
