@@ -213,6 +213,14 @@ else tap_not_ok "roll-over" "sha $SHA -> $SHA2"; fi
 check "main now serves the new bytes" cmp "$T/config2.json" "$(curl -sf "$B/org/tiny/resolve/main/config.json" -o "$T/c2" && echo "$T/c2")"
 check "the old commit still serves the old bytes" cmp "$SRC/config.json" "$(curl -sf "$B/org/tiny/resolve/$SHA/config.json" -o "$T/c1" && echo "$T/c1")"
 
+# ---- a revision with a slash, sent encoded as clients do ---------------------
+check "import at revision refs/pr/1" ws model import --checkpoint-id tiny-pr \
+	--model-id org/tiny --revision refs/pr/1 --source "$SRC" --quiet
+check "resolve/refs%2Fpr%2F1/ serves it" cmp "$SRC/config.json" \
+	"$(curl -sf "$B/org/tiny/resolve/refs%2Fpr%2F1/config.json" -o "$T/c3" && echo "$T/c3")"
+check_grep "api/models/.../revision/refs%2Fpr%2F1: its checkpoint" '^tiny-pr$' \
+	"$(curl -sf "$B/api/models/org/tiny/revision/refs%2Fpr%2F1" | json_get _id)"
+
 # ---- disconnect mid-file -------------------------------------------------------
 # 32 MiB: more than the socket buffers hold, so that the server sees the
 # client go
