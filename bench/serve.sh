@@ -9,7 +9,7 @@
 # bodies to /dev/null, sizes checked), 1 and 4 clients at once:
 #   nginx            nginx-light serving the source directory (sendfile
 #                    on, tcp_nopush, access log off, 2 workers)
-#   serve (file)     wstore serve on the file store
+#   serve (file)     wstore serve on the file store (and with --mmap)
 #   serve (redis)    wstore serve on Redis, next to raw GET of the same
 #                    bytes as 64 MiB values (bench/redis_raw.c)
 # then a load run: 32 clients downloading shards for
@@ -120,11 +120,12 @@ http {{
 children = []
 
 
-def start_serve(store):
+def start_serve(store, extra=()):
     log = os.path.join(tmp, f"serve-{len(children)}.log")
     with open(log, "w") as f:
         p = subprocess.Popen([w, "--store", store, "serve", "--listen",
-                              "127.0.0.1:0", "--no-access-log"], env=env,
+                              "127.0.0.1:0", "--no-access-log", *extra],
+                             env=env,
                              stdout=subprocess.DEVNULL, stderr=f)
     children.append(p)
     for _ in range(200):
@@ -232,6 +233,14 @@ if load_s > 0:
     loadrow = (n, bad, r, t, peak_rss(p.pid))
 p.terminate()
 p.wait()
+p, base = start_serve(store, ["--mmap"])
+for k in (1, 4):
+    r = rate([f"{base}/bench/M/resolve/main/{f}" for f in files], k)
+    rows.append((f"serve (file, --mmap), {k} client{'s' if k > 1 else ''}",
+                 r, "nginx" if k in ng else "",
+                 r / ng[k] if k in ng else None, peak_rss(p.pid), 0.8))
+p.terminate()
+p.wait()
 
 port = E.get("WSTORE_TEST_REDIS_PORT")
 raw = os.path.join(tmp, "redis_raw")
@@ -266,14 +275,14 @@ if port:
     p.wait()
 
 print()
-print(f"{'what':34} {'GB/s':>7} {'ratio':>7}  {'vs':8} {'peak RSS':>10}  goal")
+print(f"{'what':42} {'GB/s':>7} {'ratio':>7}  {'vs':8} {'peak RSS':>10}  goal")
 for what, r, base, ratio, rss, goal in rows:
     rs = f"{ratio:7.2f}" if ratio else " " * 7
     m = f"{rss / 2**20:8.0f} MiB" if rss else " " * 12
     g = ""
     if goal and ratio:
         g = f">= {goal}  {'ok' if ratio >= goal else 'MISSED'}"
-    print(f"{what:34} {r:7.2f} {rs}  {base:8} {m}  {g}")
+    print(f"{what:42} {r:7.2f} {rs}  {base:8} {m}  {g}")
 if loadrow:
     n, bad, r, t, rss = loadrow
     print(f"\nload (file): 32 clients for {t:.0f} s: {n} shard downloads, "

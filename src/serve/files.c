@@ -9,16 +9,17 @@
  *  - the requested bytes lie in one chunk of a store that hands out chunk
  *    files (the embedded file store): a file-descriptor response, which
  *    libmicrohttpd sends with sendfile(2), no copy in user space;
- *  - they span several chunk files: each mapped read-only and the lot
- *    sent as one iovec response (sendmsg(2) copies page cache to socket
- *    once; measured at about half the server CPU per byte of the pread
- *    path below).  The mappings are page cache, shared and reclaimable;
- *    they show in the process's RSS as file pages while being sent;
+ *  - with --mmap, bytes that span several chunk files: each mapped
+ *    read-only and the lot sent as one iovec response (sendmsg(2) copies
+ *    page cache to socket once; measured at about half the server CPU per
+ *    byte of the pread path below).  Not the default: the mapped pages
+ *    count in the process's RSS while they are sent (5 GiB for 32 clients
+ *    on a 1 GiB checkpoint), which makes the server look large and a
+ *    first pick of the OOM killer, though they are page cache;
  *  - otherwise a callback response that libmicrohttpd calls for one block
- *    at a time: from chunk files with pread (one open per chunk, if a
- *    mapping failed), or through wstore_file_pread on other backends,
- *    whose block size is wstore_file_read_size() (1 MiB where the backend
- *    reads ranges).
+ *    at a time: from chunk files with pread (one open per chunk), or
+ *    through wstore_file_pread on other backends, whose block size is
+ *    wstore_file_read_size() (1 MiB where the backend reads ranges).
  * A connection holds at most one block of anonymous memory, and a client
  * that goes away stops the reads: nothing is fetched ahead of the socket.
  */
@@ -311,7 +312,7 @@ static struct MHD_Response *make_body(struct wreq *r, wstore_checkpoint **ckp,
 			return resp;
 		}
 		close(fd);
-		if ((resp = mapped_body(f, a, len))) {
+		if (r->sv->o->mmap && (resp = mapped_body(f, a, len))) {
 			r->whole_len = len;
 			return resp;
 		}

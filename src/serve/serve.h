@@ -23,6 +23,8 @@ struct wserve_options {
 	unsigned max_connections; /* 0 = 256 */
 	double drain_seconds;	  /* wait for in-flight responses on exit */
 	int access_log;		  /* one stderr line per request */
+	int mmap;		  /* send multi-chunk bodies from mapped chunk
+				   * files (see files.c) */
 };
 
 /*

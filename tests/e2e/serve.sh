@@ -297,6 +297,25 @@ check_grep "token from WSTORE_SERVE_TOKEN: required" '^401' "$(code_of "$SERVE_U
 serve_stop
 unset WSTORE_SERVE_TOKEN
 
+# ---- --mmap ----------------------------------------------------------------------
+serve_start mmap "$STORE" --mmap || { tap_done; exit 1; }
+bad=0
+while IFS= read -r f; do
+	curl -sf "$SERVE_URL/tiny-1/resolve/main/$(urlenc "$f")" -o "$T/got" &&
+		cmp -s "$T/got" "$SRC/$f" || bad=$((bad + 1))
+done < "$T/files"
+curl -sf "$SERVE_URL/org/big/resolve/main/big.bin" -o "$T/got" &&
+	cmp -s "$T/got" "$T/bigsrc/big.bin" || bad=$((bad + 1))
+check_grep "--mmap: all files byte for byte (8 chunks of 4 MiB too)" '^0$' "$bad"
+if curl -sf -H "Range: bytes=4194000-12582999" "$SERVE_URL/org/big/resolve/main/big.bin" -o "$T/part" &&
+	[ "$(sha256sum < "$T/part")" = "$(dd if="$T/bigsrc/big.bin" bs=1000 skip=4194 count=8389 2>/dev/null | sha256sum)" ]; then
+	tap_ok "--mmap: a range over three chunks"
+else tap_not_ok "--mmap: a range over three chunks"; fi
+load_clients "$SERVE_URL/org/big/resolve/main/big.bin" "$T/bigsrc/big.bin" 8 2 "$T/mload"
+check_grep "--mmap: 8 concurrent clients, none bad" '^0$' "$LOAD_BAD"
+serve_stop
+check_grep "--mmap: server exited 0" '^0$' "$SERVE_RC"
+
 # ---- Redis backend ---------------------------------------------------------------
 if redis_start_standalone "$T/redis" >/dev/null 2>&1; then
 	RS=$WSTORE_TEST_REDIS_URL
