@@ -102,9 +102,12 @@ SANOPW="redis://127.0.0.1:$SP"
 sa() { rec "$W" --store "$SA" "$@"; }
 
 # import_killed URL PORT ID NKEYS: start an import of ID into URL, SIGKILL
-# the server on PORT once it holds NKEYS keys; sets rc and OUT
+# the server on PORT once it holds NKEYS keys; sets rc and OUT.  Each
+# backend call is slowed by 10 ms (the fault wrapper around the real
+# server): unslowed, the import can finish before a loaded machine has run
+# one poll of the server's key count
 import_killed() {
-	"$W" --store "$1" model import --checkpoint-id "$3" --model-id Org/Kill \
+	WSTORE_FAULTS=delay=10 "$W" --store "fault+$1" model import --checkpoint-id "$3" --model-id Org/Kill \
 		--source "$SRC" --chunk-size $CS --jobs 2 > "$T/$3.out" 2>&1 &
 	_pid=$!
 	kill_when_keys "$2" "$4" $_pid
