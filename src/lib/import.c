@@ -457,13 +457,17 @@ static void free_pool(struct import *im)
 static int use_stream(const struct import *im, unsigned jobs)
 {
 	const wstore_backend *b = im->s->b;
+	uint64_t large = im->scan.total / (2 * (uint64_t)jobs);
 	unsigned big = 0;
 
 	if (!WSTORE__HAS(b, put_stream) ||
 	    (b->flags & WSTORE_BACKEND_WRITE_ONCE))
 		return 0;
+	/* large: a chunk, or a 2*jobs-th of the checkpoint if that is less */
+	if (large > im->chunk_size)
+		large = im->chunk_size;
 	for (size_t i = 0; i < im->scan.n && big < jobs; i++)
-		big += im->scan.files[i].size >= im->chunk_size;
+		big += im->scan.files[i].size >= large && large > 0;
 	return big >= jobs;
 }
 
