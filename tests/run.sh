@@ -96,8 +96,12 @@ run_suite reliability sh "$HERE/e2e/reliability.sh"
 run_suite badinput sh "$HERE/e2e/badinput.sh"
 run_suite confine sh "$HERE/e2e/confine.sh"
 run_suite edges sh "$HERE/e2e/edges.sh"
-run_suite serve sh "$HERE/e2e/serve.sh"
-run_suite serve-hub sh "$HERE/e2e/serve_hub.sh"
+if [ -x "$BUILD/wstore-serve" ]; then
+	run_suite serve sh "$HERE/e2e/serve.sh"
+	run_suite serve-hub sh "$HERE/e2e/serve_hub.sh"
+elif wanted serve || wanted serve-hub; then
+	echo "== serve: not built (meson setup -Dserve=disabled or no libmicrohttpd): not run"
+fi
 run_suite python sh "$HERE/python/run.sh" "$BUILD"
 run_suite mooncake-backend sh "$HERE/mooncake/run.sh" "$BUILD"
 run_suite e2e-mooncake env WSTORE_TEST_KIND=mooncake WSTORE_TEST_STORE=mooncake \
