@@ -426,12 +426,21 @@ if redis_start_cluster "$T/cl"; then
 	check_exit "cluster, old masters back: verify f1" 0 cl model verify f1
 
 	# a master and its replica both gone: the slot range has no node
-	M3=$(master_of weight/models/f1/manifest)
-	R3=""
-	for p in $CPORTS; do
-		if redis-cli -p "$p" info replication | tr -d '\r' |
-		    grep -q "^master_port:$M3\$"; then R3=$p; fi
-	done
+	# right after the rejoins one node's slot map can still name an old
+	# master (now a replica): wait until the node itself says it is the
+	# master and a replica follows it, or killing "both" kills neither
+	pick_m3() {
+		M3=$(master_of weight/models/f1/manifest)
+		[ -n "$M3" ] && redis-cli -p "$M3" role | head -1 | grep -q master ||
+			return 1
+		R3=""
+		for p in $CPORTS; do
+			if redis-cli -p "$p" info replication | tr -d '\r' |
+			    grep -q "^master_port:$M3\$"; then R3=$p; fi
+		done
+		[ -n "$R3" ]
+	}
+	wait_for 30 pick_m3 || echo "# no master with a replica for f1's manifest: M3=$M3 R3=$R3"
 	echo '{"command_timeout_ms": "3000", "connect_timeout_ms": "500"}' > "$T/short.json"
 	redis_kill_port "$M3"
 	[ -n "$R3" ] && redis_kill_port "$R3"
