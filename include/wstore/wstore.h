@@ -177,6 +177,24 @@ void wstore_free(wstore_store *store);
  * example a Redis server that does not let wstore check its eviction
  * policy), or NULL.  Owned by store. */
 const char *wstore_warning(const wstore_store *store);
+/*
+ * Like wstore_free, for a process that is about to end: client teardown
+ * that only frees process memory and threads is skipped (Mooncake's client
+ * takes about a second to stop its threads, in its destroy call or at
+ * exit).  The caller must then end the process with _exit, after flushing
+ * its own output, so that no atexit handler or static destructor runs
+ * while the skipped threads are still alive.
+ */
+void wstore_free_exiting(wstore_store *store);
+/*
+ * Notices: one-line messages about a long wait while it lasts (e.g. "object
+ * '...' was left half-written by a writer that died; waiting up to 45 s
+ * for Mooncake to discard it").  Not errors; fn may be called from any
+ * thread that uses the store, and message is valid only during the call.
+ * fn NULL turns notices off (the default).
+ */
+typedef void (*wstore_notice_fn)(const char *message, void *ctx);
+void wstore_set_notice(wstore_store *store, wstore_notice_fn fn, void *ctx);
 /* Backend name ("file", "mem", "redis", ...). */
 const char *wstore_backend_name(const wstore_store *store);
 
@@ -317,6 +335,11 @@ typedef struct wstore_import_options {
  * any that could not be; the return value says why.
  */
 int wstore_import(wstore_store *store, const wstore_import_options *opts);
+/* The checks wstore_import makes of opts before it touches the source or
+ * the store (version, ids, revision, chunk size): 0, or WSTORE_EINVAL with
+ * the last error saying what is wrong.  Front ends call it before opening
+ * a store, so that bad input never waits for a server. */
+int wstore_import_check(const wstore_import_options *opts);
 
 /* ---- list / delete ----------------------------------------------------- */
 

@@ -67,6 +67,12 @@ int cli_exec_daemon(struct cli *c, const char *cmd, const char *name,
  * WSTORE_OPEN_READONLY and never create a store; only import creates
  * one); prints the error, or a warning of the backend, itself. */
 int cli_open_store(struct cli *c, wstore_store **out, unsigned flags);
+/* Close it when the command is done: main() then ends the process with
+ * _exit (wstore_free_exiting), after flushing stdout. */
+void cli_close_store(wstore_store *s);
+/* Flush stdout and end the process with status rc, with _exit when a
+ * store was closed by cli_close_store. */
+void cli_exit(int rc) __attribute__((noreturn));
 
 /* True if argv holds -h or --help (then print help and exit 0). */
 int cli_wants_help(int argc, char **argv);

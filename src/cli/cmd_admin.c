@@ -71,7 +71,7 @@ int cmd_admin_unlock(struct cli *c, int argc, char **argv)
 					   : " (another host)");
 		rc = wstore_lock_break(s, name, force);
 	}
-	wstore_free(s);
+	cli_close_store(s);
 	if (rc < 0) {
 		free(rec);
 		return cli_fail(rc);

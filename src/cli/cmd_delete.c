@@ -47,7 +47,7 @@ int cmd_model_delete(struct cli *c, int argc, char **argv)
 	if (cli_open_store(c, &s, 0))
 		return EXIT_ERR;
 	rc = wstore_delete(s, id);
-	wstore_free(s);
+	cli_close_store(s);
 	if (rc < 0 && !(rc == WSTORE_ENOTFOUND && missing_ok))
 		return cli_fail(rc);
 	if (c->json)

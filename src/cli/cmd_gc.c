@@ -155,7 +155,7 @@ int cmd_gc(struct cli *c, int argc, char **argv)
 	o.on_skip = on_skip;
 	o.on_skip_ctx = &r;
 	rc = wstore_gc(&st, s, &o);
-	wstore_free(s);
+	cli_close_store(s);
 	if (rc < 0 && rc != WSTORE_EUNSUPPORTED && rc != WSTORE_EINVAL)
 		print_summary(c, &st, o.dry_run, &r);
 	else if (rc == 0)

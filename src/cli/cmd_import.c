@@ -155,6 +155,8 @@ int cmd_model_import(struct cli *c, int argc, char **argv)
 	if (!o.checkpoint_id || !o.model_id || !o.source)
 		return cli_usage_error(
 			"model import needs --checkpoint-id, --model-id and --source");
+	if (wstore_import_check(&o) < 0)
+		return cli_fail(WSTORE_EINVAL);
 	if (cli_open_store(c, &s, WSTORE_OPEN_CREATE))
 		return EXIT_ERR;
 	if (wstore_validate_checkpoint_id(o.checkpoint_id) == 0)
@@ -170,6 +172,6 @@ int cmd_model_import(struct cli *c, int argc, char **argv)
 		rc = cli_fail(rc);
 	else
 		rc = report(c, &o, s, cli_now() - p.start);
-	wstore_free(s);
+	cli_close_store(s);
 	return rc;
 }

@@ -152,7 +152,7 @@ int cmd_model_inspect(struct cli *c, int argc, char **argv)
 		return EXIT_ERR;
 	rc = wstore_manifest_read(&m, s, id);
 	if (rc < 0) {
-		wstore_free(s);
+		cli_close_store(s);
 		return cli_fail(rc);
 	}
 	if (c->json) {
@@ -175,6 +175,6 @@ int cmd_model_inspect(struct cli *c, int argc, char **argv)
 		wstore_checkpoint_free(ck);
 	}
 	wstore_manifest_free(m);
-	wstore_free(s);
+	cli_close_store(s);
 	return rc < 0 ? cli_fail(rc) : EXIT_OK;
 }

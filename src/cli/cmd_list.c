@@ -108,7 +108,7 @@ int cmd_model_list(struct cli *c, int argc, char **argv)
 	rc = model ? wstore_list_model(&ids, &n, s, model)
 		   : wstore_list(&ids, &n, s);
 	if (rc < 0) {
-		wstore_free(s);
+		cli_close_store(s);
 		return cli_fail(rc);
 	}
 	rows = json_array();
@@ -121,6 +121,6 @@ int cmd_model_list(struct cli *c, int argc, char **argv)
 	else
 		print_table(c, rows), json_decref(rows);
 	wstore_strings_free(ids);
-	wstore_free(s);
+	cli_close_store(s);
 	return EXIT_OK;
 }

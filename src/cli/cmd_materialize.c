@@ -44,10 +44,12 @@ int cmd_model_materialize(struct cli *c, int argc, char **argv)
 		return cli_usage_error(
 			"'model materialize-file' needs ID, --path and --output");
 	id = argv[optind];
+	if (wstore_validate_checkpoint_id(id) < 0)
+		return cli_fail(WSTORE_EINVAL);
 	if (cli_open_store(c, &s, WSTORE_OPEN_READONLY))
 		return EXIT_ERR;
 	rc = wstore_materialize_file(s, id, path, output);
-	wstore_free(s);
+	cli_close_store(s);
 	if (rc < 0)
 		return cli_fail(rc);
 	if (c->json)

@@ -85,6 +85,8 @@ int cmd_model_pull(struct cli *c, int argc, char **argv)
 	if (optind + 1 != argc || !dest)
 		return cli_usage_error("'model pull' needs ID and --dest DIR");
 	id = argv[optind];
+	if (wstore_validate_checkpoint_id(id) < 0)
+		return cli_fail(WSTORE_EINVAL);
 	o.include = ninc ? inc : NULL;
 	o.exclude = nexc ? exc : NULL;
 	if (cli_open_store(c, &s, WSTORE_OPEN_READONLY))
@@ -94,7 +96,7 @@ int cmd_model_pull(struct cli *c, int argc, char **argv)
 	p.start = cli_now();
 	rc = wstore_pull(s, id, dest, &o);
 	cli_progress_end(&p);
-	wstore_free(s);
+	cli_close_store(s);
 	if (rc < 0)
 		return cli_fail(rc);
 	if (c->json)

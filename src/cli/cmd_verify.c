@@ -105,6 +105,8 @@ int cmd_model_verify(struct cli *c, int argc, char **argv)
 		return cli_usage_error(
 			"'model verify' needs exactly one checkpoint id");
 	id = argv[optind];
+	if (wstore_validate_checkpoint_id(id) < 0)
+		return cli_fail(WSTORE_EINVAL);
 	if (cli_open_store(c, &s, WSTORE_OPEN_READONLY))
 		return EXIT_ERR;
 	r.files = json_array();
@@ -122,7 +124,7 @@ int cmd_model_verify(struct cli *c, int argc, char **argv)
 		if (src < 0 && rc == 0)
 			rc = src;
 	}
-	wstore_free(s);
+	cli_close_store(s);
 	if (rc == WSTORE_EVERIFY || (rc == 0 && r.bad))
 		rc = WSTORE_EVERIFY;
 	if (c->json && (rc == 0 || rc == WSTORE_EVERIFY)) {

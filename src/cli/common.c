@@ -41,6 +41,30 @@ void cli_catch_signals(void)
 	sigaction(SIGTERM, &sa, NULL);
 }
 
+/* a store was closed with wstore_free_exiting: no exit() after it */
+static int fast_exit;
+
+void cli_close_store(wstore_store *s)
+{
+	if (!s)
+		return;
+	wstore_free_exiting(s);
+	fast_exit = 1;
+}
+
+void cli_exit(int rc)
+{
+	if (fflush(stdout) != 0 && rc == EXIT_OK) {
+		fprintf(stderr, "wstore: cannot write the output: %s\n",
+			strerror(errno));
+		rc = EXIT_ERR;
+	}
+	fflush(stderr);
+	if (fast_exit)
+		_exit(rc);
+	exit(rc);
+}
+
 int cli_interrupted(void)
 {
 	return interrupted;
@@ -68,6 +92,12 @@ int cli_fail(int code)
 	return EXIT_ERR;
 }
 
+static void on_notice(const char *message, void *ctx)
+{
+	(void)ctx;
+	fprintf(stderr, "wstore: %s\n", message);
+}
+
 int cli_open_store(struct cli *c, wstore_store **out, unsigned flags)
 {
 	int rc = wstore_open_flags(out, c->cfg, flags);
@@ -76,6 +106,8 @@ int cli_open_store(struct cli *c, wstore_store **out, unsigned flags)
 		return cli_fail(rc);
 	if (wstore_warning(*out))
 		fprintf(stderr, "wstore: warning: %s\n", wstore_warning(*out));
+	/* even with --quiet: a wait of many seconds needs its reason */
+	wstore_set_notice(*out, on_notice, NULL);
 	return 0;
 }
 
@@ -234,6 +266,9 @@ int cli_one_id(const char **out, int argc, char **argv, const char *cmd,
 	if (optind + 1 != argc)
 		return cli_usage_error("'%s' needs exactly one checkpoint id",
 				       cmd);
+	/* refused before any store is opened */
+	if (wstore_validate_checkpoint_id(argv[optind]) < 0)
+		return cli_fail(WSTORE_EINVAL);
 	*out = argv[optind];
 	return 0;
 }

@@ -76,6 +76,8 @@ static const char main_help[] =
 	"                         ~/.config/wstore/config.json)\n"
 	"  --json                 machine-readable output\n"
 	"  --quiet                no progress lines\n"
+	"  -v, --verbose          let the store's client library log to stderr\n"
+	"                         (Mooncake's glog output, off by default)\n"
 	"  --master-server-addr, --metadata-server, --protocol, --rdma-devices,\n"
 	"  --local-hostname       Mooncake connection settings\n"
 	"  -h, --help             help (also after any command)\n"
@@ -84,6 +86,22 @@ static const char main_help[] =
 	"exit status: 0 ok, 1 error, 2 usage, 3 verification failed\n";
 
 /* Pull global options out of argv (compacting it); flags go into flags. */
+/*
+ * Mooncake's client, on its first create, takes SIGINT, SIGTERM and SIGHUP
+ * for itself (it blocks them in the calling thread and starts a thread
+ * that tears the client down and re-raises them) unless the process
+ * defines Py_IsInitialized, which it takes to mean that the host owns its
+ * signals. The CLI (an interrupted import writes a FAILED manifest
+ * and releases its lock) owns them on every backend, so it defines the symbol
+ * (exported from the executable by src/dynamic.list), answering truthfully
+ * that no Python interpreter runs in this process.
+ */
+int Py_IsInitialized(void);
+int Py_IsInitialized(void)
+{
+	return 0;
+}
+
 static int take_globals(struct cli *c, wstore_config *flags,
 			const char **config_path, int *argc, char **argv)
 {
@@ -104,6 +122,13 @@ static int take_globals(struct cli *c, wstore_config *flags,
 		}
 		if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
 			c->quiet = 1;
+			continue;
+		}
+		if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
+			/* the only chatty component so far is Mooncake */
+			if (wstore_config_set(flags, "mooncake_log", "stderr") <
+			    0)
+				return cli_fail(WSTORE_EINVAL);
 			continue;
 		}
 		for (k = 0; k < nf; k++) {
@@ -247,5 +272,5 @@ int main(int argc, char **argv)
 	rc = dispatch(&c, argc, argv);
 	wstore_config_free(c.cfg);
 	free(c.owned_path);
-	return rc;
+	cli_exit(rc);
 }

@@ -42,6 +42,7 @@ static const char *const known_keys[] = {
 	"connect_timeout_ms",
 	"command_timeout_ms",
 	"mooncake_library",
+	"mooncake_log",
 	"serve_listen",
 	"serve_token",
 	NULL,

@@ -1,7 +1,8 @@
 /*
  * delete.c - delete a checkpoint (docs/format.md, "Delete"): read the
- * manifest; take the id out of both indexes; remove every chunk listed;
- * remove the manifest last.  "Not found" is success at every step, so a
+ * manifest; take the id out of both indexes; remove every chunk listed,
+ * then every chunk an import intent record lists (intent.c) and the
+ * record; remove the manifest last.  "Not found" is success at every step, so a
  * delete interrupted at any point is finished by running it again.
  */
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include "delete.h"
 #include "error.h"
 #include "index.h"
+#include "intent.h"
 #include "lock.h"
 #include "manifest.h"
 #include "names.h"
@@ -121,12 +123,20 @@ int wstore__delete_unlocked(wstore_store *s, const char *id)
 
 	wstore__key_manifest(mkey, id);
 	rc = wstore_manifest_read(&m, s, id);
-	if (rc == WSTORE_ECORRUPT)
-		return delete_corrupt(s, id, mkey);
+	if (rc == WSTORE_ECORRUPT) {
+		rc = wstore__intent_reclaim(s, id);
+		return rc < 0 ? rc : delete_corrupt(s, id, mkey);
+	}
 	if (rc == WSTORE_ENOTFOUND) {
-		/* nothing to delete; drop a stale index entry if any */
+		/* no manifest: drop a stale index entry if any, and what a
+		 * killed import's intent record lists */
 		wstore__key_models_index(key);
 		rc = wstore__index_remove(s, key, id, NULL);
+		if (rc == 0)
+			rc = wstore__intent_reclaim(s, id);
+		/* a killed import's chunks were all there was */
+		if (rc == 1)
+			return 0;
 		return rc < 0 ? rc
 			      : wstore__err(WSTORE_ENOTFOUND,
 					    "checkpoint '%s' not found", id);
@@ -144,6 +154,8 @@ int wstore__delete_unlocked(wstore_store *s, const char *id)
 	if (rc == 0)
 		rc = delete_chunks(s, m);
 	if (rc == 0)
+		rc = wstore__intent_reclaim(s, id);
+	if (rc >= 0)
 		rc = wstore__remove(s, mkey);
 	wstore_manifest_free(m);
 	return rc;

@@ -6,11 +6,13 @@
  * was.  Codes >= WSTORE_ERR_LAST and < 0 that are not wstore's are -errno.
  */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
+#include "wstore/sys/backend.h"
 
 static _Thread_local char last_error[1024];
 
@@ -147,4 +149,22 @@ int wstore_backend_error(int code, const char *fmt, ...)
 	vset(code, 0, fmt, ap);
 	va_end(ap);
 	return code;
+}
+
+/* Here and not in store.c: backends call it, and store.c calls backends. */
+void wstore_backend_notice(wstore_backend *b, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	/* a backend built before the field has no room for it */
+	if (!b ||
+	    offsetof(wstore_backend, notice_ctx) + sizeof(void *) >
+		    b->struct_size ||
+	    !b->notice)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	b->notice(msg, b->notice_ctx);
 }

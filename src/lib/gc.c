@@ -4,9 +4,11 @@
  *
  * What gc removes: keys under "weight/models/{ckpt}/" that are neither the
  * checkpoint's manifest nor a chunk listed by some manifest (READY or
- * FAILED), and on the file store the temp files of puts older than the
- * grace period.  Crashed imports leave the first kind (chunks written
- * before the FAILED manifest could be), crashed puts the second.
+ * FAILED), the import intent records "weight/intents/models/{ckpt}" of
+ * imports that are no longer running, and on the file store the temp
+ * files of puts older than the grace period.  Crashed imports leave the
+ * first two kinds (chunks written before the FAILED manifest could be, and
+ * their intent record), crashed puts the third.
  *
  * Why it is safe against a running import: every import and delete of an
  * id holds the lock "weight/locks/models/{ckpt}" from before it writes its
@@ -17,8 +19,9 @@
  * remove a chunk that a new import has just rewritten.  The grace period
  * therefore only matters for temp files, which no lock covers.
  *
- * Passes: list every key under "weight/models/" and every lock under
- * "weight/locks/models/" (an id may have only a stale lock left); read
+ * Passes: list every key under "weight/models/", every lock under
+ * "weight/locks/models/" and every intent under "weight/intents/models/"
+ * (an id may have only a stale lock or an intent left); read
  * every manifest once to collect the chunk keys referenced across
  * checkpoints (chunk keys are opaque: a manifest may list another
  * checkpoint's); then per id, under its lock, remove what is unreferenced.
@@ -34,6 +37,7 @@
 
 #include "backends/helpers.h"
 #include "error.h"
+#include "intent.h"
 #include "lock.h"
 #include "manifest.h"
 #include "names.h"
@@ -43,6 +47,7 @@
 
 static const char models_prefix[] = "weight/models/";
 static const char locks_prefix[] = "weight/locks/models/";
+static const char intents_prefix[] = "weight/intents/models/";
 
 /* A growable array of strings, sorted once filled. */
 struct strv {
@@ -167,6 +172,15 @@ static int manifest_refs(struct strv *out, const wstore_manifest *m)
 	return 0;
 }
 
+static int on_intent_key(const char *key, void *ctx)
+{
+	struct gc *g = ctx;
+
+	if (strchr(key + sizeof(intents_prefix) - 1, '/'))
+		return 0;
+	return add_id(g, key, sizeof(intents_prefix) - 1);
+}
+
 /* Pass 1 and 2: what exists, and what every readable manifest lists. */
 static int collect(struct gc *g)
 {
@@ -175,6 +189,8 @@ static int collect(struct gc *g)
 
 	if (rc == 0)
 		rc = b->list(b, locks_prefix, on_lock_key, g);
+	if (rc == 0)
+		rc = b->list(b, intents_prefix, on_intent_key, g);
 	if (rc)
 		return rc;
 	strv_sort(&g->keys);
@@ -288,6 +304,17 @@ static int sweep_id(struct gc *g, const char *id, const wstore_manifest *m)
 	return 0;
 }
 
+/* With the id's lock held, an intent record belongs to an import that
+ * died (or that published and died before dropping it): the sweep has
+ * removed its unreferenced chunks, so the record goes too. */
+static void drop_intent(struct gc *g, const char *id)
+{
+	char key[WSTORE__KEY_MAX];
+
+	wstore__key_intent(key, id);
+	remove_orphan(g, key);
+}
+
 /* Dry run: no lock taken; a live owner's checkpoint is skipped. */
 static int lock_is_live(struct gc *g, const char *id, char *owner, size_t cap)
 {
@@ -339,6 +366,8 @@ static void gc_id(struct gc *g, const char *id)
 		rc = sweep_id(g, id, m);
 		if (rc < 0)
 			gc_fail(g, rc);
+		else
+			drop_intent(g, id);
 	} else {
 		gc_fail(g, rc);
 	}

@@ -4,9 +4,11 @@
  *
  *   scan the source and check it (index.json weight_map, safetensors
  *   headers) -> take the checkpoint's lock -> refuse a READY id, reclaim a
- *   FAILED one -> workers stream files chunk by chunk: read, hash, put ->
- *   on write-once stores read each chunk back (it may hold an old value) ->
- *   publish the READY manifest once -> add the id to both indexes.
+ *   FAILED one (or what a killed import's intent record lists) -> record
+ *   this import's intent (every chunk key) -> on write-once stores remove
+ *   every chunk key first (it may hold an old value) -> workers stream
+ *   files chunk by chunk: read, hash, put -> publish the READY manifest
+ *   once -> drop the intent record -> add the id to both indexes.
  *
  * On any failure or cancellation the chunks written are removed and a
  * FAILED manifest lists those that could not be.  Chunk buffers come from
@@ -30,6 +32,7 @@
 #include "digest.h"
 #include "error.h"
 #include "index.h"
+#include "intent.h"
 #include "lock.h"
 #include "manifest.h"
 #include "names.h"
@@ -63,6 +66,7 @@ struct import {
 	size_t next; /* next file index to hand out */
 	uint64_t bytes_done;
 	wstore__first_err err; /* stops every worker */
+	int cleared; /* every chunk key was removed before the first put */
 };
 
 static void fail(struct import *im, int rc)
@@ -140,9 +144,12 @@ static int read_hash(int fd, char *buf, size_t n, uint64_t off,
 }
 
 /*
- * Store one chunk.  On a write-once store the key may still hold bytes of
- * an earlier import that could not be cleaned up: read it back, and if it
- * differs remove it and write again.
+ * Store one chunk.  On a write-once store a put on a key that still holds
+ * bytes of an earlier import keeps them, so every key was removed before
+ * the first put (clear_keys); with the checkpoint's lock held nobody else
+ * writes them, so each put writes fresh bytes and needs no read back.  If
+ * that clearing was not possible, read the chunk back, and if it differs
+ * remove it and write again.
  */
 static int put_chunk(struct import *im, const char *key, const void *data,
 		     size_t n, void *vbuf)
@@ -150,7 +157,7 @@ static int put_chunk(struct import *im, const char *key, const void *data,
 	wstore_backend *b = im->s->b;
 	int rc = b->put(b, key, data, n);
 
-	if (rc < 0 || !(b->flags & WSTORE_BACKEND_WRITE_ONCE))
+	if (rc < 0 || !(b->flags & WSTORE_BACKEND_WRITE_ONCE) || im->cleared)
 		return rc;
 	for (int tries = 0; tries < 2; tries++) {
 		size_t got = 0;
@@ -657,16 +664,20 @@ static void leave_failed(struct import *im, int err, const char *msg)
 	wstore__set_str(&m->status, "FAILED");
 	wstore__set_str(&m->error, msg);
 	m->updated_at = (int64_t)time(NULL);
-	if (put_manifest(im->s, m) < 0)
+	if (put_manifest(im->s, m) < 0) {
+		/* the intent record still lists every key for a later delete */
 		wstore__err(
 			err,
 			"%s (and the FAILED manifest could not be written: %s)",
 			msg, wstore_last_error());
-	else
-		wstore__err(err, "%s", msg);
+		return;
+	}
+	/* the FAILED manifest lists what is left */
+	wstore__intent_drop(im->s, m->checkpoint_id);
+	wstore__err(err, "%s", msg);
 }
 
-static int check_options(const wstore_import_options *o)
+int wstore_import_check(const wstore_import_options *o)
 {
 	if (!o || o->version != WSTORE_IMPORT_OPTIONS_VERSION)
 		return wstore__err(
@@ -722,9 +733,11 @@ static int claim_id(wstore_store *s, const char *id)
 	int rc = wstore_manifest_read(&old, s, id);
 
 	if (rc == WSTORE_ENOTFOUND)
-		return 0;
+		/* what a killed import's intent record lists */
+		return rc = wstore__intent_reclaim(s, id), rc < 0 ? rc : 0;
 	if (rc == 0 && strcmp(old->status, "READY") == 0) {
 		add_to_indexes(s, old);
+		wstore__intent_drop(s, id);
 		wstore_manifest_free(old);
 		return wstore__err(
 			WSTORE_EEXISTS,
@@ -766,6 +779,31 @@ static int check_still_there(wstore_store *s, const wstore_manifest *m)
 	return 0;
 }
 
+/*
+ * On a write-once store, remove every key the import will write (forced;
+ * absent keys are the common case and cost one round trip each), so that
+ * no put meets an old value it would silently keep.
+ */
+static int clear_keys(struct import *im)
+{
+	const wstore_manifest *m = im->m;
+
+	if (!(im->s->b->flags & WSTORE_BACKEND_WRITE_ONCE))
+		return 0;
+	for (size_t i = 0; i < m->nfiles; i++)
+		for (uint64_t c = 0; c < m->files[i].nchunks; c++) {
+			int rc = wstore__remove(im->s, m->files[i].chunks[c]);
+
+			if (rc < 0)
+				return wstore__err(
+					rc, "cannot clear chunk '%s': %s",
+					m->files[i].chunks[c],
+					wstore_last_error());
+		}
+	im->cleared = 1;
+	return 0;
+}
+
 static int import_locked(struct import *im, const char *source_uri)
 {
 	int rc = claim_id(im->s, im->o->checkpoint_id);
@@ -775,11 +813,17 @@ static int import_locked(struct import *im, const char *source_uri)
 	rc = build_manifest(im, source_uri);
 	if (rc < 0)
 		return rc;
+	/* before the first chunk: what a killed import leaves is findable */
+	rc = wstore__intent_write(im->s, im->m, im->chunk_size);
+	if (rc < 0)
+		return rc;
 	im->attempted = calloc(im->scan.n, sizeof(*im->attempted));
 	im->done = calloc(im->scan.n, 1);
 	if (!im->attempted || !im->done)
 		return -ENOMEM;
-	rc = run_workers(im);
+	rc = clear_keys(im);
+	if (rc == 0)
+		rc = run_workers(im);
 	/* chunks must be durable before the manifest that makes them visible */
 	if (rc == 0 && im->s->b->sync)
 		rc = im->s->b->sync(im->s->b);
@@ -801,6 +845,10 @@ static int import_locked(struct import *im, const char *source_uri)
 		leave_failed(im, rc, msg);
 		return rc;
 	}
+	/* the READY manifest lists every chunk now; a leftover record is
+	 * harmless (delete and gc drop it), so a failure here is not one */
+	if (wstore__intent_drop(im->s, im->o->checkpoint_id) < 0)
+		wstore__clear_err();
 	rc = add_to_indexes(im->s, im->m);
 	if (rc < 0)
 		return wstore__err(
@@ -815,7 +863,7 @@ int wstore_import(wstore_store *s, const wstore_import_options *o)
 	struct import im = { .s = s, .o = o };
 	char lockname[WSTORE__KEY_MAX], *token = NULL, *source_uri = NULL;
 	char *hub = NULL;
-	int rc = check_options(o);
+	int rc = wstore_import_check(o);
 
 	if (rc < 0)
 		return rc;

@@ -131,6 +131,11 @@ void wstore__key_ckpt_prefix(char *out, const char *ckpt)
 	snprintf(out, WSTORE__KEY_MAX, "weight/models/%s/", ckpt);
 }
 
+void wstore__key_intent(char *out, const char *ckpt)
+{
+	snprintf(out, WSTORE__KEY_MAX, "weight/intents/models/%s", ckpt);
+}
+
 void wstore__key_file(char *out, const char *ckpt, const char *path)
 {
 	char ph[65];

@@ -20,6 +20,8 @@ void wstore__key_models_index(char *out);
 void wstore__key_model_index(char *out, const char *model_id);
 /* Prefix of every key of a checkpoint ("weight/models/{ckpt}/"). */
 void wstore__key_ckpt_prefix(char *out, const char *ckpt);
+/* wstore's own: the import intent record of ckpt (intent.c). */
+void wstore__key_intent(char *out, const char *ckpt);
 
 /* 1 if s is well-formed UTF-8 (no overlongs, surrogates). */
 int wstore__utf8_valid(const char *s);

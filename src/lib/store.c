@@ -213,6 +213,28 @@ void wstore_free(wstore_store *s)
 	free(s);
 }
 
+void wstore_free_exiting(wstore_store *s)
+{
+	if (!s)
+		return;
+	if (s->b && WSTORE__HAS(s->b, free_exiting))
+		s->b->free_exiting(s->b);
+	else if (s->b)
+		s->b->free(s->b);
+	free(s->label);
+	free(s);
+}
+
+void wstore_set_notice(wstore_store *s, wstore_notice_fn fn, void *ctx)
+{
+	/* a backend built before these fields has no room for them */
+	if (offsetof(wstore_backend, notice_ctx) + sizeof(void *) >
+	    s->b->struct_size)
+		return;
+	s->b->notice = fn;
+	s->b->notice_ctx = ctx;
+}
+
 wstore_backend *wstore_store_backend(wstore_store *s)
 {
 	return s->b;

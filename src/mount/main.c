@@ -73,6 +73,21 @@ struct daemon_pipe {
 };
 
 /* Mount is visible: release the waiting parent and the terminal. */
+/*
+ * Mooncake's client, on its first create, takes SIGINT, SIGTERM and SIGHUP
+ * for itself (it blocks them in the calling thread and starts a thread
+ * that tears the client down and re-raises them) unless the process
+ * defines Py_IsInitialized, which it takes to mean that the host owns its
+ * signals. The mount daemon (SIGTERM unmounts) owns them on every backend, so
+ * it defines the symbol (exported from the executable by src/dynamic.list),
+ * answering truthfully that no Python interpreter runs in this process.
+ */
+int Py_IsInitialized(void);
+int Py_IsInitialized(void)
+{
+	return 0;
+}
+
 static void on_ready(void *ctx)
 {
 	struct daemon_pipe *dp = ctx;

@@ -61,6 +61,22 @@ __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt,
 	return EXIT_USAGE;
 }
 
+/*
+ * Mooncake's client, on its first create, takes SIGINT, SIGTERM and SIGHUP
+ * for itself (it blocks them in the calling thread and starts a thread
+ * that tears the client down and re-raises them) unless the process
+ * defines Py_IsInitialized, which it takes to mean that the host owns its
+ * signals. The HTTP server (SIGTERM stops it cleanly) owns them on every
+ * backend, so it defines the symbol (exported from the executable by
+ * src/dynamic.list), answering truthfully that no Python interpreter runs in
+ * this process.
+ */
+int Py_IsInitialized(void);
+int Py_IsInitialized(void)
+{
+	return 0;
+}
+
 static int parse_number(double *out, const char *opt, const char *v, double lo,
 			double hi)
 {

@@ -1,25 +1,34 @@
 /*
  * test_mooncake_backend.c - contract tests of the Mooncake backend
  * (src/lib/backends/mooncake.c) through its real dlopen path, against the
- * stand-in library built from tests/mooncake/standin.c.  The stand-in
- * imitates the behaviour docs/mooncake.md records for Mooncake Store; it
- * is NOT Mooncake, so these are contract tests, not Mooncake tests.  What
- * every backend must do is tests/conformance/ (run against the stand-in
- * too); here is what is Mooncake's own: flags, write-once, leases, zero-
- * length values, loading the library, shared stores.
+ * stand-in library built from tests/mooncake/standin.c, or, with
+ * MOONCAKE_TEST_REAL=1, against a real Mooncake Store cluster described by
+ * the WSTORE_MOONCAKE_LIBRARY, WSTORE_MASTER_SERVER_ADDR,
+ * WSTORE_METADATA_SERVER and WSTORE_LOCAL_HOSTNAME environment variables
+ * (tests/run.sh starts one).  The stand-in imitates the behaviour
+ * docs/mooncake.md records for Mooncake Store; it is NOT Mooncake.  Tests that
+ * need the stand-in's switches (failing setup, no segment, short leases) or
+ * that fork after setup (which hangs a real client) run against the stand-in
+ * only.  What every backend must do is tests/conformance/ (run against the
+ * stand-in and the real library too); here is what is Mooncake's own:
+ * flags, write-once, leases, zero-length values, loading the library,
+ * reaching the master, shared stores.
  *
  * Usage: mooncake-backend-tests [BUILD_DIR]   (default "build"); expects
  * BUILD_DIR/libmooncake_store.so and BUILD_DIR/libmooncake_store_partial.so
  * (the stand-in without mooncake_store_get_into).  Prints
  * "mooncake: N passed, N failed".
  */
+#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,6 +46,9 @@ static int passed, failed;
 static const char *current = "";
 static const char *build_dir = "build";
 static char *tmp_root;
+static int real;	     /* MOONCAKE_TEST_REAL=1: a real cluster */
+static char fake_master[64]; /* stand-in runs: a loopback port that
+			      * accepts, as a master's would */
 
 #define CHECK(cond)                                                            \
 	do {                                                                   \
@@ -115,9 +127,12 @@ static int open_with(wstore_backend **out, const char *lib, const char *master,
 	*out = NULL;
 	if (wstore_config_new(&cfg) != 0)
 		abort();
+	wstore_config_load_env(cfg);
 	wstore_config_set(cfg, "mooncake_library", lib);
-	if (master)
-		wstore_config_set(cfg, "master_server_addr", master);
+	if (!master)
+		master = real ? getenv("WSTORE_MASTER_SERVER_ADDR")
+			      : fake_master;
+	wstore_config_set(cfg, "master_server_addr", master);
 	if (replicas)
 		wstore_config_set(cfg, "replica_num", replicas);
 	rc = wstore__backend_mooncake_open(out, cfg);
@@ -125,10 +140,14 @@ static int open_with(wstore_backend **out, const char *lib, const char *master,
 	return rc;
 }
 
+/* The stand-in, or the real library in real mode. */
 static wstore_backend *open_standin(void)
 {
 	wstore_backend *b;
-	int rc = open_with(&b, lib_path("libmooncake_store.so"), NULL, NULL);
+	int rc = open_with(&b,
+			   real ? getenv("WSTORE_MOONCAKE_LIBRARY")
+				: lib_path("libmooncake_store.so"),
+			   NULL, NULL);
 
 	CHECK_EQ(rc, 0);
 	return rc == 0 ? b : NULL;
@@ -311,6 +330,75 @@ static void test_setup_failure(void)
 	unsetenv("MOONCAKE_STANDIN_FAIL_SETUP");
 }
 
+/* Nothing listens on the master's port: one error within the connect
+ * timeout, naming the master, without waiting for Mooncake's retries. */
+static void test_unreachable_master(void)
+{
+	const char *lib = real ? getenv("WSTORE_MOONCAKE_LIBRARY")
+			       : lib_path("libmooncake_store.so");
+	wstore_backend *b;
+	double t0 = now_s();
+
+	CHECK_EQ(open_with(&b, lib, "127.0.0.1:1", NULL), WSTORE_EUNAVAIL);
+	CHECK(b == NULL);
+	CHECK_MSG("cannot connect to mooncake master '127.0.0.1:1': "
+		  "connection refused");
+	CHECK(now_s() - t0 < 2.0);
+	CHECK(!strchr(wstore_last_error(), '\n'));
+}
+
+/* A port that accepts nothing within connect_timeout_ms (a listener with
+ * a full backlog): the error says how long was waited. */
+static void test_master_timeout(void)
+{
+	struct sockaddr_in a = { 0 };
+	socklen_t len = sizeof(a);
+	int l = socket(AF_INET, SOCK_STREAM, 0), fill[8];
+	char addr[64];
+	wstore_backend *b;
+	double t0;
+
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	CHECK(l >= 0 && bind(l, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	      listen(l, 0) == 0 &&
+	      getsockname(l, (struct sockaddr *)&a, &len) == 0);
+	/* fill the backlog, so that further connects get no answer */
+	for (int i = 0; i < 8; i++) {
+		fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		connect(fill[i], (struct sockaddr *)&a, sizeof(a));
+	}
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u",
+		 (unsigned)ntohs(a.sin_port));
+	setenv("WSTORE_CONNECT_TIMEOUT_MS", "500", 1);
+	t0 = now_s();
+	CHECK_EQ(open_with(&b, lib_path("libmooncake_store.so"), addr, NULL),
+		 WSTORE_EUNAVAIL);
+	CHECK(now_s() - t0 < 2.0);
+	CHECK_MSG("no answer within 500 ms (connect_timeout_ms)");
+	unsetenv("WSTORE_CONNECT_TIMEOUT_MS");
+	for (int i = 0; i < 8; i++)
+		close(fill[i]);
+	close(l);
+}
+
+/* Options are refused before the library is even loaded. */
+static void test_bad_options(void)
+{
+	wstore_backend *b;
+
+	setenv("WSTORE_PROTOCOL", "udp", 1);
+	CHECK_EQ(open_with(&b, "/nonexistent/lib.so", NULL, NULL),
+		 WSTORE_EINVAL);
+	CHECK_MSG("invalid protocol 'udp'");
+	unsetenv("WSTORE_PROTOCOL");
+	setenv("WSTORE_MOONCAKE_LOG", "loud", 1);
+	CHECK_EQ(open_with(&b, "/nonexistent/lib.so", NULL, NULL),
+		 WSTORE_EINVAL);
+	CHECK_MSG("invalid mooncake_log 'loud'");
+	unsetenv("WSTORE_MOONCAKE_LOG");
+}
+
 /* Two clients (the second in another process) share one stand-in store,
  * as separate wstore CLI runs do. */
 static void test_shared_store(void)
@@ -440,6 +528,27 @@ static void test_standin_direct(void)
 	dlclose(dl);
 }
 
+/* A listening loopback socket standing for the master's RPC port, which
+ * the backend connects to before calling setup. */
+static int fake_master_start(void)
+{
+	struct sockaddr_in a = { 0 };
+	socklen_t len = sizeof(a);
+	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+	    listen(l, 64) != 0 ||
+	    getsockname(l, (struct sockaddr *)&a, &len) != 0) {
+		perror("mooncake-backend-tests: listen");
+		return -1;
+	}
+	snprintf(fake_master, sizeof(fake_master), "127.0.0.1:%u",
+		 (unsigned)ntohs(a.sin_port));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
@@ -454,6 +563,15 @@ int main(int argc, char **argv)
 		{ "setup_failure", test_setup_failure },
 		{ "shared_store", test_shared_store },
 		{ "standin_direct", test_standin_direct },
+		{ "unreachable_master", test_unreachable_master },
+		{ "master_timeout", test_master_timeout },
+		{ "bad_options", test_bad_options },
+	};
+	/* what only the stand-in can do, or what hangs a real client */
+	static const char *const standin_only[] = {
+		"lease",	"load_errors",	  "setup_failure",
+		"shared_store", "standin_direct", "master_timeout",
+		NULL,
 	};
 	const char *tmp = getenv("TMPDIR");
 	char *cmd;
@@ -466,8 +584,16 @@ int main(int argc, char **argv)
 		perror("mkdtemp");
 		return 2;
 	}
+	real = getenv("MOONCAKE_TEST_REAL") &&
+	       !strcmp(getenv("MOONCAKE_TEST_REAL"), "1");
+	if (!real && fake_master_start() != 0)
+		return 2;
 	for (size_t i = 0; i < sizeof(tests) / sizeof(*tests); i++) {
-		if (argc > 2 && !strstr(tests[i].name, argv[2]))
+		int skip = 0;
+
+		for (size_t k = 0; real && standin_only[k]; k++)
+			skip |= !strcmp(standin_only[k], tests[i].name);
+		if (skip || (argc > 2 && !strstr(tests[i].name, argv[2])))
 			continue;
 		current = tests[i].name;
 		tests[i].fn();
@@ -478,6 +604,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "warning: cannot remove %s\n", tmp_root);
 	free(cmd);
 	free(tmp_root);
-	printf("mooncake: %d passed, %d failed\n", passed, failed);
+	printf("mooncake%s: %d passed, %d failed\n", real ? " (real)" : "",
+	       passed, failed);
 	return failed ? 1 : 0;
 }

@@ -217,6 +217,23 @@ struct wstore_backend {
 	 */
 	int (*put_stream)(wstore_backend *b, const char *key, uint64_t len,
 			  wstore_fill_fn fill, void *ctx);
+
+	/*
+	 * For wstore_free_exiting: release only what outlives the process
+	 * (state held for it on a server), not memory or threads; the
+	 * process ends with _exit right after.  Optional: NULL means free
+	 * is called.
+	 */
+	void (*free_exiting)(wstore_backend *b);
+
+	/*
+	 * Set by the store front end (wstore_set_notice), never by the
+	 * backend: where to report a long wait the user should know about
+	 * while it lasts.  Backends call wstore_backend_notice(), which does
+	 * nothing while these are NULL.
+	 */
+	void (*notice)(const char *message, void *ctx);
+	void *notice_ctx;
 };
 
 /*
@@ -240,6 +257,9 @@ int wstore_backend_error(int code, const char *fmt, ...)
  * through wstore_warning(). */
 void wstore_backend_warn(const char *fmt, ...)
 	__attribute__((format(printf, 1, 2)));
+/* Report a long wait through b->notice (printf-style), if one is set. */
+void wstore_backend_notice(wstore_backend *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* Built-in backends, for tests and embedding. */
 /* The embedded store: a directory; created if missing. */

@@ -28,21 +28,37 @@
  * registering caller buffers whose lifetime we cannot know.  The pool
  * holds at most as many buffers as there were calls at once.
  */
+#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <netdb.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "helpers.h"
 
 #define MC_DEFAULT_LIBRARY "libmooncake_store.so"
 #define MC_LOCAL_BUFFER (128ull << 20)
 #define MC_LEASE_WAIT_MS 12000
+/* a live writer finishes a put in well under this */
+#define MC_READ_WAIT_MS 3000
+/* the master discards a dead writer's put some seconds after its
+ * put_start_discard_timeout_sec (30 s by default) */
+#define MC_WRITE_WAIT_MS 60000
 #define MC_BUF_MIN (1u << 20)
+#define MC_CONNECT_TIMEOUT_MS 3000
+/* glog's minimum level (gflags variable fLI::FLAGS_minloglevel) */
+#define MC_GLOG_MINLEVEL "_ZN3fLI17FLAGS_minloglevelE"
+#define MC_GLOG_FATAL 3
 
 /* Mooncake error codes (docs/mooncake.md). */
 #define MC_INTERNAL (-1)
@@ -52,6 +68,7 @@
 #define MC_NOT_FOUND (-704)
 #define MC_EXISTS (-705)
 #define MC_LEASED (-706)
+#define MC_LEASE_EXPIRED (-707) /* the read outlasted its lease */
 #define MC_TRANSFER_FAIL (-800)
 #define MC_RPC_FAIL (-900)
 #define MC_RPC_TIMEOUT (-901)
@@ -119,8 +136,12 @@ struct mc_backend {
 	char *master; /* master_server_addr, for messages */
 	struct mc_replicate_config rcfg;
 	uint64_t lease_wait_ms;
-	pthread_mutex_t lock; /* guards idle */
-	struct mc_buf *idle;  /* registered buffers not in use */
+	uint64_t read_wait_ms;	/* a get waiting out a put in progress */
+	uint64_t write_wait_ms; /* a remove waiting out a dead writer */
+	int connect_ms;		/* bound on reaching the master at open */
+	int log_stderr;		/* leave Mooncake's glog output on stderr */
+	pthread_mutex_t lock;	/* guards idle */
+	struct mc_buf *idle;	/* registered buffers not in use */
 };
 
 /* ---- errors ------------------------------------------------------------ */
@@ -149,10 +170,17 @@ static int mc_fail(struct mc_backend *b, int64_t rc, const char *what,
 				   "object '%s' is still being written; "
 				   "retry later",
 				   key);
+	case MC_LEASE_EXPIRED:
+		return wstore__err(WSTORE_EBUSY,
+				   "cannot %s '%s': the read took longer than "
+				   "the master's lease (default_kv_lease_ttl); "
+				   "retry later",
+				   what, key);
 	case MC_TRANSFER_FAIL:
 		return wstore__err(WSTORE_EUNAVAIL,
-				   "cannot %s '%s': mooncake transfer failed "
-				   "(master '%s')",
+				   "cannot %s '%s': transfer to a mooncake "
+				   "storage node failed (is the node down? "
+				   "master '%s')",
 				   what, key, m);
 	case MC_RPC_FAIL:
 		return wstore__err(WSTORE_EUNAVAIL,
@@ -265,6 +293,42 @@ static void buf_put(struct mc_backend *b, struct mc_buf *x)
 	pthread_mutex_unlock(&b->lock);
 }
 
+/* ---- waiting ----------------------------------------------------------- */
+
+static void sleep_ms(uint64_t ms)
+{
+	struct timespec ts = { (time_t)(ms / 1000),
+			       (long)(ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* A bounded wait with backoff: steps of 10 ms doubling to 1 s. */
+struct mc_wait {
+	uint64_t waited, step, limit;
+};
+
+#define MC_WAIT(limit_ms)                                                      \
+	{                                                                      \
+		0, 10, (limit_ms)                                              \
+	}
+
+/* Sleep one more step; 0 when the time is up. */
+static int wait_more(struct mc_wait *w)
+{
+	uint64_t st = w->step;
+
+	if (w->waited >= w->limit)
+		return 0;
+	if (st > w->limit - w->waited)
+		st = w->limit - w->waited;
+	sleep_ms(st);
+	w->waited += st;
+	w->step = w->step * 2 > 1000 ? 1000 : w->step * 2;
+	return 1;
+}
+
 /* ---- callbacks --------------------------------------------------------- */
 
 static int mc_put(wstore_backend *wb, const char *key, const void *data,
@@ -289,10 +353,27 @@ static int mc_put(wstore_backend *wb, const char *key, const void *data,
 	return rc == 0 ? 0 : mc_fail(b, rc, "write", key);
 }
 
+/*
+ * A key whose put is in progress answers -703 ("replica not ready") to
+ * reads.  Another writer's put finishes within milliseconds, so reads wait
+ * it out for up to read_wait_ms; a writer that died leaves the key in that
+ * state until the master discards the write (see mc_remove).
+ */
+static int64_t size_of(struct mc_backend *b, const char *key)
+{
+	struct mc_wait w = MC_WAIT(b->read_wait_ms);
+	int64_t n;
+
+	while ((n = b->api.get_size(b->h, key)) == MC_REPLICA_NOT_READY &&
+	       wait_more(&w))
+		;
+	return n;
+}
+
 static int mc_size(wstore_backend *wb, const char *key, uint64_t *out)
 {
 	struct mc_backend *b = (struct mc_backend *)wb;
-	int64_t n = b->api.get_size(b->h, key);
+	int64_t n = size_of(b, key);
 
 	if (n < 0)
 		return mc_fail(b, n, "read the size of", key);
@@ -315,7 +396,7 @@ static int mc_get(wstore_backend *wb, const char *key, void *buf, size_t cap,
 	int rc;
 
 	for (int attempt = 0;; attempt++) {
-		size = b->api.get_size(b->h, key);
+		size = size_of(b, key);
 		if (size < 0)
 			return mc_fail(b, size, "read", key);
 		*out_len = (size_t)size;
@@ -330,7 +411,10 @@ static int mc_get(wstore_backend *wb, const char *key, void *buf, size_t cap,
 		if (n >= 0 && (uint64_t)n <= cap)
 			memcpy(buf, x->mem, (size_t)n);
 		buf_put(b, x);
-		if (n == MC_INVALID_PARAMS && attempt < 2)
+		/* a read slower than the lease is not guaranteed whole */
+		if ((n == MC_INVALID_PARAMS || n == MC_REPLICA_NOT_READY ||
+		     n == MC_LEASE_EXPIRED) &&
+		    attempt < 3)
 			continue;
 		if (n < 0)
 			return mc_fail(b, n, "read", key);
@@ -376,7 +460,11 @@ static int mc_get_many(wstore_backend *wb, size_t n, const char *const *keys,
 		rc = mc_fail(b, rc, "read", keys[0]);
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		out_lens[i] = res[i] > 0 ? (size_t)res[i] : 0;
-		if (res[i] < 0)
+		if (res[i] == MC_REPLICA_NOT_READY ||
+		    res[i] == MC_LEASE_EXPIRED)
+			out_rcs[i] = mc_get(wb, keys[i], bufs[i], caps[i],
+					    &out_lens[i]);
+		else if (res[i] < 0)
 			out_rcs[i] = mc_fail(b, res[i], "read", keys[i]);
 		else if ((uint64_t)res[i] > caps[i])
 			out_rcs[i] = wstore__err(
@@ -393,13 +481,45 @@ static int mc_get_many(wstore_backend *wb, size_t n, const char *const *keys,
 	return rc;
 }
 
-static void sleep_ms(uint64_t ms)
+/*
+ * A key whose writer died in the middle of a put stays "being written"
+ * (-703): a remove, forced or not, fails, and a put returns 0 without
+ * writing, until the master discards the unfinished write
+ * (put_start_discard_timeout_sec, 30 s by default) and a new put replaces
+ * it.  So: tell the user, then put a one-byte placeholder and remove again,
+ * with backoff, for up to write_wait_ms.
+ */
+static int unstick(struct mc_backend *b, const char *key, int force)
 {
-	struct timespec ts = { (time_t)(ms / 1000),
-			       (long)(ms % 1000) * 1000000 };
+	struct mc_wait w = MC_WAIT(b->write_wait_ms);
+	struct mc_buf *x;
+	int rc;
 
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
+	wstore_backend_notice(&b->base,
+			      "mooncake object '%s' was left half-written by "
+			      "a writer that stopped; waiting up to %" PRIu64
+			      " s for the master to discard it",
+			      key, (b->write_wait_ms + 999) / 1000);
+	rc = buf_take(b, 1, &x, key);
+	if (rc != 0)
+		return rc;
+	*(char *)x->mem = 0;
+	w.step = 100;
+	do {
+		b->api.put_from(b->h, key, x->mem, 1, &b->rcfg);
+		rc = b->api.remove(b->h, key, force);
+	} while (rc == MC_REPLICA_NOT_READY && wait_more(&w));
+	buf_put(b, x);
+	if (rc == 0 || rc == MC_NOT_FOUND)
+		return rc == 0 ? 0 : mc_fail(b, rc, "remove", key);
+	if (rc != MC_REPLICA_NOT_READY)
+		return mc_fail(b, rc, "remove", key);
+	return wstore__err(WSTORE_EBUSY,
+			   "mooncake object '%s' is still being written after "
+			   "%" PRIu64 " s: its writer may be alive, or the "
+			   "master keeps unfinished writes longer "
+			   "(put_start_discard_timeout_sec); retry later",
+			   key, w.waited / 1000);
 }
 
 /* A non-forced remove of a leased object (-706) is retried with backoff
@@ -414,6 +534,8 @@ static int mc_remove(wstore_backend *wb, const char *key, int force)
 		rc = b->api.remove(b->h, key, force ? 1 : 0);
 		if (rc == 0)
 			return 0;
+		if (rc == MC_REPLICA_NOT_READY)
+			return unstick(b, key, force ? 1 : 0);
 		if (rc != MC_LEASED || waited >= b->lease_wait_ms)
 			return mc_fail(b, rc, "remove", key);
 		if (step > b->lease_wait_ms - waited)
@@ -445,6 +567,18 @@ static void mc_free(wstore_backend *wb)
 	pthread_mutex_destroy(&b->lock);
 	free(b->master);
 	free(b);
+}
+
+/*
+ * A pure client holds nothing on the cluster that destroy would give back
+ * (no segment is mounted; objects and their leases belong to the master),
+ * and destroy spends about a second joining a listener thread that polls
+ * its stop flag once a second.  When the process is about to _exit, the
+ * client, its threads and its registered buffers are left to the kernel.
+ */
+static void mc_free_exiting(wstore_backend *wb)
+{
+	(void)wb;
 }
 
 /* ---- open -------------------------------------------------------------- */
@@ -480,6 +614,145 @@ static int mc_load(struct mc_backend *b, const char *lib)
 	return 0;
 }
 
+/* ---- signals, logging, reaching the master ----------------------------- */
+
+/*
+ * Mooncake logs through glog to stderr (dozens of lines per command, and
+ * an "error" for every client start).  Unless mooncake_log is "stderr",
+ * glog's minimum level is raised to FATAL right after loading, before
+ * Mooncake logs anything; Mooncake's own MC_LOG_LEVEL, read when the
+ * library loads, does not override it.  A library without the variable
+ * (another glog) is left alone.
+ */
+static void mc_logging(struct mc_backend *b)
+{
+	int *minlevel;
+
+	if (b->log_stderr)
+		return;
+	minlevel = dlsym(b->dl, MC_GLOG_MINLEVEL);
+	if (minlevel)
+		*minlevel = MC_GLOG_FATAL;
+}
+
+/* Split "host:port" or "[v6]:port"; 0 when addr has another form (an
+ * etcd:// or other high-availability address is left to Mooncake). */
+static int split_hostport(const char *addr, char *host, size_t hcap, char *port,
+			  size_t pcap)
+{
+	const char *colon = strrchr(addr, ':'), *h = addr;
+	size_t hl;
+
+	if (!colon || strstr(addr, "://") || strchr(addr, ';') ||
+	    strchr(addr, ','))
+		return 0;
+	hl = (size_t)(colon - addr);
+	if (*h == '[' && hl >= 2 && h[hl - 1] == ']')
+		h++, hl -= 2;
+	if (hl == 0 || hl >= hcap || strlen(colon + 1) >= pcap || !colon[1] ||
+	    strspn(colon + 1, "0123456789") != strlen(colon + 1))
+		return 0;
+	memcpy(host, h, hl);
+	host[hl] = '\0';
+	strcpy(port, colon + 1);
+	return 1;
+}
+
+/* Connect to one address within ms: 0, or an errno value. */
+static int try_connect(const struct addrinfo *ai, int ms)
+{
+	int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC,
+			ai->ai_protocol),
+	    err = 0;
+	socklen_t len = sizeof(err);
+	struct pollfd p;
+
+	if (fd < 0)
+		return errno;
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+		err = errno;
+		if (err == EINPROGRESS) {
+			p.fd = fd;
+			p.events = POLLOUT;
+			err = poll(&p, 1, ms) == 1 ? 0 : ETIMEDOUT;
+			if (!err && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err,
+					       &len) != 0)
+				err = errno;
+		}
+	}
+	close(fd);
+	return err;
+}
+
+/*
+ * Mooncake's setup retries an unreachable master for about 90 s.  A TCP
+ * connect to the master's RPC port first, bounded by connect_timeout_ms,
+ * turns that into one clear error within seconds.
+ */
+static int mc_probe_master(struct mc_backend *b)
+{
+	struct addrinfo hints = { 0 }, *res = NULL;
+	char host[256], port[16];
+	int rc, err = ENOENT;
+
+	if (!split_hostport(b->master, host, sizeof(host), port, sizeof(port)))
+		return 0;
+	hints.ai_socktype = SOCK_STREAM;
+	rc = getaddrinfo(host, port, &hints, &res);
+	if (rc != 0)
+		return wstore__err(WSTORE_EUNAVAIL,
+				   "cannot connect to mooncake master '%s': %s",
+				   b->master, gai_strerror(rc));
+	for (struct addrinfo *ai = res; ai && err; ai = ai->ai_next)
+		err = try_connect(ai, b->connect_ms);
+	freeaddrinfo(res);
+	if (err == ETIMEDOUT)
+		return wstore__err(
+			WSTORE_EUNAVAIL,
+			"cannot connect to mooncake master '%s': "
+			"no answer within %d ms (connect_timeout_ms)",
+			b->master, b->connect_ms);
+	if (err) {
+		char why[128];
+
+		snprintf(why, sizeof(why), "%s", strerror(err));
+		why[0] = (char)tolower((unsigned char)why[0]);
+		return wstore__err(WSTORE_EUNAVAIL,
+				   "cannot connect to mooncake master '%s': %s",
+				   b->master, why);
+	}
+	return 0;
+}
+
+/* ---- settings ---------------------------------------------------------- */
+
+/* Options Mooncake would only reject after connecting, or not at all. */
+static int mc_check_options(struct mc_backend *b, const wstore_config *cfg)
+{
+	const char *proto = cfg_str(cfg, "protocol", "tcp");
+	const char *log = cfg_str(cfg, "mooncake_log", "off");
+	const char *ms = cfg_str(cfg, "connect_timeout_ms", NULL);
+
+	if (strcmp(proto, "tcp") != 0 && strcmp(proto, "rdma") != 0)
+		return wstore__err(WSTORE_EINVAL,
+				   "invalid protocol '%s': want 'tcp' or "
+				   "'rdma'",
+				   proto);
+	if (strcmp(log, "off") != 0 && strcmp(log, "stderr") != 0)
+		return wstore__err(WSTORE_EINVAL,
+				   "invalid mooncake_log '%s': want 'off' or "
+				   "'stderr'",
+				   log);
+	b->log_stderr = strcmp(log, "stderr") == 0;
+	/* the config layer has checked it is a positive integer */
+	b->connect_ms = ms ? atoi(ms) : MC_CONNECT_TIMEOUT_MS;
+	if (!*b->master)
+		return wstore__err(WSTORE_EINVAL,
+				   "master_server_addr must not be empty");
+	return 0;
+}
+
 static int mc_settings(struct mc_backend *b, const wstore_config *cfg)
 {
 	const char *rn = cfg_str(cfg, "replica_num", "1");
@@ -500,11 +773,16 @@ static int mc_settings(struct mc_backend *b, const wstore_config *cfg)
 	b->lease_wait_ms = MC_LEASE_WAIT_MS;
 	if (wait && *wait)
 		b->lease_wait_ms = strtoull(wait, NULL, 10);
+	b->read_wait_ms = MC_READ_WAIT_MS;
+	b->write_wait_ms = MC_WRITE_WAIT_MS;
+	wait = getenv("WSTORE_MOONCAKE_WRITE_WAIT_MS");
+	if (wait && *wait)
+		b->write_wait_ms = strtoull(wait, NULL, 10);
 	b->master =
 		strdup(cfg_str(cfg, "master_server_addr", "127.0.0.1:50051"));
 	if (!b->master)
 		return wstore__errc(-ENOMEM, "cannot open mooncake store");
-	return 0;
+	return mc_check_options(b, cfg);
 }
 
 static int mc_connect(struct mc_backend *b, const wstore_config *cfg)
@@ -518,6 +796,9 @@ static int mc_connect(struct mc_backend *b, const wstore_config *cfg)
 				   "invalid "
 				   "WSTORE_MOONCAKE_LOCAL_BUFFER_SIZE '%s'",
 				   env);
+	rc = mc_probe_master(b);
+	if (rc != 0)
+		return rc;
 	b->h = b->api.create();
 	if (!b->h)
 		return wstore__err(WSTORE_EUNAVAIL,
@@ -550,8 +831,10 @@ int wstore__backend_mooncake_open(wstore_backend **out,
 	if (rc == 0)
 		rc = mc_load(b, cfg_str(cfg, "mooncake_library",
 					MC_DEFAULT_LIBRARY));
-	if (rc == 0)
+	if (rc == 0) {
+		mc_logging(b);
 		rc = mc_connect(b, cfg);
+	}
 	if (rc != 0) {
 		mc_free(&b->base);
 		return rc;
@@ -567,6 +850,7 @@ int wstore__backend_mooncake_open(wstore_backend **out,
 	b->base.size = mc_size;
 	b->base.remove = mc_remove;
 	b->base.free = mc_free;
+	b->base.free_exiting = mc_free_exiting;
 	*out = &b->base;
 	return 0;
 }

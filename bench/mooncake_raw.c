@@ -1,0 +1,131 @@
+/*
+ * mooncake_raw.c - the raw Mooncake C API's put_from and get_into
+ * throughput for big values, as a yardstick for the Mooncake backend
+ * (same cluster, same run).  Loads libmooncake_store.so with dlopen, as
+ * wstore does, registers one buffer per value, and times the whole
+ * process as a wstore command would run it: create + setup, the
+ * transfers, remove, destroy.
+ *
+ *   mooncake_raw LIBRARY MASTER METADATA MIB COUNT [KEYPREFIX]
+ *
+ * Prints one line: "raw put_from x GB/s  get_into y GB/s  setup s
+ * destroy s".  Build: cc -O2 -o mooncake_raw bench/mooncake_raw.c -ldl
+ */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct rcfg {
+	size_t replica_num;
+	int with_soft_pin;
+	int with_hard_pin;
+	const char **preferred_segments;
+	size_t preferred_segments_count;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void *sym(void *dl, const char *name)
+{
+	void *p = dlsym(dl, name);
+
+	if (!p) {
+		fprintf(stderr, "mooncake_raw: no symbol '%s'\n", name);
+		exit(1);
+	}
+	return p;
+}
+
+int main(int argc, char **argv)
+{
+	void *(*create)(void);
+	void (*destroy)(void *);
+	int (*setup)(void *, const char *, const char *, uint64_t, uint64_t,
+		     const char *, const char *, const char *);
+	int (*put_from)(void *, const char *, void *, size_t,
+			const struct rcfg *);
+	int64_t (*get_into)(void *, const char *, void *, size_t);
+	int (*reg)(void *, void *, size_t);
+	int (*rm)(void *, const char *, int);
+	struct rcfg cfg = { 1, 0, 1, NULL, 0 };
+	const char *kp = argc > 6 ? argv[6] : "raw/";
+	double t0, t1, t2, t3, t4, t5;
+	size_t len;
+	int count, rc = 0;
+	char key[64];
+	void *dl, *h;
+	char *v;
+
+	if (argc != 6 && argc != 7) {
+		fprintf(stderr, "usage: mooncake_raw LIBRARY MASTER METADATA "
+				"MIB COUNT [KEYPREFIX]\n");
+		return 2;
+	}
+	len = strtoull(argv[4], NULL, 10) << 20;
+	count = atoi(argv[5]);
+	t0 = now_s();
+	dl = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+	if (!dl) {
+		fprintf(stderr, "mooncake_raw: %s\n", dlerror());
+		return 1;
+	}
+	*(void **)&create = sym(dl, "mooncake_store_create");
+	*(void **)&destroy = sym(dl, "mooncake_store_destroy");
+	*(void **)&setup = sym(dl, "mooncake_store_setup");
+	*(void **)&put_from = sym(dl, "mooncake_store_put_from");
+	*(void **)&get_into = sym(dl, "mooncake_store_get_into");
+	*(void **)&reg = sym(dl, "mooncake_store_register_buffer");
+	*(void **)&rm = sym(dl, "mooncake_store_remove");
+	h = create();
+	if (!h || setup(h, "127.0.0.1", argv[3], 0, 128u << 20, "tcp", "",
+			argv[2]) != 0) {
+		fprintf(stderr, "mooncake_raw: setup failed\n");
+		return 1;
+	}
+	v = aligned_alloc(4096, len * (size_t)count);
+	if (!v)
+		return 1;
+	memset(v, 7, len * (size_t)count);
+	for (int i = 0; i < count; i++)
+		if (reg(h, v + (size_t)i * len, len) != 0) {
+			fprintf(stderr, "mooncake_raw: register failed\n");
+			return 1;
+		}
+	t1 = now_s();
+	for (int i = 0; i < count && rc == 0; i++) {
+		snprintf(key, sizeof(key), "%s%d", kp, i);
+		rc = put_from(h, key, v + (size_t)i * len, len, &cfg);
+	}
+	t2 = now_s();
+	for (int i = 0; i < count && rc == 0; i++) {
+		snprintf(key, sizeof(key), "%s%d", kp, i);
+		if (get_into(h, key, v + (size_t)i * len, len) != (int64_t)len)
+			rc = -1;
+	}
+	t3 = now_s();
+	for (int i = 0; i < count; i++) {
+		snprintf(key, sizeof(key), "%s%d", kp, i);
+		rm(h, key, 1);
+	}
+	t4 = now_s();
+	destroy(h);
+	t5 = now_s();
+	if (rc != 0) {
+		fprintf(stderr, "mooncake_raw: transfer failed (%d)\n", rc);
+		return 1;
+	}
+	printf("raw put_from %.2f GB/s  get_into %.2f GB/s  setup %.3f s  "
+	       "destroy %.3f s\n",
+	       len * (double)count / (t2 - t1) / 1e9,
+	       len * (double)count / (t3 - t2) / 1e9, t1 - t0, t5 - t4);
+	return 0;
+}

@@ -1,0 +1,202 @@
+/*
+ * intent.c - import intent records.  Before an import writes its first
+ * chunk it records, under "weight/intents/models/{ckpt}", every chunk key
+ * it may write; it removes the record once a manifest (READY, or FAILED
+ * listing what is left) accounts for those keys.  A process killed in
+ * between leaves the record behind, and with it the only list of what it
+ * wrote on a store that cannot list keys (Mooncake): delete, a new import
+ * of the id and gc use it to reclaim the chunks.
+ *
+ * Value: one line of compact JSON,
+ *   {"checkpoint_id":ID,"chunk_size":N,"chunks":[KEY,...],
+ *    "created_at":T,"host":H,"pid":P}
+ * written by wstore only; other tools ignore "weight/intents/".  Readers
+ * trust no key in it: only keys under the checkpoint's own prefix, and
+ * never its manifest, are ever removed.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "error.h"
+#include "intent.h"
+#include "manifest.h"
+#include "names.h"
+#include "store.h"
+
+int wstore__intent_write(wstore_store *s, const wstore_manifest *m,
+			 uint64_t chunk_size)
+{
+	char key[WSTORE__KEY_MAX], host[256] = "";
+	json_t *j = json_object(), *keys = json_array();
+	char *text = NULL;
+	int rc = -ENOMEM;
+
+	gethostname(host, sizeof(host) - 1);
+	if (!j || !keys)
+		goto out;
+	for (size_t i = 0; i < m->nfiles; i++)
+		for (uint64_t c = 0; c < m->files[i].nchunks; c++)
+			if (json_array_append_new(
+				    keys, json_string(m->files[i].chunks[c])))
+				goto out;
+	if (json_object_set_new(j, "checkpoint_id",
+				json_string(m->checkpoint_id)) ||
+	    json_object_set_new(j, "chunk_size",
+				json_integer((json_int_t)chunk_size)) ||
+	    json_object_set(j, "chunks", keys) ||
+	    json_object_set_new(j, "created_at",
+				json_integer((json_int_t)time(NULL))) ||
+	    json_object_set_new(j, "host", json_string(host)) ||
+	    json_object_set_new(j, "pid", json_integer(getpid())))
+		goto out;
+	text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+	if (!text)
+		goto out;
+	wstore__key_intent(key, m->checkpoint_id);
+	rc = wstore__replace(s, key, text, strlen(text));
+	if (rc < 0)
+		wstore__err(rc, "cannot record the import of '%s' ('%s'): %s",
+			    m->checkpoint_id, key, wstore_last_error());
+out:
+	if (rc == -ENOMEM)
+		wstore__err(rc, "cannot record the import of '%s'",
+			    m->checkpoint_id);
+	free(text);
+	json_decref(keys);
+	json_decref(j);
+	return rc;
+}
+
+/* The "chunks" array of an intent value as a NULL-terminated string
+ * array, or WSTORE_ECORRUPT. */
+static int parse_keys(char ***out, size_t *out_n, const char *text, size_t len)
+{
+	json_t *j = json_loadb(text, len, 0, NULL);
+	json_t *a = json_object_get(j, "chunks");
+	size_t n = json_array_size(a), i;
+	char **v;
+
+	if (!j || !json_is_array(a)) {
+		json_decref(j);
+		return WSTORE_ECORRUPT;
+	}
+	v = calloc(n + 1, sizeof(*v));
+	for (i = 0; v && i < n; i++) {
+		const char *k = json_string_value(json_array_get(a, i));
+
+		if (!k || !(v[i] = strdup(k)))
+			break;
+	}
+	json_decref(j);
+	if (!v || i < n) {
+		wstore_strings_free(v);
+		return v ? WSTORE_ECORRUPT : -ENOMEM;
+	}
+	*out = v;
+	*out_n = n;
+	return 0;
+}
+
+int wstore__intent_read(char ***out, size_t *out_n, wstore_store *s,
+			const char *ckpt)
+{
+	char key[WSTORE__KEY_MAX], *text = NULL;
+	size_t len = 0;
+	int rc;
+
+	*out = NULL;
+	*out_n = 0;
+	wstore__key_intent(key, ckpt);
+	rc = wstore__get_alloc(s, key, &text, &len);
+	if (rc == 0 && len == 0)
+		rc = WSTORE_ENOTFOUND; /* EMPTY_MISSING stores */
+	if (rc == 0) {
+		rc = parse_keys(out, out_n, text, len);
+		if (rc == WSTORE_ECORRUPT)
+			wstore__err(rc, "intent record '%s' is not valid", key);
+	}
+	free(text);
+	return rc;
+}
+
+struct sweep {
+	wstore_store *s;
+	const char *manifest_key;
+	int err;
+};
+
+static int sweep_one(const char *key, void *vctx)
+{
+	struct sweep *sw = vctx;
+	int rc;
+
+	if (strcmp(key, sw->manifest_key) == 0)
+		return 0;
+	rc = wstore__remove(sw->s, key);
+	if (rc < 0 && !sw->err)
+		sw->err = rc;
+	return 0;
+}
+
+/* An unreadable intent names nothing: where keys can be listed, remove
+ * every key under the checkpoint's prefix but its manifest. */
+static int reclaim_corrupt(wstore_store *s, const char *ckpt)
+{
+	char prefix[WSTORE__KEY_MAX], mkey[WSTORE__KEY_MAX];
+	struct sweep sw = { s, mkey, 0 };
+	int rc;
+
+	if (!s->b->list)
+		return 0;
+	wstore__key_ckpt_prefix(prefix, ckpt);
+	wstore__key_manifest(mkey, ckpt);
+	rc = s->b->list(s->b, prefix, sweep_one, &sw);
+	return rc < 0 ? rc : sw.err;
+}
+
+int wstore__intent_reclaim(wstore_store *s, const char *ckpt)
+{
+	char prefix[WSTORE__KEY_MAX], mkey[WSTORE__KEY_MAX];
+	char **keys = NULL;
+	size_t n = 0, plen;
+	int rc = wstore__intent_read(&keys, &n, s, ckpt);
+
+	if (rc == WSTORE_ENOTFOUND) {
+		wstore__clear_err();
+		return 0;
+	}
+	if (rc == WSTORE_ECORRUPT)
+		rc = reclaim_corrupt(s, ckpt);
+	else if (rc < 0)
+		return rc;
+	wstore__key_ckpt_prefix(prefix, ckpt);
+	wstore__key_manifest(mkey, ckpt);
+	plen = strlen(prefix);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		if (strncmp(keys[i], prefix, plen) != 0 ||
+		    strcmp(keys[i], mkey) == 0)
+			continue;
+		rc = wstore__remove(s, keys[i]);
+		if (rc < 0)
+			wstore__err(rc, "cannot remove chunk '%s': %s", keys[i],
+				    wstore_last_error());
+	}
+	wstore_strings_free(keys);
+	if (rc == 0)
+		rc = wstore__intent_drop(s, ckpt);
+	return rc < 0 ? rc : 1;
+}
+
+int wstore__intent_drop(wstore_store *s, const char *ckpt)
+{
+	char key[WSTORE__KEY_MAX];
+
+	wstore__key_intent(key, ckpt);
+	return wstore__remove(s, key);
+}

@@ -1,0 +1,37 @@
+/*
+ * intent.h - import intent records, "weight/intents/models/{ckpt}" (see
+ * intent.c and docs/format.md, "Intent records").  Library-internal.
+ */
+#ifndef WSTORE_INTENT_H
+#define WSTORE_INTENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <wstore/wstore.h>
+
+/* Record, before the first chunk is written, every chunk key manifest m
+ * lists (the import's whole key set) and the chunk size. */
+int wstore__intent_write(wstore_store *s, const wstore_manifest *m,
+			 uint64_t chunk_size);
+
+/* The chunk keys an intent lists (a NULL-terminated array the caller
+ * frees with wstore_strings_free): 0, WSTORE_ENOTFOUND, WSTORE_ECORRUPT,
+ * or a store error. */
+int wstore__intent_read(char ***out, size_t *out_n, wstore_store *s,
+			const char *ckpt);
+
+/*
+ * Remove every key the intent of ckpt lists (only keys under
+ * "weight/models/{ckpt}/", never another checkpoint's, never the
+ * manifest), then the intent itself.  An absent intent is success; an
+ * unreadable one is removed (on stores that can list keys, after removing
+ * every chunk key under the checkpoint's prefix).  The caller holds the
+ * checkpoint's lock.
+ */
+int wstore__intent_reclaim(wstore_store *s, const char *ckpt);
+
+/* Remove the intent key only (its chunks are listed by a manifest now). */
+int wstore__intent_drop(wstore_store *s, const char *ckpt);
+
+#endif

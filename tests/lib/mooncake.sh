@@ -1,0 +1,164 @@
+# tests/lib/mooncake.sh - start and stop a throwaway real Mooncake Store
+# cluster (one master with its HTTP metadata server, one storage node) for
+# tests.  POSIX sh; source it, then:
+#
+#   mooncake_installed           true when $MOONCAKE_HOME (default
+#                                /opt/mooncake) holds bin/mooncake_master,
+#                                bin/mooncake_client and
+#                                lib/libmooncake_store.so
+#   trap mooncake_stop_all EXIT
+#   mooncake_start DIR [LEASE]   master + node on free loopback ports;
+#                                LEASE is the master's default KV lease
+#                                (e.g. 400ms); exports WSTORE_MOONCAKE_LIBRARY,
+#                                WSTORE_MASTER_SERVER_ADDR,
+#                                WSTORE_METADATA_SERVER, WSTORE_PROTOCOL,
+#                                WSTORE_LOCAL_HOSTNAME, and
+#                                MOONCAKE_TEST_NODE_PORT
+#   mooncake_kill_node           SIGKILL the storage node
+#   mooncake_start_node          start it again (same port)
+#   mooncake_stop_all            stop everything started, remove dirs
+#
+# Logs are DIR/master.log and DIR/node.log.  MOONCAKE_TEST_MASTER_ARGS
+# adds master flags (e.g. --put_start_discard_timeout_sec=2).  The storage node's segment is
+# MOONCAKE_TEST_SEGMENT (default "1 GB").
+
+MOONCAKE_HOME=${MOONCAKE_HOME:-/opt/mooncake}
+_MC_PIDS=""
+_MC_DIRS=""
+
+mooncake_installed() {
+	[ -x "$MOONCAKE_HOME/bin/mooncake_master" ] &&
+		[ -x "$MOONCAKE_HOME/bin/mooncake_client" ] &&
+		[ -f "$MOONCAKE_HOME/lib/libmooncake_store.so" ]
+}
+
+# _mc_port N: a pseudo-random candidate port in 40000-54999
+_mc_port() {
+	_s=$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')
+	echo $(( 40000 + (_s + $1 * 7919) % 15000 ))
+}
+
+_mc_port_open() {
+	python3 -c 'import socket,sys
+s=socket.socket(); s.settimeout(0.5)
+sys.exit(0 if s.connect_ex(("127.0.0.1", int(sys.argv[1]))) == 0 else 1)' "$1"
+}
+
+# _mc_wait_port PID PORT SECONDS: until PORT accepts, or PID died
+_mc_wait_port() {
+	_i=0
+	while [ $_i -lt $(($3 * 10)) ]; do
+		_mc_port_open "$2" && return 0
+		kill -0 "$1" 2>/dev/null || return 1
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	return 1
+}
+
+_mc_stop_pid() {
+	kill -9 "$1" 2>/dev/null
+	_i=0
+	while kill -0 "$1" 2>/dev/null && [ $_i -lt 50 ]; do
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+}
+
+# _mc_launch_master DIR RPC HTTP METRICS LEASE
+_mc_launch_master() {
+	set -- "$@"
+	_lease=""
+	[ -n "$5" ] && _lease="--default_kv_lease_ttl=$5"
+	# shellcheck disable=SC2086
+	setsid "$MOONCAKE_HOME/bin/mooncake_master" \
+		--enable_http_metadata_server=true \
+		--http_metadata_server_host=127.0.0.1 \
+		--http_metadata_server_port="$3" \
+		--rpc_address=127.0.0.1 --rpc_port="$2" \
+		--metrics_port="$4" $_lease ${MOONCAKE_TEST_MASTER_ARGS:-} \
+		> "$1/master.log" 2>&1 < /dev/null &
+	_MC_MASTER_PID=$!
+	_MC_PIDS="$_MC_PIDS $_MC_MASTER_PID"
+	_mc_wait_port "$_MC_MASTER_PID" "$2" 30 &&
+		_mc_wait_port "$_MC_MASTER_PID" "$3" 30 && return 0
+	_mc_stop_pid "$_MC_MASTER_PID"
+	return 1
+}
+
+mooncake_start_node() {
+	_mounts=$(grep -c "action=mount_segment" "$_MC_DIR/master.log")
+	setsid "$MOONCAKE_HOME/bin/mooncake_client" \
+		--host=127.0.0.1 --port="$MOONCAKE_TEST_NODE_PORT" \
+		--metadata_server="$WSTORE_METADATA_SERVER" \
+		--master_server_address="$WSTORE_MASTER_SERVER_ADDR" \
+		--protocol=tcp \
+		--global_segment_size="${MOONCAKE_TEST_SEGMENT:-1 GB}" \
+		>> "$_MC_DIR/node.log" 2>&1 < /dev/null &
+	_MC_NODE_PID=$!
+	_MC_PIDS="$_MC_PIDS $_MC_NODE_PID"
+	_mc_wait_port "$_MC_NODE_PID" "$MOONCAKE_TEST_NODE_PORT" 60 || return 1
+	# the node mounts its segment before its service port opens; the
+	# master logs the mount
+	_i=0
+	while [ $_i -lt 100 ]; do
+		[ "$(grep -c "action=mount_segment" "$_MC_DIR/master.log")" \
+			-gt "$_mounts" ] && return 0
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	echo "mooncake.sh: the master saw no segment mounted within 10 s" >&2
+	return 1
+}
+
+mooncake_kill_node() {
+	_mc_stop_pid "$_MC_NODE_PID"
+}
+
+mooncake_start() {
+	mkdir -p "$1" || return 1
+	_MC_DIR=$(cd "$1" && pwd)
+	_MC_DIRS="$_MC_DIRS $_MC_DIR"
+	_n=0
+	while [ $_n -lt 10 ]; do
+		_rpc=$(_mc_port $_n)
+		_http=$((_rpc + 1)) _met=$((_rpc + 2)) _node=$((_rpc + 3))
+		_busy=0
+		for _p in $_rpc $_http $_met $_node; do
+			_mc_port_open $_p && _busy=1
+		done
+		if [ $_busy = 0 ] &&
+		    _mc_launch_master "$_MC_DIR" $_rpc $_http $_met "${2:-}"; then
+			break
+		fi
+		_n=$((_n + 1))
+	done
+	if [ $_n = 10 ]; then
+		echo "mooncake.sh: cannot start mooncake_master (see $_MC_DIR/master.log)" >&2
+		return 1
+	fi
+	WSTORE_MOONCAKE_LIBRARY=$MOONCAKE_HOME/lib/libmooncake_store.so
+	WSTORE_MASTER_SERVER_ADDR=127.0.0.1:$_rpc
+	WSTORE_METADATA_SERVER=http://127.0.0.1:$_http/metadata
+	WSTORE_PROTOCOL=tcp
+	WSTORE_LOCAL_HOSTNAME=127.0.0.1
+	MOONCAKE_TEST_NODE_PORT=$_node
+	export WSTORE_MOONCAKE_LIBRARY WSTORE_MASTER_SERVER_ADDR \
+		WSTORE_METADATA_SERVER WSTORE_PROTOCOL WSTORE_LOCAL_HOSTNAME \
+		MOONCAKE_TEST_NODE_PORT
+	mooncake_start_node || {
+		echo "mooncake.sh: cannot start the storage node (see $_MC_DIR/node.log)" >&2
+		return 1
+	}
+}
+
+mooncake_stop_all() {
+	for _p in $_MC_PIDS; do
+		_mc_stop_pid "$_p"
+	done
+	for _d in $_MC_DIRS; do
+		[ -n "${MOONCAKE_TEST_KEEP:-}" ] || rm -rf "$_d"
+	done
+	_MC_PIDS=""
+	_MC_DIRS=""
+}
