@@ -137,7 +137,7 @@ run_suite conformance sh "$HERE/conformance/run.sh" "$BUILD"
 # here; the master discards a dead writer's half-written objects after 2 s
 # instead of 30).  Without Mooncake installed they are not run, and say
 # so: they count neither as passed nor as failed.
-MC_SUITES="mooncake-real e2e-mooncake mooncake-faults"
+MC_SUITES="mooncake-real conformance-mooncake e2e-mooncake mooncake-faults"
 mc_wanted=0
 for s in $MC_SUITES; do wanted "$s" && mc_wanted=1; done
 if [ $mc_wanted = 1 ] && ! mooncake_installed; then
@@ -151,6 +151,8 @@ elif [ $mc_wanted = 1 ]; then
 	else
 		run_suite mooncake-real env MOONCAKE_TEST_REAL=1 \
 			"$BUILD/mooncake-backend-tests" "$BUILD"
+		run_suite conformance-mooncake sh "$HERE/conformance/run.sh" \
+			"$BUILD" mooncake
 		run_suite e2e-mooncake env WSTORE_TEST_KIND=mooncake \
 			WSTORE_TEST_STORE=mooncake sh "$HERE/e2e/cli.sh"
 		run_suite mooncake-faults sh "$HERE/e2e/mooncake_faults.sh"

@@ -18,8 +18,9 @@ BUILD=$(cd "$BUILD" && pwd)
 BIN=$BUILD/backend-conformance
 [ -x "$BIN" ] || { echo "run.sh: $BIN not built (run make)" >&2; exit 2; }
 . "$HERE/../lib/redis.sh"
+. "$HERE/../lib/mooncake.sh"
 T=$(mktemp -d "${TMPDIR:-/tmp}/wstore-conformance-XXXXXX")
-trap 'redis_stop_all >/dev/null 2>&1; rm -rf "$T"' EXIT
+trap 'redis_stop_all >/dev/null 2>&1; mooncake_stop_all >/dev/null 2>&1; rm -rf "$T"' EXIT
 trap 'exit 130' INT TERM
 pass=0
 fail=0
@@ -52,9 +53,10 @@ else
 	conform -- mem mem+writeonce mem+emptymissing "file://$T/file"
 	conform WSTORE_FAULTS= -- "fault+file://$T/fault"
 	conform WSTORE_FAULTS=writeonce,emptymissing -- "fault+file://$T/weak"
-	if [ -f "$BUILD/libmooncake_store.so" ]; then
+	if [ -f "$BUILD/libmooncake_store.so" ] && mooncake_fake_master; then
 		mkdir -p "$T/mooncake"
 		conform WSTORE_MOONCAKE_LIBRARY="$BUILD/libmooncake_store.so" \
+			WSTORE_MASTER_SERVER_ADDR="$MOONCAKE_TEST_FAKE_MASTER" \
 			MOONCAKE_STANDIN_DIR="$T/mooncake" \
 			MOONCAKE_STANDIN_LEASE_MS=300 -- mooncake
 	else

@@ -16,6 +16,9 @@
 #                                MOONCAKE_TEST_NODE_PORT
 #   mooncake_kill_node           SIGKILL the storage node
 #   mooncake_start_node          start it again (same port)
+#   mooncake_fake_master         a port that only accepts, as the master
+#                                of the contract stand-in; exports
+#                                MOONCAKE_TEST_FAKE_MASTER
 #   mooncake_stop_all            stop everything started, remove dirs
 #
 # Logs are DIR/master.log and DIR/node.log.  MOONCAKE_TEST_MASTER_ARGS
@@ -150,6 +153,26 @@ mooncake_start() {
 		echo "mooncake.sh: cannot start the storage node (see $_MC_DIR/node.log)" >&2
 		return 1
 	}
+}
+
+# mooncake_fake_master: a loopback port that accepts TCP connections and
+# nothing more, standing for the master of the contract stand-in (which
+# has none; wstore connects to the master's port before setup); exports
+# MOONCAKE_TEST_FAKE_MASTER=127.0.0.1:PORT
+mooncake_fake_master() {
+	_f=$(mktemp "${TMPDIR:-/tmp}/wstore-fake-master-XXXXXX")
+	python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(128)
+print(s.getsockname()[1], flush=True)
+while True:
+    c, _ = s.accept(); c.close()' > "$_f" 2>/dev/null &
+	_MC_PIDS="$_MC_PIDS $!"
+	_i=0
+	while [ ! -s "$_f" ] && [ $_i -lt 50 ]; do sleep 0.1; _i=$((_i + 1)); done
+	MOONCAKE_TEST_FAKE_MASTER=127.0.0.1:$(cat "$_f")
+	rm -f "$_f"
+	export MOONCAKE_TEST_FAKE_MASTER
+	[ "$MOONCAKE_TEST_FAKE_MASTER" != "127.0.0.1:" ]
 }
 
 mooncake_stop_all() {
