@@ -66,7 +66,6 @@ struct import {
 	size_t next; /* next file index to hand out */
 	uint64_t bytes_done;
 	wstore__first_err err; /* stops every worker */
-	int cleared; /* every chunk key was removed before the first put */
 };
 
 static void fail(struct import *im, int rc)
@@ -145,36 +144,16 @@ static int read_hash(int fd, char *buf, size_t n, uint64_t off,
 
 /*
  * Store one chunk.  On a write-once store a put on a key that still holds
- * bytes of an earlier import keeps them, so every key was removed before
- * the first put (clear_keys); with the checkpoint's lock held nobody else
- * writes them, so each put writes fresh bytes and needs no read back.  If
- * that clearing was not possible, read the chunk back, and if it differs
- * remove it and write again.
+ * bytes of an earlier import would keep them, so every key was removed
+ * before the first put (clear_keys); with the checkpoint's lock held nobody
+ * else writes them, so each put writes fresh bytes and needs no read back.
  */
 static int put_chunk(struct import *im, const char *key, const void *data,
-		     size_t n, void *vbuf)
+		     size_t n)
 {
 	wstore_backend *b = im->s->b;
-	int rc = b->put(b, key, data, n);
 
-	if (rc < 0 || !(b->flags & WSTORE_BACKEND_WRITE_ONCE) || im->cleared)
-		return rc;
-	for (int tries = 0; tries < 2; tries++) {
-		size_t got = 0;
-
-		rc = b->get(b, key, vbuf, im->chunk_size, &got);
-		if (rc == 0 && got == n && memcmp(vbuf, data, n) == 0)
-			return 0;
-		if (rc < 0 && rc != WSTORE_ERANGE && rc != WSTORE_ENOTFOUND)
-			return rc;
-		rc = wstore__remove(im->s, key);
-		if (rc == 0)
-			rc = b->put(b, key, data, n);
-		if (rc < 0)
-			return rc;
-	}
-	return wstore__err(WSTORE_ECORRUPT,
-			   "store keeps a different value under '%s'", key);
+	return b->put(b, key, data, n);
 }
 
 /* ---- the pipeline -------------------------------------------------------
@@ -399,17 +378,12 @@ static void *reader(void *arg)
 static void *putter(void *arg)
 {
 	struct import *im = arg;
-	int write_once = im->s->b->flags & WSTORE_BACKEND_WRITE_ONCE;
-	void *vbuf = write_once ? wstore__buf_alloc(im->chunk_size) : NULL;
 	struct job j;
 
-	if (write_once && !vbuf)
-		fail(im, wstore__err(-ENOMEM,
-				     "cannot allocate a read-back buffer"));
 	while (pop_job(im, &j)) {
 		/* after a failure the queue is only drained */
 		if (!stopped(im)) {
-			int rc = put_chunk(im, j.key, j.buf, j.n, vbuf);
+			int rc = put_chunk(im, j.key, j.buf, j.n);
 
 			if (rc == 0)
 				rc = progress(im, j.n, j.path);
@@ -418,7 +392,6 @@ static void *putter(void *arg)
 		}
 		give_buf(im, j.buf);
 	}
-	free(vbuf);
 	return NULL;
 }
 
@@ -430,7 +403,7 @@ static int alloc_pool(struct import *im, unsigned readers)
 	if (!im->free_bufs || !im->q)
 		return -ENOMEM;
 	for (size_t i = 0; i < im->nbufs; i++) {
-		void *b = wstore__buf_alloc(im->chunk_size);
+		void *b = wstore__store_buf_alloc(im->s, im->chunk_size);
 
 		if (!b)
 			return wstore__err(
@@ -445,10 +418,11 @@ static int alloc_pool(struct import *im, unsigned readers)
 static void free_pool(struct import *im)
 {
 	for (size_t i = 0; i < im->nfree; i++)
-		free(im->free_bufs[i]);
+		wstore__store_buf_free(im->s, im->free_bufs[i]);
 	/* left queued only if no putter ever ran */
 	for (size_t i = 0; i < im->qlen; i++)
-		free(im->q[(im->qhead + i) % im->nbufs].buf);
+		wstore__store_buf_free(im->s,
+				       im->q[(im->qhead + i) % im->nbufs].buf);
 	free(im->free_bufs);
 	free(im->q);
 }
@@ -800,7 +774,6 @@ static int clear_keys(struct import *im)
 					m->files[i].chunks[c],
 					wstore_last_error());
 		}
-	im->cleared = 1;
 	return 0;
 }
 

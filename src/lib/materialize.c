@@ -219,7 +219,7 @@ static int materialize(wstore_store *s, const wstore_manifest *m,
 	if ((dfd = open_out_dir(output, &base)) < 0)
 		return dfd;
 	rc = wstore__check_target(dfd, base, output);
-	if (rc == 0 && !(buf = wstore__buf_alloc(cap)))
+	if (rc == 0 && !(buf = wstore__store_buf_alloc(s, cap)))
 		rc = -ENOMEM;
 	if (rc == 0)
 		rc = wstore__durable_open(&d, dfd, 0666, output);
@@ -230,7 +230,7 @@ static int materialize(wstore_store *s, const wstore_manifest *m,
 	else
 		wstore__durable_abort(&d);
 	close(dfd);
-	free(buf);
+	wstore__store_buf_free(s, buf);
 	return rc;
 }
 

@@ -281,7 +281,7 @@ static void *worker_main(void *arg)
 	size_t i;
 	int rc;
 
-	if (!(w->buf = wstore__buf_alloc(p->bufcap))) {
+	if (!(w->buf = wstore__store_buf_alloc(p->s, p->bufcap))) {
 		fail(p, wstore__errc(-ENOMEM,
 				     "cannot allocate a %zu-byte "
 				     "buffer",
@@ -301,7 +301,7 @@ static void *worker_main(void *arg)
 			break;
 		}
 	}
-	free(w->buf);
+	wstore__store_buf_free(w->p->s, w->buf);
 	w->buf = NULL;
 	return NULL;
 }

@@ -449,6 +449,26 @@ void *wstore__buf_alloc(size_t cap)
 	return p;
 }
 
+void *wstore__store_buf_alloc(wstore_store *s, size_t cap)
+{
+	if (WSTORE__HAS(s->b, buf_alloc) && WSTORE__HAS(s->b, buf_free)) {
+		void *p = s->b->buf_alloc(s->b, cap);
+
+		if (p)
+			return p;
+	}
+	return wstore__buf_alloc(cap);
+}
+
+void wstore__store_buf_free(wstore_store *s, void *p)
+{
+	/* the backend tells its own buffers from others */
+	if (p && WSTORE__HAS(s->b, buf_free))
+		s->b->buf_free(s->b, p);
+	else
+		free(p);
+}
+
 /* ---- manifests in the store --------------------------------------------- */
 
 int wstore_manifest_read(wstore_manifest **out, wstore_store *store,

@@ -71,6 +71,11 @@ int wstore__manifest_read_ready(wstore_manifest **out, wstore_store *store,
 
 /* A reusable chunk buffer (huge pages where possible); free() it. */
 void *wstore__buf_alloc(size_t cap);
+/* A chunk buffer the store's backend moves data from and to without a
+ * copy where it can (memory registered with Mooncake's transfer engine),
+ * else wstore__buf_alloc; free it with wstore__store_buf_free only. */
+void *wstore__store_buf_alloc(wstore_store *s, size_t cap);
+void wstore__store_buf_free(wstore_store *s, void *p);
 
 /* Number of worker threads for jobs (0 = cores). */
 unsigned wstore__jobs(uint32_t jobs);

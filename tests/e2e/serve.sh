@@ -15,12 +15,14 @@ TAP_SUITE=serve
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 . "$HERE/lib/tap.sh"
 . "$HERE/lib/redis.sh"
+. "$HERE/lib/mooncake.sh"
 . "$HERE/lib/serve.sh"
 
 suite_env serve
 cleanup() {
 	serve_stop_all
 	redis_stop_all >/dev/null 2>&1
+	mooncake_stop_all >/dev/null 2>&1
 	rm -rf "$T"
 }
 trap cleanup EXIT
@@ -36,6 +38,9 @@ if [ -f "$BUILD/libmooncake_store.so" ]; then
 	export WSTORE_MOONCAKE_LIBRARY="$(cd "$BUILD" && pwd)/libmooncake_store.so"
 	export MOONCAKE_STANDIN_DIR="$T/mooncake"
 	mkdir -p "$MOONCAKE_STANDIN_DIR"
+	# the stand-in has no master: a port that accepts stands for one
+	mooncake_fake_master &&
+		export WSTORE_MASTER_SERVER_ADDR="$MOONCAKE_TEST_FAKE_MASTER"
 	check "mooncake: import" "$W" --store mooncake model import --checkpoint-id mtiny \
 		--model-id org/mtiny --source "$SRC" --chunk-size 1MiB --quiet
 	serve_start mooncake mooncake || { tap_done; exit 1; }
@@ -344,6 +349,9 @@ if [ -f "$BUILD/libmooncake_store.so" ]; then
 	export WSTORE_MOONCAKE_LIBRARY="$(cd "$BUILD" && pwd)/libmooncake_store.so"
 	export MOONCAKE_STANDIN_DIR="$T/mooncake"
 	mkdir -p "$MOONCAKE_STANDIN_DIR"
+	# the stand-in has no master: a port that accepts stands for one
+	mooncake_fake_master &&
+		export WSTORE_MASTER_SERVER_ADDR="$MOONCAKE_TEST_FAKE_MASTER"
 	check "mooncake: import" "$W" --store mooncake model import --checkpoint-id mtiny \
 		--model-id org/mtiny --source "$SRC" --chunk-size 1MiB --quiet
 	serve_start mooncake mooncake || { tap_done; exit 1; }

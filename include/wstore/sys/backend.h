@@ -234,6 +234,18 @@ struct wstore_backend {
 	 */
 	void (*notice)(const char *message, void *ctx);
 	void *notice_ctx;
+
+	/*
+	 * Buffers the backend moves data from and to without a copy (memory
+	 * registered with an RDMA-capable transfer engine): buf_alloc
+	 * returns at least size bytes, or NULL (the caller then uses plain
+	 * memory); put, get and get_many given such memory may skip their
+	 * bounce copy.  buf_free takes any pointer buf_alloc returned, and
+	 * frees plain memory (malloc'ed) given to it as well.  Thread-safe.
+	 * Optional: both NULL when plain memory is as good.
+	 */
+	void *(*buf_alloc)(wstore_backend *b, size_t size);
+	void (*buf_free)(wstore_backend *b, void *p);
 };
 
 /*

@@ -16,7 +16,13 @@
  *    -706: such removes are retried with backoff for up to 12 s
  *    ($WSTORE_MOONCAKE_LEASE_WAIT_MS), then reported as WSTORE_EBUSY;
  *  - a zero-length value cannot be stored (-600): put refuses len 0;
- *  - weights are stored hard-pinned with replica_num replicas.
+ *  - weights are stored hard-pinned with replica_num replicas;
+ *  - a key whose put is in progress answers -703; one whose writer died
+ *    stays so until the master discards the write (see unstick);
+ *  - setup retries an unreachable master for ~90 s: a bounded TCP connect
+ *    to it comes first (mc_probe_master);
+ *  - glog writes to stderr: raised to FATAL after dlopen (mc_logging).
+ * Signals are the executables' business (Py_IsInitialized, src/cli/main.c).
  *
  * Buffers: put_from and get_into move data from and to buffers registered
  * with the client, and registering is costly (RDMA memory registration),
@@ -26,7 +32,9 @@
  * data in (put) or out (get), and gives it back.  The copy costs a memcpy
  * per chunk (10+ GB/s, far above the network), and spares us from
  * registering caller buffers whose lifetime we cannot know.  The pool
- * holds at most as many buffers as there were calls at once.
+ * holds at most as many buffers as there were calls at once.  Callers
+ * that keep chunk buffers for a whole import or pull get registered ones
+ * from buf_alloc instead, and put and get use those in place.
  */
 #include <ctype.h>
 #include <dlfcn.h>
@@ -140,8 +148,9 @@ struct mc_backend {
 	uint64_t write_wait_ms; /* a remove waiting out a dead writer */
 	int connect_ms;		/* bound on reaching the master at open */
 	int log_stderr;		/* leave Mooncake's glog output on stderr */
-	pthread_mutex_t lock;	/* guards idle */
+	pthread_mutex_t lock;	/* guards idle and lent */
 	struct mc_buf *idle;	/* registered buffers not in use */
+	struct mc_buf *lent;	/* registered buffers buf_alloc handed out */
 };
 
 /* ---- errors ------------------------------------------------------------ */
@@ -293,6 +302,62 @@ static void buf_put(struct mc_backend *b, struct mc_buf *x)
 	pthread_mutex_unlock(&b->lock);
 }
 
+/*
+ * Buffers handed to the caller (buf_alloc): chunk buffers of an import or
+ * a pull that put and get then use in place, with no bounce copy.
+ */
+static void *mc_buf_alloc(wstore_backend *wb, size_t size)
+{
+	struct mc_backend *b = (struct mc_backend *)wb;
+	struct mc_buf *x = calloc(1, sizeof(*x));
+
+	/* no buffer is no error: the caller falls back to plain memory */
+	if (!x || buf_grow(b, x, size ? size : 1, "a chunk buffer") != 0) {
+		free(x);
+		return NULL;
+	}
+	pthread_mutex_lock(&b->lock);
+	x->next = b->lent;
+	b->lent = x;
+	pthread_mutex_unlock(&b->lock);
+	return x->mem;
+}
+
+static void mc_buf_free(wstore_backend *wb, void *p)
+{
+	struct mc_backend *b = (struct mc_backend *)wb;
+	struct mc_buf **pp, *x = NULL;
+
+	pthread_mutex_lock(&b->lock);
+	for (pp = &b->lent; *pp; pp = &(*pp)->next)
+		if ((*pp)->mem == p) {
+			x = *pp;
+			*pp = x->next;
+			break;
+		}
+	pthread_mutex_unlock(&b->lock);
+	if (x)
+		buf_drop(b, x);
+	else
+		free(p);
+}
+
+/* Whether [p, p + n) lies in one buffer of buf_alloc's. */
+static int is_lent(struct mc_backend *b, const void *p, size_t n)
+{
+	uintptr_t c = (uintptr_t)p;
+	int found = 0;
+
+	pthread_mutex_lock(&b->lock);
+	for (struct mc_buf *x = b->lent; x && !found; x = x->next) {
+		uintptr_t m = (uintptr_t)x->mem;
+
+		found = c >= m && n <= x->cap && c - m <= x->cap - n;
+	}
+	pthread_mutex_unlock(&b->lock);
+	return found;
+}
+
 /* ---- waiting ----------------------------------------------------------- */
 
 static void sleep_ms(uint64_t ms)
@@ -344,6 +409,11 @@ static int mc_put(wstore_backend *wb, const char *key, const void *data,
 				   "under '%s': mooncake refuses zero-length "
 				   "objects",
 				   key);
+	if (is_lent(b, data, len)) {
+		/* registered already: Mooncake reads it in place */
+		rc = b->api.put_from(b->h, key, (void *)data, len, &b->rcfg);
+		return rc == 0 ? 0 : mc_fail(b, rc, "write", key);
+	}
 	rc = buf_take(b, len, &x, key);
 	if (rc != 0)
 		return rc;
@@ -404,13 +474,18 @@ static int mc_get(wstore_backend *wb, const char *key, void *buf, size_t cap,
 			break;
 		if (size == 0)
 			return 0;
-		rc = buf_take(b, (size_t)size, &x, key);
-		if (rc != 0)
-			return rc;
-		n = b->api.get_into(b->h, key, x->mem, x->cap);
-		if (n >= 0 && (uint64_t)n <= cap)
-			memcpy(buf, x->mem, (size_t)n);
-		buf_put(b, x);
+		if (is_lent(b, buf, cap)) {
+			/* registered already: Mooncake writes it in place */
+			n = b->api.get_into(b->h, key, buf, cap);
+		} else {
+			rc = buf_take(b, (size_t)size, &x, key);
+			if (rc != 0)
+				return rc;
+			n = b->api.get_into(b->h, key, x->mem, x->cap);
+			if (n >= 0 && (uint64_t)n <= cap)
+				memcpy(buf, x->mem, (size_t)n);
+			buf_put(b, x);
+		}
 		/* a read slower than the lease is not guaranteed whole */
 		if ((n == MC_INVALID_PARAMS || n == MC_REPLICA_NOT_READY ||
 		     n == MC_LEASE_EXPIRED) &&
@@ -556,6 +631,13 @@ static void mc_free(wstore_backend *wb)
 		struct mc_buf *x = b->idle;
 
 		b->idle = x->next;
+		buf_drop(b, x);
+	}
+	/* buf_alloc's, if the caller leaked them */
+	while (b->lent) {
+		struct mc_buf *x = b->lent;
+
+		b->lent = x->next;
 		buf_drop(b, x);
 	}
 	if (b->h)
@@ -851,6 +933,8 @@ int wstore__backend_mooncake_open(wstore_backend **out,
 	b->base.remove = mc_remove;
 	b->base.free = mc_free;
 	b->base.free_exiting = mc_free_exiting;
+	b->base.buf_alloc = mc_buf_alloc;
+	b->base.buf_free = mc_buf_free;
 	*out = &b->base;
 	return 0;
 }
