@@ -39,7 +39,10 @@ for t in tests/fuzz/fuzz_*.c; do
 	short=${name#fuzz_}
 	case " ${FUZZ_TARGETS:-$short} " in *" $short "*) ;; *) continue ;; esac
 	bin="$OUT/$name"
-	$CC $CFLAGS $SAN -fsanitize=fuzzer "$t" $objs $LIBS -o "$bin" || { status=1; summary="$summary
+	# a target may name sources outside the library it also needs
+	extra=$(sed -n 's|^/\* fuzz-sources: \(.*\) \*/$|\1|p' "$t")
+	# shellcheck disable=SC2086
+	$CC $CFLAGS $SAN -fsanitize=fuzzer "$t" $extra $objs $LIBS -o "$bin" || { status=1; summary="$summary
 $short: does not build"; continue; }
 	seeds=""
 	for d in "tests/fuzz/corpus/$short" "tests/data/${short}s/good" "tests/data/${short}s/bad" \

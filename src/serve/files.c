@@ -134,59 +134,6 @@ static void body_free(void *cls)
 	free(b);
 }
 
-/*
- * The Range header against size: 0 = none (or one we ignore: several
- * ranges, another unit, malformed, as RFC 9110 allows), 1 = [*a, *b]
- * inclusive, -1 = unsatisfiable.
- */
-static int parse_range(const char *h, uint64_t size, uint64_t *a, uint64_t *b)
-{
-	char *end;
-	uint64_t x, y;
-
-	if (!h || strncmp(h, "bytes=", 6) != 0 || strchr(h, ',') || !size)
-		return 0;
-	h += 6;
-	while (*h == ' ')
-		h++;
-	if (*h == '-') {
-		/* the last N bytes */
-		if (h[1] < '0' || h[1] > '9')
-			return 0;
-		errno = 0;
-		y = strtoull(h + 1, &end, 10);
-		if (errno || *end)
-			return 0;
-		if (y == 0)
-			return -1;
-		*a = y >= size ? 0 : size - y;
-		*b = size - 1;
-		return 1;
-	}
-	if (*h < '0' || *h > '9')
-		return 0;
-	errno = 0;
-	x = strtoull(h, &end, 10);
-	if (errno || *end != '-')
-		return 0;
-	if (end[1] == '\0') {
-		y = size - 1;
-	} else {
-		const char *ys = end + 1;
-
-		if (*ys < '0' || *ys > '9')
-			return 0;
-		y = strtoull(ys, &end, 10);
-		if (errno || *end || y < x)
-			return 0;
-	}
-	if (x >= size)
-		return -1;
-	*a = x;
-	*b = y >= size ? size - 1 : y;
-	return 1;
-}
-
 static void add_headers(struct MHD_Response *resp, const wstore_file_info *fi,
 			const char *commit)
 {
@@ -363,7 +310,7 @@ enum MHD_Result wfiles_resolve(struct MHD_Connection *c, struct wreq *r,
 				    "no such file in the repository");
 	}
 	size = wstore_file_size(f);
-	rg = parse_range(
+	rg = wparse_range(
 		MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Range"), size,
 		&a, &b);
 	if (rg < 0) {

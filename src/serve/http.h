@@ -16,6 +16,7 @@
 #include <wstore/read.h>
 #include <wstore/wstore.h>
 
+#include "parse.h"
 #include "serve.h"
 
 /* Status codes counted one by one in /metrics; the rest as "other". */
@@ -61,13 +62,6 @@ struct wreq {
 	atomic_int failed; /* a read from the store failed mid-body */
 };
 
-/* A request's repository, revision and path, percent-decoded. */
-struct wtarget {
-	char *repo;
-	char *rev; /* NULL: the default */
-	char *path;
-};
-
 /* ---- server.c ---------------------------------------------------------- */
 
 double wserve_now(void);
@@ -84,9 +78,6 @@ enum MHD_Result wreply_json(struct MHD_Connection *c, struct wreq *r,
 enum MHD_Result wreply_error(struct MHD_Connection *c, struct wreq *r,
 			     unsigned status, const char *code,
 			     const char *msg);
-/* Percent-decode s[0..n) into a new string; NULL if malformed or it
- * would hold a NUL byte. */
-char *wurl_decode(const char *s, size_t n);
 /* A query argument, percent-decoded (malloc'ed), or NULL. */
 char *wquery(struct MHD_Connection *c, const char *name);
 /* "true", "True", "1" */

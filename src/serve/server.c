@@ -131,43 +131,6 @@ enum MHD_Result wreply_error(struct MHD_Connection *c, struct wreq *r,
 
 /* ---- URLs --------------------------------------------------------------- */
 
-static int hexval(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
-char *wurl_decode(const char *s, size_t n)
-{
-	char *out = malloc(n + 1), *q = out;
-
-	if (!out)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		int hi, lo;
-
-		if (s[i] != '%') {
-			*q++ = s[i];
-			continue;
-		}
-		if (i + 2 >= n || (hi = hexval(s[i + 1])) < 0 ||
-		    (lo = hexval(s[i + 2])) < 0 || (hi == 0 && lo == 0))
-			goto bad;
-		*q++ = (char)(hi * 16 + lo);
-		i += 2;
-	}
-	*q = '\0';
-	return out;
-bad:
-	free(out);
-	return NULL;
-}
-
 char *wquery(struct MHD_Connection *c, const char *name)
 {
 	const char *v =
@@ -204,136 +167,41 @@ static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s)
 
 /* ---- routing ------------------------------------------------------------ */
 
-/* Split s (after the leading '/') at '/' into at most max segments,
- * pointing into s; the last keeps the rest.  Returns the count. */
-static size_t split(const char *s, const char **seg, size_t *len, size_t max)
+static enum MHD_Result method_not_allowed(struct MHD_Connection *c,
+					  struct wreq *r)
 {
-	size_t n = 0;
-
-	while (n < max) {
-		const char *e = n + 1 < max ? strchr(s, '/') : NULL;
-
-		seg[n] = s;
-		len[n] = e ? (size_t)(e - s) : strlen(s);
-		n++;
-		if (!e)
-			break;
-		s = e + 1;
-	}
-	return n;
+	return wreply_error(c, r, MHD_HTTP_METHOD_NOT_ALLOWED, NULL,
+			    "method not allowed");
 }
 
-static int seg_is(const char *s, size_t n, const char *word)
+static enum MHD_Result route_repo(struct MHD_Connection *c, struct wreq *r,
+				  const char *rest, int api, int post)
 {
-	return n == strlen(word) && !strncmp(s, word, n);
-}
-
-static void target_free(struct wtarget *t)
-{
-	free(t->repo);
-	free(t->rev);
-	free(t->path);
-}
-
-/* Decode repo segments [0, k), revision k+1 and the rest as the path. */
-static int target_from(struct wtarget *t, const char **seg, size_t *len,
-		       size_t n, size_t k)
-{
-	const char *end;
-
-	memset(t, 0, sizeof(*t));
-	end = seg[k - 1] + len[k - 1];
-	if (!(t->repo = wurl_decode(seg[0], (size_t)(end - seg[0]))))
-		return -1;
-	if (n > k + 1 && len[k + 1] &&
-	    !(t->rev = wurl_decode(seg[k + 1], len[k + 1])))
-		return -1;
-	if (n > k + 2 && !(t->path = wurl_decode(seg[k + 2], len[k + 2])))
-		return -1;
-	return 0;
-}
-
-/* Where the verb segment of a repo path is: after one repo segment or
- * two; 0 if neither. */
-static size_t verb_at(const char **seg, size_t *len, size_t n,
-		      const char *const *verbs, size_t min_after)
-{
-	for (size_t k = 2; k >= 1; k--)
-		for (size_t v = 0; verbs[v]; v++)
-			if (n > k + min_after - 1 &&
-			    seg_is(seg[k], len[k], verbs[v]))
-				return k;
-	return 0;
-}
-
-static enum MHD_Result route_api(struct MHD_Connection *c, struct wreq *r,
-				 const char *rest, int post)
-{
-	static const char *const verbs[] = { "revision", "tree", "paths-info",
-					     NULL };
-	const char *seg[5];
-	size_t len[5], n = split(rest, seg, len, 5), k;
 	struct wtarget t;
+	enum wverb verb;
 	enum MHD_Result ret;
+	int rc = wparse_target(&t, &verb, rest, api);
 
-	/* rest: repo [verb rev [path]]; the path may hold more '/' */
-	k = verb_at(seg, len, n, verbs, 1);
-	if (k == 0 && n <= 2)
-		k = n;
-	if (k == 0 || (k == 2 && len[1] == 0) || len[0] == 0)
-		return wreply_error(c, r, MHD_HTTP_NOT_FOUND, NULL,
-				    "no such endpoint");
-	if (k < n) {
-		/* re-split so that everything after the revision is one
-		 * path */
-		n = split(rest, seg, len, k + 3);
-	}
-	if (target_from(&t, seg, len, n, k) < 0) {
-		target_free(&t);
+	if (rc == WPARSE_BAD_ESCAPE)
 		return wreply_error(c, r, MHD_HTTP_BAD_REQUEST, NULL,
 				    "malformed percent-encoding in the URL");
-	}
-	if (k == n || seg_is(seg[k], len[k], "revision"))
-		ret = post ? wreply_error(c, r, MHD_HTTP_METHOD_NOT_ALLOWED,
-					  NULL, "method not allowed")
-			   : wapi_info(c, r, &t);
-	else if (seg_is(seg[k], len[k], "tree"))
-		ret = post ? wreply_error(c, r, MHD_HTTP_METHOD_NOT_ALLOWED,
-					  NULL, "method not allowed")
-			   : wapi_tree(c, r, &t);
-	else
-		ret = post ? wapi_paths_info(c, r, &t)
-			   : wreply_error(c, r, MHD_HTTP_METHOD_NOT_ALLOWED,
-					  NULL, "paths-info takes POST");
-	target_free(&t);
-	return ret;
-}
-
-static enum MHD_Result route_file(struct MHD_Connection *c, struct wreq *r,
-				  const char *rest)
-{
-	static const char *const verbs[] = { "resolve", "raw", NULL };
-	const char *seg[5];
-	size_t len[5], n = split(rest, seg, len, 5), k;
-	struct wtarget t;
-	enum MHD_Result ret;
-
-	k = verb_at(seg, len, n, verbs, 3);
-	if (k == 0 || len[0] == 0)
+	if (rc < 0)
 		return wreply_error(c, r, MHD_HTTP_NOT_FOUND, NULL,
 				    "no such endpoint");
-	n = split(rest, seg, len, k + 3);
-	if (target_from(&t, seg, len, n, k) < 0) {
-		target_free(&t);
-		return wreply_error(c, r, MHD_HTTP_BAD_REQUEST, NULL,
-				    "malformed percent-encoding in the URL");
-	}
-	if (!t.path || !*t.path)
+	if ((verb == WVERB_PATHS_INFO) != !!post)
+		ret = method_not_allowed(c, r);
+	else if (verb == WVERB_INFO)
+		ret = wapi_info(c, r, &t);
+	else if (verb == WVERB_TREE)
+		ret = wapi_tree(c, r, &t);
+	else if (verb == WVERB_PATHS_INFO)
+		ret = wapi_paths_info(c, r, &t);
+	else if (!t.path || !*t.path)
 		ret = wreply_error(c, r, MHD_HTTP_NOT_FOUND, "EntryNotFound",
 				   "no file named");
 	else
 		ret = wfiles_resolve(c, r, &t);
-	target_free(&t);
+	wtarget_free(&t);
 	return ret;
 }
 
@@ -377,12 +245,11 @@ static enum MHD_Result route(struct MHD_Connection *c, struct wreq *r,
 	if (!strcmp(url, "/metrics") && get)
 		return wmetrics_reply(c, r);
 	if (!strncmp(url, "/api/models/", 12))
-		return route_api(c, r, url + 12, post);
+		return route_repo(c, r, url + 12, 1, post);
 	if (post)
-		return wreply_error(c, r, MHD_HTTP_METHOD_NOT_ALLOWED, NULL,
-				    "method not allowed");
+		return method_not_allowed(c, r);
 	if (url[0] == '/' && url[1])
-		return route_file(c, r, url + 1);
+		return route_repo(c, r, url + 1, 0, 0);
 	return wreply_error(c, r, MHD_HTTP_NOT_FOUND, NULL, "no such endpoint");
 }
 
