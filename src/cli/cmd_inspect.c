@@ -2,6 +2,7 @@
  * cmd_inspect.c - wstore model inspect: a checkpoint's manifest, as a
  * summary with a file table, or with --json the manifest itself.
  */
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -11,13 +12,22 @@
 #include "cli.h"
 
 static const char help[] =
-	"usage: wstore model inspect ID\n"
+	"usage: wstore model inspect ID [--tensors]\n"
 	"\n"
 	"Show a checkpoint's manifest: ids, status, chunk size (with the\n"
 	"file_chunk_size SGLang's mooncake:// connector needs), files with\n"
-	"sizes, chunk counts and SHA-256.  With --json, print the manifest\n"
-	"exactly as the data contract serialises it (each file record has\n"
-	"its chunk_size).\n";
+	"sizes, chunk counts and SHA-256, and a tensor summary of each\n"
+	"weight file.  With --json, print the manifest exactly as the data\n"
+	"contract serialises it (each file record has its chunk_size).\n"
+	"\n"
+	"A summary reads the file's header.  On a store that cannot read part\n"
+	"of a chunk (Mooncake) that costs a whole chunk per file, so there\n"
+	"summaries are shown for files whose chunks are at most 4 MiB, and\n"
+	"for every file with --tensors.\n";
+
+/* Beyond this, a header read that must fetch a whole chunk is skipped
+ * unless --tensors asks for it. */
+#define CHEAP_CHUNK (4ull << 20)
 
 /* Tensor summary of one file ("" when it is not a weight format). */
 static void summary(char *out, size_t cap, wstore_checkpoint *ck,
@@ -97,7 +107,7 @@ static void print_chunk_size(const wstore_manifest *m, int *out_mixed)
 }
 
 static void print_manifest(const struct cli *c, const wstore_manifest *m,
-			   wstore_checkpoint *ck)
+			   wstore_checkpoint *ck, int tensors)
 {
 	char sz[32];
 	time_t t = (time_t)wstore_manifest_updated_at(m);
@@ -127,7 +137,9 @@ static void print_manifest(const struct cli *c, const wstore_manifest *m,
 
 		if (wstore_manifest_file(&f, m, i) < 0)
 			continue;
-		summary(sum, sizeof(sum), ck, f.path);
+		sum[0] = '\0';
+		if (tensors || f.chunk_size <= CHEAP_CHUNK)
+			summary(sum, sizeof(sum), ck, f.path);
 		printf("%-8s %14llu %7llu  ", f.type,
 		       (unsigned long long)f.size,
 		       (unsigned long long)f.chunk_count);
@@ -143,11 +155,29 @@ int cmd_model_inspect(struct cli *c, int argc, char **argv)
 {
 	wstore_store *s = NULL;
 	wstore_manifest *m = NULL;
+	static const struct option opts[] = {
+		{ "tensors", no_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
 	const char *id;
-	int rc = cli_one_id(&id, argc, argv, "model inspect", help);
+	int ch, rc, tensors = 0;
 
-	if (rc)
-		return rc < 0 ? EXIT_OK : rc;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 't': tensors = 1; break;
+		case 'h': cli_print_help(help); return EXIT_OK;
+		default: return cli_bad_option(ch, argv, "model inspect");
+		}
+	}
+	if (optind + 1 != argc)
+		return cli_usage_error(
+			"'model inspect' needs exactly one checkpoint id");
+	id = argv[optind];
+	/* refused before any store is opened */
+	if (wstore_validate_checkpoint_id(id) < 0)
+		return cli_fail(WSTORE_EINVAL);
 	if (cli_open_store(c, &s, WSTORE_OPEN_READONLY))
 		return EXIT_ERR;
 	rc = wstore_manifest_read(&m, s, id);
@@ -171,7 +201,10 @@ int cmd_model_inspect(struct cli *c, int argc, char **argv)
 		/* tensor summaries need a READY checkpoint; FAILED has none */
 		if (wstore_checkpoint_open(&ck, s, id) < 0)
 			ck = NULL;
-		print_manifest(c, m, ck);
+		/* where a header read is cheap, always */
+		if (wstore_store_caps(s) & WSTORE_CAP_RANGE_READS)
+			tensors = 1;
+		print_manifest(c, m, ck, tensors);
 		wstore_checkpoint_free(ck);
 	}
 	wstore_manifest_free(m);

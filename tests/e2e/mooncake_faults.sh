@@ -216,6 +216,11 @@ fi
 python3 "$HERE/tools/mkckpt.py" "$T/st" --size 3000000 --shards 2 >/dev/null
 check_exit "import a safetensors checkpoint" 0 ws model import --checkpoint-id p1 \
 	--model-id M --source "$T/st"
+check_exit "inspect on mooncake" 0 ws model inspect p1
+check "inspect skips whole-chunk header reads (64 MiB chunks)" \
+	sh -c "! printf '%s' \"\$1\" | grep -q 'safetensors:'" - "$OUT"
+check_exit "inspect --tensors" 0 ws model inspect p1 --tensors
+check_grep "inspect --tensors summarises tensors" "\[safetensors: [0-9]+ tensors" "$OUT"
 check_exit "python iter_tensors on mooncake" 0 env \
 	PYTHONPATH="$HERE/../python" WSTORE_LIBRARY="$(cd "$BUILD" && pwd)/libwstore.so" \
 	python3 -c '
