@@ -100,17 +100,24 @@ mooncake_start_node() {
 		>> "$_MC_DIR/node.log" 2>&1 < /dev/null &
 	_MC_NODE_PID=$!
 	_MC_PIDS="$_MC_PIDS $_MC_NODE_PID"
-	_mc_wait_port "$_MC_NODE_PID" "$MOONCAKE_TEST_NODE_PORT" 60 || return 1
+	_mc_wait_port "$_MC_NODE_PID" "$MOONCAKE_TEST_NODE_PORT" 60 || {
+		tail -5 "$_MC_DIR/node.log" >&2
+		_mc_stop_pid "$_MC_NODE_PID"
+		return 1
+	}
 	# the node mounts its segment before its service port opens; the
 	# master logs the mount
 	_i=0
-	while [ $_i -lt 100 ]; do
+	while [ $_i -lt 300 ]; do
 		[ "$(grep -c "action=mount_segment" "$_MC_DIR/master.log")" \
 			-gt "$_mounts" ] && return 0
+		kill -0 "$_MC_NODE_PID" 2>/dev/null || break
 		sleep 0.1
 		_i=$((_i + 1))
 	done
-	echo "mooncake.sh: the master saw no segment mounted within 10 s" >&2
+	echo "mooncake.sh: the master saw no segment mounted within 30 s" >&2
+	tail -5 "$_MC_DIR/node.log" >&2
+	_mc_stop_pid "$_MC_NODE_PID"
 	return 1
 }
 
@@ -149,10 +156,16 @@ mooncake_start() {
 	export WSTORE_MOONCAKE_LIBRARY WSTORE_MASTER_SERVER_ADDR \
 		WSTORE_METADATA_SERVER WSTORE_PROTOCOL WSTORE_LOCAL_HOSTNAME \
 		MOONCAKE_TEST_NODE_PORT
-	mooncake_start_node || {
-		echo "mooncake.sh: cannot start the storage node (see $_MC_DIR/node.log)" >&2
-		return 1
-	}
+	# the node's port may have been taken meanwhile: try another
+	_n=0
+	while ! mooncake_start_node; do
+		_n=$((_n + 1))
+		if [ $_n -ge 3 ]; then
+			echo "mooncake.sh: cannot start the storage node (see $_MC_DIR/node.log)" >&2
+			return 1
+		fi
+		MOONCAKE_TEST_NODE_PORT=$(_mc_port $((_n + 20)))
+	done
 }
 
 # mooncake_fake_master: a loopback port that accepts TCP connections and
