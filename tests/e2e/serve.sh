@@ -17,11 +17,13 @@ HERE=$(cd "$(dirname "$0")/.." && pwd)
 . "$HERE/lib/redis.sh"
 . "$HERE/lib/mooncake.sh"
 . "$HERE/lib/serve.sh"
+. "$HERE/lib/mooncake.sh"
 
 suite_env serve
 cleanup() {
 	serve_stop_all
 	redis_stop_all >/dev/null 2>&1
+	mooncake_stop_all >/dev/null 2>&1
 	mooncake_stop_all >/dev/null 2>&1
 	rm -rf "$T"
 }
@@ -58,6 +60,31 @@ if [ -f "$BUILD/libmooncake_store.so" ]; then
 	check_grep "mooncake: server exited 0" '^0$' "$SERVE_RC"
 else
 	tap_not_ok "mooncake stand-in library missing from $BUILD"
+fi
+
+# ---- a real Mooncake Store, where one is installed --------------------------
+if mooncake_installed; then
+	unset MOONCAKE_STANDIN_DIR WSTORE_MOONCAKE_LIBRARY
+	if mooncake_start "$T/mc" >/dev/null 2>&1; then
+		check "real mooncake: import" "$W" --store mooncake model import \
+			--checkpoint-id rmtiny --model-id org/rmtiny --source "$SRC" \
+			--chunk-size 1MiB --quiet
+		serve_start real-mooncake mooncake || { tap_done; exit 1; }
+		bad=0
+		while IFS= read -r f; do
+			curl -sf "$SERVE_URL/org/rmtiny/resolve/main/$(urlenc "$f")" -o "$T/got" &&
+				cmp -s "$T/got" "$SRC/$f" || bad=$((bad + 1))
+		done < "$T/files"
+		check_grep "real mooncake: all files byte for byte" '^0$' "$bad"
+		load_clients "$SERVE_URL/org/rmtiny/resolve/main/$BIG" "$SRC/$BIG" 8 2 "$T/rmload"
+		check_grep "real mooncake: 8 concurrent clients, none bad" '^0$' "$LOAD_BAD"
+		serve_stop
+		check_grep "real mooncake: server exited 0" '^0$' "$SERVE_RC"
+	else
+		tap_not_ok "cannot start the installed Mooncake Store" "$(tail -3 "$T/mc/master.log" 2>/dev/null)"
+	fi
+else
+	echo "# real Mooncake Store not installed in $MOONCAKE_HOME: that part not run"
 fi
 
 tap_done
@@ -372,6 +399,31 @@ if [ -f "$BUILD/libmooncake_store.so" ]; then
 	check_grep "mooncake: server exited 0" '^0$' "$SERVE_RC"
 else
 	tap_not_ok "mooncake stand-in library missing from $BUILD"
+fi
+
+# ---- a real Mooncake Store, where one is installed --------------------------
+if mooncake_installed; then
+	unset MOONCAKE_STANDIN_DIR WSTORE_MOONCAKE_LIBRARY
+	if mooncake_start "$T/mc" >/dev/null 2>&1; then
+		check "real mooncake: import" "$W" --store mooncake model import \
+			--checkpoint-id rmtiny --model-id org/rmtiny --source "$SRC" \
+			--chunk-size 1MiB --quiet
+		serve_start real-mooncake mooncake || { tap_done; exit 1; }
+		bad=0
+		while IFS= read -r f; do
+			curl -sf "$SERVE_URL/org/rmtiny/resolve/main/$(urlenc "$f")" -o "$T/got" &&
+				cmp -s "$T/got" "$SRC/$f" || bad=$((bad + 1))
+		done < "$T/files"
+		check_grep "real mooncake: all files byte for byte" '^0$' "$bad"
+		load_clients "$SERVE_URL/org/rmtiny/resolve/main/$BIG" "$SRC/$BIG" 8 2 "$T/rmload"
+		check_grep "real mooncake: 8 concurrent clients, none bad" '^0$' "$LOAD_BAD"
+		serve_stop
+		check_grep "real mooncake: server exited 0" '^0$' "$SERVE_RC"
+	else
+		tap_not_ok "cannot start the installed Mooncake Store" "$(tail -3 "$T/mc/master.log" 2>/dev/null)"
+	fi
+else
+	echo "# real Mooncake Store not installed in $MOONCAKE_HOME: that part not run"
 fi
 
 tap_done
