@@ -149,7 +149,10 @@ if _redis_start "$T/rmaster"; then
 	check_exit "WSTORE_REPLICA_NUM=2 is the same setting" 1 env WSTORE_REPLICA_NUM=2 \
 		"$W" --store "$U" model import --checkpoint-id r --model-id M --source "$SMALL"
 	export WSTORE_LIBRARY="$(cd "$BUILD" && pwd)/libwstore.so" PYTHONPATH="$HERE/../python"
-	check "Python: Store(settings={'replica_num': 2}) is refused; import_ has no replica_num" python3 -c "
+	# a sanitizer build (make asan): its runtime must come first in python
+	asan=$(ldd "$WSTORE_LIBRARY" 2>/dev/null | awk '/libasan/ { print $3 }')
+	PYASAN="ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+	check "Python: Store(settings={'replica_num': 2}) is refused; import_ has no replica_num" env LD_PRELOAD="$asan" "$PYASAN" python3 -c "
 import wstore
 try:
     wstore.Store('$U', settings={'replica_num': 2})
