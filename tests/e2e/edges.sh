@@ -18,6 +18,7 @@ HERE=$(cd "$(dirname "$0")/.." && pwd)
 suite_env edges
 MNT=
 cleanup() {
+	[ -n "${FMNT:-}" ] && { "$W" umount "$FMNT" || umount -l "$FMNT"; } 2>/dev/null
 	[ -n "$MNT" ] && umount "$MNT" 2>/dev/null
 	[ -n "${SLEEPER:-}" ] && kill "$SLEEPER" 2>/dev/null
 	chmod -R u+w "$T" 2>/dev/null
@@ -166,6 +167,14 @@ if mount --bind "$RO" "$ROM" 2>/dev/null && mount -o remount,ro,bind "$ROM" 2>/d
 	check_exit "read-only mount: list" 0 "$W" --store "$ROM" model list
 	check_exit "read-only mount: verify" 0 "$W" --store "$ROM" model verify ro
 	check_exit "read-only mount: pull" 0 "$W" --store "$ROM" model pull ro --dest "$T/rompull"
+	if [ -e /dev/fuse ]; then
+		mkdir -p "$T/fuse"
+		check_exit "read-only mount: wstore mount serves it" 0 timeout 30 "$W" --store "$ROM" mount "$T/fuse"
+		FMNT="$T/fuse"
+		check "read-only mount: a file reads back through FUSE" cmp "$T/fuse/ro/config.json" "$SM/config.json"
+		"$W" umount "$T/fuse" >/dev/null 2>&1
+		FMNT=
+	fi
 	umount "$ROM"
 	MNT=
 else
