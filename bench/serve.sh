@@ -12,6 +12,9 @@
 #   serve (file)     wstore serve on the file store (and with --mmap)
 #   serve (redis)    wstore serve on Redis, next to raw GET of the same
 #                    bytes as 64 MiB values (bench/redis_raw.c)
+#   serve (mooncake) wstore serve on a Mooncake Store started with
+#                    tests/lib/mooncake.sh (when installed), next to raw
+#                    get_into (bench/mooncake_raw.c)
 # then a load run: 32 clients downloading shards for
 # BENCH_SERVE_LOAD_SECONDS (default 30) from the file store, with errors,
 # throughput and the server's peak RSS.  Figures are GB/s (10^9 bytes),
@@ -27,6 +30,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(dirname "$HERE")
 BUILD=$(cd "$BUILD" && pwd) || exit 1
 . "$ROOT/tests/lib/redis.sh"
+. "$ROOT/tests/lib/mooncake.sh"
 
 if [ ! -x "$BUILD/wstore-serve" ]; then
 	echo "bench/serve.sh: $BUILD/wstore-serve not built (libmicrohttpd-dev, -Dserve); skipped" >&2
@@ -41,6 +45,7 @@ chmod 755 "$T"
 cleanup() {
 	[ -f "$T/nginx.pid" ] && kill "$(cat "$T/nginx.pid")" 2>/dev/null
 	redis_stop_all >/dev/null 2>&1
+	mooncake_stop_all >/dev/null 2>&1
 	rm -rf "$T"
 }
 trap cleanup EXIT
@@ -49,6 +54,13 @@ trap 'exit 130' INT TERM
 python3 "$ROOT/tests/tools/mkckpt.py" "$T/src" --size "$SIZE" --shards 4 >/dev/null || exit 1
 cc -O2 -o "$T/redis_raw" "$HERE/redis_raw.c" -lhiredis 2>/dev/null || :
 redis_start_standalone "$T/redis" >/dev/null 2>&1 || echo "bench/serve.sh: no redis-server: no Redis figures" >&2
+if mooncake_installed && cc -O2 -o "$T/mooncake_raw" "$HERE/mooncake_raw.c" -ldl; then
+	# room for the raw values and the checkpoint
+	MOONCAKE_TEST_SEGMENT="$((SIZE * 3 / 1073741824 + 1)) GB"
+	mooncake_start "$T/mc" >/dev/null 2>&1 || echo "bench/serve.sh: cannot start Mooncake: no Mooncake figures" >&2
+else
+	echo "bench/serve.sh: Mooncake not installed in $MOONCAKE_HOME: no Mooncake figures" >&2
+fi
 
 BENCH_BUILD=$BUILD BENCH_TMP=$T BENCH_NGINX=$NGINX \
 python3 - <<'EOF'
@@ -270,6 +282,36 @@ if port:
         r = rate([f"{base}/bench/M/resolve/main/{f}" for f in files], k)
         rows.append((f"serve (redis), {k} client{'s' if k > 1 else ''}", r,
                      "raw GET" if raw_get else "",
+                     r / raw_get if raw_get else None, peak_rss(p.pid), None))
+    p.terminate()
+    p.wait()
+
+if E.get("WSTORE_MASTER_SERVER_ADDR"):
+    # Mooncake: next to raw get_into of the same bytes (bench/mooncake_raw)
+    mraw = os.path.join(tmp, "mooncake_raw")
+    count = max(1, round(total / (64 << 20)))
+    gets = []
+    for i in range(nruns + 1):
+        o = subprocess.run([mraw, E["WSTORE_MOONCAKE_LIBRARY"],
+                            E["WSTORE_MASTER_SERVER_ADDR"],
+                            E["WSTORE_METADATA_SERVER"], "64", str(count)],
+                           capture_output=True, text=True,
+                           env=dict(env, MC_LOG_LEVEL="ERROR")).stdout
+        m = re.search(r"get_into ([0-9.]+) GB/s", o)
+        if m and i > 0:
+            gets.append(float(m.group(1)))
+    raw_get = max(gets) if gets else None
+    if raw_get:
+        rows.append(("raw get_into, 64 MiB values (mooncake)", raw_get, "",
+                     None, None, None))
+    subprocess.run([w, "--store", "mooncake", "--quiet", "model", "import",
+                    "--checkpoint-id", "b", "--model-id", "bench/M",
+                    "--source", src], env=env, check=True)
+    p, base = start_serve("mooncake")
+    for k in (1, 4):
+        r = rate([f"{base}/bench/M/resolve/main/{f}" for f in files], k)
+        rows.append((f"serve (mooncake), {k} client{'s' if k > 1 else ''}",
+                     r, "get_into" if raw_get else "",
                      r / raw_get if raw_get else None, peak_rss(p.pid), None))
     p.terminate()
     p.wait()
