@@ -12,8 +12,10 @@
 #                                (e.g. 400ms); exports WSTORE_MOONCAKE_LIBRARY,
 #                                WSTORE_MASTER_SERVER_ADDR,
 #                                WSTORE_METADATA_SERVER, WSTORE_PROTOCOL,
-#                                WSTORE_LOCAL_HOSTNAME, and
-#                                MOONCAKE_TEST_NODE_PORT
+#                                WSTORE_LOCAL_HOSTNAME,
+#                                MOONCAKE_TEST_NODE_PORT, and
+#                                MC_TCP_BIND_ADDRESS=127.0.0.1 (Mooncake's
+#                                transfer engine on loopback too)
 #   mooncake_kill_node           SIGKILL the storage node
 #   mooncake_start_node          start it again (same port)
 #   mooncake_fake_master         a port that only accepts, as the master
@@ -126,6 +128,10 @@ mooncake_kill_node() {
 }
 
 mooncake_start() {
+	# Mooncake's transfer engine listens on the first network interface's
+	# address unless told otherwise; tests stay on loopback
+	MC_TCP_BIND_ADDRESS=127.0.0.1
+	export MC_TCP_BIND_ADDRESS
 	mkdir -p "$1" || return 1
 	_MC_DIR=$(cd "$1" && pwd)
 	_MC_DIRS="$_MC_DIRS $_MC_DIR"
