@@ -181,11 +181,13 @@ const char *wstore_warning(const wstore_store *store);
  * Like wstore_free, for a process that is about to end: client teardown
  * that only frees process memory and threads is skipped (Mooncake's client
  * takes about a second to stop its threads, in its destroy call or at
- * exit).  The caller must then end the process with _exit, after flushing
- * its own output, so that no atexit handler or static destructor runs
- * while the skipped threads are still alive.
+ * exit).  Returns 1 when teardown was skipped: the caller must then end
+ * the process with _exit, after flushing its own output, so that no atexit
+ * handler or static destructor runs while the skipped threads are still
+ * alive.  Returns 0 when the store was freed as by wstore_free (nothing was
+ * skipped, e.g. on the file store; a normal exit is fine).
  */
-void wstore_free_exiting(wstore_store *store);
+int wstore_free_exiting(wstore_store *store);
 /*
  * Notices: one-line messages about a long wait while it lasts (e.g. "object
  * '...' was left half-written by a writer that died; waiting up to 45 s

@@ -48,8 +48,10 @@ void cli_close_store(wstore_store *s)
 {
 	if (!s)
 		return;
-	wstore_free_exiting(s);
-	fast_exit = 1;
+	/* only when the backend skipped its teardown: otherwise a normal
+	 * exit, so that leak checkers still see everything freed */
+	if (wstore_free_exiting(s))
+		fast_exit = 1;
 }
 
 void cli_exit(int rc)

@@ -213,16 +213,22 @@ void wstore_free(wstore_store *s)
 	free(s);
 }
 
-void wstore_free_exiting(wstore_store *s)
+int wstore_free_exiting(wstore_store *s)
 {
+	int skipped = 0;
+
 	if (!s)
-		return;
-	if (s->b && WSTORE__HAS(s->b, free_exiting))
+		return 0;
+	if (s->b && WSTORE__HAS(s->b, free_exiting)) {
 		s->b->free_exiting(s->b);
-	else if (s->b)
+		skipped = 1;
+	} else if (s->b) {
 		s->b->free(s->b);
+	}
 	free(s->label);
+	free(s->warning);
 	free(s);
+	return skipped;
 }
 
 void wstore_set_notice(wstore_store *s, wstore_notice_fn fn, void *ctx)
