@@ -243,7 +243,9 @@ check "node lost: import exits 1 ($rc)" test "$rc" = 1
 check_grep "node lost: says a storage node is gone" "storage node" "$OUT"
 check_one_line "node lost: one line" "$OUT"
 check "node lost: never READY ($(status_of n1))" test "$(status_of n1)" != READY
-check "node restarts" mooncake_start_node
+# in this shell, not in check's subshell: the cleanup must know the pid
+if mooncake_start_node >/dev/null 2>&1; then tap_ok "node restarts"
+else tap_not_ok "node restarts"; fi
 # until the master drops the dead node's objects (client_ttl), reads of
 # them fail; then the delete goes through (what the import wrote, its
 # intent record included, may have been lost with the node)

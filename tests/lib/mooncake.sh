@@ -61,7 +61,13 @@ _mc_wait_port() {
 	return 1
 }
 
+# _mc_stop_pid PID: SIGKILL it if it still is one of ours (a pid from a
+# file may have been reused since)
 _mc_stop_pid() {
+	case $(tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null) in
+	*mooncake_master*|*mooncake_client*|*wstore-fake-master*) ;;
+	*) return 0 ;;
+	esac
 	kill -9 "$1" 2>/dev/null
 	_i=0
 	while kill -0 "$1" 2>/dev/null && [ $_i -lt 50 ]; do
@@ -85,6 +91,7 @@ _mc_launch_master() {
 		> "$1/master.log" 2>&1 < /dev/null &
 	_MC_MASTER_PID=$!
 	_MC_PIDS="$_MC_PIDS $_MC_MASTER_PID"
+	echo "$_MC_MASTER_PID" >> "$1/pids"
 	_mc_wait_port "$_MC_MASTER_PID" "$2" 30 &&
 		_mc_wait_port "$_MC_MASTER_PID" "$3" 30 && return 0
 	_mc_stop_pid "$_MC_MASTER_PID"
@@ -102,6 +109,10 @@ mooncake_start_node() {
 		>> "$_MC_DIR/node.log" 2>&1 < /dev/null &
 	_MC_NODE_PID=$!
 	_MC_PIDS="$_MC_PIDS $_MC_NODE_PID"
+	# also on file: a node started in a subshell ($(...)) must still be
+	# found by mooncake_kill_node and mooncake_stop_all
+	echo "$_MC_NODE_PID" >> "$_MC_DIR/pids"
+	echo "$_MC_NODE_PID" > "$_MC_DIR/node.pid"
 	_mc_wait_port "$_MC_NODE_PID" "$MOONCAKE_TEST_NODE_PORT" 60 || {
 		tail -5 "$_MC_DIR/node.log" >&2
 		_mc_stop_pid "$_MC_NODE_PID"
@@ -124,7 +135,7 @@ mooncake_start_node() {
 }
 
 mooncake_kill_node() {
-	_mc_stop_pid "$_MC_NODE_PID"
+	_mc_stop_pid "$(cat "$_MC_DIR/node.pid" 2>/dev/null || echo "$_MC_NODE_PID")"
 }
 
 mooncake_start() {
@@ -184,7 +195,7 @@ mooncake_fake_master() {
 s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(128)
 print(s.getsockname()[1], flush=True)
 while True:
-    c, _ = s.accept(); c.close()' > "$_f" 2>/dev/null &
+    c, _ = s.accept(); c.close()' wstore-fake-master > "$_f" 2>/dev/null &
 	_MC_PIDS="$_MC_PIDS $!"
 	_i=0
 	while [ ! -s "$_f" ] && [ $_i -lt 50 ]; do sleep 0.1; _i=$((_i + 1)); done
@@ -195,7 +206,8 @@ while True:
 }
 
 mooncake_stop_all() {
-	for _p in $_MC_PIDS; do
+	for _p in $_MC_PIDS $(cat $(for _d in $_MC_DIRS; do
+		echo "$_d/pids"; done) 2>/dev/null); do
 		_mc_stop_pid "$_p"
 	done
 	for _d in $_MC_DIRS; do
