@@ -107,9 +107,13 @@ elif wanted serve || wanted serve-hub; then
 	echo "== serve: not built (meson setup -Dserve=disabled or no libmicrohttpd): not run"
 fi
 run_suite python sh "$HERE/python/run.sh" "$BUILD"
+run_suite lease-file env WSTORE_TEST_KIND=file sh "$HERE/e2e/lease.sh"
 run_suite mooncake-backend sh "$HERE/mooncake/run.sh" "$BUILD"
+run_suite lease-mooncake env WSTORE_TEST_KIND=mooncake \
+	WSTORE_MOONCAKE_LIBRARY="$BUILD/libmooncake_store.so" \
+	MOONCAKE_STANDIN_LEASE_MS=300 sh "$HERE/e2e/lease.sh"
 
-if wanted redis-backend || wanted e2e-redis || wanted e2e-cluster || wanted redis-faults || wanted redis-edges || [ -z "$ONLY" ]; then
+if wanted redis-backend || wanted e2e-redis || wanted e2e-cluster || wanted redis-faults || wanted redis-edges || wanted lease-redis || [ -z "$ONLY" ]; then
 	if [ ! -x "$BUILD/redis-backend-tests" ]; then
 		echo "== redis: not built (meson setup -Dredis=disabled or no hiredis): not run"
 	elif ! command -v redis-server >/dev/null; then
@@ -127,6 +131,8 @@ if wanted redis-backend || wanted e2e-redis || wanted e2e-cluster || wanted redi
 			WSTORE_TEST_STORE="$WSTORE_TEST_CLUSTER_URL" sh "$HERE/e2e/cli.sh"
 		run_suite redis-faults sh "$HERE/e2e/redis_faults.sh"
 		run_suite redis-edges sh "$HERE/e2e/redis_edges.sh"
+		run_suite lease-redis env WSTORE_TEST_KIND=redis \
+			WSTORE_TEST_STORE="$WSTORE_TEST_REDIS_URL" sh "$HERE/e2e/lease.sh"
 	fi
 fi
 # every backend against the one conformance suite (the Redis servers above,

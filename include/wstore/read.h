@@ -36,6 +36,26 @@ typedef struct wstore_file wstore_file;
  */
 int wstore_checkpoint_open(wstore_checkpoint **out, wstore_store *store,
 			   const char *id);
+/*
+ * The handle holds a read lease on the checkpoint (wstore/lease.h, what
+ * "read") until wstore_checkpoint_free, so a delete waits for it or
+ * refuses.  wstore_checkpoint_open_ext chooses what the lease says, or
+ * (no_lease) takes none, for callers that lease by themselves (the
+ * mount leases a checkpoint while a file of it is open).
+ */
+typedef struct wstore_checkpoint_options {
+	unsigned version;
+	const char *what; /* lease holder description; NULL = "read" */
+	int no_lease;
+} wstore_checkpoint_options;
+#define WSTORE_CHECKPOINT_OPTIONS_VERSION 1
+#define WSTORE_CHECKPOINT_OPTIONS_INIT                                         \
+	{                                                                      \
+		WSTORE_CHECKPOINT_OPTIONS_VERSION                              \
+	}
+int wstore_checkpoint_open_ext(wstore_checkpoint **out, wstore_store *store,
+			       const char *id,
+			       const wstore_checkpoint_options *opts);
 /* The manifest, owned by ck (list files with wstore_manifest_file()). */
 const wstore_manifest *wstore_checkpoint_manifest(const wstore_checkpoint *ck);
 void wstore_checkpoint_free(wstore_checkpoint *ck);

@@ -118,6 +118,9 @@ int wstore_validate_path(const char *path);
  *   serve_listen          `wstore serve` address (ADDR:PORT)
  *   serve_token           bearer token `wstore serve` requires; never
  *                         printed
+ *   quota                 most bytes the checkpoints may hold ("100GiB")
+ *   evict                 "lru": make room under the quota by evicting
+ *                         least recently read checkpoints; "none"
  * An unknown key is an error naming it.
  */
 typedef struct wstore_config wstore_config;
@@ -310,6 +313,17 @@ typedef int (*wstore_progress_fn)(uint64_t done, uint64_t total,
 
 /* ---- import ------------------------------------------------------------ */
 
+/*
+ * Called for each checkpoint an eviction picks, least recently read first
+ * (a checkpoint never read counts from its import): removed is 1 once it
+ * was deleted, 0 on a dry run or when the delete failed (then code and
+ * message say why, e.g. a lease taken meanwhile: it is skipped).  id and
+ * message are valid only for the call.  See wstore/lease.h.
+ */
+typedef void (*wstore_evict_fn)(const char *id, uint64_t bytes,
+				int64_t last_read_ms, int removed, int code,
+				const char *message, void *ctx);
+
 typedef struct wstore_import_options {
 	unsigned version;
 	const char *checkpoint_id; /* required */
@@ -323,18 +337,26 @@ typedef struct wstore_import_options {
 	uint32_t jobs; /* worker threads; 0 = number of cores */
 	wstore_progress_fn progress;
 	void *progress_ctx;
+	/* version 2: told of each checkpoint evicted to make room (the
+	 * store's quota with "evict": "lru"); may be NULL */
+	wstore_evict_fn on_evict;
+	void *on_evict_ctx;
 } wstore_import_options;
-#define WSTORE_IMPORT_OPTIONS_VERSION 1
+#define WSTORE_IMPORT_OPTIONS_VERSION 2
 #define WSTORE_IMPORT_OPTIONS_INIT                                             \
 	{                                                                      \
 		WSTORE_IMPORT_OPTIONS_VERSION                                  \
 	}
 
 /*
- * Import a checkpoint directory (docs/format.md, "Lifecycle").  On success the
- * READY manifest is published and the id is in both indexes.  On failure or
- * cancellation the chunks written are removed and a FAILED manifest records
- * any that could not be; the return value says why.
+ * Import a checkpoint directory (docs/format.md, "Lifecycle").  Before
+ * anything is written the import must fit: under the store's quota
+ * ("quota" in the config; with "evict": "lru" least recently read
+ * checkpoints that are neither pinned nor leased are evicted first) and in
+ * the backend's free space where it can tell; else WSTORE_EBUSY with the
+ * sizes.  On success the READY manifest is published and the id is in both
+ * indexes.  On failure or cancellation the chunks written are removed and a
+ * FAILED manifest records any that could not be; the return value says why.
  */
 int wstore_import(wstore_store *store, const wstore_import_options *opts);
 /* The checks wstore_import makes of opts before it touches the source or

@@ -48,6 +48,9 @@ int cmd_umount(struct cli *c, int argc, char **argv);
 int cmd_serve(struct cli *c, int argc, char **argv);
 int cmd_gc(struct cli *c, int argc, char **argv);
 int cmd_admin_unlock(struct cli *c, int argc, char **argv);
+int cmd_model_pin(struct cli *c, int argc, char **argv);
+int cmd_model_unpin(struct cli *c, int argc, char **argv);
+int cmd_df(struct cli *c, int argc, char **argv);
 
 /* Print "wstore: <msg>" to stderr; returns EXIT_USAGE. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

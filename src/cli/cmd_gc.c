@@ -6,13 +6,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
+#include <wstore/lease.h>
 
 #include "cli.h"
 
 static const char help[] =
 	"usage: wstore admin gc [--dry-run] [--grace SECONDS]\n"
+	"       wstore admin gc --evict-to SIZE [--dry-run]\n"
 	"\n"
 	"Find objects no manifest references -- chunks left by crashed\n"
 	"imports, and (file store) temp files of interrupted writes -- and\n"
@@ -26,10 +29,15 @@ static const char help[] =
 	"options:\n"
 	"  --dry-run          report orphans, remove nothing (takes no lock)\n"
 	"  --grace SECONDS    leave temp files younger than this (default 3600)\n"
+	"  --evict-to SIZE    instead: delete READY checkpoints that are\n"
+	"                     neither pinned nor leased, least recently read\n"
+	"                     first, until the checkpoints hold at most SIZE\n"
+	"                     (e.g. 20GiB); with --dry-run only list them\n"
 	"\n"
 	"Prints one line per orphan and a summary.\n"
 	"Exit status: 0 done, 1 an error (some orphan could not be removed,\n"
-	"or the store cannot list keys).\n";
+	"or the store cannot list keys; with --evict-to, SIZE could not be\n"
+	"reached because of pinned or leased checkpoints).\n";
 
 struct report {
 	struct cli *c;
@@ -111,11 +119,66 @@ static void print_summary(struct cli *c, const wstore_gc_stats *st, int dry_run,
 	       (unsigned long long)st->skipped);
 }
 
+static void on_evict(const char *id, uint64_t bytes, int64_t last_read_ms,
+		     int removed, int code, const char *message, void *ctx)
+{
+	struct report *r = ctx;
+	char sz[32], t[32] = "never";
+	time_t tt = (time_t)(last_read_ms / 1000);
+	struct tm tm;
+
+	if (last_read_ms > 0 && gmtime_r(&tt, &tm))
+		strftime(t, sizeof(t), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	if (r->c->json) {
+		json_array_append_new(
+			r->orphans,
+			json_pack("{s:s, s:I, s:I, s:b, s:s}", "checkpoint_id",
+				  id, "bytes", (json_int_t)bytes,
+				  "last_read_ms", (json_int_t)last_read_ms,
+				  "evicted", removed, "message", message));
+		return;
+	}
+	wstore_format_size(sz, sizeof(sz), bytes);
+	if (code)
+		fprintf(stderr, "wstore: not evicted '%s': %s\n", id, message);
+	else if (!r->c->quiet)
+		printf("%s '%s' (%s, last read %s)\n",
+		       removed ? "evicted" : "would evict", id, sz, t);
+}
+
+static int evict_to(struct cli *c, uint64_t target, int dry_run,
+		    struct report *r)
+{
+	wstore_store *s = NULL;
+	uint64_t used = 0;
+	char sz[32];
+	int rc;
+
+	if (cli_open_store(c, &s, 0))
+		return EXIT_ERR;
+	rc = wstore_evict(&used, s, target, dry_run, on_evict, r);
+	wstore_free(s);
+	if (rc < 0)
+		return cli_fail(rc);
+	if (c->json) {
+		cli_print_json(json_pack("{s:b, s:I, s:I, s:O}", "dry_run",
+					 dry_run, "target", (json_int_t)target,
+					 "used", (json_int_t)used, "evicted",
+					 r->orphans));
+	} else if (!c->quiet) {
+		wstore_format_size(sz, sizeof(sz), used);
+		printf("checkpoints hold %s%s\n", sz,
+		       dry_run ? " (dry run: would after eviction)" : "");
+	}
+	return EXIT_OK;
+}
+
 int cmd_gc(struct cli *c, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "dry-run", no_argument, NULL, 'n' },
 		{ "grace", required_argument, NULL, 'g' },
+		{ "evict-to", required_argument, NULL, 'e' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -123,7 +186,8 @@ int cmd_gc(struct cli *c, int argc, char **argv)
 	wstore_gc_stats st;
 	struct report r = { c, json_array(), json_array() };
 	wstore_store *s = NULL;
-	int ch, rc;
+	uint64_t target = 0;
+	int ch, rc, evict = 0;
 
 	opterr = 0;
 	optind = 1;
@@ -133,6 +197,16 @@ int cmd_gc(struct cli *c, int argc, char **argv)
 		} else if (ch == 'g') {
 			if (parse_grace(&o.grace_seconds, optarg))
 				goto usage;
+		} else if (ch == 'e') {
+			if (!strcmp(optarg, "0"))
+				target = 0;
+			else if (wstore_parse_size(&target, optarg) < 0) {
+				cli_usage_error("invalid --evict-to '%s': "
+						"expected a size such as 20GiB",
+						optarg);
+				goto usage;
+			}
+			evict = 1;
 		} else if (ch == 'h') {
 			cli_print_help(help);
 			rc = EXIT_OK;
@@ -145,6 +219,10 @@ int cmd_gc(struct cli *c, int argc, char **argv)
 	if (optind != argc) {
 		cli_usage_error("'admin gc' takes no arguments");
 		goto usage;
+	}
+	if (evict) {
+		rc = evict_to(c, target, o.dry_run, &r);
+		goto done;
 	}
 	if (cli_open_store(c, &s, o.dry_run ? WSTORE_OPEN_READONLY : 0)) {
 		rc = EXIT_ERR;

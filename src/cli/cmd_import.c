@@ -3,6 +3,7 @@
  */
 #include <getopt.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,6 +94,27 @@ static int report(struct cli *c, const wstore_import_options *o,
 	return EXIT_OK;
 }
 
+/* Eviction to make room under the quota: say which checkpoint went. */
+static void on_evict(const char *id, uint64_t bytes, int64_t last_read_ms,
+		     int removed, int code, const char *message, void *ctx)
+{
+	char sz[32], t[32] = "never";
+	time_t tt = (time_t)(last_read_ms / 1000);
+	struct tm tm;
+
+	(void)ctx;
+	if (last_read_ms > 0 && gmtime_r(&tt, &tm))
+		strftime(t, sizeof(t), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	wstore_format_size(sz, sizeof(sz), bytes);
+	if (removed)
+		fprintf(stderr,
+			"wstore: evicted '%s' (%s, last read %s) to make room\n",
+			id, sz, t);
+	else if (code)
+		fprintf(stderr, "wstore: could not evict '%s': %s\n", id,
+			message);
+}
+
 int cmd_model_import(struct cli *c, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -164,6 +186,7 @@ int cmd_model_import(struct cli *c, int argc, char **argv)
 			       o.chunk_size ? o.chunk_size
 					    : WSTORE_DEFAULT_CHUNK_SIZE);
 	o.progress = cli_progress_fn;
+	o.on_evict = on_evict;
 	o.progress_ctx = &p;
 	p.start = cli_now();
 	rc = wstore_import(s, &o);

@@ -23,6 +23,9 @@ static const struct cli_cmd commands[] = {
 	  "write one file of a checkpoint" },
 	{ "model", "pull", cmd_model_pull,
 	  "write a whole checkpoint to a directory" },
+	{ "model", "pin", cmd_model_pin, "never evict a checkpoint" },
+	{ "model", "unpin", cmd_model_unpin, "allow evicting it again" },
+	{ NULL, "df", cmd_df, "space used, by checkpoint" },
 	{ "config", "init", cmd_config_init, "write the configuration file" },
 	{ NULL, "mount", cmd_mount, "mount the store read-only (FUSE)" },
 	{ NULL, "umount", cmd_umount, "unmount a wstore mount" },
@@ -57,15 +60,18 @@ static const char main_help[] =
 	"  model list [--model MODEL]\n"
 	"  model inspect ID\n"
 	"  model verify ID [--jobs N]\n"
-	"  model delete ID [--missing-ok]\n"
+	"  model delete ID [--missing-ok] [--wait [SECONDS]] [--force]\n"
 	"  model materialize-file ID --path REL --output FILE\n"
 	"  model pull ID --dest DIR [--include GLOB]... [--exclude GLOB]...\n"
 	"             [--jobs N] [--no-verify] [--force]\n"
+	"  model pin ID | model unpin ID\n"
+	"  df\n"
 	"  config init [--force]\n"
 	"  mount MOUNTPOINT [--checkpoint ID] [--cache-size SIZE] [--foreground]\n"
 	"  umount MOUNTPOINT\n"
 	"  serve [--listen ADDR:PORT] [--token TOKEN] [--max-connections N]\n"
-	"  admin gc [--dry-run] [--grace SECONDS]   (also: wstore gc)\n"
+	"  admin gc [--dry-run] [--grace SECONDS] [--evict-to SIZE]\n"
+	"                                           (also: wstore gc)\n"
 	"  admin unlock ID|catalog [--force]\n"
 	"\n"
 	"global options (anywhere on the line):\n"

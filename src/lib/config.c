@@ -45,6 +45,8 @@ static const char *const known_keys[] = {
 	"mooncake_log",
 	"serve_listen",
 	"serve_token",
+	"quota",
+	"evict",
 	NULL,
 };
 

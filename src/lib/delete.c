@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "delete.h"
 #include "error.h"
@@ -20,6 +21,8 @@
 #include "names.h"
 #include "util.h"
 #include "store.h"
+#include "lease.h"
+#include "wstore/lease.h"
 
 struct sweep {
 	wstore_store *s;
@@ -96,7 +99,8 @@ static int delete_chunks(wstore_store *s, const wstore_manifest *m)
  * (FAILED is the contract's only other status; re-running delete, or an
  * import of the id, finishes the job).
  */
-static int mark_deleting(wstore_store *s, wstore_manifest *m, const char *mkey)
+static int mark_deleting(wstore_store *s, wstore_manifest *m, const char *mkey,
+			 const char *why)
 {
 	char *json = NULL;
 	size_t len = 0;
@@ -105,7 +109,7 @@ static int mark_deleting(wstore_store *s, wstore_manifest *m, const char *mkey)
 	if (strcmp(m->status, "READY") != 0)
 		return 0;
 	if (wstore__set_str(&m->status, "FAILED") < 0 ||
-	    wstore__set_str(&m->error, "delete interrupted; run it again") < 0)
+	    wstore__set_str(&m->error, why) < 0)
 		return -ENOMEM;
 	m->updated_at = (int64_t)time(NULL);
 	rc = wstore_manifest_serialize(&json, &len, m);
@@ -115,10 +119,88 @@ static int mark_deleting(wstore_store *s, wstore_manifest *m, const char *mkey)
 	return rc;
 }
 
-int wstore__delete_unlocked(wstore_store *s, const char *id)
+/*
+ * Wait until id has no live read lease; deadline_ms is Unix ms (< 0: no
+ * limit).  WSTORE_EBUSY naming the holders once the deadline has passed.
+ */
+static int drain(wstore_store *s, const char *id, int64_t deadline_ms,
+		 const wstore_delete_options *o)
 {
-	char mkey[WSTORE__KEY_MAX], key[WSTORE__KEY_MAX];
+	char desc[1024];
+	size_t n;
+
+	for (;;) {
+		int rc = wstore__leases_describe(s, id, &n, desc, sizeof(desc));
+
+		if (rc < 0)
+			return rc;
+		if (n == 0)
+			return 0;
+		if (deadline_ms >= 0 && wstore__now_ms() >= deadline_ms)
+			return wstore__err(WSTORE_EBUSY,
+					   "checkpoint '%s' is being read "
+					   "(%zu lease%s): %s",
+					   id, n, n == 1 ? "" : "s", desc);
+		if (o && o->progress && o->progress(0, 0, "", o->progress_ctx))
+			return wstore__err(WSTORE_ECANCELED,
+					   "delete of '%s' interrupted while "
+					   "waiting for readers: %s",
+					   id, desc);
+		usleep(100000); /* poll: leases end in other processes */
+	}
+}
+
+/* Undo steps 2 and 3 after a wait for readers timed out: the manifest
+ * as it was, the id back in both indexes. */
+static int restore(int code, wstore_store *s, const wstore_manifest *m,
+		   const char *mkey, const char *json, size_t len)
+{
+	char key[WSTORE__KEY_MAX], saved[1024];
+	int rc;
+
+	snprintf(saved, sizeof(saved), "%s", wstore_last_error());
+	rc = wstore__replace(s, mkey, json, len);
+	if (rc == 0 && strcmp(m->status, "READY") == 0) {
+		wstore__key_models_index(key);
+		rc = wstore__index_add(s, key, m->checkpoint_id, NULL);
+		wstore__key_model_index(key, m->model_id);
+		if (rc == 0)
+			rc = wstore__index_add(s, key, m->checkpoint_id,
+					       m->model_id);
+	}
+	if (rc < 0)
+		return wstore__err(rc,
+				   "%s (and putting it back failed: %s; "
+				   "run the delete again)",
+				   saved, wstore_last_error());
+	return wstore__err(code, "%s", saved);
+}
+
+/* What goes with the checkpoint besides its chunks: pin, last-read time
+ * and lease records (a forced delete leaves live readers none). */
+static int delete_extras(wstore_store *s, const char *id)
+{
+	int rc = wstore__meta_remove(s, id);
+
+	return rc < 0 ? rc : wstore__leases_purge(s, id);
+}
+
+/*
+ * The delete itself, under the lock.  o == NULL (import reclaiming a
+ * FAILED id) checks no lease.  Otherwise, once the manifest stops saying
+ * READY no new reader starts, and every reader that saw READY took its
+ * lease before: so a check here sees them all.  With wait_ms the delete
+ * waits for them; else, or on timeout, it puts everything back.
+ */
+static int delete_locked(wstore_store *s, const char *id,
+			 const wstore_delete_options *o)
+{
+	char mkey[WSTORE__KEY_MAX], key[WSTORE__KEY_MAX], *orig = NULL;
+	int64_t deadline = !o		    ? 0
+			   : o->wait_ms < 0 ? -1
+					    : wstore__now_ms() + o->wait_ms;
 	wstore_manifest *m = NULL;
+	size_t olen = 0;
 	int rc;
 
 	wstore__key_manifest(mkey, id);
@@ -134,6 +216,9 @@ int wstore__delete_unlocked(wstore_store *s, const char *id)
 		rc = wstore__index_remove(s, key, id, NULL);
 		if (rc == 0)
 			rc = wstore__intent_reclaim(s, id);
+		/* what a delete interrupted after its manifest went */
+		if (rc >= 0)
+			delete_extras(s, id);
 		/* a killed import's chunks were all there was */
 		if (rc == 1)
 			return 0;
@@ -143,20 +228,41 @@ int wstore__delete_unlocked(wstore_store *s, const char *id)
 	}
 	if (rc < 0)
 		return rc;
+	rc = wstore_manifest_serialize(&orig, &olen, m);
 	wstore__key_models_index(key);
-	rc = wstore__index_remove(s, key, id, NULL);
+	if (rc == 0)
+		rc = wstore__index_remove(s, key, id, NULL);
 	if (rc == 0) {
 		wstore__key_model_index(key, m->model_id);
 		rc = wstore__index_remove(s, key, id, m->model_id);
 	}
-	if (rc == 0)
-		rc = mark_deleting(s, m, mkey);
+	if (rc == 0) {
+		wstore_manifest *copy = NULL;
+
+		/* mark_deleting edits m: keep the original for restore */
+		rc = wstore_manifest_parse(&copy, orig, olen);
+		if (rc == 0)
+			rc = mark_deleting(s, copy, mkey,
+					   o && !o->force
+						   ? WSTORE_DELETE_WAITING_ERROR
+						   : "delete interrupted; run "
+						     "it again");
+		wstore_manifest_free(copy);
+	}
+	if (rc == 0 && o && !o->force) {
+		rc = drain(s, id, deadline, o);
+		if (rc == WSTORE_EBUSY || rc == WSTORE_ECANCELED)
+			rc = restore(rc, s, m, mkey, orig, olen);
+	}
 	if (rc == 0)
 		rc = delete_chunks(s, m);
 	if (rc == 0)
 		rc = wstore__intent_reclaim(s, id);
 	if (rc >= 0)
+		rc = delete_extras(s, id);
+	if (rc == 0)
 		rc = wstore__remove(s, mkey);
+	free(orig);
 	wstore_manifest_free(m);
 	return rc;
 }
@@ -176,13 +282,19 @@ static int is_full(int rc)
  * after the manifest went, the chunks are orphans that 'admin gc' removes.
  */
 static int delete_when_full(wstore_store *s, const char *id,
-			    const char *lockname, int full_rc)
+			    const char *lockname, int full_rc,
+			    const wstore_delete_options *o)
 {
 	char mkey[WSTORE__KEY_MAX], key[WSTORE__KEY_MAX], *token = NULL;
 	char why[512];
 	wstore_manifest *m = NULL;
-	int rc = wstore_manifest_read(&m, s, id);
+	int64_t deadline = o->wait_ms < 0 ? -1 : wstore__now_ms() + o->wait_ms;
+	int rc;
 
+	/* leases are only read here: readers go first, full or not */
+	if (!o->force && (rc = drain(s, id, deadline, o)) < 0)
+		return rc;
+	rc = wstore_manifest_read(&m, s, id);
 	snprintf(why, sizeof(why), "%s", wstore_last_error());
 	if (rc == WSTORE_ENOTFOUND)
 		return wstore__err(rc, "checkpoint '%s' not found", id);
@@ -226,22 +338,41 @@ static int delete_when_full(wstore_store *s, const char *id,
 		wstore__key_model_index(key, m->model_id);
 		rc = wstore__index_remove(s, key, id, m->model_id);
 	}
+	if (rc == 0)
+		delete_extras(s, id);
 	wstore__unlock(s, lockname, token);
 	wstore_manifest_free(m);
 	return rc;
 }
 
+int wstore__delete_unlocked(wstore_store *s, const char *id)
+{
+	return delete_locked(s, id, NULL);
+}
+
 int wstore_delete(wstore_store *s, const char *id)
 {
+	return wstore_delete_ext(s, id, NULL);
+}
+
+int wstore_delete_ext(wstore_store *s, const char *id,
+		      const wstore_delete_options *o)
+{
+	wstore_delete_options defaults = WSTORE_DELETE_OPTIONS_INIT;
 	char lockname[WSTORE__KEY_MAX], *token = NULL;
 	int rc = wstore_validate_checkpoint_id(id);
 
 	if (rc < 0)
 		return rc;
+	if (!o)
+		o = &defaults;
+	if (o->version != WSTORE_DELETE_OPTIONS_VERSION)
+		return wstore__err(WSTORE_EINVAL,
+				   "delete options of another version");
 	snprintf(lockname, sizeof(lockname), "models/%s", id);
 	rc = wstore__lock(s, lockname, &token);
 	if (is_full(rc))
-		return delete_when_full(s, id, lockname, rc);
+		return delete_when_full(s, id, lockname, rc, o);
 	if (rc == WSTORE_EBUSY)
 		return wstore__err(
 			rc,
@@ -249,7 +380,11 @@ int wstore_delete(wstore_store *s, const char *id)
 			id, wstore_last_error());
 	if (rc < 0)
 		return rc;
-	rc = wstore__delete_unlocked(s, id);
+	/* refuse before touching anything when there is no waiting */
+	if (!o->force && o->wait_ms == 0)
+		rc = drain(s, id, 0, NULL);
+	if (rc == 0)
+		rc = delete_locked(s, id, o);
 	wstore__unlock(s, lockname, token);
 	return rc;
 }

@@ -42,6 +42,7 @@
 #include "manifest.h"
 #include "names.h"
 #include "store.h"
+#include "lease.h"
 
 #define GC_DEFAULT_GRACE 3600
 
@@ -333,6 +334,21 @@ static int lock_is_live(struct gc *g, const char *id, char *owner, size_t cap)
 	return live;
 }
 
+/* gc never touches a checkpoint that is being read (lease.c). */
+static int being_read(struct gc *g, const char *id, char *msg, size_t cap)
+{
+	char desc[900];
+	size_t n = 0;
+
+	if (wstore__leases_describe(g->s, id, &n, desc, sizeof(desc)) < 0) {
+		wstore__clear_err();
+		return 0;
+	}
+	if (n)
+		snprintf(msg, cap, "being read: %s", desc);
+	return n > 0;
+}
+
 static void gc_id(struct gc *g, const char *id)
 {
 	char lockname[WSTORE__KEY_MAX], *token = NULL, msg[1024];
@@ -356,6 +372,11 @@ static void gc_id(struct gc *g, const char *id)
 			gc_fail(g, rc);
 			return;
 		}
+	}
+	if (being_read(g, id, msg, sizeof(msg))) {
+		skip(g, id, WSTORE_EBUSY, msg);
+		wstore__unlock(g->s, lockname, token);
+		return;
 	}
 	rc = wstore_manifest_read(&m, g->s, id);
 	if (rc == WSTORE_ECORRUPT) {

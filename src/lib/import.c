@@ -40,6 +40,7 @@
 #include "store.h"
 #include "safetensors.h"
 #include "scan.h"
+#include "usage.h"
 
 /* Bytes read and hashed at a time: fits in a core's L2 cache. */
 #define PIECE ((size_t)512 << 10)
@@ -653,7 +654,8 @@ static void leave_failed(struct import *im, int err, const char *msg)
 
 int wstore_import_check(const wstore_import_options *o)
 {
-	if (!o || o->version != WSTORE_IMPORT_OPTIONS_VERSION)
+	if (!o ||
+	    (o->version != 1 && o->version != WSTORE_IMPORT_OPTIONS_VERSION))
 		return wstore__err(
 			WSTORE_EINVAL,
 			"import options missing or of another version");
@@ -863,6 +865,11 @@ int wstore_import(wstore_store *s, const wstore_import_options *o)
 			rc = wstore__errc(-errno, "cannot resolve source '%s'",
 					  o->source);
 	}
+	if (rc == 0)
+		rc = wstore__make_room(s, o->checkpoint_id, im.scan.total,
+				       o->version >= 2 ? o->on_evict : NULL,
+				       o->version >= 2 ? o->on_evict_ctx
+						       : NULL);
 	snprintf(lockname, sizeof(lockname), "models/%s", o->checkpoint_id);
 	if (rc == 0) {
 		rc = wstore__lock(s, lockname, &token);

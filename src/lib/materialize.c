@@ -27,6 +27,7 @@
 #include "error.h"
 #include "manifest.h"
 #include "store.h"
+#include "lease.h"
 
 uint64_t wstore__max_chunk(const wstore_manifest *m)
 {
@@ -238,12 +239,14 @@ int wstore_materialize_file(wstore_store *s, const char *id, const char *path,
 			    const char *output)
 {
 	wstore_manifest *m = NULL;
+	wstore_lease *lease = NULL;
 	int64_t i;
 	int rc;
 
 	if (!output || !*output)
 		return wstore__err(WSTORE_EINVAL, "no output file given");
-	rc = wstore__manifest_read_ready(&m, s, id);
+	/* the lease first, then the manifest (lease.h) */
+	rc = wstore__lease_read_ready(&lease, &m, s, id, "materialize");
 	if (rc < 0)
 		return rc;
 	if ((i = wstore_manifest_find(m, path)) < 0) {
@@ -253,5 +256,6 @@ int wstore_materialize_file(wstore_store *s, const char *id, const char *path,
 		rc = materialize(s, m, &m->files[i], output);
 	}
 	wstore_manifest_free(m);
+	wstore_lease_release(lease);
 	return rc;
 }

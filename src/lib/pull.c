@@ -418,6 +418,7 @@ int wstore_pull(wstore_store *store, const char *id, const char *dest,
 	static const wstore_pull_options defaults = WSTORE_PULL_OPTIONS_INIT;
 	struct pull p = { .s = store, .o = opts ? opts : &defaults, .dfd = -1 };
 	wstore_checkpoint *ck;
+	wstore_checkpoint_options ckopts = WSTORE_CHECKPOINT_OPTIONS_INIT;
 	int rc;
 
 	if (p.o->version != WSTORE_PULL_OPTIONS_VERSION)
@@ -428,7 +429,8 @@ int wstore_pull(wstore_store *store, const char *id, const char *dest,
 	if (!dest || !*dest)
 		return wstore__err(WSTORE_EINVAL, "pull needs a destination "
 						  "directory");
-	if ((rc = wstore_checkpoint_open(&ck, store, id)) < 0)
+	ckopts.what = "pull";
+	if ((rc = wstore_checkpoint_open_ext(&ck, store, id, &ckopts)) < 0)
 		return rc;
 	p.m = wstore_checkpoint_manifest(ck);
 	p.dest = dest;

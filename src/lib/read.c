@@ -30,6 +30,8 @@
 #include "manifest.h"
 #include "readv.h"
 #include "store.h"
+#include "lease.h"
+#include "wstore/lease.h"
 
 #define POOL_MAX 8
 
@@ -42,6 +44,7 @@ struct scratch {
 struct wstore_checkpoint {
 	wstore_store *s;
 	wstore_manifest *m;
+	wstore_lease *lease;  /* NULL with no_lease */
 	pthread_mutex_t lock; /* guards pool */
 	struct scratch *pool;
 	unsigned npool;
@@ -65,19 +68,40 @@ struct piece {
 int wstore_checkpoint_open(wstore_checkpoint **out, wstore_store *store,
 			   const char *id)
 {
+	return wstore_checkpoint_open_ext(out, store, id, NULL);
+}
+
+int wstore_checkpoint_open_ext(wstore_checkpoint **out, wstore_store *store,
+			       const char *id,
+			       const wstore_checkpoint_options *o)
+{
+	wstore_checkpoint_options defaults = WSTORE_CHECKPOINT_OPTIONS_INIT;
+	wstore_lease *lease = NULL;
 	wstore_checkpoint *ck;
 	wstore_manifest *m;
 	int rc;
 
 	*out = NULL;
-	if ((rc = wstore__manifest_read_ready(&m, store, id)) < 0)
+	if (!o)
+		o = &defaults;
+	if (o->version != WSTORE_CHECKPOINT_OPTIONS_VERSION)
+		return wstore__err(WSTORE_EINVAL,
+				   "checkpoint options of another version");
+	/* the lease comes first: a delete that sees none has already
+	 * stopped the manifest saying READY */
+	rc = o->no_lease
+		     ? wstore__manifest_read_ready(&m, store, id)
+		     : wstore__lease_read_ready(&lease, &m, store, id, o->what);
+	if (rc < 0)
 		return rc;
 	if (!(ck = calloc(1, sizeof(*ck)))) {
 		wstore_manifest_free(m);
+		wstore_lease_release(lease);
 		return wstore__errc(-ENOMEM, "cannot open checkpoint '%s'", id);
 	}
 	ck->s = store;
 	ck->m = m;
+	ck->lease = lease;
 	pthread_mutex_init(&ck->lock, NULL);
 	*out = ck;
 	return 0;
@@ -101,6 +125,7 @@ void wstore_checkpoint_free(wstore_checkpoint *ck)
 	}
 	pthread_mutex_destroy(&ck->lock);
 	wstore_manifest_free(ck->m);
+	wstore_lease_release(ck->lease);
 	free(ck);
 }
 

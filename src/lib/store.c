@@ -128,6 +128,28 @@ static int open_backend(wstore_backend **out, const char *url,
 	return open_file_store(out, url, flags);
 }
 
+/* "quota" and "evict" of the config, checked before the store opens. */
+static int read_policy(uint64_t *quota, int *lru, const wstore_config *cfg)
+{
+	const char *q = cfg ? wstore_config_get(cfg, "quota") : NULL;
+	const char *e = cfg ? wstore_config_get(cfg, "evict") : NULL;
+
+	*quota = 0;
+	*lru = 0;
+	if (q && *q && wstore_parse_size(quota, q) < 0)
+		return wstore__err(WSTORE_EINVAL,
+				   "invalid quota '%s': expected a size such "
+				   "as 100GiB",
+				   q);
+	if (e && *e && strcmp(e, "lru") != 0 && strcmp(e, "none") != 0)
+		return wstore__err(WSTORE_EINVAL,
+				   "invalid evict '%s': expected 'lru' or "
+				   "'none'",
+				   e);
+	*lru = e && strcmp(e, "lru") == 0;
+	return 0;
+}
+
 int wstore_open(wstore_store **out, const wstore_config *cfg)
 {
 	return wstore_open_flags(out, cfg, WSTORE_OPEN_CREATE);
@@ -136,12 +158,16 @@ int wstore_open(wstore_store **out, const wstore_config *cfg)
 int wstore_open_flags(wstore_store **out, const wstore_config *cfg,
 		      unsigned flags)
 {
+	uint64_t quota;
+	int lru;
 	const char *url = cfg ? wstore_config_get(cfg, "store") : NULL;
 	wstore_backend *b = NULL;
 	int rc;
 
 	*out = NULL;
 	free(wstore__take_warning());
+	if ((rc = read_policy(&quota, &lru, cfg)) < 0)
+		return rc;
 	rc = open_backend(&b, url, cfg, flags);
 	if (rc < 0) {
 		free(wstore__take_warning());
@@ -156,6 +182,8 @@ int wstore_open_flags(wstore_store **out, const wstore_config *cfg,
 	(*out)->warning = wstore__take_warning();
 	free((*out)->label);
 	(*out)->label = redact_url(url && *url ? url : b->name);
+	(*out)->quota = quota;
+	(*out)->evict_lru = lru;
 	return 0;
 }
 

@@ -28,8 +28,10 @@
 
 struct wstore_store {
 	wstore_backend *b;
-	char *label;   /* URL without secrets, for messages */
-	char *warning; /* what the backend warned about at open, or NULL */
+	char *label;	/* URL without secrets, for messages */
+	char *warning;	/* what the backend warned about at open, or NULL */
+	uint64_t quota; /* "quota" of the config, 0 = none */
+	int evict_lru;	/* "evict": "lru" */
 };
 
 /* Get a whole value, allocating (NUL-terminated for convenience).

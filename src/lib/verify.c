@@ -14,6 +14,7 @@
 #include "error.h"
 #include "manifest.h"
 #include "store.h"
+#include "lease.h"
 
 struct verify {
 	wstore_store *s;
@@ -124,12 +125,14 @@ int wstore_verify(wstore_store *s, const char *id,
 {
 	wstore_verify_options defaults = WSTORE_VERIFY_OPTIONS_INIT;
 	struct verify v = { .s = s, .o = o ? o : &defaults };
+	wstore_lease *lease = NULL;
 	int rc;
 
 	if (v.o->version != WSTORE_VERIFY_OPTIONS_VERSION)
 		return wstore__err(WSTORE_EINVAL,
 				   "verify options of another version");
-	rc = wstore__manifest_read_ready(&v.m, s, id);
+	/* the lease first, then the manifest (lease.h) */
+	rc = wstore__lease_read_ready(&lease, &v.m, s, id, "verify");
 	if (rc < 0)
 		return rc;
 	v.cap = (size_t)wstore__max_chunk(v.m);
@@ -138,5 +141,6 @@ int wstore_verify(wstore_store *s, const char *id,
 	rc = run(&v);
 	pthread_mutex_destroy(&v.mu);
 	wstore_manifest_free(v.m);
+	wstore_lease_release(lease);
 	return rc;
 }

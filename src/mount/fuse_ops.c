@@ -74,6 +74,7 @@
 
 #include <wstore/wstore.h>
 #include <wstore/read.h>
+#include <wstore/lease.h>
 
 #include "fuse_ops.h"
 
@@ -116,6 +117,12 @@ struct entry {
 	atomic_int refs;       /* the table's, open files', read-ahead jobs' */
 	pthread_mutex_t vlock; /* guards validated */
 	double validated;      /* start of the last good manifest check */
+	pthread_mutex_t llock; /* guards nopen and lease */
+	uint32_t nopen;	       /* files open on the entry */
+	wstore_lease *lease;   /* held while nopen > 0 */
+	/* out of the listing, its delete waiting for its open files: still
+	 * in tab (getattr and reads on those work), refuses new opens */
+	atomic_int draining;
 };
 
 /* An open file. */
@@ -258,9 +265,11 @@ static void entry_free(struct entry *e)
 	}
 	free(e->nodes);
 	wstore_checkpoint_free(e->ck);
+	wstore_lease_release(e->lease);
 	free(e->mbytes);
 	free(e->id);
 	pthread_mutex_destroy(&e->vlock);
+	pthread_mutex_destroy(&e->llock);
 	free(e);
 }
 
@@ -370,6 +379,7 @@ static int build_nodes(struct entry *e, const wstore_manifest *man)
 static int entry_new(struct wmount *m, struct entry **out, const char *id,
 		     char *mbytes, size_t mlen)
 {
+	wstore_checkpoint_options ckopts = WSTORE_CHECKPOINT_OPTIONS_INIT;
 	struct entry *e = calloc(1, sizeof(*e));
 	int rc;
 
@@ -377,13 +387,17 @@ static int entry_new(struct wmount *m, struct entry **out, const char *id,
 	if (!e)
 		return -ENOMEM;
 	pthread_mutex_init(&e->vlock, NULL);
+	pthread_mutex_init(&e->llock, NULL);
 	atomic_init(&e->refs, 1);
 	atomic_init(&e->dead, 0);
+	atomic_init(&e->draining, 0);
 	if (!(e->id = strdup(id))) {
 		entry_free(e);
 		return -ENOMEM;
 	}
-	if ((rc = wstore_checkpoint_open(&e->ck, m->s, id)) < 0) {
+	/* leased only while a file of it is open (lease_open) */
+	ckopts.no_lease = 1;
+	if ((rc = wstore_checkpoint_open_ext(&e->ck, m->s, id, &ckopts)) < 0) {
 		entry_free(e);
 		return rc;
 	}
@@ -418,8 +432,15 @@ static int read_manifest_bytes(struct wmount *m, const char *id, char **out,
 	if (rc < 0)
 		return rc;
 	if (strcmp(wstore_manifest_status(man), "READY") != 0) {
+		/* a delete waiting for readers: its chunks stay while we
+		 * hold a lease (2), else it is gone (1) */
+		rc = wstore_manifest_error(man) &&
+				     !strcmp(wstore_manifest_error(man),
+					     WSTORE_DELETE_WAITING_ERROR)
+			     ? 2
+			     : 1;
 		wstore_manifest_free(man);
-		return 1;
+		return rc;
 	}
 	rc = wstore_manifest_serialize(out, out_len, man);
 	wstore_manifest_free(man);
@@ -614,7 +635,25 @@ static uint64_t zc_cost(const struct cache *c)
  * After a fetch that started at t0: is e still the checkpoint in the
  * store?  0 if so; -ENOENT if gone or no longer READY, -EIO if it changed.
  */
-static int entry_validate(struct wmount *m, struct entry *e, double t0)
+/* Files of e are open, so e holds a read lease (lease_open). */
+static int entry_leased(struct entry *e)
+{
+	int n;
+
+	pthread_mutex_lock(&e->llock);
+	n = e->nopen > 0;
+	pthread_mutex_unlock(&e->llock);
+	return n;
+}
+
+/*
+ * Is e still the checkpoint it was?  A delete that waits for the readers
+ * has made the manifest FAILED, but while e holds a lease the chunks stay
+ * as they were: files already open go on reading (draining).  A new open
+ * passes draining = 0 and needs READY.
+ */
+static int entry_check(struct wmount *m, struct entry *e, double t0,
+		       int draining)
 {
 	double t1;
 	char *bytes;
@@ -633,7 +672,9 @@ static int entry_validate(struct wmount *m, struct entry *e, double t0)
 		     e->id, wstore_last_error());
 		return -EIO;
 	}
-	if (rc == 1) {
+	if (rc == 2 && draining && entry_leased(e))
+		return 0;
+	if (rc >= 1) {
 		mlog(m, LOG_WARNING, "checkpoint '%s' is gone or not READY",
 		     e->id);
 		atomic_store(&e->dead, 1);
@@ -652,6 +693,11 @@ static int entry_validate(struct wmount *m, struct entry *e, double t0)
 		e->validated = t1;
 	pthread_mutex_unlock(&e->vlock);
 	return 0;
+}
+
+static int entry_validate(struct wmount *m, struct entry *e, double t0)
+{
+	return entry_check(m, e, t0, 1);
 }
 
 static int fetch(struct wmount *m, struct slot *s, wstore_file *f, uint64_t cs)
@@ -1032,6 +1078,36 @@ static struct entry *refresh_one(struct wmount *m, const char *id, int *fresh)
 	return e;
 }
 
+/* Draining entries whose last file was closed go (under m->lock for
+ * writing): their delete may now remove the chunks. */
+static void retire_drained(struct wmount *m)
+{
+	for (uint32_t i = 0; i < m->ntab; i++) {
+		struct entry *e = m->tab[i];
+
+		if (!e || !atomic_load(&e->draining) || entry_leased(e))
+			continue;
+		atomic_store(&e->dead, 1);
+		m->tab[i] = NULL;
+		cache_purge(&m->c, e);
+		entry_put(e);
+	}
+}
+
+/* e has open files (so a lease) and a delete waits for them. */
+static int entry_draining(struct wmount *m, struct entry *e)
+{
+	char *bytes = NULL;
+	size_t len;
+	int rc;
+
+	if (!entry_leased(e))
+		return 0;
+	rc = read_manifest_bytes(m, e->id, &bytes, &len);
+	free(bytes);
+	return rc == 2;
+}
+
 /* Compare the store with the tree and swap in what changed.  A failed
  * listing keeps the tree as it is (reads then fail on their own). */
 static int refresh(struct wmount *m)
@@ -1073,6 +1149,7 @@ static int refresh(struct wmount *m)
 			nnew--;
 			i--;
 		}
+	retire_drained(m);
 	old = m->live;
 	nold = m->nlive;
 	m->live = next;
@@ -1085,6 +1162,13 @@ static int refresh(struct wmount *m)
 			;
 		if (j < nnew)
 			continue;
+		/* files open on a checkpoint whose delete waits for them
+		 * read on; it only leaves the listing (the table's reference
+		 * stays with tab until the files are closed) */
+		if (entry_draining(m, old[i])) {
+			atomic_store(&old[i]->draining, 1);
+			continue;
+		}
 		atomic_store(&old[i]->dead, 1);
 		m->tab[old[i]->eid] = NULL;
 		dead[ndead++] = old[i];
@@ -1417,6 +1501,45 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_err(req, 0);
 }
 
+static void lease_close(struct entry *e)
+{
+	wstore_lease *l = NULL;
+
+	pthread_mutex_lock(&e->llock);
+	if (--e->nopen == 0) {
+		l = e->lease;
+		e->lease = NULL;
+	}
+	pthread_mutex_unlock(&e->llock);
+	wstore_lease_release(l);
+}
+
+/*
+ * A checkpoint is leased while a file of it is open, so that a delete
+ * waits for (or refuses) the readers of a mount.  The entry's manifest
+ * was read before the lease: check it again once the lease is held.
+ */
+static int lease_open(struct wmount *m, struct entry *e)
+{
+	int rc = 0, took = 0;
+
+	pthread_mutex_lock(&e->llock);
+	if (e->nopen == 0) {
+		rc = wstore_lease_take(&e->lease, m->s, e->id, "mount");
+		took = rc == 0;
+		if (rc < 0)
+			mlog(m, LOG_ERR, "%s", wstore_last_error());
+	}
+	if (rc == 0)
+		e->nopen++;
+	pthread_mutex_unlock(&e->llock);
+	if (rc < 0)
+		return -EIO;
+	if (took && (rc = entry_check(m, e, now_mono(), 0)) < 0)
+		lease_close(e);
+	return rc;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct wmount *m = fuse_req_userdata(req);
@@ -1442,8 +1565,18 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EISDIR);
 		return;
 	}
+	if (atomic_load(&e->draining)) {
+		pthread_rwlock_unlock(&m->lock);
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
 	entry_get(e);
 	pthread_rwlock_unlock(&m->lock);
+	if ((rc = lease_open(m, e)) < 0) {
+		entry_put(e);
+		fuse_reply_err(req, -rc);
+		return;
+	}
 	man = wstore_checkpoint_manifest(e->ck);
 	h = calloc(1, sizeof(*h));
 	rc = h ? wstore_manifest_file(&info, man, (size_t)e->nodes[node].file)
@@ -1454,6 +1587,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		mlog(m, LOG_ERR, "cannot open a file of '%s': %s", e->id,
 		     wstore_last_error());
 		free(h);
+		lease_close(e);
 		entry_put(e);
 		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
 		return;
@@ -1479,6 +1613,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 
 	(void)ino;
 	wstore_file_free(h->f);
+	lease_close(h->e);
 	entry_put(h->e);
 	free(h);
 	fuse_reply_err(req, 0);
@@ -1884,6 +2019,9 @@ void wmount_free(struct wmount *m)
 	m->se = NULL;
 	for (size_t i = 0; i < m->nlive; i++)
 		entry_put(m->live[i]);
+	for (uint32_t i = 0; i < m->ntab; i++)
+		if (m->tab[i] && atomic_load(&m->tab[i]->draining))
+			entry_put(m->tab[i]);
 	free(m->live);
 	free(m->tab);
 	cache_free(&m->c);

@@ -3,7 +3,8 @@
 # against a file store: every file byte for byte, concurrent readers, odd
 # offsets across chunk boundaries, writes refused, mmap, tensors through
 # torch, a second checkpoint appearing, a checkpoint deleted while mounted
-# (reads fail, never wrong bytes), --checkpoint, SIGTERM, umount.
+# (refused while a file is open; forced, reads fail, never wrong bytes),
+# --checkpoint, SIGTERM, umount.
 # Needs /dev/fuse and root (or fusermount3); fails loudly without them.
 #   BUILD  the build directory holding wstore
 set -u
@@ -190,7 +191,8 @@ check_one_line "the error is one line" "$OUT"
 check "no mount is left behind" sh -c "! grep -q ' $MNT3 ' /proc/mounts"
 check_exit "umount of --checkpoint mount" 0 "$W" umount "$MNT2"
 
-# ---- delete while mounted: reads fail, never wrong bytes -----------------
+# ---- delete while mounted: refused while a file is open; forced, reads fail,
+# never wrong bytes
 cat > "$T/deleted.py" <<'EOF'
 import errno, os, subprocess, sys, time
 mnt, src, wstore, store = sys.argv[1:5]
@@ -198,8 +200,12 @@ f = "model-00001-of-00002.safetensors"
 want = open(src + "/" + f, "rb").read()
 fd = os.open(mnt + "/a/" + f, os.O_RDONLY)
 assert os.pread(fd, 4096, 0) == want[:4096], "bad bytes before delete"
-subprocess.run([wstore, "--store", store, "model", "delete", "a"], check=True, timeout=60,
-               stdout=subprocess.DEVNULL)
+# the open file holds a read lease: a plain delete refuses, --force wins
+r = subprocess.run([wstore, "--store", store, "model", "delete", "a"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=60)
+assert r.returncode == 1 and "mount by pid" in r.stderr, r.stderr
+subprocess.run([wstore, "--store", store, "model", "delete", "a", "--force"],
+               check=True, timeout=60, stdout=subprocess.DEVNULL)
 deadline, step, failed_read, failed_open = time.time() + 8, 0, False, False
 while time.time() < deadline and not (failed_read and failed_open):
     off = (step * 1000003) % (len(want) - 65536)

@@ -10,7 +10,8 @@
 #    re-running the same command (or delete) succeeds; `admin gc` then
 #    leaves zero orphans (chunk objects no manifest lists, temp files).
 #  - 16 concurrent imports; 2 concurrent imports of one id; delete racing
-#    verify, materialize and pull.
+#    verify, materialize and pull (refused while they hold their read
+#    lease; forced, they fail cleanly).
 #  - corruption of a chunk (flip, truncate, remove), of a manifest and of
 #    the index object.
 set -u
@@ -355,27 +356,32 @@ for r in 1 2 3; do
 	ws model delete same >/dev/null 2>&1
 done
 
-# delete racing a slowed reader: the reader fails cleanly or sees it all
-# race_reader NAME DIR CMD...: run CMD slowed, delete meanwhile: once its
-# temp file shows in DIR (it is writing), or with DIR "-" (a reader that
-# writes nothing) after a short delay, which is a timing point, not a wait:
-# the check holds whether the delete lands before or during the read
+# delete racing a slowed reader: a plain delete refuses while the reader
+# holds its read lease; a forced one wins and the reader fails cleanly.
+# race_reader NAME DIR CMD...: run CMD slowed; once it holds its lease
+# and (DIR other than "-") its temp file shows in DIR (it is writing),
+# delete, then delete --force
 has_temp() { [ -n "$(find "$1" -maxdepth 1 -name '.wstore-tmp-*' 2>/dev/null)" ]; }
+leased() { [ -n "$(ls "$S/weight/leases/models/$1" 2>/dev/null)" ]; }
 race_reader() {
 	name=$1; where=$2; shift 2
 	ws model import --checkpoint-id race --model-id M --source "$SRC" --chunk-size 8K >/dev/null
 	WSTORE_FAULTS=delay=100 "$W" --store "fault+$S" "$@" >"$T/race.out" 2>&1 &
 	pid=$!
-	if [ "$where" = - ]; then sleep 0.25; else wait_for 30 has_temp "$where"; fi
+	wait_for 20 leased race || tap_not_ok "$name takes a read lease"
+	[ "$where" = - ] || wait_for 30 has_temp "$where"
 	ws model delete race >"$T/race.del" 2>&1
+	prc=$?
+	grep -q "is being read" "$T/race.del" || prc=0
+	ws model delete race --force >"$T/race.del" 2>&1
 	drc=$?
 	wait_exit 300 $pid
 	rrc=$?
-	if [ $drc = 0 ] && [ $rrc != 0 ] && [ $rrc != 137 ] &&
+	if [ $prc = 1 ] && [ $drc = 0 ] && [ $rrc != 0 ] && [ $rrc != 137 ] &&
 		grep -Eqi "not found|missing|deleted|no key|corrupt|is FAILED" "$T/race.out"; then
 		tap_ok "delete racing $name: reader exits $rrc: $(grep -i "wstore:" "$T/race.out" | head -1)"
 	else
-		tap_not_ok "delete racing $name" "delete $drc, reader $rrc" "$(tail -3 "$T/race.out")"
+		tap_not_ok "delete racing $name" "plain delete $prc, forced $drc, reader $rrc" "$(tail -3 "$T/race.out")"
 	fi
 }
 race_reader verify - model verify race --jobs 1

@@ -35,7 +35,7 @@ static void test_set_get(void)
 
 	while (keys[n])
 		n++;
-	CHECK_EQ_INT(n, 15);
+	CHECK_EQ_INT(n, 17);
 	CHECK_EQ_INT(wstore_config_new(&c), 0);
 	for (size_t i = 0; i < n; i++)
 		CHECK(wstore_config_get(c, keys[i]) == NULL);

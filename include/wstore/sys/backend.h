@@ -246,6 +246,33 @@ struct wstore_backend {
 	 */
 	void *(*buf_alloc)(wstore_backend *b, size_t size);
 	void (*buf_free)(wstore_backend *b, void *p);
+
+	/*
+	 * Replace the value of key, as upsert does, and have the store
+	 * itself remove it ttl_ms milliseconds later unless it is put again
+	 * first (Redis SET PX).  Used for read leases (docs/format.md,
+	 * "Leases"): a reader that dies stops renewing, and its lease goes
+	 * without anyone having to clean up.  A later get of an expired key
+	 * is WSTORE_ENOTFOUND and list no longer reports it.  ttl_ms > 0.
+	 * Optional: NULL on stores without expiry, where the front end
+	 * upserts and readers of the record compare the expiry time written
+	 * in it.  Added after version 2: used only when struct_size
+	 * covers it.
+	 */
+	int (*put_ttl)(wstore_backend *b, const char *key, const void *data,
+		       size_t len, uint64_t ttl_ms);
+
+	/*
+	 * How much the store can hold: *out_capacity the bytes it may hold
+	 * in all, *out_free the bytes it may still take (file store: statvfs
+	 * of its file system; Redis: maxmemory and maxmemory less
+	 * used_memory).  Either is UINT64_MAX when the store cannot tell
+	 * (Redis without maxmemory).  Used to refuse an import that cannot
+	 * fit before its first chunk, and by `wstore df`.  Optional: NULL
+	 * when the store cannot tell at all.  Added after version 2.
+	 */
+	int (*space)(wstore_backend *b, uint64_t *out_capacity,
+		     uint64_t *out_free);
 };
 
 /*

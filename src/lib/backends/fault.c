@@ -14,6 +14,7 @@
  * (on failure the caller keeps it) and frees it in free.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -308,6 +309,25 @@ static int fault_get_range(wstore_backend *b, const char *key, uint64_t off,
 	return rc;
 }
 
+/* Leases: counted and delayed as an upsert, then passed through. */
+static int fault_put_ttl(wstore_backend *b, const char *key, const void *data,
+			 size_t len, uint64_t ttl_ms)
+{
+	fault_backend *fb = fb_of(b);
+	uint64_t k;
+	int rc = enter(fb, OP_UPSERT, key, &k);
+
+	return rc ? rc : fb->inner->put_ttl(fb->inner, key, data, len, ttl_ms);
+}
+
+static int fault_space(wstore_backend *b, uint64_t *out_capacity,
+		       uint64_t *out_free)
+{
+	fault_backend *fb = fb_of(b);
+
+	return fb->inner->space(fb->inner, out_capacity, out_free);
+}
+
 static int fault_size(wstore_backend *b, const char *key, uint64_t *out)
 {
 	fault_backend *fb = fb_of(b);
@@ -398,6 +418,13 @@ static void set_callbacks(fault_backend *fb)
 	fb->pub.update = in->update ? fault_update : NULL;
 	fb->pub.sync = in->sync ? fault_sync : NULL;
 	fb->pub.free = fault_free;
+	/* callbacks after version 2 only where the inner struct has them */
+#define INNER_HAS(f)                                                           \
+	(offsetof(wstore_backend, f) + sizeof(in->f) <= in->struct_size &&     \
+	 in->f)
+	fb->pub.put_ttl = INNER_HAS(put_ttl) ? fault_put_ttl : NULL;
+	fb->pub.space = INNER_HAS(space) ? fault_space : NULL;
+#undef INNER_HAS
 }
 
 int wstore_backend_fault_new(wstore_backend **out, wstore_backend *inner,

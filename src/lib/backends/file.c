@@ -39,6 +39,7 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -423,6 +424,21 @@ static int file_sync(wstore_backend *b)
 	if (fd >= 0)
 		close(fd);
 	return rc;
+}
+
+/* Room on the store's file system, as an unprivileged writer sees it. */
+static int file_space(wstore_backend *b, uint64_t *out_capacity,
+		      uint64_t *out_free)
+{
+	file_backend *fb = fb_of(b);
+	struct statvfs st;
+
+	if (statvfs(fb->root, &st) < 0)
+		return wstore__errc(-errno, "cannot statvfs file store '%s'",
+				    fb->root);
+	*out_capacity = (uint64_t)st.f_blocks * st.f_frsize;
+	*out_free = (uint64_t)st.f_bavail * st.f_frsize;
+	return 0;
 }
 
 static int file_put_new(wstore_backend *b, const char *key, const void *data,
@@ -996,6 +1012,7 @@ int wstore_backend_file_open(wstore_backend **out, const char *root,
 	fb->pub.sweep_temps = file_sweep_temps;
 	fb->pub.open_fd = file_open_fd;
 	fb->pub.put_stream = file_put_stream;
+	fb->pub.space = file_space;
 	*out = &fb->pub;
 	return 0;
 }

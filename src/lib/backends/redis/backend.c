@@ -103,6 +103,16 @@ static int rb_put_new(wstore_backend *b, const char *key, const void *data,
 	return run(b, &req, key);
 }
 
+static int rb_put_ttl(wstore_backend *b, const char *key, const void *data,
+		      size_t len, uint64_t ttl_ms)
+{
+	struct rd_req req = {
+		.op = RD_PUT_TTL, .data = data, .len = len, .ttl_ms = ttl_ms
+	};
+
+	return run(b, &req, key);
+}
+
 static int rb_get(wstore_backend *b, const char *key, void *buf, size_t cap,
 		  size_t *out_len)
 {
@@ -283,6 +293,73 @@ static int rb_sync(wstore_backend *wb)
 	if (b->cl)
 		free(nodes);
 	return r;
+}
+
+/* A number field "name:" of an INFO reply, or -1. */
+static long long info_field(const char *info, const char *name)
+{
+	const char *p = strstr(info, name);
+
+	return p ? strtoll(p + strlen(name), NULL, 10) : -1;
+}
+
+/* used_memory and maxmemory (0: no limit) of node n. */
+static int node_memory(struct rd_node *n, long long *used, long long *max)
+{
+	const char *argv[] = { "INFO", "memory", NULL };
+	struct rd_conn *rc;
+	redisReply *r;
+	int reused, rv = rd_node_take(n, &rc, &reused);
+
+	if (rv)
+		return rv;
+	r = rd_command(rc, argv);
+	rd_node_give(n, rc, !r);
+	if (!r || r->type != REDIS_REPLY_STRING) {
+		if (r)
+			freeReplyObject(r);
+		return wstore__err(WSTORE_EUNAVAIL,
+				   "redis at %s: INFO memory failed", n->name);
+	}
+	*used = info_field(r->str, "used_memory:");
+	*max = info_field(r->str, "maxmemory:");
+	freeReplyObject(r);
+	return *used < 0 || *max < 0
+		       ? wstore__err(-EPROTO,
+				     "redis at %s: INFO memory lacks "
+				     "used_memory or maxmemory",
+				     n->name)
+		       : 0;
+}
+
+/* maxmemory summed over the masters, less what they use; a master without
+ * maxmemory makes both unknown. */
+static int rb_space(wstore_backend *wb, uint64_t *out_capacity,
+		    uint64_t *out_free)
+{
+	struct redis_backend *b = (struct redis_backend *)wb;
+	struct rd_node **nodes = &b->node;
+	uint64_t cap = 0, used = 0;
+	size_t n = 1;
+	int r = 0, unlimited = 0;
+
+	if (b->cl && (r = rdc_masters(b->cl, &nodes, &n)))
+		return r;
+	for (size_t i = 0; !r && i < n; i++) {
+		long long u = 0, m = 0;
+
+		r = node_memory(nodes[i], &u, &m);
+		unlimited |= m == 0;
+		cap += (uint64_t)m;
+		used += (uint64_t)u;
+	}
+	if (b->cl)
+		free(nodes);
+	if (r)
+		return r;
+	*out_capacity = unlimited ? UINT64_MAX : cap;
+	*out_free = unlimited ? UINT64_MAX : cap > used ? cap - used : 0;
+	return 0;
 }
 
 static void rb_free(wstore_backend *wb)
@@ -514,6 +591,8 @@ static void set_callbacks(struct redis_backend *b)
 	b->base.update = rb_update;
 	b->base.sync = rb_sync;
 	b->base.free = rb_free;
+	b->base.put_ttl = rb_put_ttl;
+	b->base.space = rb_space;
 }
 
 /* CONFIG GET maxmemory-policy of the server behind n: 0 and *out the

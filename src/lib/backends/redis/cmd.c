@@ -24,9 +24,9 @@
 #include "proto.h"
 
 static const char *const op_names[] = {
-	[RD_PUT] = "put",	[RD_PUT_NEW] = "put", [RD_GET] = "get",
-	[RD_GET_RANGE] = "get", [RD_SIZE] = "size",   [RD_REMOVE] = "remove",
-	[RD_UPDATE] = "update",
+	[RD_PUT] = "put",	[RD_PUT_NEW] = "put",	[RD_PUT_TTL] = "put",
+	[RD_GET] = "get",	[RD_GET_RANGE] = "get", [RD_SIZE] = "size",
+	[RD_REMOVE] = "remove", [RD_UPDATE] = "update",
 };
 
 /* ---- commands ------------------------------------------------------------ */
@@ -38,22 +38,36 @@ static int reply_err(struct rd_req *req, const redisReply *r)
 	return RD_REPLY_ERR;
 }
 
-/* SET key value [NX], the value sent from the caller's memory. */
+/* SET key value [NX | PX ttl], the value sent from the caller's memory. */
 static int op_put(struct rd_conn *rc, struct rd_req *req)
 {
-	char head[64], mid[32];
+	char head[64], mid[32], px[64];
 	static const char crlf[] = "\r\n", nx[] = "\r\n$2\r\nNX\r\n";
-	int nx_ = req->op == RD_PUT_NEW;
+	int nx_ = req->op == RD_PUT_NEW, px_ = req->op == RD_PUT_TTL;
+	int pxlen = snprintf(px, sizeof(px), "%llu",
+			     (unsigned long long)req->ttl_ms);
 	struct iovec iov[5] = {
 		{ head, (size_t)snprintf(head, sizeof(head),
 					 "*%d\r\n$3\r\nSET\r\n$%zu\r\n",
-					 nx_ ? 4 : 3, req->klen) },
+					 nx_   ? 4
+					 : px_ ? 5
+					       : 3,
+					 req->klen) },
 		{ (void *)req->key, req->klen },
 		{ mid, (size_t)snprintf(mid, sizeof(mid), "\r\n$%zu\r\n",
 					req->len) },
 		{ (void *)req->data, req->len },
 		{ (void *)(nx_ ? nx : crlf), nx_ ? sizeof(nx) - 1 : 2 },
 	};
+	char tail[96];
+
+	if (px_) {
+		/* PX and its argument follow the value */
+		snprintf(tail, sizeof(tail), "\r\n$2\r\nPX\r\n$%d\r\n%s\r\n",
+			 pxlen, px);
+		iov[4].iov_base = tail;
+		iov[4].iov_len = strlen(tail);
+	}
 	redisReply *r;
 	int code = 0;
 
@@ -313,6 +327,7 @@ int rd_do(struct rd_node *n, struct rd_conn *rc, struct rd_req *req)
 	switch (req->op) {
 	case RD_PUT:
 	case RD_PUT_NEW:
+	case RD_PUT_TTL:
 		max = __atomic_load_n(&n->max_bulk, __ATOMIC_RELAXED);
 		if (max && req->len > max)
 			return wstore__err(

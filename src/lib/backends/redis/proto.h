@@ -61,6 +61,7 @@ struct rd_node {
 enum rd_op {
 	RD_PUT,
 	RD_PUT_NEW,
+	RD_PUT_TTL, /* SET key value PX ttl_ms */
 	RD_GET,
 	RD_GET_RANGE,
 	RD_SIZE,
@@ -77,7 +78,8 @@ struct rd_req {
 	size_t len;	  /* put: value size; get_range: bytes */
 	void *buf;	  /* get/get_range: destination */
 	size_t cap;
-	uint64_t off; /* get_range */
+	uint64_t off;	 /* get_range */
+	uint64_t ttl_ms; /* put_ttl */
 	size_t *out_len;
 	uint64_t *out_size;
 	wstore_update_fn fn;

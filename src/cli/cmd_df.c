@@ -1,0 +1,120 @@
+/*
+ * cmd_df.c - wstore df: what the store holds, by checkpoint (size, pinned,
+ * leased, last read), the total, and the store's capacity and free space
+ * where the backend can tell.
+ */
+#include <stdio.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <jansson.h>
+#include <wstore/lease.h>
+
+#include "cli.h"
+
+static const char help[] =
+	"usage: wstore df [--json]\n"
+	"\n"
+	"Show every checkpoint of the index with its size, whether it is\n"
+	"pinned, how many read leases it has and when it was last read;\n"
+	"then the total, and the store's capacity and free space where the\n"
+	"backend can tell (file store: its file system; Redis: maxmemory).\n";
+
+static void when(char *buf, size_t cap, int64_t ms)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	if (ms <= 0 || !gmtime_r(&t, &tm))
+		snprintf(buf, cap, "never");
+	else
+		strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static json_t *as_json(const wstore_usage *u)
+{
+	json_t *rows = json_array(), *j;
+	uint64_t cap, fr;
+	int known = wstore_usage_space(&cap, &fr, u) == 0;
+
+	for (size_t i = 0; i < wstore_usage_count(u); i++) {
+		wstore_usage_info in;
+
+		wstore_usage_get(&in, u, i);
+		json_array_append_new(
+			rows,
+			json_pack("{s:s, s:s, s:s, s:I, s:b, s:I, s:I}",
+				  "checkpoint_id", in.id, "model_id",
+				  in.model_id, "status", in.status, "size",
+				  (json_int_t)in.size, "pinned", in.pinned,
+				  "leases", (json_int_t)in.leases,
+				  "last_read_ms", (json_int_t)in.last_read_ms));
+	}
+	j = json_pack("{s:o, s:I}", "checkpoints", rows, "total",
+		      (json_int_t)wstore_usage_total(u));
+	json_object_set_new(j, "capacity",
+			    known && cap != UINT64_MAX
+				    ? json_integer((json_int_t)cap)
+				    : json_null());
+	json_object_set_new(j, "free",
+			    known && fr != UINT64_MAX
+				    ? json_integer((json_int_t)fr)
+				    : json_null());
+	return j;
+}
+
+static void print_table(const wstore_usage *u)
+{
+	char sz[32], t[32];
+	uint64_t cap, fr;
+
+	printf("%-32s %12s %-6s %6s  %s\n", "CHECKPOINT", "SIZE", "PINNED",
+	       "LEASES", "LAST READ");
+	for (size_t i = 0; i < wstore_usage_count(u); i++) {
+		wstore_usage_info in;
+
+		wstore_usage_get(&in, u, i);
+		wstore_format_size(sz, sizeof(sz), in.size);
+		when(t, sizeof(t), in.last_read_ms);
+		printf("%-32s %12s %-6s %6u  %s%s\n", in.id, sz,
+		       in.pinned ? "yes" : "no", in.leases, t,
+		       in.status[0] == 'R' ? "" : "  (FAILED)");
+	}
+	wstore_format_size(sz, sizeof(sz), wstore_usage_total(u));
+	printf("total: %zu checkpoints, %s\n", wstore_usage_count(u), sz);
+	if (wstore_usage_space(&cap, &fr, u) == 0 && cap != UINT64_MAX) {
+		char f[32];
+
+		wstore_format_size(sz, sizeof(sz), cap);
+		wstore_format_size(f, sizeof(f), fr);
+		printf("store: %s free of %s\n", f, sz);
+	} else {
+		printf("store: capacity unknown\n");
+	}
+}
+
+int cmd_df(struct cli *c, int argc, char **argv)
+{
+	wstore_store *s = NULL;
+	wstore_usage *u = NULL;
+	int rc;
+
+	if (cli_wants_help(argc, argv)) {
+		cli_print_help(help);
+		return EXIT_OK;
+	}
+	if (argc > 1)
+		return cli_usage_error("'df' takes no arguments");
+	if (cli_open_store(c, &s, WSTORE_OPEN_READONLY))
+		return EXIT_ERR;
+	rc = wstore_usage_read(&u, s);
+	wstore_free(s);
+	if (rc < 0)
+		return cli_fail(rc);
+	if (c->json)
+		cli_print_json(as_json(u));
+	else
+		print_table(u);
+	wstore_usage_free(u);
+	return EXIT_OK;
+}

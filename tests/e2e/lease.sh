@@ -1,0 +1,351 @@
+#!/bin/sh
+# lease.sh - read leases, delete --wait / --force, pins, df, quota and
+# eviction, end to end through the CLI and the Python binding (suite
+# "lease-KIND"), on the file store, Redis (WSTORE_TEST_KIND=redis,
+# WSTORE_TEST_STORE its URL) or the Mooncake stand-in (kind mooncake, the
+# lease-set record of stores that cannot list).
+#  - a slow reader (a pull slowed by the fault backend's delay=MS, an open
+#    Python handle, a file held open in a mount) makes a delete refuse,
+#    naming the holder; --wait completes once it ends; --wait that times
+#    out leaves the checkpoint READY and listed; --force wins and the
+#    reader fails cleanly; a SIGKILLed reader on this host holds nothing,
+#    one "on another host" (its own UTS namespace) until the lease TTL
+#  - 16 concurrent readers and one deleter: no reader sees wrong bytes,
+#    the delete names the holders or waits
+#  - pins, df, last-read times; eviction order (gc --evict-to) with a
+#    chosen read order, pinned and leased checkpoints surviving; the
+#    quota refusing an import before its first write, and evicting with
+#    "evict": "lru"; an import that cannot fit the store's free space
+set -u
+BUILD=${BUILD:-build}
+KIND=${WSTORE_TEST_KIND:-file}
+TAP_SUITE=lease-$KIND
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+. "$HERE/lib/tap.sh"
+. "$HERE/lib/redis.sh"
+
+suite_env lease
+PY=/usr/bin/python3
+MNT="$T/mnt"
+SMALL="$T/small"
+PIDS=""
+cleanup() {
+	for p in $PIDS; do kill -KILL "$p" 2>/dev/null; done
+	grep -q " $MNT fuse" /proc/mounts 2>/dev/null && "$W" umount "$MNT" 2>/dev/null
+	grep -q " $SMALL " /proc/mounts 2>/dev/null && umount "$SMALL" 2>/dev/null
+	rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+case $KIND in
+file) S="$T/store" ;;
+mooncake) S=mooncake; export MOONCAKE_STANDIN_DIR="$T/mooncake" ;;
+*) S=$WSTORE_TEST_STORE ;;
+esac
+# short leases so that expiry is seen quickly; every read records its time
+export WSTORE_LEASE_TTL_MS=1500 WSTORE_LAST_READ_INTERVAL_MS=0
+# the lease set of a store without list is renewed under a lock: with
+# every call slowed by 100 ms a renewal takes most of a second
+[ "$KIND" = mooncake ] && WSTORE_LEASE_TTL_MS=4000
+export WSTORE_KEY_PREFIX="lease-$$-"
+export WSTORE_LIBRARY=$(dirname "$W")/libwstore.so
+export PYTHONPATH="$HERE/../python${PYTHONPATH:+:$PYTHONPATH}"
+ws() { "$W" --store "$S" "$@"; }
+# check_wait NAME STATUS SECONDS PID: the background job PID exits with
+# STATUS within SECONDS (waited for in this shell: a zombie stays alive
+# for kill -0 in a command substitution)
+check_wait() {
+	wait_exit "$3" "$4"; _cw=$?
+	if [ "$_cw" = "$2" ]; then tap_ok "$1"
+	else tap_not_ok "$1" "pid $4 exited $_cw, wanted $2"; fi
+}
+
+SRC="$T/src"
+python3 "$HERE/tools/mkckpt.py" "$SRC" --size 200000 --shards 2 >/dev/null
+imp() { ws -q model import --checkpoint-id "$1" --model-id "M/$1" \
+	--source "$SRC" --chunk-size 16K >/dev/null; }
+
+# nleases ID: live leases of ID as df counts them
+nleases() {
+	ws --json df 2>/dev/null | "$PY" -c '
+import json, sys
+d = json.load(sys.stdin)
+print(sum(c["leases"] for c in d["checkpoints"] if c["checkpoint_id"] == sys.argv[1]))' "$1"
+}
+has_leases() { [ "$(nleases "$1")" -ge "${2:-1}" ]; }
+no_leases() { [ "$(nleases "$1")" = 0 ]; }
+is_ready() { ws --json model inspect "$1" 2>/dev/null | grep -q '"status": *"READY"'; }
+listed() { ws model list 2>/dev/null | grep -q "^$1 "; }
+gone() { ! ws model inspect "$1" >/dev/null 2>&1 && ! listed "$1"; }
+# dest_ok DIR: every file present in a pull destination equals the source
+dest_ok() {
+	[ -d "$1" ] || return 0
+	(cd "$1" && find . -type f ! -name '.*wstore-tmp*') | while read -r f; do
+		cmp -s "$1/$f" "$SRC/$f" || { echo "wrong bytes: $f"; exit 1; }
+	done
+}
+# slow_pull ID DEST [MS]: a pull whose every store call takes MS (100) ms;
+# $! is the wstore process itself
+slow_pull() {
+	env WSTORE_FAULTS="delay=${3:-100}" "$W" --store "fault+$S" -q \
+		model pull "$1" --dest "$2" --jobs 1 --no-verify >"$2.log" 2>&1 &
+}
+
+# ---- a slow pull blocks delete; --wait completes when it ends -------------
+imp a
+slow_pull a "$T/p1"; P=$!; PIDS="$PIDS $P"
+check "a pull takes a read lease" wait_for 30 has_leases a
+# (a reader that has its lease but has not read the manifest yet is
+# refused by a delete --wait; this one has: it made its destination)
+check "... and starts writing" wait_for 30 test -d "$T/p1"
+check_exit "delete of a checkpoint being pulled is refused" 1 ws model delete a
+check_grep "the refusal names the holder and when its lease expires" \
+	"is being read \(1 lease\): pull by pid $P on host '[^']+' \(lease expires in [0-9]+ s\); use --wait" "$OUT"
+check_one_line "the refusal is one line" "$OUT"
+check "a refused delete leaves it READY and listed" sh -c "$(command -v "$W") --store '$S' model list | grep -q '^a '"
+check_exit "gc --evict-to 0 leaves a leased checkpoint" 1 ws gc --evict-to 0
+check "... and it is still READY" is_ready a
+if [ "$KIND" != mooncake ]; then
+	check_exit "gc runs while it is read" 0 ws gc --grace 0
+	check_grep "... and leaves it alone, saying why" "skipped 'a': being read: pull by pid $P" "$OUT"
+fi
+ws model delete a --wait 120 >"$T/del.out" 2>&1 & D=$!
+check_wait "the pull finishes" 0 120 "$P"
+check_wait "delete --wait completes once the pull has ended" 0 60 "$D"
+check "the pulled files are the source's" diff -r "$SRC" "$T/p1"
+check "the checkpoint is gone" gone a
+
+# ---- an open Python handle; --wait that times out puts it back ------------
+imp a
+FIFO="$T/fifo"; mkfifo "$FIFO"
+cat > "$T/hold.py" <<'EOF'
+import sys, wstore
+s = wstore.Store(sys.argv[1])
+ck = s.open(sys.argv[2])
+print("open", flush=True)
+sys.stdin.readline()
+f = ck.open("config.json")
+data = f.read()
+ck.close()
+print("read", len(data), flush=True)
+EOF
+"$PY" "$T/hold.py" "$S" a <"$FIFO" >"$T/hold.out" 2>&1 & H=$!; PIDS="$PIDS $H"
+exec 7>"$FIFO"
+check "an open Python handle holds a lease" wait_for 30 has_leases a
+check_exit "delete refuses while a Python handle is open" 1 ws model delete a
+check_grep "... naming it" "read by pid $H on host" "$OUT"
+check_exit "delete --wait 0.5 times out" 1 ws model delete a --wait 0.5
+check_grep "... saying it is still read" "still read after --wait" "$OUT"
+check "after the timeout the checkpoint is READY and listed again" sh -c \
+	"'$W' --store '$S' --json model inspect a | grep -q READY && '$W' --store '$S' model list | grep -q '^a '"
+"$W" --store "$S" model delete a --wait 60 >"$T/del.out" 2>&1 7>&- & D=$!
+echo go >&7; exec 7>&-
+check_wait "the handle reads and closes" 0 60 "$H"
+check_grep "... with the right bytes" "^read $(wc -c <"$SRC/config.json")$" "$(cat "$T/hold.out")"
+check_wait "delete --wait completes once the handle is closed" 0 60 "$D"
+check "the checkpoint is gone" gone a
+
+# ---- --force wins; the reader fails cleanly --------------------------------
+imp a
+slow_pull a "$T/p2"; P=$!; PIDS="$PIDS $P"
+check "the pull holds a lease" wait_for 30 has_leases a
+check_exit "delete --force deletes a checkpoint being read" 0 ws model delete a --force
+check_wait "the reader fails" 1 120 "$P"
+check "... cleanly: no file with wrong bytes in its destination" dest_ok "$T/p2"
+check "... and says what is missing or gone" grep -Eq "missing|not found|FAILED" "$T/p2.log"
+check "the checkpoint is gone" gone a
+
+# ---- SIGKILLed readers ------------------------------------------------------
+imp a
+slow_pull a "$T/p3"; P=$!; PIDS="$PIDS $P"
+check "a pull to be killed holds a lease" wait_for 30 has_leases a
+kill -KILL "$P"; wait "$P" 2>/dev/null
+check_exit "a SIGKILLed reader on this host holds nothing: delete succeeds at once" \
+	0 ws model delete a
+imp a
+if unshare --uts true 2>/dev/null; then
+	env WSTORE_FAULTS=delay=100 unshare --uts sh -c \
+		'hostname lease-other-host && exec "$@"' sh \
+		"$W" --store "fault+$S" -q model pull a --dest "$T/p4" --jobs 1 \
+		>/dev/null 2>&1 & P=$!; PIDS="$PIDS $P"
+	check "a reader on another host (its own UTS namespace) holds a lease" \
+		wait_for 30 has_leases a
+	kill -KILL "$P"; wait "$P" 2>/dev/null
+	t0=$(date +%s%N)
+	check_exit "right after its SIGKILL its lease still blocks a delete" 1 \
+		ws model delete a
+	check_grep "... naming that host" "lease-other-host" "$OUT"
+	check "its lease expires after the TTL ($WSTORE_LEASE_TTL_MS ms)" wait_for 20 no_leases a
+	t1=$(date +%s%N)
+	if [ $(( (t1 - t0) / 1000000 )) -le $((WSTORE_LEASE_TTL_MS + 4500)) ]; then tap_ok "... within the TTL and a margin ($(( (t1 - t0) / 1000000 )) ms)"
+	else tap_not_ok "... within the TTL and a margin" "took $(( (t1 - t0) / 1000000 )) ms"; fi
+	check_exit "then the delete succeeds" 0 ws model delete a
+else
+	tap_not_ok "unshare --uts is not available (run as root): cannot fake another host"
+	ws model delete a --force >/dev/null
+fi
+
+# ---- a file held open in a mount ---------------------------------------------
+if [ "$KIND" = file ]; then
+	imp a
+	mkdir -p "$MNT"
+	if [ -c /dev/fuse ] && ws mount "$MNT" --refresh 0.5 >/dev/null 2>&1; then
+		check "an unopened mounted checkpoint holds no lease" no_leases a
+		exec 8<"$MNT/a/config.json"
+		check "a file held open in the mount holds a lease" wait_for 10 has_leases a
+		check_exit "delete refuses while a mounted file is open" 1 ws model delete a
+		check_grep "... naming the mount" "mount by pid [0-9]+" "$OUT"
+		# (the background delete must not inherit the open file: not
+		# through a function, whose subshell would keep a saved copy)
+		"$W" --store "$S" model delete a --wait 60 >"$T/del.out" 2>&1 8<&- & D=$!
+		check "the checkpoint leaves the listing" wait_for 10 sh -c "! ls '$MNT' | grep -qx a"
+		check "the open file still reads the right bytes while delete waits" \
+			sh -c "cmp - '$SRC/config.json' <&8"
+		exec 8<&-
+		check_wait "delete --wait completes once the file is closed" 0 60 "$D"
+		"$W" umount "$MNT" >/dev/null 2>&1
+	else
+		tap_not_ok "cannot mount (no /dev/fuse or no permission)"
+		ws model delete a --force >/dev/null 2>&1
+	fi
+fi
+
+# ---- 16 concurrent readers and one deleter ------------------------------------
+imp b
+RP=""
+for i in $(seq 1 16); do
+	slow_pull b "$T/r$i" 40; RP="$RP $!"
+done
+PIDS="$PIDS $RP"
+all_started() { for i in $(seq 1 16); do test -d "$T/r$i" || return 1; done; }
+check "the readers hold leases" wait_for 60 has_leases b 4
+check "... and all of them have started writing" wait_for 60 all_started
+check_exit "a plain delete refuses while they read" 1 ws model delete b
+check_grep "... naming the holders" "is being read \([0-9]+ leases\): pull by pid [0-9]+ on host .*, pull by pid" "$OUT"
+ws model delete b --wait 300 >"$T/del.out" 2>&1 & D=$!
+# readers arriving while the delete waits: refused, or served in full
+LP=""
+for i in 1 2 3 4; do
+	slow_pull b "$T/late$i" 10; LP="$LP $!"
+done
+ok=1
+for p in $RP; do wait_exit 300 "$p" || ok=0; done
+if [ $ok = 1 ]; then tap_ok "all 16 readers that started first finish their pull"
+else tap_not_ok "all 16 readers that started first finish their pull" "$(cat "$T"/r*.log | sort | uniq -c | head -5)"; fi
+ok=1
+for i in $(seq 1 16); do diff -r "$SRC" "$T/r$i" >/dev/null 2>&1 || ok=0; done
+[ $ok = 1 ] && tap_ok "every one of them has exactly the source's bytes" ||
+	tap_not_ok "every one of them has exactly the source's bytes"
+check_wait "the delete completes once they are done" 0 300 "$D"
+sed 's/^/# delete: /' "$T/del.out"; ls "$T/store/weight/leases/models/b" 2>/dev/null | sed 's/^/# lease: /'
+ok=1; detail=""
+for i in 1 2 3 4; do
+	wait_exit 120 "$(echo $LP | cut -d' ' -f$i)"; rc=$?
+	if [ $rc = 0 ]; then diff -r "$SRC" "$T/late$i" >/dev/null 2>&1 || { ok=0; detail="late$i: incomplete"; }
+	else dest_ok "$T/late$i" >/dev/null || { ok=0; detail="late$i: wrong bytes"; }
+	fi
+done
+[ $ok = 1 ] && tap_ok "late readers are refused or served in full, never wrong bytes" ||
+	tap_not_ok "late readers are refused or served in full, never wrong bytes" "$detail"
+check "the checkpoint is gone" gone b
+
+# ---- pins, df, last read ----------------------------------------------------
+imp p
+check_exit "pin" 0 ws model pin p
+check_grep "df --json shows the pin" '"pinned": true' "$(ws --json df)"
+check_exit "pin of a missing checkpoint fails" 1 ws model pin nosuch
+check_grep "... saying so" "checkpoint 'nosuch' not found" "$OUT"
+check_exit "unpin" 0 ws model unpin p
+check_grep "df --json shows it unpinned" '"pinned": false' "$(ws --json df)"
+check_grep "never read: last read 0" '"last_read_ms": 0' "$(ws --json df)"
+ws -q model verify p >/dev/null
+check_grep "a verify records the last read" '"last_read_ms": [1-9]' "$(ws --json df)"
+check_grep "df prints a table with the total" "^total: [0-9]+ checkpoints, " "$(ws df)"
+case $KIND in
+file) check_grep "df shows the file system's free space" "^store: .* free of " "$(ws df)" ;;
+mooncake) check_grep "df says the capacity is unknown" "^store: capacity unknown" "$(ws df)" ;;
+esac
+ws model delete p >/dev/null
+
+# ---- eviction order: gc --evict-to ------------------------------------------
+for k in k1 k2 k3 k4; do imp $k; done
+SZ=$(ws --json df | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["checkpoints"][0]["size"])')
+for k in k3 k1 k2; do ws -q model verify $k >/dev/null; done
+ws model pin k1 >/dev/null
+"$PY" "$T/hold.py" "$S" k4 <"$FIFO" >"$T/hold.out" 2>&1 & H=$!; PIDS="$PIDS $H"
+exec 7>"$FIFO"
+check "k4 is held open (leased)" wait_for 30 has_leases k4
+check_exit "gc --evict-to 2 checkpoints --dry-run" 0 ws gc --evict-to $((2 * SZ)) --dry-run
+check_grep "... would evict the least recently read first: k3, then k2" \
+	"^would evict 'k3' .*
+would evict 'k2' " "$OUT"
+check "... and removes nothing" sh -c "for k in k1 k2 k3 k4; do '$W' --store '$S' model inspect \$k >/dev/null || exit 1; done"
+check_exit "gc --evict-to 1.5 checkpoints cannot get there" 1 ws gc --evict-to $((3 * SZ / 2))
+check_grep "... saying what is pinned and leased" "cannot get under .* would remain \(.* pinned, .* leased\)" "$OUT"
+check "... having evicted what it could: k3 and k2" sh -c "! '$W' --store '$S' model inspect k3 >/dev/null 2>&1 && ! '$W' --store '$S' model inspect k2 >/dev/null 2>&1"
+check "the pinned k1 and the leased k4 survive" sh -c "'$W' --store '$S' model verify k1 >/dev/null && '$W' --store '$S' model verify k4 >/dev/null"
+echo go >&7; exec 7>&-
+wait_exit 60 "$H" >/dev/null
+check_exit "unpinned and no longer leased, gc --evict-to 0 takes the rest" 0 ws model unpin k1
+check_exit "... gc --evict-to 0" 0 ws gc --evict-to 0
+check "... nothing is left" sh -c "test -z \"\$('$W' --store '$S' model list | grep READY)\""
+
+# ---- quota on import ----------------------------------------------------------
+for q in q1 q2 q3; do imp $q; done
+check_exit "an import over the quota is refused" 1 env WSTORE_QUOTA=$((7 * SZ / 2)) \
+	"$W" --store "$S" model import --checkpoint-id q4 --model-id M/q4 --source "$SRC"
+check_grep "... with the sizes" "cannot import 'q4': .* would exceed the quota: .* used of " "$OUT"
+check_one_line "... in one line" "$OUT"
+check "... before its first write" gone q4
+[ "$KIND" = file ] && check "... leaving no key of it" sh -c "! ls '$S/weight/models/q4' 2>/dev/null"
+for q in q2 q1 q3; do ws -q model verify $q >/dev/null; done
+export WSTORE_QUOTA=$((7 * SZ / 2)) WSTORE_EVICT=lru
+check_exit "with evict lru the import evicts first" 0 ws -q model import \
+	--checkpoint-id q4 --model-id M/q4 --source "$SRC" --chunk-size 16K
+check_grep "... the least recently read one, and says which" "^wstore: evicted 'q2' \(" "$OUT"
+check "q1 and q3 stay" sh -c "'$W' --store '$S' model verify q1 >/dev/null && '$W' --store '$S' model verify q3 >/dev/null"
+ws -q model verify q4 >/dev/null
+ws model pin q1 >/dev/null
+check_exit "the next import evicts again" 0 ws -q model import \
+	--checkpoint-id q5 --model-id M/q5 --source "$SRC" --chunk-size 16K
+check_grep "... q3, not the older but pinned q1" "^wstore: evicted 'q3' \(" "$OUT"
+check "the pinned q1 survives" is_ready q1
+ws model pin q4 >/dev/null; ws model pin q5 >/dev/null
+check_exit "with everything pinned an import cannot make room" 1 ws model import \
+	--checkpoint-id q6 --model-id M/q6 --source "$SRC" --chunk-size 16K
+check_grep "... and says why" "evicting every checkpoint that is neither pinned nor leased frees only" "$OUT"
+check "... and evicted nothing" sh -c "'$W' --store '$S' model inspect q1 >/dev/null"
+unset WSTORE_QUOTA WSTORE_EVICT
+check_exit "a bad quota is refused" 1 env WSTORE_QUOTA=lots "$W" --store "$S" model list
+check_grep "... naming it" "invalid quota 'lots'" "$OUT"
+for q in q1 q4 q5; do ws model unpin $q >/dev/null; ws model delete $q >/dev/null; done
+
+# ---- free space of the store -----------------------------------------------------
+BIG="$T/big"
+python3 "$HERE/tools/mkckpt.py" "$BIG" --size 3000000 --shards 1 >/dev/null
+case $KIND in
+file)
+	mkdir -p "$SMALL"
+	if mount -t tmpfs -o size=1m tmpfs "$SMALL" 2>/dev/null; then
+		check_exit "an import larger than the file system's free space is refused" 1 \
+			"$W" --store "$SMALL/s" model import --checkpoint-id big --model-id M/big --source "$BIG"
+		check_grep "... up front, with the sizes" "cannot import 'big': .* would not fit in the store: .* free of " "$OUT"
+		check "... leaving no chunk" sh -c "test -z \"\$(find '$SMALL/s' -path '*chunks*' -type f)\""
+		umount "$SMALL"
+	else
+		tap_not_ok "cannot mount a small tmpfs (needs root)"
+	fi ;;
+redis)
+	port=$WSTORE_TEST_REDIS_PORT
+	used=$(redis_cli "$port" info memory | tr -d '\r' | sed -n 's/^used_memory://p')
+	redis_cli "$port" config set maxmemory $((used + 1000000)) >/dev/null
+	check_exit "an import larger than Redis's free memory is refused" 1 ws model import \
+		--checkpoint-id big --model-id M/big --source "$BIG"
+	check_grep "... up front, with the sizes" "cannot import 'big': .* would not fit in the store: .* free of " "$OUT"
+	check_grep "df shows maxmemory as the capacity" "^store: .* free of " "$(ws df)"
+	redis_cli "$port" config set maxmemory 0 >/dev/null
+	check "... nothing of it was written" gone big ;;
+esac
+
+tap_done
