@@ -475,13 +475,25 @@ class Store(_Handle):
             jobs=jobs, progress=prog.c)
         prog.check(lib.wstore_import(self._handle(), byref(opts)))
 
-    def delete(self, id, missing_ok=False):
+    def delete(self, id, missing_ok=False, wait=0, force=False):
         """Delete checkpoint ``id``.  Raises NotFound if it does not exist,
-        unless ``missing_ok``."""
-        rc = lib.wstore_delete(self._handle(), _b(id))
+        unless ``missing_ok``.  While it is being read (read leases, see
+        docs/cli/wstore-model-delete.md) the delete is refused (Busy),
+        waits up to ``wait`` seconds for the readers (None: no limit), or
+        with ``force`` goes ahead anyway."""
+        o = _native.DeleteOptions()
+        o.version = _native.DELETE_OPTIONS_VERSION
+        o.force = 1 if force else 0
+        o.wait_ms = -1 if wait is None else int(wait * 1000)
+        rc = lib.wstore_delete_ext(self._handle(), _b(id), byref(o))
         if missing_ok and rc == _ERR_BASE:  # WSTORE_ENOTFOUND
             return
         _check(rc)
+
+    def pin(self, id, pinned=True):
+        """Pin checkpoint ``id`` (``pinned=False``: unpin): eviction never
+        removes a pinned checkpoint."""
+        _check(lib.wstore_pin(self._handle(), _b(id), 1 if pinned else 0))
 
     def open(self, id):
         """Open READY checkpoint ``id`` for reading: a :class:`Checkpoint`.

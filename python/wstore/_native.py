@@ -99,6 +99,12 @@ class PullOptions(Structure):
                 ("progress", PROGRESS_FN), ("progress_ctx", c_void_p)]
 
 
+class DeleteOptions(Structure):
+    _fields_ = [("version", c_uint), ("force", c_int), ("wait_ms", c_int64),
+                ("progress", PROGRESS_FN), ("progress_ctx", c_void_p)]
+
+
+DELETE_OPTIONS_VERSION = 1
 IMPORT_OPTIONS_VERSION = 1
 VERIFY_OPTIONS_VERSION = 1
 PULL_OPTIONS_VERSION = 1
@@ -144,6 +150,8 @@ _PROTOS = {
                                   c_char_p]),
     "wstore_strings_free": (None, [_STRV]),
     "wstore_delete": (c_int, [_P, c_char_p]),
+    "wstore_delete_ext": (c_int, [_P, c_char_p, POINTER(DeleteOptions)]),
+    "wstore_pin": (c_int, [_P, c_char_p, c_int]),
     "wstore_verify": (c_int, [_P, c_char_p, POINTER(VerifyOptions)]),
     "wstore_pull": (c_int, [_P, c_char_p, c_char_p, POINTER(PullOptions)]),
     # read API

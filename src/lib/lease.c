@@ -103,7 +103,7 @@ static uint64_t lease_ttl(void)
 
 static void set_key(char *out, const char *id)
 {
-	snprintf(out, WSTORE__KEY_MAX, "weight/leases/models/%s", id);
+	wstore__key_lease_set(out, id);
 }
 
 /* ---- read-modify-write on any store ------------------------------------- */
@@ -393,8 +393,7 @@ int wstore_lease_take(wstore_lease **out, wstore_store *s, const char *id,
 	snprintf(l->id, sizeof(l->id), "%s", id);
 	snprintf(l->what, sizeof(l->what), "%s", what ? what : "read");
 	make_holder(l);
-	snprintf(l->key, sizeof(l->key), "weight/leases/models/%s/%s", id,
-		 l->holder);
+	wstore__key_lease(l->key, id, l->holder);
 	l->ttl_ms = lease_ttl();
 	l->since_ms = wstore__now_ms();
 	pthread_mutex_init(&l->mu, NULL);
@@ -545,7 +544,7 @@ static int read_listed(wstore_leases *ls, wstore_store *s, const char *id)
 	int64_t now = wstore__now_ms();
 	int rc;
 
-	snprintf(prefix, sizeof(prefix), "weight/leases/models/%s/", id);
+	wstore__key_lease_prefix(prefix, id);
 	rc = s->b->list(s->b, prefix, collect_key, &c);
 	if (rc == 0 && c.err)
 		rc = c.err;
@@ -693,7 +692,7 @@ void wstore_leases_free(wstore_leases *ls)
 
 static void meta_key(char *out, const char *id)
 {
-	snprintf(out, WSTORE__KEY_MAX, "weight/meta/models/%s", id);
+	wstore__key_meta(out, id);
 }
 
 static void meta_lock(char *out, const char *id)
@@ -919,7 +918,7 @@ int wstore__leases_purge(wstore_store *s, const char *id)
 		set_key(key, id);
 		return wstore__remove(s, key);
 	}
-	snprintf(key, sizeof(key), "weight/leases/models/%s/", id);
+	wstore__key_lease_prefix(key, id);
 	rc = s->b->list(s->b, key, collect_key, &c);
 	if (rc == 0 && c.err)
 		rc = c.err;

@@ -136,6 +136,27 @@ void wstore__key_intent(char *out, const char *ckpt)
 	snprintf(out, WSTORE__KEY_MAX, "weight/intents/models/%s", ckpt);
 }
 
+void wstore__key_lease_set(char *out, const char *ckpt)
+{
+	snprintf(out, WSTORE__KEY_MAX, "weight/leases/models/%s", ckpt);
+}
+
+void wstore__key_lease_prefix(char *out, const char *ckpt)
+{
+	snprintf(out, WSTORE__KEY_MAX, "weight/leases/models/%s/", ckpt);
+}
+
+void wstore__key_lease(char *out, const char *ckpt, const char *holder)
+{
+	snprintf(out, WSTORE__KEY_MAX, "weight/leases/models/%s/%s", ckpt,
+		 holder);
+}
+
+void wstore__key_meta(char *out, const char *ckpt)
+{
+	snprintf(out, WSTORE__KEY_MAX, "weight/meta/models/%s", ckpt);
+}
+
 void wstore__key_file(char *out, const char *ckpt, const char *path)
 {
 	char ph[65];

@@ -22,6 +22,14 @@ void wstore__key_model_index(char *out, const char *model_id);
 void wstore__key_ckpt_prefix(char *out, const char *ckpt);
 /* wstore's own: the import intent record of ckpt (intent.c). */
 void wstore__key_intent(char *out, const char *ckpt);
+/* wstore's own keys of read leases (docs/format.md, "Leases"): the lease
+ * set "weight/leases/models/{ckpt}" (stores that cannot list), the prefix
+ * of the per-holder records and one of them; and the pin and last-read
+ * record "weight/meta/models/{ckpt}". */
+void wstore__key_lease_set(char *out, const char *ckpt);
+void wstore__key_lease_prefix(char *out, const char *ckpt);
+void wstore__key_lease(char *out, const char *ckpt, const char *holder);
+void wstore__key_meta(char *out, const char *ckpt);
 
 /* 1 if s is well-formed UTF-8 (no overlongs, surrogates). */
 int wstore__utf8_valid(const char *s);

@@ -34,7 +34,12 @@ wstore_checkpoint *wopen_target(struct MHD_Connection *c, struct wreq *r,
 
 	rc = wstore_resolve(&id, &known, s, t->repo, t->rev);
 	if (rc == 0) {
-		rc = wstore_checkpoint_open(&ck, s, id);
+		/* the handle's read lease lasts as long as the response: a
+		 * delete waits for (or refuses) downloads in flight */
+		wstore_checkpoint_options o = WSTORE_CHECKPOINT_OPTIONS_INIT;
+
+		o.what = "serve";
+		rc = wstore_checkpoint_open_ext(&ck, s, id, &o);
 		/* deleted between resolving and opening */
 		if (rc == WSTORE_ENOTFOUND || rc == WSTORE_ENOTREADY)
 			rc = WSTORE_ENOTFOUND;

@@ -233,8 +233,8 @@ out:
 }
 
 /* The body of [a, a+len) of *f: an fd response when one chunk file holds
- * it all (not for HEAD), else a callback response, which takes *ck and *f
- * over (setting them to NULL). */
+ * it all (not for HEAD), which takes *ck over into the request, else a
+ * callback response, which takes *ck and *f over (setting them to NULL). */
 static struct MHD_Response *make_body(struct wreq *r, wstore_checkpoint **ckp,
 				      wstore_file **fp, uint64_t a,
 				      uint64_t len, int head)
@@ -252,10 +252,16 @@ static struct MHD_Response *make_body(struct wreq *r, wstore_checkpoint **ckp,
 		if (clen >= len) {
 			resp = MHD_create_response_from_fd_at_offset64(len, fd,
 								       fd_off);
-			if (resp)
+			if (resp) {
 				r->whole_len = len;
-			else
+				/* the read lease lasts as long as the
+				 * response: a delete waits for it */
+				wstore_checkpoint_free(r->hold);
+				r->hold = ck;
+				*ckp = NULL;
+			} else {
 				close(fd);
+			}
 			return resp;
 		}
 		close(fd);

@@ -60,6 +60,9 @@ struct wreq {
 	size_t body_len;
 	int body_too_big;
 	atomic_int failed; /* a read from the store failed mid-body */
+	/* the checkpoint of an fd response, kept open (with its read lease)
+	 * until the response is done */
+	wstore_checkpoint *hold;
 };
 
 /* ---- server.c ---------------------------------------------------------- */

@@ -56,6 +56,7 @@ void wreq_unref(struct wreq *r)
 {
 	if (!r || atomic_fetch_sub(&r->refs, 1) != 1)
 		return;
+	wstore_checkpoint_free(r->hold);
 	free(r->url);
 	free(r->ckpt);
 	free(r->body);

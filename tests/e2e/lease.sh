@@ -23,6 +23,7 @@ TAP_SUITE=lease-$KIND
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 . "$HERE/lib/tap.sh"
 . "$HERE/lib/redis.sh"
+. "$HERE/lib/serve.sh"
 
 suite_env lease
 PY=/usr/bin/python3
@@ -31,6 +32,7 @@ SMALL="$T/small"
 PIDS=""
 cleanup() {
 	for p in $PIDS; do kill -KILL "$p" 2>/dev/null; done
+	serve_stop_all
 	grep -q " $MNT fuse" /proc/mounts 2>/dev/null && "$W" umount "$MNT" 2>/dev/null
 	grep -q " $SMALL " /proc/mounts 2>/dev/null && umount "$SMALL" 2>/dev/null
 	rm -rf "$T"
@@ -156,6 +158,36 @@ check "... cleanly: no file with wrong bytes in its destination" dest_ok "$T/p2"
 check "... and says what is missing or gone" grep -Eq "missing|not found|FAILED" "$T/p2.log"
 check "the checkpoint is gone" gone a
 
+# ---- the Python binding: delete with wait and force --------------------------
+imp a
+cat > "$T/pydel.py" <<'EOF'
+import sys, wstore
+s = wstore.Store(sys.argv[1])
+ck = s.open("a")
+try:
+    s.delete("a")
+    print("not refused")
+except wstore.Busy as e:
+    print("busy:", e)
+try:
+    s.delete("a", wait=0.3)
+    print("not refused after wait")
+except wstore.Busy:
+    print("still busy after wait")
+ck2 = s.open("a")
+print("ready")
+ck2.close()
+ck.close()
+s.delete("a", wait=10)
+print("deleted")
+EOF
+check_exit "Python: Store.delete of an open checkpoint" 0 "$PY" "$T/pydel.py" "$S"
+check_grep "... raises Busy naming the reader" "^busy: .*read by pid [0-9]+" "$OUT"
+check_grep "... and with wait= that runs out too, leaving it READY" "still busy after wait
+ready" "$OUT"
+check_grep "... and succeeds once the handle is closed" "^deleted$" "$OUT"
+check "the checkpoint is gone" gone a
+
 # ---- SIGKILLed readers ------------------------------------------------------
 imp a
 slow_pull a "$T/p3"; P=$!; PIDS="$PIDS $P"
@@ -249,6 +281,29 @@ done
 [ $ok = 1 ] && tap_ok "late readers are refused or served in full, never wrong bytes" ||
 	tap_not_ok "late readers are refused or served in full, never wrong bytes" "$detail"
 check "the checkpoint is gone" gone b
+
+# ---- wstore serve: a lease per response ----------------------------------------
+# (a file larger than the socket buffers, read slowly: the server is still
+# sending it when the delete comes)
+SV="$T/sv"
+python3 "$HERE/tools/mkckpt.py" "$SV" --size 16000000 --shards 1 >/dev/null
+ws -q model import --checkpoint-id sv --model-id M/sv --source "$SV" >/dev/null
+SHARD=model.safetensors
+[ -f "$SV/$SHARD" ] || SHARD=$(cd "$SV" && ls -S | head -1)
+if serve_start lease "$S"; then
+	curl -sf --limit-rate 2M "$SERVE_URL/M/sv/resolve/main/$SHARD" -o "$T/dl" & C=$!
+	PIDS="$PIDS $C"
+	check "a download in flight holds a lease" wait_for 30 has_leases sv
+	check_exit "delete refuses while a download is in flight" 1 ws model delete sv
+	check_grep "... naming the server" "serve by pid $SERVE_PID" "$OUT"
+	"$W" --store "$S" model delete sv --wait 120 >"$T/del.out" 2>&1 & D=$!
+	check_wait "the download completes" 0 120 "$C"
+	check "... with the right bytes" cmp -s "$T/dl" "$SV/$SHARD"
+	check_wait "delete --wait completes once the response is done" 0 60 "$D"
+	serve_stop
+else
+	ws model delete sv --force >/dev/null 2>&1
+fi
 
 # ---- pins, df, last read ----------------------------------------------------
 imp p
