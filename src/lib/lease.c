@@ -293,9 +293,15 @@ static int lease_write(wstore_lease *l)
 	json_decref(j);
 	if (!txt)
 		return -ENOMEM;
-	rc = WSTORE__HAS(b, put_ttl)
-		     ? b->put_ttl(b, l->key, txt, strlen(txt), l->ttl_ms)
-		     : wstore__replace(l->s, l->key, txt, strlen(txt));
+	/* a lease need not survive a crash (its reader does not either):
+	 * a plain put, which replaces without the fsyncs of an upsert,
+	 * wherever put replaces at all */
+	if (WSTORE__HAS(b, put_ttl))
+		rc = b->put_ttl(b, l->key, txt, strlen(txt), l->ttl_ms);
+	else if (!(b->flags & WSTORE_BACKEND_WRITE_ONCE))
+		rc = b->put(b, l->key, txt, strlen(txt));
+	else
+		rc = wstore__replace(l->s, l->key, txt, strlen(txt));
 	free(txt);
 	return rc;
 }
@@ -580,8 +586,13 @@ int wstore__get_locked(wstore_store *s, const char *key, const char *lockname,
 	char *token = NULL;
 	int rc = 0;
 
-	if (s->b->update)
-		return wstore__get_alloc(s, key, out, out_len);
+	rc = wstore__get_alloc(s, key, out, out_len);
+	/* a value that is there is whole (replace puts it in one go); only
+	 * an absent one may be the gap of a replace in progress, so only
+	 * then wait for the lock (readers polling under it would starve
+	 * the writers) */
+	if (s->b->update || rc != WSTORE_ENOTFOUND)
+		return rc;
 	for (int tries = 0;; tries++) {
 		rc = wstore__lock(s, lockname, &token);
 		if (rc != WSTORE_EBUSY || tries >= 300)

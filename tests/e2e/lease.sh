@@ -203,6 +203,15 @@ if unshare --uts true 2>/dev/null; then
 		>/dev/null 2>&1 & P=$!; PIDS="$PIDS $P"
 	check "a reader on another host (its own UTS namespace) holds a lease" \
 		wait_for 30 has_leases a
+	if [ "$KIND" = redis ]; then
+		lk=$(redis_cli "$WSTORE_TEST_REDIS_PORT" --scan --pattern "${WSTORE_KEY_PREFIX}weight/leases/models/a/*" | head -1)
+		ttl=$(redis_cli "$WSTORE_TEST_REDIS_PORT" pttl "$lk" | tr -dc 0-9-)
+		if [ -n "$lk" ] && [ "${ttl:-0}" -gt 0 ] && [ "$ttl" -le "$WSTORE_LEASE_TTL_MS" ]; then
+			tap_ok "on Redis the lease key expires on the server (PTTL $ttl ms)"
+		else
+			tap_not_ok "on Redis the lease key expires on the server" "key '$lk' PTTL '$ttl'"
+		fi
+	fi
 	kill -KILL "$P"; wait "$P" 2>/dev/null
 	t0=$(date +%s%N)
 	check_exit "right after its SIGKILL its lease still blocks a delete" 1 \
@@ -254,7 +263,7 @@ all_started() { for i in $(seq 1 16); do test -d "$T/r$i" || return 1; done; }
 check "the readers hold leases" wait_for 60 has_leases b 4
 check "... and all of them have started writing" wait_for 60 all_started
 check_exit "a plain delete refuses while they read" 1 ws model delete b
-check_grep "... naming the holders" "is being read \([0-9]+ leases\): pull by pid [0-9]+ on host .*, pull by pid" "$OUT"
+check_grep "... naming the holders" "is being read \([0-9]+ leases?\): pull by pid [0-9]+ on host '[^']+' \(lease expires in" "$OUT"
 ws model delete b --wait 300 >"$T/del.out" 2>&1 & D=$!
 # readers arriving while the delete waits: refused, or served in full
 LP=""
@@ -294,6 +303,7 @@ if serve_start lease "$S"; then
 	curl -sf --limit-rate 2M "$SERVE_URL/M/sv/resolve/main/$SHARD" -o "$T/dl" & C=$!
 	PIDS="$PIDS $C"
 	check "a download in flight holds a lease" wait_for 30 has_leases sv
+	has_leases sv || { ws --json df 2>&1 | sed 's/^/# df: /'; ls -R "$T/store/weight/leases" 2>&1 | sed 's/^/# ls: /'; tail -3 "$SERVE_LOG" | sed 's/^/# serve: /'; }
 	check_exit "delete refuses while a download is in flight" 1 ws model delete sv
 	check_grep "... naming the server" "serve by pid $SERVE_PID" "$OUT"
 	"$W" --store "$S" model delete sv --wait 120 >"$T/del.out" 2>&1 & D=$!

@@ -142,9 +142,11 @@ static int open_subdir(int fd, const char *name)
  * The directory holding key's last segment, reached from the root one
  * segment at a time with O_NOFOLLOW: a symlink planted inside the store
  * is an error (ELOOP), never a way out of it.  With create, missing
- * directories are made, each new one's parent fsync'ed so the entry
- * survives a crash.  Returns the fd or -errno; *base is key's last
- * segment.  The root itself is the caller's path: it may be a symlink.
+ * directories are made; with create 2 (a durable write) each new one's
+ * parent is fsync'ed so the entry survives a crash (plain puts leave that
+ * to file_sync, as for their data: syncfs covers the entries too).
+ * Returns the fd or -errno; *base is key's last segment.  The root itself
+ * is the caller's path: it may be a symlink.
  */
 static int open_key_dir(file_backend *fb, const char *key, int create,
 			const char **base)
@@ -167,9 +169,10 @@ static int open_key_dir(file_backend *fb, const char *key, int create,
 		name[n] = '\0';
 		sub = open_subdir(fd, name);
 		if (sub < 0 && errno == ENOENT && create) {
-			if (mkdirat(fd, name, 0755) == 0)
-				fsync(fd);
-			else if (errno != EEXIST)
+			if (mkdirat(fd, name, 0755) == 0) {
+				if (create > 1)
+					fsync(fd);
+			} else if (errno != EEXIST)
 				goto fail;
 			sub = open_subdir(fd, name);
 		}
@@ -248,7 +251,7 @@ static uint64_t rand64(void)
  * Recreates the parent directories as often as a concurrent remove deletes
  * them.  Returns the fd or -errno.
  */
-static int open_temp(file_backend *fb, const char *key, int *dfd,
+static int open_temp(file_backend *fb, const char *key, int durable, int *dfd,
 		     const char **base, char *tmp)
 {
 	int err = ENOENT;
@@ -259,7 +262,7 @@ static int open_temp(file_backend *fb, const char *key, int *dfd,
 
 		if (*dfd >= 0)
 			close(*dfd);
-		if ((*dfd = open_key_dir(fb, key, 1, base)) < 0) {
+		if ((*dfd = open_key_dir(fb, key, durable ? 2 : 1, base)) < 0) {
 			err = -*dfd;
 			if (err == ENOENT)
 				continue;
@@ -330,7 +333,7 @@ static int publish_src(file_backend *fb, const char *key, struct source *src,
 {
 	char tmp[NAME_MAX + 1];
 	const char *base;
-	int dfd, fd = open_temp(fb, key, &dfd, &base, tmp), err;
+	int dfd, fd = open_temp(fb, key, durable, &dfd, &base, tmp), err;
 	uint64_t len = src->len;
 
 	if (fd < 0) {
