@@ -108,7 +108,7 @@ int cmd_df(struct cli *c, int argc, char **argv)
 	if (cli_open_store(c, &s, WSTORE_OPEN_READONLY))
 		return EXIT_ERR;
 	rc = wstore_usage_read(&u, s);
-	wstore_free(s);
+	cli_close_store(s);
 	if (rc < 0)
 		return cli_fail(rc);
 	if (c->json)

@@ -157,7 +157,7 @@ static int evict_to(struct cli *c, uint64_t target, int dry_run,
 	if (cli_open_store(c, &s, 0))
 		return EXIT_ERR;
 	rc = wstore_evict(&used, s, target, dry_run, on_evict, r);
-	wstore_free(s);
+	cli_close_store(s);
 	if (rc < 0)
 		return cli_fail(rc);
 	if (c->json) {

@@ -34,7 +34,7 @@ static int run(struct cli *c, int argc, char **argv, int pinned)
 	if (cli_open_store(c, &s, 0))
 		return EXIT_ERR;
 	rc = wstore_pin(s, id, pinned);
-	wstore_free(s);
+	cli_close_store(s);
 	if (rc < 0)
 		return cli_fail(rc);
 	if (c->json)
