@@ -2,12 +2,20 @@
  * durable.h - write a local file so that it appears at its final name only
  * complete and on disk: a temp file with a short unique name in the same
  * directory, fsync, rename over the final name, fsync of the directory.
- * Used by materialize and pull; meant for every durable write.
+ * Used by the file store, materialize, pull and config.
+ *
+ * Owns: the temp names (both forms), what a durable write does and in
+ * which order.  The write itself (wstore__durable_open_flags,
+ * wstore__durable_commit, wstore__durable_abort, the WSTORE__DURABLE_*
+ * modes) is declared in backends/helpers.h, which the file store shares;
+ * this header adds what only the core uses.
  */
 #ifndef WSTORE_DURABLE_H
 #define WSTORE_DURABLE_H
 
 #include <sys/types.h>
+
+#include "backends/helpers.h"
 
 /* Temp names are ".wstore-tmp-<pid>-<n>": short enough to fit in any
  * directory whatever the final name's length, unique per writer (n is a
@@ -15,28 +23,9 @@
  * that leftovers of a dead process can be found (wstore__tmp_is_stale). */
 #define WSTORE__TMP_TAG ".wstore-tmp-"
 
-typedef struct wstore__durable {
-	int dirfd; /* the directory (not owned) */
-	int fd;	   /* the temp file, open for writing; -1 once closed */
-	char tmp[64];
-} wstore__durable;
-
-/*
- * Create a temp file in dirfd with mode (the umask applies, as for open);
- * what names the final file in messages.  On failure nothing is left and
- * the last error says why.
- */
+/* wstore__durable_open_flags with no flags: a regular target, synced. */
 int wstore__durable_open(wstore__durable *d, int dirfd, mode_t mode,
 			 const char *what);
-/*
- * fsync the temp file, close it, check that name is absent or a regular
- * file (or a symlink, which is replaced, never followed), rename the temp
- * over it and fsync the directory.  On any failure the temp is removed.
- */
-int wstore__durable_commit(wstore__durable *d, const char *name,
-			   const char *what);
-/* Close and remove the temp file (after a failure); d may be unopened. */
-void wstore__durable_abort(wstore__durable *d);
 
 /*
  * 0 if name under dirfd is absent, a regular file or a symlink (which a

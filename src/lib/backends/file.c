@@ -12,10 +12,11 @@
  *  - A reader sees either the old or the new value of a key, never a
  *    partial one: values are written to a temp file in the destination
  *    directory, then published with rename(2) (put, upsert) or link(2)
- *    (put_new, which must not clobber).  upsert, put_new and update
- *    fsync the file and its directory before returning; put leaves that
- *    to sync() (syncfs), which import calls once before it publishes a
- *    manifest.  Every failure path removes the temp file.
+ *    (put_new, which must not clobber), by the core's durable-write
+ *    helper (wstore__durable_*, declared in helpers.h).  upsert, put_new
+ *    and update fsync the file and its directory before returning; put
+ *    leaves that to sync() (syncfs), which import calls once before it
+ *    publishes a manifest.  Every failure path removes the temp file.
  *  - Directories exist only while they hold something: remove() rmdir's
  *    empty parents.  A put racing with that rmdir sees ENOENT when it
  *    creates its temp file and recreates the directories; once the temp
@@ -32,12 +33,10 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -233,56 +232,43 @@ static int pread_all(int fd, void *buf, size_t len, uint64_t off, size_t *out_n)
 	return 0;
 }
 
-static uint64_t rand64(void)
-{
-	static _Atomic uint64_t counter;
-	uint64_t r;
-
-	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
-		r = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull;
-	return r ^ atomic_fetch_add(&counter, 1);
-}
-
 /* ---- put ----------------------------------------------------------------- */
 
 /*
- * Create and open a temp file in the directory of key (opened as *dfd,
- * which the caller closes) and fill in tmp (NAME_MAX + 1 bytes).
- * Recreates the parent directories as often as a concurrent remove deletes
- * them.  Returns the fd or -errno.
+ * Create and open a temp file (durable.c, the store's ".tmp-" form) in
+ * the directory of key, opened as d->dirfd, which the caller closes (-1 on
+ * failure).  Recreates the parent directories as often as a concurrent
+ * remove deletes them.  Returns 0 or an errno value.
  */
-static int open_temp(file_backend *fb, const char *key, int durable, int *dfd,
-		     const char **base, char *tmp)
+static int open_temp(file_backend *fb, const char *key, unsigned flags,
+		     wstore__durable *d, const char **base)
 {
-	int err = ENOENT;
+	int dfd = -1, err = ENOENT;
 
-	*dfd = -1;
 	for (int i = 0; i < MKDIR_RETRIES; i++) {
-		int fd;
-
-		if (*dfd >= 0)
-			close(*dfd);
-		if ((*dfd = open_key_dir(fb, key, durable ? 2 : 1, base)) < 0) {
-			err = -*dfd;
+		if (dfd >= 0)
+			close(dfd);
+		/* a durable write fsyncs the directories it makes too */
+		if ((dfd = open_key_dir(fb, key,
+					flags & WSTORE__DURABLE_NOSYNC ? 1 : 2,
+					base)) < 0) {
+			err = -dfd;
 			if (err == ENOENT)
 				continue;
 			break;
 		}
-		/* keep the name below NAME_MAX whatever the key's length */
-		snprintf(tmp, NAME_MAX + 1, ".tmp-%.200s-%ld-%016llx", *base,
-			 (long)getpid(), (unsigned long long)rand64());
-		fd = openat(*dfd, tmp,
-			    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-				    O_CLOEXEC,
-			    0644);
-		if (fd >= 0)
-			return fd;
-		err = errno;
+		err = -wstore__durable_open_flags(d, dfd, *base, 0644, flags,
+						  key);
+		if (!err)
+			return 0;
 		/* ENOENT: a remove took the directory away; walk again */
-		if (err != EEXIST && err != ENOENT)
+		if (err != ENOENT)
 			break;
 	}
-	return -err;
+	if (dfd >= 0)
+		close(dfd);
+	d->dirfd = -1;
+	return err;
 }
 
 /* A value to put: whole in data, or piece by piece from fill. */
@@ -331,34 +317,27 @@ static int write_source(int fd, struct source *src)
 static int publish_src(file_backend *fb, const char *key, struct source *src,
 		       int clobber, int durable)
 {
-	char tmp[NAME_MAX + 1];
+	unsigned flags = WSTORE__DURABLE_KEY_TEMP | WSTORE__DURABLE_ANY_TARGET |
+			 (clobber ? 0 : WSTORE__DURABLE_NOREPLACE) |
+			 (durable ? 0 : WSTORE__DURABLE_NOSYNC);
+	wstore__durable d = { .fd = -1 };
 	const char *base;
-	int dfd, fd = open_temp(fb, key, durable, &dfd, &base, tmp), err;
 	uint64_t len = src->len;
+	int dfd, err = open_temp(fb, key, flags, &d, &base);
 
-	if (fd < 0) {
-		if (dfd >= 0)
-			close(dfd);
-		return -fd;
-	}
-	err = write_source(fd, src);
-	if (!err && durable && fsync(fd) < 0)
-		err = errno;
+	if (err)
+		return err;
+	dfd = d.dirfd;
+	err = write_source(d.fd, src);
 	/* not durable (chunks): start writeback now, so the disk writes
 	 * overlap the rest of the import instead of all waiting for the
 	 * sync before its manifest is published */
 	if (!err && !durable && len >= WRITEBACK_MIN)
-		sync_file_range(fd, 0, (off_t)len, SYNC_FILE_RANGE_WRITE);
-	if (close(fd) < 0 && !err && errno != EINTR)
-		err = errno;
-	if (!err && clobber && renameat(dfd, tmp, dfd, base) < 0)
-		err = errno;
-	if (!err && !clobber && linkat(dfd, tmp, dfd, base, 0) < 0)
-		err = errno;
-	if (err || !clobber)
-		unlinkat(dfd, tmp, 0);
-	if (!err && durable && fsync(dfd) < 0 && errno != EINVAL)
-		err = errno;
+		sync_file_range(d.fd, 0, (off_t)len, SYNC_FILE_RANGE_WRITE);
+	if (err)
+		wstore__durable_abort(&d);
+	else
+		err = -wstore__durable_commit(&d, base, key);
 	close(dfd);
 	return err;
 }
@@ -1043,24 +1022,14 @@ struct sweep {
 
 static int sweep_dir(struct sweep *sw, int dfd, size_t len, int depth);
 
-/* Is the writer of temp file name (".tmp-<base>-<pid>-<16 hex>", see
- * open_temp) a live process?  Then its put may be running, whatever the
- * file's age: the writer renames it when done. */
+/* Is the writer of temp file name (".tmp-<base>-<pid>-<16 hex>", made by
+ * open_temp through durable.c) a live process?  Then its put may be
+ * running, whatever the file's age: the writer renames it when done. */
 static int temp_writer_live(const char *name)
 {
-	size_t n = strlen(name);
-	const char *p;
-	long pid = 0, mul = 1;
+	long pid = wstore__tmp_writer(name, WSTORE__DURABLE_KEY_TEMP);
 
-	if (n < 5 + 2 + 1 + 1 + 16 || name[n - 17] != '-')
-		return 0;
-	for (p = name + n - 18; p > name && *p >= '0' && *p <= '9'; p--) {
-		if (mul > 1000000000L)
-			return 0;
-		pid += (*p - '0') * mul;
-		mul *= 10;
-	}
-	if (*p != '-' || mul == 1 || pid <= 0)
+	if (pid <= 0)
 		return 0;
 	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
 }

@@ -4,15 +4,18 @@
  * src/lib/backends/ include this and include/wstore/ only, never a core
  * header: they see no manifest, key layout, index or lock.
  *
- * Owns: the error, digest and config-lookup helpers (defined in the core's
- * error.c and digest.c; config lookup is the public wstore_config_get) and
- * the declarations of the backend constructors selected by URL in store.c.
+ * Owns: the error, digest, durable-write and config-lookup helpers
+ * (defined in the core's error.c, digest.c and durable.c; config lookup is
+ * the public wstore_config_get) and the declarations of the backend
+ * constructors selected by URL in store.c.
  */
 #ifndef WSTORE_BACKENDS_HELPERS_H
 #define WSTORE_BACKENDS_HELPERS_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "wstore/wstore.h"
 #include "wstore/sys/backend.h"
@@ -26,6 +29,59 @@ int wstore__errc(int code, const char *fmt, ...)
 
 /* Lower-case hex SHA-256 of a string (65 bytes incl. NUL). */
 void wstore__sha256_hex_str(char out[65], const char *s);
+
+/* ---- durable local files (durable.c) ---------------------------------- */
+
+/*
+ * A file that appears at its final name only complete: written through fd
+ * to a temp file with a short unique name in the final name's directory,
+ * then fsynced, published with rename(2) (or linkat(2)) and its directory
+ * fsynced.  Every failure path removes the temp file.  Used by the file
+ * store, materialize, pull and config.
+ */
+/* No fsync of the file or the directory: the caller makes the write
+ * durable later (the file store: one syncfs before a manifest). */
+#define WSTORE__DURABLE_NOSYNC 1u
+/* Publish with linkat: -EEXIST, and nothing replaced, if name exists. */
+#define WSTORE__DURABLE_NOREPLACE 2u
+/* The file store's temp name ".tmp-<name, at most 200 bytes>-<pid>-<16
+ * hex>" (docs/format.md) instead of ".wstore-tmp-<pid>-<n>"; both fit in
+ * NAME_MAX whatever the final name's length and name the writer's pid. */
+#define WSTORE__DURABLE_KEY_TEMP 4u
+/* Publish over whatever name is (rename itself refuses a directory)
+ * instead of only over a regular file or a symlink. */
+#define WSTORE__DURABLE_ANY_TARGET 8u
+
+typedef struct wstore__durable {
+	int dirfd; /* the directory (not owned) */
+	int fd;	   /* the temp file, open for writing; -1 once closed */
+	unsigned flags;
+	char tmp[NAME_MAX + 1];
+} wstore__durable;
+
+/*
+ * Create a temp file for name in dirfd with mode (the umask applies, as
+ * for open) and flags (WSTORE__DURABLE_*); what names the final file in
+ * messages.  Returns 0 or -errno (-ENOENT: dirfd was removed) and sets
+ * the last error; on failure nothing is left.
+ */
+int wstore__durable_open_flags(wstore__durable *d, int dirfd, const char *name,
+			       mode_t mode, unsigned flags, const char *what);
+/*
+ * Unless NOSYNC, fsync the temp file; close it; unless ANY_TARGET, check
+ * that name is absent, a regular file or a symlink (which is replaced,
+ * never followed); rename the temp over name (NOREPLACE: link it to name,
+ * then unlink it); unless NOSYNC, fsync the directory.  On any failure
+ * the temp is removed.  Returns 0 or -errno.
+ */
+int wstore__durable_commit(wstore__durable *d, const char *name,
+			   const char *what);
+/* Close and remove the temp file (after a failure); d may be unopened if
+ * it was initialised with .fd = -1. */
+void wstore__durable_abort(wstore__durable *d);
+/* The pid of the writer that name says made it, if name is a temp name
+ * of the form flags selects (WSTORE__DURABLE_KEY_TEMP or not); else 0. */
+long wstore__tmp_writer(const char *name, unsigned flags);
 
 /* ---- constructors (store.c selects them by URL) ----------------------- */
 
