@@ -2021,11 +2021,14 @@ void wmount_free(struct wmount *m)
 	if (m->se)
 		fuse_session_destroy(m->se);
 	m->se = NULL;
-	for (size_t i = 0; i < m->nlive; i++)
-		entry_put(m->live[i]);
+	/* Draining entries first: they are no longer in live[], and a live
+	 * entry's last reference may go below, so tab[] must not be read
+	 * after that. */
 	for (uint32_t i = 0; i < m->ntab; i++)
 		if (m->tab[i] && atomic_load(&m->tab[i]->draining))
 			entry_put(m->tab[i]);
+	for (size_t i = 0; i < m->nlive; i++)
+		entry_put(m->live[i]);
 	free(m->live);
 	free(m->tab);
 	cache_free(&m->c);

@@ -64,7 +64,7 @@ _mc_wait_port() {
 # _mc_stop_pid PID: SIGKILL it if it still is one of ours (a pid from a
 # file may have been reused since)
 _mc_stop_pid() {
-	case $(tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null) in
+	case $(tr '\0' ' ' 2>/dev/null < "/proc/$1/cmdline") in
 	*mooncake_master*|*mooncake_client*|*wstore-fake-master*) ;;
 	*) return 0 ;;
 	esac
