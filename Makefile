@@ -1,12 +1,13 @@
 # Thin wrapper over meson + ninja.  `make` builds build/wstore and
 # build/libwstore.so and never installs packages; `make deps` installs the
-# Debian packages (as root), and `make demo` / `make test` run it first.
+# Debian packages the tests need (as root) and `make deps-build` those the
+# build needs; `make test` and `make demo` run them first.
 # See README.md for the rest.
 BUILD ?= build
 PREFIX ?= /usr/local
 MESON_OPTS ?=
 
-.PHONY: all deps demo test test-unit asan tsan install bench fuzz clean format-check format
+.PHONY: all deps deps-build demo test test-unit asan tsan install bench fuzz clean format-check format
 
 all: $(BUILD)/build.ninja
 	ninja -C $(BUILD)
@@ -14,10 +15,14 @@ all: $(BUILD)/build.ninja
 $(BUILD)/build.ninja:
 	meson setup $(BUILD) --prefix=$(PREFIX) $(MESON_OPTS)
 
+# what the tests need (make test); deps-build: what the build needs (make demo)
 deps:
-	sh scripts/deps.sh
+	sh scripts/deps.sh test
 
-demo: deps
+deps-build:
+	sh scripts/deps.sh build
+
+demo: deps-build
 	$(MAKE) all
 	BUILD=$(BUILD) sh scripts/demo.sh
 

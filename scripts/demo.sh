@@ -1,8 +1,9 @@
 #!/bin/sh
 # demo.sh - the quick start: generate a small Hugging Face style
 # checkpoint (two safetensors shards, index, config, tokenizer), import it
-# into a fresh embedded store, then list, inspect, verify, and
-# materialize a file.  Run through `make demo`.
+# into a fresh embedded store, then list, inspect, verify, materialize a
+# file and pull the whole checkpoint as a directory an engine loads.  Run
+# through `make demo`.
 set -eu
 BUILD=${BUILD:-build}
 W="$BUILD/wstore"
@@ -21,6 +22,9 @@ step "$W" model materialize-file demo-main \
 	--path model-00001-of-00002.safetensors --output "$D/shard1.safetensors"
 step cmp "$D/Demo-1B/model-00001-of-00002.safetensors" "$D/shard1.safetensors"
 echo "materialized file is identical to the source"
+step "$W" model pull demo-main --dest "$D/pulled"
+step diff -r "$D/Demo-1B" "$D/pulled"
+echo "pulled directory is identical to the source"
 step "$W" model delete demo-main
 step "$W" model list
 rm -rf "$D"

@@ -1,9 +1,22 @@
 #!/bin/sh
-# Install the Debian 12 packages wstore needs to build and test.  As root
-# this runs apt-get; otherwise it prints the apt-get line to run.
-PKGS="meson ninja-build pkg-config gcc libc6-dev libssl-dev libjansson-dev \
-libhiredis-dev redis-server redis-tools python3 python3-numpy fuse3 libfuse3-dev \
-python3-torch libmicrohttpd-dev curl"
+# Install the Debian 12 packages wstore needs.  As root this runs apt-get;
+# otherwise it prints the apt-get line to run.
+#   sh scripts/deps.sh build   what building every part of wstore needs
+#                              (make demo runs this: no servers, no torch)
+#   sh scripts/deps.sh test    that plus what the test suites run: Redis,
+#                              numpy and torch, FUSE, curl, node and npm
+#                              (make test runs this; the default)
+BUILD_PKGS="meson ninja-build pkg-config gcc libc6-dev libssl-dev \
+libjansson-dev libhiredis-dev libfuse3-dev libmicrohttpd-dev python3"
+TEST_PKGS="redis-server redis-tools python3-numpy python3-torch fuse3 curl"
+case ${1:-test} in
+build) PKGS=$BUILD_PKGS ;;
+test) PKGS="$BUILD_PKGS $TEST_PKGS" ;;
+*)
+	echo "deps: unknown profile '$1' (build or test)" >&2
+	exit 2
+	;;
+esac
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
@@ -11,7 +24,9 @@ for p in $PKGS; do
 done
 # node and npm run the Hugging Face JS client in the serve-hub suite; a
 # node installed some other way, with its own npm, will do
-command -v npm >/dev/null || missing="$missing nodejs npm"
+if [ "${1:-test}" = test ] && ! command -v npm >/dev/null; then
+	missing="$missing nodejs npm"
+fi
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" = 0 ]; then
 	echo "deps: installing$missing"

@@ -53,6 +53,15 @@ _redis_launch() {
 			return 1
 		fi
 		if redis_cli "$_p" ping 2>/dev/null | grep -q PONG; then
+			# the answer must come from the server just started: on
+			# a port another server holds, ours is still on its way
+			# to "Address already in use" while the other one answers
+			_who=$(redis_cli "$_p" info server 2>/dev/null |
+				tr -d '\r' | sed -n 's/^process_id://p')
+			if [ "$_who" != "$(_redis_pid "$_d" "$_p")" ]; then
+				kill -9 "$(_redis_pid "$_d" "$_p")" 2>/dev/null
+				return 1
+			fi
 			_REDIS_SERVERS="$_REDIS_SERVERS $_p:$_d"
 			return 0
 		fi
@@ -172,40 +181,83 @@ redis_wait_replicated() {
 	return 1
 }
 
-redis_start_cluster() {
-	mkdir -p "$1" || return 1
-	_cdir=$(cd "$1" && pwd)
-	_REDIS_DIRS="$_REDIS_DIRS $_cdir"
+# _redis_try_cluster DIR: one attempt at six servers made into a cluster;
+# on failure the servers it started are stopped again and the reason is
+# on stderr, with the end of create.log and of each server's log.
+_redis_try_cluster() {
+	_cdir=$1
 	_ports=""
 	_addrs=""
 	for _k in 1 2 3 4 5 6; do
 		# one directory per server: each keeps its own nodes.conf
+		rm -rf "$_cdir/n$_k"
 		mkdir -p "$_cdir/n$_k"
 		# fast failure detection; a replica may always take over
 		# (tests kill masters on purpose); no delay before a sync
-		_redis_start "$_cdir/n$_k" --cluster-enabled yes \
-			--cluster-config-file nodes.conf \
-			--cluster-node-timeout 2000 \
-			--cluster-replica-validity-factor 0 \
-			--repl-diskless-sync-delay 0 || return 1
+		if ! _redis_start "$_cdir/n$_k" --cluster-enabled yes \
+		    --cluster-config-file nodes.conf \
+		    --cluster-node-timeout 2000 \
+		    --cluster-replica-validity-factor 0 \
+		    --repl-diskless-sync-delay 0; then
+			_redis_stop_ports $_ports
+			return 1
+		fi
 		_cp=$_REDIS_LAST_PORT
 		_ports="$_ports $_cp"
 		_addrs="$_addrs 127.0.0.1:$_cp"
 	done
+	_why=""
 	# shellcheck disable=SC2086
-	redis-cli --cluster create $_addrs --cluster-replicas 1 \
-		--cluster-yes > "$_cdir/create.log" 2>&1 || {
-		echo "redis.sh: cluster create failed (see $_cdir/create.log)" >&2
+	if ! timeout 60 redis-cli --cluster create $_addrs \
+	    --cluster-replicas 1 --cluster-yes > "$_cdir/create.log" 2>&1; then
+		_why="cluster create failed"
+	elif ! redis_wait_cluster_ok $_ports; then
+		_why="cluster not ok"
+	elif ! redis_wait_replicated $_ports; then
+		_why="replicas not in sync"
+	fi
+	if [ -n "$_why" ]; then
+		echo "redis.sh: $_why on ports$_ports:" >&2
+		tail -5 "$_cdir/create.log" 2>/dev/null | sed 's/^/    create: /' >&2
+		for _k in 1 2 3 4 5 6; do
+			tail -3 "$_cdir/n$_k/"redis-*.log 2>/dev/null |
+				sed "s/^/    n$_k: /" >&2
+		done
+		# shellcheck disable=SC2086
+		_redis_stop_ports $_ports
 		return 1
-	}
+	fi
 	# shellcheck disable=SC2086
-	redis_wait_cluster_ok $_ports || return 1
-	# shellcheck disable=SC2086
-	redis_wait_replicated $_ports || return 1
 	set -- $_ports
 	WSTORE_TEST_CLUSTER_URL="redis-cluster://127.0.0.1:$1,127.0.0.1:$2"
 	WSTORE_TEST_CLUSTER_PORTS=$(echo $_ports)
 	export WSTORE_TEST_CLUSTER_URL WSTORE_TEST_CLUSTER_PORTS
+}
+
+# redis_start_cluster DIR: three attempts, each on new ports, since a
+# cluster of six servers on random ports of a busy machine can meet a port
+# that another process takes at the wrong moment.
+redis_start_cluster() {
+	mkdir -p "$1" || return 1
+	_cd=$(cd "$1" && pwd)
+	_REDIS_DIRS="$_REDIS_DIRS $_cd"
+	for _attempt in 1 2 3; do
+		_redis_try_cluster "$_cd" && return 0
+		echo "redis.sh: cluster attempt $_attempt of 3 failed" >&2
+	done
+	return 1
+}
+
+# _redis_stop_ports PORT...: SIGKILL these servers of ours and forget them
+_redis_stop_ports() {
+	for _sp in "$@"; do
+		redis_kill_port "$_sp"
+		_keep=""
+		for _s in $_REDIS_SERVERS; do
+			[ "${_s%%:*}" = "$_sp" ] || _keep="$_keep $_s"
+		done
+		_REDIS_SERVERS=$_keep
+	done
 }
 
 _redis_dir_of() {

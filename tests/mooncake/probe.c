@@ -8,6 +8,13 @@
  *                                 code get_size returns (-703: being
  *                                 written)
  *   mooncake-probe get KEY        the value on stdout
+ *   mooncake-probe wait-code CODE MS KEY...
+ *                                 poll the keys (every 2 ms) until one
+ *                                 answers CODE (e.g. -703); exit 0 then,
+ *                                 1 after MS milliseconds.  One process
+ *                                 polling fast catches a put that lasts a
+ *                                 fraction of a second, which a shell loop
+ *                                 starting a probe each time can miss.
  *
  * A test tool, not part of wstore: it calls the C API directly.
  */
@@ -16,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 struct api {
@@ -58,6 +66,42 @@ static int get(struct api *a, void *h, const char *key)
 	return 0;
 }
 
+static int64_t code_of(struct api *a, void *h, const char *key)
+{
+	int64_t n = a->get_size(h, key);
+
+	return n >= 0 ? 1 : n == -704 ? 0 : n;
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int wait_code(struct api *a, void *h, int argc, char **argv)
+{
+	int64_t want;
+	double end;
+
+	if (argc < 5) {
+		fprintf(stderr,
+			"usage: mooncake-probe wait-code CODE MS KEY...\n");
+		return 2;
+	}
+	want = strtoll(argv[2], NULL, 10);
+	end = now_ms() + strtod(argv[3], NULL);
+	do {
+		for (int i = 4; i < argc; i++)
+			if (code_of(a, h, argv[i]) == want)
+				return 0;
+		usleep(2000);
+	} while (now_ms() < end);
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	const char *lib = getenv("WSTORE_MOONCAKE_LIBRARY");
@@ -68,7 +112,7 @@ int main(int argc, char **argv)
 	int *minlevel, rc = 0;
 
 	if (argc < 3 || !lib || !master || !meta) {
-		fprintf(stderr, "usage: mooncake-probe exist|get KEY... "
+		fprintf(stderr, "usage: mooncake-probe exist|get|wait-code ... "
 				"(with WSTORE_MOONCAKE_LIBRARY, "
 				"WSTORE_MASTER_SERVER_ADDR, "
 				"WSTORE_METADATA_SERVER set)\n");
@@ -95,14 +139,11 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "get")) {
 		rc = get(&a, h, argv[2]);
+	} else if (!strcmp(argv[1], "wait-code")) {
+		rc = wait_code(&a, h, argc, argv);
 	} else {
-		for (int i = 2; i < argc; i++) {
-			int64_t n = a.get_size(h, argv[i]);
-
-			printf("%lld\n", n >= 0	     ? 1ll
-					 : n == -704 ? 0ll
-						     : (long long)n);
-		}
+		for (int i = 2; i < argc; i++)
+			printf("%lld\n", (long long)code_of(&a, h, argv[i]));
 	}
 	fflush(stdout);
 	/* skip the client's second-long teardown */

@@ -36,7 +36,7 @@ step() {
 	shift
 	if "$@" > "$T/out" 2>&1; then ok "$_name"; else
 		bad "$_name"
-		sed 's/^/    /' "$T/out"
+		sed 's/^/#   /' "$T/out"
 	fi
 }
 
@@ -50,7 +50,7 @@ step_fails() {
 		ok "$_name"
 	else
 		bad "$_name (no '$_text' in output)"
-		sed 's/^/    /' "$T/out"
+		sed 's/^/#   /' "$T/out"
 	fi
 }
 
@@ -95,7 +95,7 @@ standalone() {
 		grep -m1 -o 'last error: .*' "$T/kill" | sed 's/^/     (/'
 	else
 		bad "server killed mid-write"
-		sed 's/^/    /' "$T/kill"
+		sed 's/^/#   /' "$T/kill"
 	fi
 	step_fails "server down: cannot connect" "cannot connect to redis at" \
 		"$BIN" "$WSTORE_TEST_REDIS_URL" check-many 1
@@ -132,15 +132,17 @@ cluster() {
 	step "cluster contract after failover" "$BIN" "$URL"
 }
 
-if redis_start_standalone "$T/standalone"; then
+if redis_start_standalone "$T/standalone" 2> "$T/start.err"; then
 	standalone
 else
 	bad "start standalone server"
+	sed 's/^/#   /' "$T/start.err"
 fi
-if redis_start_cluster "$T/cluster"; then
+if redis_start_cluster "$T/cluster" 2> "$T/start.err"; then
 	cluster
 else
 	bad "start cluster"
+	sed 's/^/#   /' "$T/start.err"
 fi
 echo "redis-suite: $pass passed, $fail failed"
 [ "$fail" = 0 ]
