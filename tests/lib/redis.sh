@@ -260,11 +260,14 @@ _redis_stop_ports() {
 	done
 }
 
+# _redis_dir_of PORT: the directory of the server last started on PORT (a
+# port a killed server had may be picked again by a later one)
 _redis_dir_of() {
+	_found=""
 	for _s in $_REDIS_SERVERS; do
-		[ "${_s%%:*}" = "$1" ] && { echo "${_s#*:}"; return 0; }
+		[ "${_s%%:*}" = "$1" ] && _found=${_s#*:}
 	done
-	return 1
+	[ -n "$_found" ] && echo "$_found"
 }
 
 redis_kill_port() {
