@@ -29,6 +29,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(dirname "$HERE")
 BUILD=$(cd "$BUILD" && pwd) || exit 1
 . "$ROOT/tests/lib/mooncake.sh"
+. "$HERE/lib.sh"
 
 if ! mooncake_installed; then
 	echo "bench/mooncake.sh: Mooncake is not installed in $MOONCAKE_HOME; skipped" >&2
@@ -36,18 +37,11 @@ if ! mooncake_installed; then
 fi
 SIZE=${BENCH_MOONCAKE_SIZE:-1073741824}
 T=$(mktemp -d "${TMPDIR:-/tmp}/wstore-bench-mooncake-XXXXXX")
-DEST=${BENCH_MOONCAKE_DEST:-}
-if [ -z "$DEST" ]; then
-	DEST=$T
-	shm=$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 { print $4 }')
-	if [ -w /dev/shm ] && [ "${shm:-0}" -gt $((SIZE / 1024 * 2)) ]; then
-		DEST=$(mktemp -d /dev/shm/wstore-bench-pull-XXXXXX)
-	fi
-fi
+bench_pull_dest "$SIZE" "${BENCH_MOONCAKE_DEST:-}"
 cleanup() {
 	mooncake_stop_all >/dev/null 2>&1
 	rm -rf "$T"
-	case $DEST in /dev/shm/wstore-bench-pull-*) rm -rf "$DEST" ;; esac
+	bench_pull_dest_cleanup
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM

@@ -32,6 +32,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(dirname "$HERE")
 BUILD=$(cd "$BUILD" && pwd) || exit 1
 . "$ROOT/tests/lib/redis.sh"
+. "$HERE/lib.sh"
 
 if ! command -v redis-server >/dev/null; then
 	echo "bench/redis.sh: redis-server is not installed (scripts/deps.sh); skipped" >&2
@@ -39,18 +40,11 @@ if ! command -v redis-server >/dev/null; then
 fi
 SIZE=${BENCH_REDIS_SIZE:-1073741824}
 T=$(mktemp -d "${TMPDIR:-/tmp}/wstore-bench-redis-XXXXXX")
-DEST=${BENCH_REDIS_DEST:-}
-if [ -z "$DEST" ]; then
-	DEST=$T
-	shm=$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 { print $4 }')
-	if [ -w /dev/shm ] && [ "${shm:-0}" -gt $((SIZE / 1024 * 2)) ]; then
-		DEST=$(mktemp -d /dev/shm/wstore-bench-pull-XXXXXX)
-	fi
-fi
+bench_pull_dest "$SIZE" "${BENCH_REDIS_DEST:-}"
 cleanup() {
 	redis_stop_all >/dev/null 2>&1
 	rm -rf "$T"
-	case $DEST in /dev/shm/wstore-bench-pull-*) rm -rf "$DEST" ;; esac
+	bench_pull_dest_cleanup
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM

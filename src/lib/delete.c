@@ -24,46 +24,19 @@
 #include "lease.h"
 #include "wstore/lease.h"
 
-struct sweep {
-	wstore_store *s;
-	const char *manifest_key;
-	int err;
-};
-
-static int sweep_one(const char *key, void *vctx)
-{
-	struct sweep *sw = vctx;
-	int rc;
-
-	if (strcmp(key, sw->manifest_key) == 0)
-		return 0;
-	rc = wstore__remove(sw->s, key);
-	if (rc < 0 && !sw->err)
-		sw->err = rc;
-	return 0;
-}
-
 /* An unreadable manifest names no chunks: on stores that can list, remove
  * every key under the checkpoint's prefix instead. */
 static int delete_corrupt(wstore_store *s, const char *id, const char *mkey)
 {
-	char prefix[WSTORE__KEY_MAX], key[WSTORE__KEY_MAX];
-	struct sweep sw = { s, mkey, 0 };
+	char key[WSTORE__KEY_MAX];
 	int rc;
 
 	wstore__key_models_index(key);
 	rc = wstore__index_remove(s, key, id, NULL);
 	if (rc < 0)
 		return rc;
-	if (s->b->list) {
-		wstore__key_ckpt_prefix(prefix, id);
-		rc = s->b->list(s->b, prefix, sweep_one, &sw);
-		if (rc < 0)
-			return rc;
-		if (sw.err)
-			return sw.err;
-	}
-	return wstore__remove(s, mkey);
+	rc = wstore__sweep_ckpt(s, id);
+	return rc < 0 ? rc : wstore__remove(s, mkey);
 }
 
 /* Only keys under the checkpoint's own prefix are removed: chunk keys are
@@ -318,18 +291,8 @@ static int delete_when_full(wstore_store *s, const char *id,
 		wstore_manifest_free(m);
 		return rc;
 	}
-	if (m) {
-		rc = delete_chunks(s, m);
-	} else if (s->b->list) {
-		/* a corrupt manifest named no chunks: sweep the prefix */
-		struct sweep sw = { s, mkey, 0 };
-		char prefix[WSTORE__KEY_MAX];
-
-		wstore__key_ckpt_prefix(prefix, id);
-		rc = s->b->list(s->b, prefix, sweep_one, &sw);
-		if (rc == 0)
-			rc = sw.err;
-	}
+	/* a corrupt manifest named no chunks: sweep the prefix */
+	rc = m ? delete_chunks(s, m) : wstore__sweep_ckpt(s, id);
 	if (rc == 0) {
 		wstore__key_models_index(key);
 		rc = wstore__index_remove(s, key, id, NULL);

@@ -468,8 +468,8 @@ static int run_workers(struct import *im)
 	rc = !t ? -ENOMEM : im->stream ? 0 : alloc_pool(im, nread);
 	im->readers_left = nread;
 	for (unsigned i = 0; rc == 0 && i < nread + nput; i++, started++)
-		if (pthread_create(&t[i], NULL, i < nread ? reader : putter,
-				   im) != 0)
+		if (wstore__thread_start(&t[i], i < nread ? reader : putter,
+					 im) != 0)
 			break;
 	if (rc == 0 && started < nread + nput) {
 		/* the threads that did start still drain and exit */

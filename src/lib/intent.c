@@ -144,9 +144,7 @@ static int sweep_one(const char *key, void *vctx)
 	return 0;
 }
 
-/* An unreadable intent names nothing: where keys can be listed, remove
- * every key under the checkpoint's prefix but its manifest. */
-static int reclaim_corrupt(wstore_store *s, const char *ckpt)
+int wstore__sweep_ckpt(wstore_store *s, const char *ckpt)
 {
 	char prefix[WSTORE__KEY_MAX], mkey[WSTORE__KEY_MAX];
 	struct sweep sw = { s, mkey, 0 };
@@ -172,7 +170,7 @@ int wstore__intent_reclaim(wstore_store *s, const char *ckpt)
 		return 0;
 	}
 	if (rc == WSTORE_ECORRUPT)
-		rc = reclaim_corrupt(s, ckpt);
+		rc = wstore__sweep_ckpt(s, ckpt);
 	else if (rc < 0)
 		return rc;
 	wstore__key_ckpt_prefix(prefix, ckpt);

@@ -31,6 +31,11 @@ int wstore__intent_read(char ***out, size_t *out_n, wstore_store *s,
  */
 int wstore__intent_reclaim(wstore_store *s, const char *ckpt);
 
+/* An unreadable intent or manifest names no keys: on stores that can list
+ * keys, remove every key under "weight/models/{ckpt}/" but the manifest
+ * (0 on stores that cannot list). */
+int wstore__sweep_ckpt(wstore_store *s, const char *ckpt);
+
 /* Remove the intent key only (its chunks are listed by a manifest now). */
 int wstore__intent_drop(wstore_store *s, const char *ckpt);
 

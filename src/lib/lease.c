@@ -42,6 +42,7 @@
 #include <jansson.h>
 
 #include "error.h"
+#include "util.h"
 #include "lease.h"
 #include "lock.h"
 #include "manifest.h"
@@ -418,7 +419,7 @@ int wstore_lease_take(wstore_lease **out, wstore_store *s, const char *id,
 		wstore_lease_release(l);
 		return rc;
 	}
-	if (pthread_create(&l->thread, NULL, renew_main, l) != 0) {
+	if (wstore__thread_start(&l->thread, renew_main, l) != 0) {
 		rc = wstore__err(-EAGAIN, "cannot start the lease renewal "
 					  "thread");
 		wstore_lease_release(l);

@@ -40,6 +40,7 @@
 #include "durable.h"
 #include "digest.h"
 #include "error.h"
+#include "util.h"
 #include "manifest.h"
 #include "store.h"
 #include "wstore/read.h"
@@ -399,7 +400,7 @@ static int run_workers(struct pull *p)
 		return wstore__errc(-ENOMEM, "cannot start pull workers");
 	for (unsigned i = 0; i < n; i++) {
 		w[i].p = p;
-		if (i && pthread_create(&w[i].tid, NULL, worker_main, &w[i]))
+		if (i && wstore__thread_start(&w[i].tid, worker_main, &w[i]))
 			break;
 		started++;
 	}

@@ -2,6 +2,7 @@
  * util.c - small helpers every core module may use (util.h).
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,4 +18,16 @@ int wstore__set_str(char **field, const char *value)
 	free(*field);
 	*field = copy;
 	return 0;
+}
+
+int wstore__thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	sigset_t all, old;
+	int rc;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(t, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
 }

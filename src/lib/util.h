@@ -6,7 +6,18 @@
 #ifndef WSTORE_UTIL_H
 #define WSTORE_UTIL_H
 
+#include <pthread.h>
+
 /* Replace a string field (copy); value may be NULL. */
 int wstore__set_str(char **field, const char *value);
+
+/*
+ * pthread_create for the library's own threads (workers, lease renewal):
+ * the new thread blocks every signal, so that a signal sent to the
+ * process (^C, SIGTERM) runs its handler in a thread of the caller's,
+ * never in one of ours.  A program that waits for a signal in one thread
+ * (as libfuse's loop does) would otherwise miss it.
+ */
+int wstore__thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 
 #endif

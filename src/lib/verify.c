@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "util.h"
 #include "manifest.h"
 #include "store.h"
 #include "lease.h"
@@ -103,7 +104,7 @@ static int run(struct verify *v)
 	if (n > v->m->nfiles)
 		n = v->m->nfiles ? (unsigned)v->m->nfiles : 1;
 	for (; started < n; started++)
-		if (pthread_create(&t[started], NULL, verify_worker, v) != 0)
+		if (wstore__thread_start(&t[started], verify_worker, v) != 0)
 			break;
 	if (!started)
 		return wstore__err(-EAGAIN, "cannot start verify threads");

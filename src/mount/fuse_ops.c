@@ -936,10 +936,28 @@ static int cache_init(struct wmount *m)
 	return c->hash ? 0 : -ENOMEM;
 }
 
+/*
+ * Our own threads (read-ahead, refresher) block every signal: libfuse's
+ * loop waits for SIGTERM in the main thread (its workers block it), and a
+ * handler run in one of ours would set the exit flag while nothing that
+ * waits on it wakes up, so the daemon would never unmount.
+ */
+static int start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	sigset_t all, old;
+	int rc;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(t, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
+}
+
 static void cache_start(struct wmount *m)
 {
 	for (; m->c.nra < RA_THREADS; m->c.nra++)
-		if (pthread_create(&m->c.ra[m->c.nra], NULL, ra_main, m))
+		if (start_thread(&m->c.ra[m->c.nra], ra_main, m))
 			break;
 }
 
@@ -1993,7 +2011,7 @@ int wmount_run(struct wmount *m, const char *mountpoint,
 	mlog(m, LOG_INFO, "mounted %zu checkpoint%s on '%s'", m->nlive,
 	     m->nlive == 1 ? "" : "s", mountpoint);
 	cache_start(m);
-	if (pthread_create(&m->refresher, NULL, refresh_main, m) == 0)
+	if (start_thread(&m->refresher, refresh_main, m) == 0)
 		m->refreshing = 1;
 	rc = serve(m);
 	/* Unmount before joining: closing the session's fd aborts whatever

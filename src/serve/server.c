@@ -78,46 +78,42 @@ enum MHD_Result wreply(struct MHD_Connection *c, struct wreq *r,
 	return ret;
 }
 
-enum MHD_Result wreply_json(struct MHD_Connection *c, struct wreq *r,
-			    unsigned status, json_t *j)
+/* A JSON response (taking j), or NULL; r->whole_len is its length. */
+static struct MHD_Response *json_response(struct wreq *r, json_t *j)
 {
 	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	struct MHD_Response *resp;
 
 	json_decref(j);
 	if (!text)
-		return MHD_NO;
+		return NULL;
 	r->whole_len = strlen(text);
 	resp = MHD_create_response_from_buffer(strlen(text), text,
 					       MHD_RESPMEM_MUST_FREE);
 	if (!resp) {
 		free(text);
-		return MHD_NO;
+		return NULL;
 	}
 	MHD_add_response_header(resp, "Content-Type", "application/json");
-	return wreply(c, r, status, resp);
+	return resp;
+}
+
+enum MHD_Result wreply_json(struct MHD_Connection *c, struct wreq *r,
+			    unsigned status, json_t *j)
+{
+	return wreply(c, r, status, json_response(r, j));
 }
 
 enum MHD_Result wreply_error(struct MHD_Connection *c, struct wreq *r,
 			     unsigned status, const char *code, const char *msg)
 {
-	json_t *j = json_pack("{s:s}", "error", msg);
-	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
-	struct MHD_Response *resp;
+	struct MHD_Response *resp =
+		json_response(r, json_pack("{s:s}", "error", msg));
 	char hdr[512];
 	size_t i;
 
-	json_decref(j);
-	if (!text)
+	if (!resp)
 		return MHD_NO;
-	r->whole_len = strlen(text);
-	resp = MHD_create_response_from_buffer(strlen(text), text,
-					       MHD_RESPMEM_MUST_FREE);
-	if (!resp) {
-		free(text);
-		return MHD_NO;
-	}
-	MHD_add_response_header(resp, "Content-Type", "application/json");
 	if (code)
 		MHD_add_response_header(resp, "X-Error-Code", code);
 	/* a header value must stay on one line */

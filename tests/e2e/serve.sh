@@ -35,59 +35,7 @@ ws() { "$W" --store "$STORE" "$@"; }
 if ! "$W" serve --help >/dev/null 2>&1 ||
 	"$W" --store "$T/none" serve --listen 'bad' 2>&1 | grep -q 'not available'; then
 	tap_not_ok "wstore was built without 'serve' (libmicrohttpd-dev missing?)"
-	# ---- Mooncake backend (the contract stand-in library) -----------------------
-if [ -f "$BUILD/libmooncake_store.so" ]; then
-	export WSTORE_MOONCAKE_LIBRARY="$(cd "$BUILD" && pwd)/libmooncake_store.so"
-	export MOONCAKE_STANDIN_DIR="$T/mooncake"
-	mkdir -p "$MOONCAKE_STANDIN_DIR"
-	# the stand-in has no master: a port that accepts stands for one
-	mooncake_fake_master &&
-		export WSTORE_MASTER_SERVER_ADDR="$MOONCAKE_TEST_FAKE_MASTER"
-	check "mooncake: import" "$W" --store mooncake model import --checkpoint-id mtiny \
-		--model-id org/mtiny --source "$SRC" --chunk-size 1MiB --quiet
-	serve_start mooncake mooncake || { tap_done; exit 1; }
-	bad=0
-	while IFS= read -r f; do
-		curl -sf "$SERVE_URL/org/mtiny/resolve/main/$(urlenc "$f")" -o "$T/got" &&
-			cmp -s "$T/got" "$SRC/$f" || bad=$((bad + 1))
-	done < "$T/files"
-	check_grep "mooncake: all files byte for byte" '^0$' "$bad"
-	if curl -sf -H "Range: bytes=1048570-1048590" "$SERVE_URL/org/mtiny/resolve/main/$BIG" -o "$T/part" &&
-		[ "$(od -An -tx1 "$T/part")" = "$(dd if="$SRC/$BIG" bs=1 skip=1048570 count=21 2>/dev/null | od -An -tx1)" ]; then
-		tap_ok "mooncake: Range across a chunk boundary"
-	else tap_not_ok "mooncake: Range across a chunk boundary"; fi
-	serve_stop
-	check_grep "mooncake: server exited 0" '^0$' "$SERVE_RC"
-else
-	tap_not_ok "mooncake stand-in library missing from $BUILD"
-fi
-
-# ---- a real Mooncake Store, where one is installed --------------------------
-if mooncake_installed; then
-	unset MOONCAKE_STANDIN_DIR WSTORE_MOONCAKE_LIBRARY
-	if mooncake_start "$T/mc" >/dev/null 2>&1; then
-		check "real mooncake: import" "$W" --store mooncake model import \
-			--checkpoint-id rmtiny --model-id org/rmtiny --source "$SRC" \
-			--chunk-size 1MiB --quiet
-		serve_start real-mooncake mooncake || { tap_done; exit 1; }
-		bad=0
-		while IFS= read -r f; do
-			curl -sf "$SERVE_URL/org/rmtiny/resolve/main/$(urlenc "$f")" -o "$T/got" &&
-				cmp -s "$T/got" "$SRC/$f" || bad=$((bad + 1))
-		done < "$T/files"
-		check_grep "real mooncake: all files byte for byte" '^0$' "$bad"
-		load_clients "$SERVE_URL/org/rmtiny/resolve/main/$BIG" "$SRC/$BIG" 8 2 "$T/rmload"
-		check_grep "real mooncake: 8 concurrent clients, none bad" '^0$' "$LOAD_BAD"
-		serve_stop
-		check_grep "real mooncake: server exited 0" '^0$' "$SERVE_RC"
-	else
-		tap_not_ok "cannot start the installed Mooncake Store" "$(tail -3 "$T/mc/master.log" 2>/dev/null)"
-	fi
-else
-	echo "# real Mooncake Store not installed in $MOONCAKE_HOME: that part not run"
-fi
-
-tap_done
+	tap_done
 	exit 1
 fi
 
