@@ -198,6 +198,9 @@ struct wmount {
 	int rstop;
 	pthread_t refresher;
 	int refreshing;
+	/* the stopper thread (see stop_main) */
+	pthread_t stopper, looper;
+	int stopping, loop_done;
 	atomic_int unmounting; /* set before the session is unmounted */
 	int init_seen;	       /* the kernel's INIT request was read */
 	int mmap_offered;      /* it offers DIRECT_IO_ALLOW_MMAP */
@@ -1948,6 +1951,101 @@ static int make_session(struct wmount *m)
 	return m->se ? 0 : -EINVAL;
 }
 
+/*
+ * Stopping on SIGINT, SIGTERM, SIGHUP.  libfuse's own handlers only set
+ * the session's exit flag, and its loops test that flag and then block
+ * (sem_wait, or read on /dev/fuse) until a signal interrupts them: a
+ * signal handled between the test and the block is lost, and the daemon
+ * never unmounts (seen under load, and often under TSan, which defers
+ * signal handlers).  So no handler runs at all: the three signals stay
+ * blocked in every thread, the stopper thread takes them with sigwait,
+ * sets the exit flag, then interrupts the loop's thread with SIGUSR2
+ * (a handler that does nothing, without SA_RESTART), again every 20 ms,
+ * until the loop has returned.
+ */
+static void on_wake_signal(int sig)
+{
+	(void)sig; /* only interrupts a blocking call */
+}
+
+static void stop_sigs(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGHUP);
+}
+
+static void *stop_main(void *arg)
+{
+	struct wmount *m = arg;
+	struct timespec ts;
+	sigset_t set;
+	int sig;
+
+	stop_sigs(&set);
+	sigwait(&set, &sig);
+	pthread_mutex_lock(&m->rlock);
+	if (!m->loop_done)
+		fuse_session_exit(m->se);
+	while (!m->loop_done) {
+		pthread_kill(m->looper, SIGUSR2);
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 20 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&m->rcond, &m->rlock, &ts);
+	}
+	pthread_mutex_unlock(&m->rlock);
+	return NULL;
+}
+
+void wmount_hold_signals(void)
+{
+	sigset_t set;
+
+	stop_sigs(&set);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+/* Block the stop signals here too (threads started later inherit that),
+ * set the wake-up handler and start the stopper; -1 if that fails. */
+static int stop_setup(struct wmount *m)
+{
+	struct sigaction sa;
+
+	wmount_hold_signals();
+	m->looper = pthread_self();
+	memset(&sa, 0, sizeof(sa));
+	sigemptyset(&sa.sa_mask);
+	sa.sa_handler = on_wake_signal;
+	if (sigaction(SIGUSR2, &sa, NULL) < 0)
+		return -1;
+	signal(SIGPIPE, SIG_IGN);
+	if (start_thread(&m->stopper, stop_main, m) != 0)
+		return -1;
+	m->stopping = 1;
+	return 0;
+}
+
+/* After the loop: end the stopper.  The stop signals stay blocked until
+ * the daemon exits: one that comes now has nothing left to stop. */
+static void stop_teardown(struct wmount *m)
+{
+	pthread_mutex_lock(&m->rlock);
+	m->loop_done = 1;
+	pthread_cond_broadcast(&m->rcond);
+	pthread_mutex_unlock(&m->rlock);
+	if (m->stopping) {
+		/* taken by its sigwait, if no signal was */
+		pthread_kill(m->stopper, SIGTERM);
+		pthread_join(m->stopper, NULL);
+		m->stopping = 0;
+	}
+}
+
 static int serve(struct wmount *m)
 {
 	struct fuse_loop_config *lc;
@@ -1978,12 +2076,10 @@ int wmount_run(struct wmount *m, const char *mountpoint,
 		fprintf(stderr, "wstore: cannot set up the FUSE session\n");
 		return 1;
 	}
-	/* libfuse installs its handlers only over the default ones */
-	signal(SIGINT, SIG_DFL);
-	signal(SIGTERM, SIG_DFL);
-	signal(SIGHUP, SIG_DFL);
-	if (fuse_set_signal_handlers(m->se) < 0) {
-		fprintf(stderr, "wstore: cannot install signal handlers\n");
+	if (stop_setup(m) < 0) {
+		fprintf(stderr, "wstore: cannot install signal handlers: %s\n",
+			strerror(errno));
+		stop_teardown(m);
 		return 1;
 	}
 	if (fuse_session_mount(m->se, mountpoint) < 0) {
@@ -1991,7 +2087,7 @@ int wmount_run(struct wmount *m, const char *mountpoint,
 			"wstore: cannot mount on '%s' (see the "
 			"message above)\n",
 			mountpoint);
-		fuse_remove_signal_handlers(m->se);
+		stop_teardown(m);
 		return 1;
 	}
 	/* on the mounted fd: fuse_session_custom_io only swaps the I/O */
@@ -2014,6 +2110,7 @@ int wmount_run(struct wmount *m, const char *mountpoint,
 	if (start_thread(&m->refresher, refresh_main, m) == 0)
 		m->refreshing = 1;
 	rc = serve(m);
+	stop_teardown(m);
 	/* Unmount before joining: closing the session's fd aborts whatever
 	 * the kernel still has pending on the mount, so no thread can stay
 	 * blocked on it once the loop no longer answers. */
@@ -2027,7 +2124,6 @@ int wmount_run(struct wmount *m, const char *mountpoint,
 		pthread_join(m->refresher, NULL);
 	m->refreshing = 0;
 	cache_stop(m);
-	fuse_remove_signal_handlers(m->se);
 	mlog(m, LOG_INFO, "unmounted '%s'", mountpoint);
 	return rc < 0 ? 1 : 0;
 }

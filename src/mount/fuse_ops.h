@@ -25,6 +25,15 @@ struct wmount_opts {
 struct wmount;
 
 /*
+ * Block SIGINT, SIGTERM and SIGHUP in the calling thread.  Call it before
+ * the store is opened: every thread started from then on (a backend's own,
+ * such as Mooncake's client threads) inherits the block, so that these
+ * signals reach only the stopper thread wmount_run starts, which takes
+ * them with sigwait.  One that comes earlier waits for it.
+ */
+void wmount_hold_signals(void);
+
+/*
  * Build the tree (the first listing of the store; with a checkpoint, fails
  * naming it if it is absent or not READY).  The store must outlive the
  * mount; it is used from several threads.  Prints its own errors.

@@ -213,6 +213,8 @@ static int mount_and_serve(const wstore_config *cfg,
 	struct wmount *m = NULL;
 	int rc;
 
+	/* before any thread starts, the store's own included */
+	wmount_hold_signals();
 	if (wstore_open_flags(&s, cfg, WSTORE_OPEN_READONLY) < 0) {
 		fprintf(stderr, "wstore: %s\n", wstore_last_error());
 		return EXIT_ERR;

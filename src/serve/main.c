@@ -6,6 +6,7 @@
  * only the public API.
  */
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,6 +151,7 @@ int main(int argc, char **argv)
 {
 	struct wserve_options o = { NULL, NULL, 0, 30.0, 1, 0 };
 	wstore_config *cfg = NULL;
+	sigset_t stop;
 	wstore_store *s = NULL;
 	int rc;
 
@@ -162,6 +164,13 @@ int main(int argc, char **argv)
 		wstore_config_free(cfg);
 		return rc < 0 ? EXIT_OK : rc;
 	}
+	/* SIGTERM and SIGINT are taken by wserve_run's sigwait: block them
+	 * before the store starts threads of its own (Mooncake's client
+	 * does), which would otherwise get them with the default action */
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGTERM);
+	sigaddset(&stop, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &stop, NULL);
 	if (wstore_open_flags(&s, cfg, WSTORE_OPEN_READONLY) < 0) {
 		fprintf(stderr, "wstore: %s\n", wstore_last_error());
 		wstore_config_free(cfg);
