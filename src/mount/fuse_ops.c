@@ -126,12 +126,19 @@ struct entry {
 };
 
 /* An open file. */
+/*
+ * An open file.  The kernel sends RELEASE only after every READ of it has
+ * been answered, but a READ's thread may still be on its way out then:
+ * each READ holds a reference, the open one is RELEASE's, and the last
+ * one frees (which also lets TSan see the order).
+ */
 struct fh {
 	struct entry *e;
 	int64_t fidx;
 	wstore_file *f;
 	uint64_t size, cs;
 	atomic_llong last_ci;
+	atomic_int refs;
 };
 
 /* ---- chunk cache -------------------------------------------------------- */
@@ -1624,6 +1631,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (!h->cs)
 		h->cs = 1;
 	atomic_init(&h->last_ci, -1);
+	atomic_init(&h->refs, 1);
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->direct_io = m->o.direct_io;
 	fi->keep_cache = !m->o.direct_io;
@@ -1631,16 +1639,21 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_open(req, fi);
 }
 
-static void op_release(fuse_req_t req, fuse_ino_t ino,
-		       struct fuse_file_info *fi)
+static void fh_put(struct fh *h)
 {
-	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
-
-	(void)ino;
+	if (atomic_fetch_sub(&h->refs, 1) != 1)
+		return;
 	wstore_file_free(h->f);
 	lease_close(h->e);
 	entry_put(h->e);
 	free(h);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	(void)ino;
+	fh_put((struct fh *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 
@@ -1702,11 +1715,9 @@ static int fd_bufvec(struct fuse_bufvec **out, struct wmount *m,
 	return 0;
 }
 
-static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		    struct fuse_file_info *fi)
+static void read_fh(fuse_req_t req, struct fh *h, size_t size, off_t off)
 {
 	struct wmount *m = fuse_req_userdata(req);
-	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
 	struct slot *s[MAX_PIECES];
 	struct iovec iov[MAX_PIECES];
 	struct fuse_bufvec *bv = NULL;
@@ -1714,7 +1725,6 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	uint64_t pos = (uint64_t)off, end, ci0;
 	int n = 0, err = 0;
 
-	(void)ino;
 	if (atomic_load(&h->e->dead)) {
 		fuse_reply_err(req, EIO);
 		return;
@@ -1745,7 +1755,6 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	/* a short read (more than MAX_PIECES tiny chunks) is fine for FUSE */
 	if (!err && atomic_load(&h->e->dead))
 		err = -EIO;
-	/* h may be released as soon as the reply is out: use it before */
 	if (!err)
 		maybe_readahead(m, h, ci0 + (uint64_t)(n ? n - 1 : 0));
 	if (!err && m->c.zc)
@@ -1761,6 +1770,17 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	free(bv);
 	for (int i = 0; i < n; i++)
 		cache_done(&m->c, s[i], err ? 0 : iov[i].iov_len);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+
+	(void)ino;
+	atomic_fetch_add(&h->refs, 1);
+	read_fh(req, h, size, off);
+	fh_put(h);
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
