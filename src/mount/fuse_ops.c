@@ -946,28 +946,10 @@ static int cache_init(struct wmount *m)
 	return c->hash ? 0 : -ENOMEM;
 }
 
-/*
- * Our own threads (read-ahead, refresher) block every signal: libfuse's
- * loop waits for SIGTERM in the main thread (its workers block it), and a
- * handler run in one of ours would set the exit flag while nothing that
- * waits on it wakes up, so the daemon would never unmount.
- */
-static int start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
-{
-	sigset_t all, old;
-	int rc;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = pthread_create(t, NULL, fn, arg);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return rc;
-}
-
 static void cache_start(struct wmount *m)
 {
 	for (; m->c.nra < RA_THREADS; m->c.nra++)
-		if (start_thread(&m->c.ra[m->c.nra], ra_main, m))
+		if (pthread_create(&m->c.ra[m->c.nra], NULL, ra_main, m))
 			break;
 }
 
@@ -1978,7 +1960,8 @@ static int make_session(struct wmount *m)
  * signal handled between the test and the block is lost, and the daemon
  * never unmounts (seen under load, and often under TSan, which defers
  * signal handlers).  So no handler runs at all: the three signals stay
- * blocked in every thread, the stopper thread takes them with sigwait,
+ * blocked in every thread (wmount_hold_signals runs before any starts,
+ * and threads inherit the mask), the stopper thread takes them with sigwait,
  * sets the exit flag, then interrupts the loop's thread with SIGUSR2
  * (a handler that does nothing, without SA_RESTART), again every 20 ms,
  * until the loop has returned.
@@ -2044,7 +2027,7 @@ static int stop_setup(struct wmount *m)
 	if (sigaction(SIGUSR2, &sa, NULL) < 0)
 		return -1;
 	signal(SIGPIPE, SIG_IGN);
-	if (start_thread(&m->stopper, stop_main, m) != 0)
+	if (pthread_create(&m->stopper, NULL, stop_main, m) != 0)
 		return -1;
 	m->stopping = 1;
 	return 0;
@@ -2127,7 +2110,7 @@ int wmount_run(struct wmount *m, const char *mountpoint,
 	mlog(m, LOG_INFO, "mounted %zu checkpoint%s on '%s'", m->nlive,
 	     m->nlive == 1 ? "" : "s", mountpoint);
 	cache_start(m);
-	if (start_thread(&m->refresher, refresh_main, m) == 0)
+	if (pthread_create(&m->refresher, NULL, refresh_main, m) == 0)
 		m->refreshing = 1;
 	rc = serve(m);
 	stop_teardown(m);
