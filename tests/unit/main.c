@@ -29,6 +29,7 @@ const char *unit_current = "";
 	X(test_backend_fault) \
 	X(test_store) \
 	X(test_durable) \
+	X(test_thread_start_blocks_signals) \
 	X(test_safetensors_data) \
 	X(test_safetensors_mutations) \
 	X(test_read_api) \
