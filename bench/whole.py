@@ -12,6 +12,9 @@ with `/usr/bin/time sh -c '...'` or `perf stat -r 5 sh -c '...'` (the
 
   BENCH_SIZE   checkpoint bytes (default 2 GiB, 4 shards)
   BENCH_RUNS   pairs per row (default 5)
+  BENCH_FUSE_SYSCTL=1  (root) also time the mount with fs.pipe-max-size
+               and fs.fuse.max_pages_limit raised to 16 MiB, the tuning
+               docs/cli/wstore-mount.md describes; both are restored after
 usage: whole.py BUILD_DIR
 """
 import glob
@@ -54,6 +57,29 @@ def paired(runs, a, b):
                 sh(before)
             out.append(sh(cmd))
     return statistics.median(ta), statistics.median(tb), ta, tb
+
+
+SYSCTLS = {"/proc/sys/fs/pipe-max-size": "16777216",
+           "/proc/sys/fs/fuse/max_pages_limit": "4096"}
+
+
+def sysctl_values():
+    """The two settings that bound the mount's read size, as now."""
+    out = {}
+    for path in SYSCTLS:
+        try:
+            with open(path) as f:
+                out[path] = f.read().strip()
+        except OSError:
+            out[path] = None
+    return out
+
+
+def sysctl_set(values):
+    for path, v in values.items():
+        if v is not None:
+            with open(path, "w") as f:
+                f.write(v + "\n")
 
 
 def can_mount():
@@ -101,11 +127,24 @@ def main():
                 (None, f"'{w}' --store '{store}' mount '{mnt}' --checkpoint b"
                  f" && cat '{mnt}'/* > /dev/null && '{w}' umount '{mnt}'"),
                 "`cat` of the source files, cached", cat, 0.7)
-            add("the same with `mount --direct-io`",
+            add("the same with `mount --page-cache`",
                 (None, f"'{w}' --store '{store}' mount '{mnt}' --checkpoint b"
-                 f" --direct-io && cat '{mnt}'/* > /dev/null &&"
+                 f" --page-cache && cat '{mnt}'/* > /dev/null &&"
                  f" '{w}' umount '{mnt}'"),
                 "the same `cat`", cat, None)
+            saved = sysctl_values()
+            if (os.environ.get("BENCH_FUSE_SYSCTL") == "1"
+                    and os.geteuid() == 0 and None not in saved.values()):
+                try:
+                    sysctl_set(SYSCTLS)
+                    add("the default mount, fs.pipe-max-size=16777216 "
+                        "fs.fuse.max_pages_limit=4096",
+                        (None, f"'{w}' --store '{store}' mount '{mnt}'"
+                         f" --checkpoint b && cat '{mnt}'/* > /dev/null &&"
+                         f" '{w}' umount '{mnt}'"),
+                        "the same `cat`", cat, None)
+                finally:
+                    sysctl_set(saved)
         add("`wstore-readbench` (8 MiB preads, whole checkpoint)",
             (None, f"'{rb}' '{store}' b"), "the same `cat`", cat, 1.0)
         # cat reads 128 KiB at a time, which stays in the CPU's cache; an
@@ -136,7 +175,10 @@ def main():
     print(f"\nwhole processes, start to exit: {total / 1e9:.2f} GB in 4 "
           f"shards, medians of {runs} alternating pairs, load average "
           f"{load0} before, {load1} after (ratio = baseline time / wstore "
-          f"time)\n")
+          f"time)")
+    print("read size bounds: " + ", ".join(
+        f"{p.split('/sys/')[1].replace('/', '.')}={v}"
+        for p, v in sysctl_values().items()) + "\n")
     print("| path | wstore | baseline, same run | ratio | goal |")
     print("|---|---|---|---|---|")
     for what, tw, base, tb, ratio, goal in rows:

@@ -17,7 +17,9 @@ struct wmount_opts {
 	uint64_t cache_size;	/* bytes of whole chunks kept (LRU) */
 	double refresh;		/* seconds between manifest re-reads */
 	unsigned threads;	/* FUSE worker threads; 1 = single-threaded */
-	int direct_io;		/* bypass the kernel page cache */
+	int direct_io;		/* 1 bypass the kernel page cache, 0 use it,
+				   -1 decide (direct on local files where
+				   shared mmap works with it) */
 	int allow_other;	/* let other users read the mount */
 	int foreground;		/* log to stderr, else to syslog */
 };

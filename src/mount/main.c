@@ -48,8 +48,9 @@ __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt,
 
 static const char help[] =
 	"usage: wstore mount MOUNTPOINT [--checkpoint ID] [--cache-size SIZE]\n"
-	"                    [--foreground|-f] [--direct-io] [--refresh SECONDS]\n"
-	"                    [--threads N] [--allow-other]\n"
+	"                    [--foreground|-f] [--direct-io|--page-cache]\n"
+	"                    [--refresh SECONDS]"
+	" [--threads N] [--allow-other]\n"
 	"\n"
 	"Mount the store read-only: one directory per READY checkpoint, or with\n"
 	"--checkpoint the files of that one at the mount root.  Reads fetch only\n"
@@ -60,8 +61,11 @@ static const char help[] =
 	"  --checkpoint ID     show only this checkpoint, at the root\n"
 	"  --cache-size SIZE   chunk cache size (default 1GiB)\n"
 	"  -f, --foreground    stay in the foreground, log to stderr\n"
-	"  --direct-io         bypass the kernel page cache (fastest for one\n"
-	"                      sequential pass; no mmap on kernels before 6.6)\n"
+	"  --direct-io         bypass the kernel page cache (no shared mmap on\n"
+	"                      kernels before 6.6)\n"
+	"  --page-cache        serve files through the kernel page cache\n"
+	"                      (default: direct I/O on the embedded file store\n"
+	"                      where mmap works with it, else page cache)\n"
 	"  --refresh SECONDS   re-read the store's index this often (default 2)\n"
 	"  --threads N         FUSE worker threads (default 8; 1 = single)\n"
 	"  --allow-other       let other users read the mount\n"
@@ -149,6 +153,7 @@ static int parse_mount_args(struct wmount_opts *o, const char **mp, int argc,
 		{ "cache-size", required_argument, NULL, 'C' },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "direct-io", no_argument, NULL, 'D' },
+		{ "page-cache", no_argument, NULL, 'P' },
 		{ "refresh", required_argument, NULL, 'r' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "allow-other", no_argument, NULL, 'a' },
@@ -173,7 +178,14 @@ static int parse_mount_args(struct wmount_opts *o, const char **mp, int argc,
 						   optarg);
 			break;
 		case 'f': o->foreground = 1; break;
-		case 'D': o->direct_io = 1; break;
+		case 'D':
+		case 'P':
+			if (o->direct_io == (ch == 'D' ? 0 : 1))
+				return usage_error(
+					"--direct-io and --page-cache "
+					"exclude each other");
+			o->direct_io = ch == 'D';
+			break;
 		case 'r':
 			if (parse_refresh(&o->refresh, optarg))
 				return EXIT_USAGE;
@@ -231,7 +243,7 @@ static int mount_and_serve(const wstore_config *cfg,
 
 static int run(const wstore_config *cfg, int argc, char **argv)
 {
-	struct wmount_opts o = { NULL, (uint64_t)1 << 30, 2.0, 8, 0, 0, 0 };
+	struct wmount_opts o = { NULL, (uint64_t)1 << 30, 2.0, 8, -1, 0, 0 };
 	struct daemon_pipe dp = { -1 };
 	const char *mp = NULL;
 	struct stat st;

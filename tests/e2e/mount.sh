@@ -56,7 +56,19 @@ check_exit "import a" 0 ws --quiet model import --checkpoint-id a --model-id Org
 
 # ---- mount (daemon) and read everything ---------------------------------
 check_exit "mount as a daemon returns once mounted" 0 ws mount "$MNT" --refresh 0.5
+MOUNT_OUT=$OUT
 check "the mount is listed as fuse.wstore" mounted "$MNT"
+# Linux 6.6 and later let shared mmap work on direct-io files, so there a
+# store of local files is served with direct I/O by default
+kmaj=$(uname -r | cut -d. -f1); kmin=$(uname -r | cut -d. -f2 | tr -cd 0-9)
+if [ "$kmaj" -gt 6 ] || { [ "$kmaj" = 6 ] && [ "${kmin:-0}" -ge 6 ]; }; then
+	check_grep "the default on a file store is direct I/O (Linux 6.6+)" \
+		"mounted 1 checkpoint on '.*' \(direct I/O, chunk files spliced\)" "$MOUNT_OUT"
+else
+	check_grep "the default before Linux 6.6 is the page cache" \
+		"\(page cache, chunk files spliced\)" "$MOUNT_OUT"
+fi
+check_one_line "mounting says one line" "$MOUNT_OUT"
 check "the checkpoint is a directory" test -d "$MNT/a"
 ok=0; bad=""
 for f in $(cd "$SRC" && find . -type f | sed 's|^\./||'); do
@@ -181,6 +193,37 @@ with open('$MNT2/$F', 'rb') as f, open('$SRC/$F', 'rb') as g:
     m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
     sys.exit(0 if m[:] == g.read() else 1)"
 check_exit "umount the --direct-io mount" 0 "$W" umount "$MNT2"
+
+# ---- read size: st_blksize suggests reads the mount serves in one request
+max_read=$(grep " $MNT fuse.wstore " /proc/mounts | grep -o 'max_read=[0-9]*' | cut -d= -f2)
+blk=$(stat -c %o "$MNT/a/$F")
+if [ -n "$max_read" ] && [ "$blk" -ge 65536 ] && [ "$blk" -le "$max_read" ] &&
+	[ $((blk & (blk - 1))) = 0 ]; then
+	tap_ok "st_blksize ($blk) is a power of two within max_read ($max_read)"
+else
+	tap_not_ok "st_blksize is a power of two within max_read" "st_blksize '$blk', max_read '$max_read'"
+fi
+check_exit "a read of st_blksize bytes at a time equals the source" 0 sh -c \
+	"dd if='$MNT/a/$F' bs=$blk status=none | cmp - '$SRC/$F'"
+
+# ---- --page-cache: files through the kernel page cache (keep_cache) ------
+check_exit "mount --page-cache" 0 ws mount "$MNT2" --checkpoint a --page-cache
+check_grep "it says it serves through the page cache" "\(page cache" "$OUT"
+check "a shard read through --page-cache equals its source" \
+	cmp "$SRC/model-00001-of-00002.safetensors" "$MNT2/model-00001-of-00002.safetensors"
+check "a second read (from the page cache) equals its source" \
+	cmp "$SRC/model-00001-of-00002.safetensors" "$MNT2/model-00001-of-00002.safetensors"
+check_exit "shared mmap of a --page-cache file reads the source bytes" 0 $PY -c "
+import mmap, sys
+with open('$MNT2/$F', 'rb') as f, open('$SRC/$F', 'rb') as g:
+    m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+    sys.exit(0 if m[:] == g.read() else 1)"
+check_exit "umount the --page-cache mount" 0 "$W" umount "$MNT2"
+check_exit "--direct-io with --page-cache is a usage error" 2 \
+	ws mount "$MNT2" --direct-io --page-cache
+check_grep "the error names both" "--direct-io and --page-cache" "$OUT"
+check_one_line "the error is one line" "$OUT"
+check "nothing was mounted" sh -c "! grep -q ' $MNT2 ' /proc/mounts"
 
 # ---- --checkpoint: one checkpoint at the root ----------------------------
 check_exit "mount --checkpoint b" 0 ws mount "$MNT2" --checkpoint b
