@@ -72,7 +72,12 @@ const char *wstore_file_path(const wstore_file *f);
  * it).  Every chunk read is checked against the length the manifest
  * implies (WSTORE_ECORRUPT names the chunk).  A file of several chunks
  * whose record has chunk_size 0 (legacy) cannot be mapped:
- * WSTORE_EUNSUPPORTED.
+ * WSTORE_EUNSUPPORTED.  On a store of local files (WSTORE_CAP_LOCAL_FILES)
+ * a read of 4 MiB or more is split into parts copied at once by the
+ * calling thread and up to three helper threads of the checkpoint (one
+ * fewer than the cores), started on the first such read and ended by
+ * wstore_checkpoint_free; a helper busy with another caller's read is
+ * not waited for (the caller copies that part itself).
  */
 int wstore_file_pread(wstore_file *f, void *buf, size_t len, uint64_t off,
 		      size_t *out_n);

@@ -14,6 +14,15 @@
  * backend has it, otherwise the chunk is read into a scratch buffer taken
  * from a small locked pool on the checkpoint (reused, since first touch of
  * fresh memory costs more than the copy) and the pieces copied out.
+ *
+ * Large reads from local chunk files (wstore_file_pread of at least
+ * SPLIT_MIN bytes on a store with WSTORE_CAP_LOCAL_FILES) are split into
+ * equal parts run at once by the caller and the checkpoint's helper
+ * threads (split.c, started on the first such read): each part is a copy
+ * from the page cache bound by one core's memory bandwidth, so two cores
+ * copy twice as fast (measured: two 1 GB files read at once in 0.13 s,
+ * one after the other in 0.26-0.28 s).  Network stores are not split:
+ * their readers already overlap through the backend.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -31,9 +40,12 @@
 #include "readv.h"
 #include "store.h"
 #include "lease.h"
+#include "split.h"
 #include "wstore/lease.h"
 
 #define POOL_MAX 8
+#define SPLIT_MIN (4u << 20)  /* smallest read split over threads */
+#define SPLIT_PART (2u << 20) /* smallest part of one */
 
 struct scratch {
 	struct scratch *next;
@@ -45,9 +57,11 @@ struct wstore_checkpoint {
 	wstore_store *s;
 	wstore_manifest *m;
 	wstore_lease *lease;  /* NULL with no_lease */
-	pthread_mutex_t lock; /* guards pool */
+	pthread_mutex_t lock; /* guards pool, split, nosplit */
 	struct scratch *pool;
 	unsigned npool;
+	wstore__split *split; /* helpers for large reads, once needed */
+	int nosplit;	      /* the store's reads are not split */
 };
 
 struct wstore_file {
@@ -102,6 +116,8 @@ int wstore_checkpoint_open_ext(wstore_checkpoint **out, wstore_store *store,
 	ck->s = store;
 	ck->m = m;
 	ck->lease = lease;
+	ck->nosplit = !(wstore_store_caps(store) & WSTORE_CAP_LOCAL_FILES) ||
+		      !store->b->get_range;
 	pthread_mutex_init(&ck->lock, NULL);
 	*out = ck;
 	return 0;
@@ -123,6 +139,7 @@ void wstore_checkpoint_free(wstore_checkpoint *ck)
 		free(sc->buf);
 		free(sc);
 	}
+	wstore__split_free(ck->split);
 	pthread_mutex_destroy(&ck->lock);
 	wstore_manifest_free(ck->m);
 	wstore_lease_release(ck->lease);
@@ -456,10 +473,40 @@ int wstore__file_readv(wstore_file *f, wstore__seg *segs, size_t n)
 	return rc;
 }
 
+/* The checkpoint's read helpers, started on first use; NULL when its
+ * store's reads are not split or they cannot start. */
+static wstore__split *split_pool(wstore_checkpoint *ck)
+{
+	wstore__split *sp;
+
+	pthread_mutex_lock(&ck->lock);
+	if (!ck->split && !ck->nosplit) {
+		ck->split = wstore__split_new();
+		if (!ck->split || wstore__split_width(ck->split) < 2)
+			ck->nosplit = 1;
+	}
+	sp = ck->nosplit ? NULL : ck->split;
+	pthread_mutex_unlock(&ck->lock);
+	return sp;
+}
+
+struct split_read {
+	wstore_file *f;
+	wstore__seg seg[WSTORE__SPLIT_MAX];
+};
+
+static int split_read_part(void *arg, size_t i)
+{
+	struct split_read *sr = arg;
+
+	return wstore__file_readv(sr->f, &sr->seg[i], 1);
+}
+
 int wstore_file_pread(wstore_file *f, void *buf, size_t len, uint64_t off,
 		      size_t *out_n)
 {
 	uint64_t size = f->rec->size;
+	wstore__split *sp;
 	wstore__seg seg;
 	int rc;
 
@@ -470,7 +517,26 @@ int wstore_file_pread(wstore_file *f, void *buf, size_t len, uint64_t off,
 	if (len > size - off)
 		len = (size_t)(size - off);
 	seg = (wstore__seg){ off, len, buf };
-	if ((rc = wstore__file_readv(f, &seg, 1)) < 0)
+	if (len >= SPLIT_MIN && (sp = split_pool(f->ck))) {
+		struct split_read sr = { .f = f };
+		size_t k = wstore__split_width(sp), part, done = 0;
+
+		if (k > len / SPLIT_PART)
+			k = len / SPLIT_PART;
+		/* equal parts, page-aligned: the last takes the rest */
+		part = (len / k) & ~(size_t)4095;
+		for (size_t i = 0; i < k; i++) {
+			size_t n = i + 1 < k ? part : len - done;
+
+			sr.seg[i] = (wstore__seg){ off + done, n,
+						   (char *)buf + done };
+			done += n;
+		}
+		rc = wstore__split_run(sp, split_read_part, &sr, k);
+	} else {
+		rc = wstore__file_readv(f, &seg, 1);
+	}
+	if (rc < 0)
 		return rc;
 	if (out_n)
 		*out_n = len;

@@ -30,6 +30,9 @@ const char *unit_current = "";
 	X(test_store) \
 	X(test_durable) \
 	X(test_thread_start_blocks_signals) \
+	X(test_split_runs_every_part) \
+	X(test_split_busy_pool) \
+	X(test_split_large_preads) \
 	X(test_safetensors_data) \
 	X(test_safetensors_mutations) \
 	X(test_read_api) \

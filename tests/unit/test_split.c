@@ -1,0 +1,226 @@
+/*
+ * test_split.c - split.c: every part runs once, the lowest failing part's
+ * error is raised, a busy pool never makes a caller wait (it takes its
+ * parts back), and no pool runs everything on the caller.  read.c's use of
+ * it (large preads of a file store, at odd offsets across chunks) is
+ * test_split_large_preads.
+ */
+#include <glob.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <wstore/read.h>
+#include <wstore/wstore.h>
+
+#include "error.h"
+#include "split.h"
+#include "unit.h"
+
+struct parts {
+	pthread_t by[WSTORE__SPLIT_MAX];
+	int runs[WSTORE__SPLIT_MAX];
+	int fail_mask;
+};
+
+static int record(void *arg, size_t i)
+{
+	struct parts *p = arg;
+
+	p->by[i] = pthread_self();
+	__atomic_add_fetch(&p->runs[i], 1, __ATOMIC_SEQ_CST);
+	if (p->fail_mask & (1 << i))
+		return wstore__err(i == 1 ? WSTORE_ECORRUPT : WSTORE_EBUSY,
+				   "part %zu failed", i);
+	return 0;
+}
+
+void test_split_runs_every_part(void)
+{
+	wstore__split *sp = wstore__split_new();
+	struct parts p;
+
+	CHECK(sp != NULL);
+	CHECK(wstore__split_width(sp) >= 1);
+	CHECK(wstore__split_width(sp) <= WSTORE__SPLIT_MAX);
+	for (size_t n = 1; n <= WSTORE__SPLIT_MAX; n++) {
+		int bad = 0;
+
+		memset(&p, 0, sizeof(p));
+		CHECK_EQ_INT(wstore__split_run(sp, record, &p, n), 0);
+		for (size_t i = 0; i < WSTORE__SPLIT_MAX; i++)
+			bad += p.runs[i] != (i < n);
+		CHECK_EQ_INT(bad, 0);
+		/* part 0 always runs on the caller */
+		CHECK(pthread_equal(p.by[0], pthread_self()));
+	}
+	/* the lowest failing part's code and message */
+	memset(&p, 0, sizeof(p));
+	p.fail_mask = (1 << 1) | (1 << 3);
+	CHECK_EQ_INT(wstore__split_run(sp, record, &p, 4), WSTORE_ECORRUPT);
+	CHECK_STR(wstore_last_error(), "part 1 failed");
+	CHECK_EQ_INT(p.runs[0] + p.runs[1] + p.runs[2] + p.runs[3], 4);
+	wstore__split_free(sp);
+	/* no pool: everything on the caller */
+	memset(&p, 0, sizeof(p));
+	CHECK_EQ_INT(wstore__split_run(NULL, record, &p, 3), 0);
+	CHECK(pthread_equal(p.by[1], pthread_self()) &&
+	      pthread_equal(p.by[2], pthread_self()));
+	wstore__split_free(NULL);
+}
+
+/* A part that holds its helper until released. */
+struct gate {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int held, open;
+	wstore__split *sp;
+	struct parts p;
+};
+
+static int hold(void *arg, size_t i)
+{
+	struct gate *g = arg;
+
+	if (i == 0)
+		return 0;
+	pthread_mutex_lock(&g->mu);
+	g->held++;
+	pthread_cond_broadcast(&g->cv);
+	while (!g->open)
+		pthread_cond_wait(&g->cv, &g->mu);
+	pthread_mutex_unlock(&g->mu);
+	return 0;
+}
+
+static void *hold_all(void *arg)
+{
+	struct gate *g = arg;
+
+	wstore__split_run(g->sp, hold, g, wstore__split_width(g->sp));
+	return NULL;
+}
+
+void test_split_busy_pool(void)
+{
+	struct gate g;
+	pthread_t t;
+	unsigned helpers;
+	int mine = 1;
+
+	memset(&g, 0, sizeof(g));
+	pthread_mutex_init(&g.mu, NULL);
+	pthread_cond_init(&g.cv, NULL);
+	g.sp = wstore__split_new();
+	CHECK(g.sp != NULL);
+	if (!g.sp)
+		return;
+	helpers = wstore__split_width(g.sp) - 1;
+	if (helpers == 0) {
+		/* one core: nothing to occupy, and nothing to wait for */
+		CHECK_EQ_INT(wstore__split_run(g.sp, record, &g.p, 2), 0);
+		CHECK(pthread_equal(g.p.by[1], pthread_self()));
+		wstore__split_free(g.sp);
+		return;
+	}
+	/* every helper blocked in another caller's parts */
+	CHECK_EQ_INT(pthread_create(&t, NULL, hold_all, &g), 0);
+	pthread_mutex_lock(&g.mu);
+	while (g.held < (int)helpers)
+		pthread_cond_wait(&g.cv, &g.mu);
+	pthread_mutex_unlock(&g.mu);
+	/* this call cannot wait for them: it runs every part itself */
+	CHECK_EQ_INT(wstore__split_run(g.sp, record, &g.p, helpers + 1), 0);
+	for (unsigned i = 0; i <= helpers; i++)
+		mine &= pthread_equal(g.p.by[i], pthread_self()) &&
+			g.p.runs[i] == 1;
+	CHECK(mine);
+	pthread_mutex_lock(&g.mu);
+	g.open = 1;
+	pthread_cond_broadcast(&g.cv);
+	pthread_mutex_unlock(&g.mu);
+	pthread_join(t, NULL);
+	wstore__split_free(g.sp);
+	pthread_cond_destroy(&g.cv);
+	pthread_mutex_destroy(&g.mu);
+}
+
+/* Large preads of a file store are split; every byte must still land. */
+void test_split_large_preads(void)
+{
+	static const size_t offs[] = { 0, 1, 4095, 1048575, 1048576, 3000001 };
+	static const size_t lens_[] = { 4u << 20, (4u << 20) + 1, 5000003,
+					9u << 20, 13u << 20 };
+	const size_t n = (13u << 20) + 777;
+	char *dir = unit_tmpdir(), src[4096], url[4200], path[4200];
+	wstore_import_options o = WSTORE_IMPORT_OPTIONS_INIT;
+	wstore_checkpoint *ck = NULL;
+	wstore_store *s = NULL;
+	wstore_file *f = NULL;
+	char *data = malloc(n), *buf = malloc(n + 4096);
+	glob_t g = { 0 };
+	int bad = 0;
+	FILE *fp;
+
+	CHECK(data && buf);
+	if (!data || !buf)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		data[i] = (char)((i * 2654435761u) >> 13);
+	snprintf(src, sizeof(src), "%s/src", dir);
+	snprintf(path, sizeof(path), "%s/w.bin", src);
+	snprintf(url, sizeof(url), "file://%s/store", dir);
+	CHECK(mkdir(src, 0755) == 0);
+	fp = fopen(path, "wb");
+	CHECK(fp && fwrite(data, 1, n, fp) == n);
+	if (fp)
+		fclose(fp);
+	CHECK_EQ_INT(wstore_open_url(&s, url), 0);
+	o.checkpoint_id = "big";
+	o.model_id = "test/big";
+	o.source = src;
+	o.chunk_size = 1u << 20; /* parts start and end inside chunks */
+	CHECK_EQ_INT(wstore_import(s, &o), 0);
+	CHECK_EQ_INT(wstore_checkpoint_open(&ck, s, "big"), 0);
+	CHECK_EQ_INT(wstore_file_open(&f, ck, "w.bin"), 0);
+	if (!f)
+		goto out;
+	for (size_t i = 0; i < sizeof(offs) / sizeof(*offs); i++)
+		for (size_t j = 0; j < sizeof(lens_) / sizeof(*lens_); j++) {
+			size_t got = 0, want = n - offs[i] < lens_[j]
+						       ? n - offs[i]
+						       : lens_[j];
+
+			memset(buf, 0x5a, want);
+			bad += wstore_file_pread(f, buf, lens_[j], offs[i],
+						 &got) != 0 ||
+			       got != want ||
+			       memcmp(buf, data + offs[i], want) != 0;
+		}
+	CHECK_EQ_INT(bad, 0);
+	/* a chunk gone (one a helper's part reads): the read fails, and the
+	 * caller gets the message naming the file */
+	snprintf(path, sizeof(path),
+		 "%s/store/weight/models/big/files/*/chunks/00000006", dir);
+	if (glob(path, 0, NULL, &g) == 0 && g.gl_pathc == 1) {
+		CHECK(unlink(g.gl_pathv[0]) == 0);
+		CHECK(wstore_file_pread(f, buf, 9u << 20, 0, NULL) < 0);
+		CHECK(strstr(wstore_last_error(), "w.bin") != NULL);
+		/* reads that miss it still work */
+		CHECK_EQ_INT(wstore_file_pread(f, buf, 4u << 20, 0, NULL), 0);
+		CHECK(memcmp(buf, data, 4u << 20) == 0);
+	} else {
+		CHECK(!"chunk 6 of w.bin found");
+	}
+	globfree(&g);
+out:
+	wstore_file_free(f);
+	wstore_checkpoint_free(ck);
+	wstore_free(s);
+	free(data);
+	free(buf);
+	unit_rmtree(dir);
+	free(dir);
+}
