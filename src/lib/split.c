@@ -120,8 +120,9 @@ int wstore__split_run(wstore__split *sp, int (*fn)(void *arg, size_t i),
 	memset(jobs, 0, sizeof(jobs));
 	for (size_t i = 0; i < nparts; i++) {
 		fe[i].code = 0;
-		jobs[i] = (struct job){ .fn = fn, .arg = arg, .i = i,
-					.fe = &fe[i] };
+		jobs[i] = (struct job){
+			.fn = fn, .arg = arg, .i = i, .fe = &fe[i]
+		};
 	}
 	if (sp && sp->nth && nparts > 1) {
 		pthread_mutex_lock(&sp->mu);
