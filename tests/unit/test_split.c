@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <wstore/read.h>
@@ -71,28 +72,45 @@ void test_split_runs_every_part(void)
 	wstore__split_free(NULL);
 }
 
-/* A part that holds its helper until released. */
+/* Parts that hold every helper until released: part 0 (the caller's)
+ * waits until the helpers hold the others, so the caller never takes one
+ * back and holds it itself. */
 struct gate {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	int held, open;
+	int held, want, open;
 	wstore__split *sp;
 	struct parts p;
 };
 
+/* Wait on g->cv until *flag >= want, at most 30 s; 0 if it got there. */
+static int gate_wait(struct gate *g, const int *flag, int want)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 30;
+	while (*flag < want)
+		if (pthread_cond_timedwait(&g->cv, &g->mu, &ts) != 0)
+			return *flag >= want ? 0 : -1;
+	return 0;
+}
+
 static int hold(void *arg, size_t i)
 {
 	struct gate *g = arg;
+	int rc;
 
-	if (i == 0)
-		return 0;
 	pthread_mutex_lock(&g->mu);
-	g->held++;
-	pthread_cond_broadcast(&g->cv);
-	while (!g->open)
-		pthread_cond_wait(&g->cv, &g->mu);
+	if (i == 0) {
+		rc = gate_wait(g, &g->held, g->want);
+	} else {
+		g->held++;
+		pthread_cond_broadcast(&g->cv);
+		rc = gate_wait(g, &g->open, 1);
+	}
 	pthread_mutex_unlock(&g->mu);
-	return 0;
+	return rc;
 }
 
 static void *hold_all(void *arg)
@@ -118,6 +136,7 @@ void test_split_busy_pool(void)
 	if (!g.sp)
 		return;
 	helpers = wstore__split_width(g.sp) - 1;
+	g.want = (int)helpers;
 	if (helpers == 0) {
 		/* one core: nothing to occupy, and nothing to wait for */
 		CHECK_EQ_INT(wstore__split_run(g.sp, record, &g.p, 2), 0);
@@ -128,8 +147,7 @@ void test_split_busy_pool(void)
 	/* every helper blocked in another caller's parts */
 	CHECK_EQ_INT(pthread_create(&t, NULL, hold_all, &g), 0);
 	pthread_mutex_lock(&g.mu);
-	while (g.held < (int)helpers)
-		pthread_cond_wait(&g.cv, &g.mu);
+	CHECK_EQ_INT(gate_wait(&g, &g.held, (int)helpers), 0);
 	pthread_mutex_unlock(&g.mu);
 	/* this call cannot wait for them: it runs every part itself */
 	CHECK_EQ_INT(wstore__split_run(g.sp, record, &g.p, helpers + 1), 0);
