@@ -73,7 +73,8 @@ const char *wstore_file_path(const wstore_file *f);
  * implies (WSTORE_ECORRUPT names the chunk).  A file of several chunks
  * whose record has chunk_size 0 (legacy) cannot be mapped:
  * WSTORE_EUNSUPPORTED.  On a store of local files (WSTORE_CAP_LOCAL_FILES)
- * a read of 4 MiB or more is split into parts copied at once by the
+ * a read of 4 MiB or more (here, or of tensors with
+ * wstore_safetensors_read) is split into parts copied at once by the
  * calling thread and up to three helper threads of the checkpoint (one
  * fewer than the cores), started on the first such read and ended by
  * wstore_checkpoint_free; a helper busy with another caller's read is

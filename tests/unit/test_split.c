@@ -17,6 +17,7 @@
 #include <wstore/wstore.h>
 
 #include "error.h"
+#include "readv.h"
 #include "split.h"
 #include "unit.h"
 
@@ -218,6 +219,30 @@ void test_split_large_preads(void)
 			       memcmp(buf, data + offs[i], want) != 0;
 		}
 	CHECK_EQ_INT(bad, 0);
+	/* a scatter read (as of tensors): segments cut where parts end,
+	 * overlapping and empty ones, out of order */
+	{
+		static const uint64_t so[] = { 9000000, 5,	 3000000,
+					       0,	1048576, 12000000 };
+		static const uint64_t sl[] = { 4000000, 2999995, 3500000,
+					       0,	2097152, 1000000 };
+		wstore__seg segs[6];
+		size_t at = 0;
+
+		for (size_t i = 0; i < 6; i++) {
+			segs[i] = (wstore__seg){ so[i], sl[i], buf + at };
+			at += sl[i];
+		}
+		memset(buf, 0x5a, at);
+		CHECK_EQ_INT(wstore__file_readv(f, segs, 6), 0);
+		at = 0;
+		bad = 0;
+		for (size_t i = 0; i < 6; i++) {
+			bad += memcmp(buf + at, data + so[i], sl[i]) != 0;
+			at += sl[i];
+		}
+		CHECK_EQ_INT(bad, 0);
+	}
 	/* a chunk gone (one a helper's part reads): the read fails, and the
 	 * caller gets the message naming the file */
 	snprintf(path, sizeof(path),
