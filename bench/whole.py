@@ -132,6 +132,19 @@ def main():
                  f" --page-cache && cat '{mnt}'/* > /dev/null &&"
                  f" '{w}' umount '{mnt}'"),
                 "the same `cat`", cat, None)
+            # files of one chunk are passed through to their chunk file
+            # (FUSE passthrough, Linux 6.9+, root): import with chunks
+            # larger than every file
+            big = f"{tmp}/store-big"
+            sh(f"'{w}' --quiet --store '{big}' model import --checkpoint-id b"
+               f" --model-id bench/M --source '{src}' --chunk-size 4GiB"
+               f" && sync")
+            add("the same, imported with `--chunk-size 4GiB` (one chunk "
+                "per file: passthrough)",
+                (None, f"'{w}' --store '{big}' mount '{mnt}' --checkpoint b"
+                 f" && cat '{mnt}'/* > /dev/null && '{w}' umount '{mnt}'"),
+                "the same `cat`", cat, None)
+            shutil.rmtree(big, ignore_errors=True)
             saved = sysctl_values()
             if (os.environ.get("BENCH_FUSE_SYSCTL") == "1"
                     and os.geteuid() == 0 and None not in saved.values()):

@@ -64,6 +64,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <syslog.h>
 #include <time.h>
@@ -112,6 +113,10 @@ struct node {
 	uint64_t size;
 	uint32_t *kids;
 	uint32_t nkids, capkids;
+	/* passthrough (under wmount.ptlock): the kernel's id of the chunk
+	 * file the open files of this node read, and how many use it */
+	int32_t backing;
+	uint32_t backing_refs;
 };
 
 struct entry {
@@ -149,6 +154,8 @@ struct fh {
 	uint64_t size, cs;
 	atomic_llong last_ci;
 	atomic_int refs;
+	uint32_t node;	 /* its node in e */
+	int passthrough; /* holds a reference on the node's backing id */
 };
 
 /* ---- chunk cache -------------------------------------------------------- */
@@ -218,13 +225,16 @@ struct wmount {
 	/* the stopper thread (see stop_main) */
 	pthread_t stopper, looper;
 	int stopping, loop_done;
-	atomic_int unmounting; /* set before the session is unmounted */
-	int init_seen;	       /* the kernel's INIT request was read */
-	int mmap_offered;      /* it offers DIRECT_IO_ALLOW_MMAP */
-	int patch_init;	       /* adjust libfuse's INIT reply (io_writev) */
-	int dio;	       /* files are opened direct_io (set by INIT) */
-	uint32_t max_read;     /* zero-copy mounts: the mount's max_read */
-	uint32_t blksize;      /* st_blksize: the read size to suggest */
+	atomic_int unmounting;	/* set before the session is unmounted */
+	int init_seen;		/* the kernel's INIT request was read */
+	int mmap_offered;	/* it offers DIRECT_IO_ALLOW_MMAP */
+	int patch_init;		/* adjust libfuse's INIT reply (io_writev) */
+	int dio;		/* files are opened direct_io (set by INIT) */
+	uint32_t max_read;	/* zero-copy mounts: the mount's max_read */
+	uint32_t blksize;	/* st_blksize: the read size to suggest */
+	int pt_offered;		/* the kernel offers FUSE_PASSTHROUGH */
+	atomic_int pt;		/* single-chunk files are passed through */
+	pthread_mutex_t ptlock; /* guards the nodes' backing ids */
 	struct cache c;
 	pthread_mutex_t loglock;
 	double lastlog;
@@ -1385,6 +1395,7 @@ static void op_init(void *ud, struct fuse_conn_info *conn)
 	 */
 	m->dio = m->o.direct_io > 0 ||
 		 (m->o.direct_io < 0 && m->c.zc && m->mmap_offered);
+	atomic_store(&m->pt, m->c.zc && m->pt_offered);
 	/* libfuse replies to INIT right after this returns (io_writev) */
 	m->patch_init = 1;
 }
@@ -1400,8 +1411,36 @@ static void op_init(void *ud, struct fuse_conn_info *conn)
  *   7.39).
  * - Reads larger than 1 MiB (zc_read_size): libfuse asks for max_write's
  *   pages, the reply needs max_read's.
+ * - Passthrough (see pt_open): FUSE_PASSTHROUGH and max_stack_depth in
+ *   the INIT reply, FOPEN_PASSTHROUGH and the backing id in the reply to
+ *   an OPEN that pt_open passes through (marked in tl_backing by the
+ *   thread replying; libfuse writes the reply from that thread).
  */
 #define ALLOW_MMAP_FLAGS2 (1u << (36 - 32)) /* FUSE_DIRECT_IO_ALLOW_MMAP */
+
+/*
+ * FUSE passthrough (Linux 6.9, protocol 7.40; Debian 12's headers and
+ * libfuse 3.14 predate it, so its definitions are spelled here as in the
+ * kernel's include/uapi/linux/fuse.h).  A file passed through is read by
+ * the kernel straight from a backing file, at the same offsets: the FUSE
+ * daemon is not asked again, and the read costs what a read of a local
+ * file costs.  The backing file must hold the whole file, so only files
+ * of one chunk are passed through (their chunk file is the file).
+ */
+#define PASSTHROUGH_FLAGS2 (1u << (37 - 32)) /* FUSE_PASSTHROUGH */
+#define FOPEN_PASSTHROUGH_FLAG (1u << 7)
+/* backing files may sit on one stacked filesystem (overlayfs) */
+#define PT_STACK_DEPTH 2
+struct pt_backing_map {
+	int32_t fd;
+	uint32_t flags;
+	uint64_t padding;
+};
+#define PT_IOC_BACKING_OPEN _IOW(229, 1, struct pt_backing_map)
+#define PT_IOC_BACKING_CLOSE _IOW(229, 2, uint32_t)
+
+/* The backing id of the OPEN reply this thread is writing, or -1. */
+static __thread int32_t tl_backing = -1;
 
 static ssize_t io_read(int fd, void *buf, size_t len, void *ud)
 {
@@ -1419,6 +1458,8 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *ud)
 	m->init_seen = 1;
 	m->mmap_offered =
 		(in.flags & FUSE_INIT_EXT) && (in.flags2 & ALLOW_MMAP_FLAGS2);
+	m->pt_offered =
+		(in.flags & FUSE_INIT_EXT) && (in.flags2 & PASSTHROUGH_FLAGS2);
 	return n;
 }
 
@@ -1442,7 +1483,23 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *ud)
 		    m->max_read / PAGE_BYTES >= out.max_pages)
 			out.max_pages =
 				(uint16_t)(m->max_read / PAGE_BYTES + 1);
+		if (oh.error == 0 && atomic_load(&m->pt) &&
+		    (out.flags & FUSE_INIT_EXT)) {
+			out.flags2 |= PASSTHROUGH_FLAGS2;
+			out.unused[0] = PT_STACK_DEPTH; /* max_stack_depth */
+		}
 		memcpy(iov[1].iov_base, &out, sizeof(out));
+	}
+	/* this thread's fuse_reply_open of a passed-through file */
+	if (tl_backing >= 0 && count >= 2 && iov[0].iov_len == sizeof(oh) &&
+	    iov[1].iov_len == sizeof(struct fuse_open_out)) {
+		struct fuse_open_out oo;
+
+		memcpy(&oo, iov[1].iov_base, sizeof(oo));
+		oo.open_flags |= FOPEN_PASSTHROUGH_FLAG;
+		memcpy((char *)&oo + offsetof(struct fuse_open_out, padding),
+		       &tl_backing, sizeof(tl_backing)); /* backing_id */
+		memcpy(iov[1].iov_base, &oo, sizeof(oo));
 	}
 	return writev(fd, iov, count);
 }
@@ -1654,6 +1711,115 @@ static int lease_open(struct wmount *m, struct entry *e)
 	return rc;
 }
 
+/*
+ * Pass h through to its chunk file when it is a file of one chunk on a
+ * mount that may: every open file of a node must use the same backing id
+ * (the kernel refuses a second one, and a non-passthrough open of a node
+ * that has one), so the node keeps it while any of its files is open.
+ * The chunk file is checked as for a read (its length, then the manifest
+ * still the same); if that fails the file is opened normally and its
+ * reads fail as any file's would.  1: passed through, *id the backing id;
+ * 0: open it normally.
+ */
+static int pt_open(struct wmount *m, struct fh *h, int32_t *id)
+{
+	struct node *n = &h->e->nodes[h->node];
+	struct pt_backing_map map;
+	uint64_t foff = 0;
+	size_t len = 0;
+	double t0;
+	int fd = -1, rc, bid;
+
+	if (!atomic_load(&m->pt) || h->size == 0 || h->size > h->cs)
+		return 0;
+	pthread_mutex_lock(&m->ptlock);
+	if (n->backing_refs) {
+		n->backing_refs++;
+		*id = n->backing;
+		pthread_mutex_unlock(&m->ptlock);
+		return 1;
+	}
+	t0 = now_mono();
+	rc = wstore_file_chunk_fd(&fd, &foff, &len, h->f, 0);
+	if (rc == 0 && (foff != 0 || len != h->size))
+		rc = WSTORE_ECORRUPT;
+	if (rc < 0 || entry_validate(m, h->e, t0) < 0) {
+		/* gone or damaged (a delete under way): open it as any
+		 * file, whose reads then fail as they do */
+		rc = 0;
+	} else {
+		memset(&map, 0, sizeof(map));
+		map.fd = fd;
+		bid = ioctl(fuse_session_fd(m->se), PT_IOC_BACKING_OPEN, &map);
+		if (bid < 0) {
+			/* not allowed (it needs CAP_SYS_ADMIN) or not
+			 * possible here: serve every file as before */
+			mlog(m, LOG_WARNING,
+			     "FUSE passthrough refused (%s): files are "
+			     "served by the daemon",
+			     strerror(errno));
+			atomic_store(&m->pt, 0);
+			rc = 0;
+		} else {
+			n->backing = bid;
+			n->backing_refs = 1;
+			*id = bid;
+			rc = 1;
+		}
+	}
+	if (fd >= 0)
+		close(fd); /* the kernel holds the file it backs with */
+	pthread_mutex_unlock(&m->ptlock);
+	return rc;
+}
+
+/*
+ * After INIT: whether this process may register backing files (it needs
+ * CAP_SYS_ADMIN), tried on a file of its own, so that the mount's first
+ * line says what it will do.
+ */
+static void pt_probe(struct wmount *m)
+{
+	struct pt_backing_map map;
+	int fd, bid;
+
+	if (!atomic_load(&m->pt))
+		return;
+	memset(&map, 0, sizeof(map));
+	fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	map.fd = fd;
+	bid = fd < 0 ? -1
+		     : ioctl(fuse_session_fd(m->se), PT_IOC_BACKING_OPEN, &map);
+	if (bid >= 0) {
+		uint32_t b = (uint32_t)bid;
+
+		ioctl(fuse_session_fd(m->se), PT_IOC_BACKING_CLOSE, &b);
+	} else {
+		atomic_store(&m->pt, 0);
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+/* Drop h's reference on its node's backing id; the last closes it. */
+static void pt_close(struct wmount *m, struct fh *h)
+{
+	struct node *n = &h->e->nodes[h->node];
+
+	pthread_mutex_lock(&m->ptlock);
+	if (n->backing_refs && --n->backing_refs == 0) {
+		uint32_t bid = (uint32_t)n->backing;
+
+		if (ioctl(fuse_session_fd(m->se), PT_IOC_BACKING_CLOSE, &bid) <
+			    0 &&
+		    !atomic_load(&m->unmounting))
+			mlog(m, LOG_WARNING,
+			     "cannot close a passthrough file: %s",
+			     strerror(errno));
+	}
+	pthread_mutex_unlock(&m->ptlock);
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct wmount *m = fuse_req_userdata(req);
@@ -1662,6 +1828,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct entry *e;
 	struct fh *h;
 	uint32_t node;
+	int32_t bid = -1;
 	int rc;
 
 	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
@@ -1712,19 +1879,25 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	h->cs = info.chunk_size ? info.chunk_size : info.size;
 	if (!h->cs)
 		h->cs = 1;
+	h->node = node;
 	atomic_init(&h->last_ci, -1);
 	atomic_init(&h->refs, 1);
+	h->passthrough = pt_open(m, h, &bid);
 	fi->fh = (uint64_t)(uintptr_t)h;
-	fi->direct_io = m->dio;
-	fi->keep_cache = !m->dio;
+	fi->direct_io = m->dio && !h->passthrough;
+	fi->keep_cache = !m->dio && !h->passthrough;
 	fi->noflush = 1;
+	tl_backing = h->passthrough ? bid : -1;
 	fuse_reply_open(req, fi);
+	tl_backing = -1;
 }
 
-static void fh_put(struct fh *h)
+static void fh_put(struct wmount *m, struct fh *h)
 {
 	if (atomic_fetch_sub(&h->refs, 1) != 1)
 		return;
+	if (h->passthrough)
+		pt_close(m, h);
 	wstore_file_free(h->f);
 	lease_close(h->e);
 	entry_put(h->e);
@@ -1735,7 +1908,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
 	(void)ino;
-	fh_put((struct fh *)(uintptr_t)fi->fh);
+	fh_put(fuse_req_userdata(req), (struct fh *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 
@@ -1857,12 +2030,13 @@ static void read_fh(fuse_req_t req, struct fh *h, size_t size, off_t off)
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
+	struct wmount *m = fuse_req_userdata(req); /* req ends with its reply */
 	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
 
 	(void)ino;
 	atomic_fetch_add(&h->refs, 1);
 	read_fh(req, h, size, off);
-	fh_put(h);
+	fh_put(m, h);
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -1924,6 +2098,7 @@ int wmount_new(struct wmount **out, wstore_store *store,
 	pthread_rwlock_init(&m->lock, NULL);
 	pthread_mutex_init(&m->rlock, NULL);
 	pthread_mutex_init(&m->loglock, NULL);
+	pthread_mutex_init(&m->ptlock, NULL);
 	{
 		/* refresh_main's deadlines are on the monotonic clock: with
 		 * the default (realtime) clock every wait times out at once
@@ -2172,6 +2347,7 @@ static void serve_init(struct wmount *m)
 		break;
 	}
 	free(fbuf.mem);
+	pt_probe(m);
 }
 
 static int serve(struct wmount *m)
@@ -2228,7 +2404,10 @@ int wmount_run(struct wmount *m, const char *mountpoint,
 	mlog(m, LOG_INFO, "mounted %zu checkpoint%s on '%s' (%s%s)", m->nlive,
 	     m->nlive == 1 ? "" : "s", mountpoint,
 	     m->dio ? "direct I/O" : "page cache",
-	     m->c.zc ? ", chunk files spliced" : "");
+	     !m->c.zc		   ? ""
+	     : atomic_load(&m->pt) ? ", chunk files spliced, files of one "
+				     "chunk passed through"
+				   : ", chunk files spliced");
 	if (ready) {
 		ready(ctx);
 		if (!m->o.foreground) {
@@ -2278,6 +2457,7 @@ void wmount_free(struct wmount *m)
 	cache_free(&m->c);
 	pthread_cond_destroy(&m->rcond);
 	pthread_mutex_destroy(&m->loglock);
+	pthread_mutex_destroy(&m->ptlock);
 	pthread_mutex_destroy(&m->rlock);
 	pthread_rwlock_destroy(&m->lock);
 	if (m->daemonized)
