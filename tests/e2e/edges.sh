@@ -9,6 +9,8 @@
 #  - list and inspect escape control characters on a terminal;
 #  - a Hugging Face hub repo root as --source;
 #  - the first progress line shows no ETA before the rate is known.
+#  - an import with chunks larger than its files streams them (bounded
+#    memory), and verifies.
 set -u
 BUILD=${BUILD:-build}
 TAP_SUITE=edges
@@ -285,5 +287,28 @@ assert ids == ['keep'], ids" "$OUT"
 else
 	tap_not_ok "mount a small tmpfs (needs root)"
 fi
+
+# ---- very large chunks are streamed: memory stays bounded ----------------
+BIGSRC="$T/bigsrc"
+mkdir -p "$BIGSRC"
+head -c 300000000 /dev/urandom > "$BIGSRC/w.bin"
+check_exit "import of a 300 MB file with --chunk-size 1GiB, peak memory measured" 0 \
+	python3 -c "
+import resource, subprocess, sys
+subprocess.run(sys.argv[1:], check=True)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)" \
+	"$W" --quiet --store "$S" model import --checkpoint-id onechunk --model-id X/one \
+	--source "$BIGSRC" --chunk-size 1GiB --jobs 4
+if [ "$OUT" -lt 131072 ] 2>/dev/null; then
+	tap_ok "it streamed: peak RSS ${OUT} KiB, below 128 MiB (a chunk buffer would be 300 MB)"
+else
+	tap_not_ok "it streamed: peak RSS below 128 MiB" "peak RSS: $OUT KiB"
+fi
+check_exit "the one-chunk checkpoint verifies" 0 ws model verify onechunk
+check "it is one file of one chunk" python3 -c "
+import json, sys
+f = json.loads(sys.argv[1])['files']
+assert len(f) == 1 and len(f[0]['chunks']) == 1, f" "$(ws --json model inspect onechunk 2>&1)"
+rm -rf "$BIGSRC"
 
 tap_done
