@@ -25,7 +25,8 @@ static const char help[] =
 	"  --model-id MODEL     e.g. Qwen/Qwen3-8B\n"
 	"  --revision REV       default: main\n"
 	"  --source DIR         checkpoint directory\n"
-	"  --chunk-size SIZE    default 64MiB (e.g. 16MiB, 1G, 1048576)\n"
+	"  --chunk-size SIZE    default 64MiB, or the config's chunk_size\n"
+	"                       (e.g. 16MiB, 1G, 1048576; at most 4GiB)\n"
 	"  --replica-num N      copies each chunk needs (config key replica_num;\n"
 	"                       default 1): Mooncake replicas, or on Redis the\n"
 	"                       master and N-1 replicas acknowledging\n"
@@ -132,11 +133,16 @@ int cmd_model_import(struct cli *c, int argc, char **argv)
 	struct cli_progress p = { .c = c, .verb = "importing" };
 	wstore_store *s = NULL;
 	const char *rn = wstore_config_get(c->cfg, "replica_num");
+	const char *cs = wstore_config_get(c->cfg, "chunk_size");
 	uint32_t copies;
 	int ch, rc;
 
 	if (rn && cli_parse_count(&copies, "replica_num", rn))
 		return EXIT_USAGE;
+	/* the store's default chunk size (checked when the config loaded) */
+	if (cs && *cs && wstore_parse_size(&o.chunk_size, cs) < 0)
+		return cli_usage_error("invalid chunk_size '%s': %s", cs,
+				       wstore_last_error());
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (ch) {

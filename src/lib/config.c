@@ -47,6 +47,7 @@ static const char *const known_keys[] = {
 	"serve_token",
 	"quota",
 	"evict",
+	"chunk_size",
 	NULL,
 };
 
@@ -92,6 +93,14 @@ static int positive_int_ok(const char *v)
 	return n <= INT32_MAX;
 }
 
+/* An import chunk size: a size of 1 byte to 4 GiB. */
+static int chunk_size_ok(const char *v)
+{
+	uint64_t n = 0;
+
+	return wstore_parse_size(&n, v) == 0 && n >= 1 && n <= (4ull << 30);
+}
+
 int wstore_config_new(wstore_config **out)
 {
 	*out = calloc(1, sizeof(**out));
@@ -123,6 +132,11 @@ static int check_kv(const char *ctx, const char *key, const char *value,
 			WSTORE_EINVAL,
 			"%s%skey '%s' must be a positive integer, got '%.40s'",
 			ctx, *ctx ? "" : "config ", key, value);
+	if (value && strcmp(key, "chunk_size") == 0 && !chunk_size_ok(value))
+		return wstore__err(WSTORE_EINVAL,
+				   "%s%skey 'chunk_size' must be a size from 1 "
+				   "byte to 4GiB (e.g. 64MiB), got '%.40s'",
+				   ctx, *ctx ? "" : "config ", value);
 	*out_idx = i;
 	return 0;
 }

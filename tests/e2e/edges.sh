@@ -311,4 +311,24 @@ f = json.loads(sys.argv[1])['files']
 assert len(f) == 1 and len(f[0]['chunks']) == 1, f" "$(ws --json model inspect onechunk 2>&1)"
 rm -rf "$BIGSRC"
 
+# ---- the config's chunk_size is import's default --------------------------
+check_exit "import with chunk_size 1MiB from the environment" 0 env WSTORE_CHUNK_SIZE=1MiB \
+	"$W" --quiet --store "$S" model import --checkpoint-id cs1 --model-id X/cs --source "$SRC"
+cs_of() { ws --json model inspect "$1" | python3 -c "
+import json, sys
+print(sorted({f['chunk_size'] for f in json.load(sys.stdin)['files']}))"; }
+check_grep "its files have 1 MiB chunks" "^\[1048576\]$" "$(cs_of cs1)"
+check_exit "--chunk-size wins over the config's" 0 env WSTORE_CHUNK_SIZE=1MiB \
+	"$W" --quiet --store "$S" model import --checkpoint-id cs2 --model-id X/cs \
+	--source "$SRC" --chunk-size 2MiB
+check_grep "its files have 2 MiB chunks" "^\[2097152\]$" "$(cs_of cs2)"
+check_exit "both verify" 0 ws model verify cs1
+printf '{"chunk_size": "5GiB"}\n' > "$T/badcs.json"
+check_exit "a config with chunk_size over 4GiB is refused" 1 \
+	"$W" --config "$T/badcs.json" --store "$S" model import --checkpoint-id cs3 \
+	--model-id X/cs --source "$SRC"
+check_grep "the error names the key and the value" "chunk_size.*5GiB" "$OUT"
+check_one_line "in one line" "$OUT"
+check "nothing was imported" sh -c "! '$W' --store '$S' model inspect cs3 >/dev/null 2>&1"
+
 tap_done

@@ -35,8 +35,17 @@ static void test_set_get(void)
 
 	while (keys[n])
 		n++;
-	CHECK_EQ_INT(n, 17);
+	CHECK_EQ_INT(n, 18);
 	CHECK_EQ_INT(wstore_config_new(&c), 0);
+	/* chunk_size: a size from 1 byte to 4 GiB */
+	CHECK_EQ_INT(wstore_config_set(c, "chunk_size", "4GiB"), 0);
+	CHECK_EQ_INT(wstore_config_set(c, "chunk_size", "1"), 0);
+	CHECK_EQ_INT(wstore_config_set(c, "chunk_size", "4.5GiB"),
+		     WSTORE_EINVAL);
+	CHECK(strstr(wstore_last_error(), "chunk_size") != NULL);
+	CHECK_EQ_INT(wstore_config_set(c, "chunk_size", "0"), WSTORE_EINVAL);
+	CHECK_EQ_INT(wstore_config_set(c, "chunk_size", "big"), WSTORE_EINVAL);
+	CHECK_EQ_INT(wstore_config_set(c, "chunk_size", NULL), 0);
 	for (size_t i = 0; i < n; i++)
 		CHECK(wstore_config_get(c, keys[i]) == NULL);
 	CHECK_EQ_INT(wstore_config_set(c, "store", "file:///tmp/x"), 0);
