@@ -184,14 +184,19 @@ check "b's shard equals its source" cmp "$SRC2/model-00001-of-00001.safetensors"
 	"$MNT/b/model-00001-of-00001.safetensors"
 
 # ---- --direct-io: reads and shared mmap (safetensors maps MAP_SHARED) -----
-check_exit "mount --direct-io" 0 ws mount "$MNT2" --checkpoint a --direct-io
-check "a shard read through --direct-io equals its source" \
-	cmp "$SRC/model-00001-of-00002.safetensors" "$MNT2/model-00001-of-00002.safetensors"
-check_exit "shared mmap of a --direct-io file reads the source bytes" 0 $PY -c "
+# check_shared_mmap MODE: shard $F of the mount at $MNT2, mapped MAP_SHARED,
+# holds its source's bytes
+check_shared_mmap() {
+	check_exit "shared mmap of a $1 file reads the source bytes" 0 $PY -c "
 import mmap, sys
 with open('$MNT2/$F', 'rb') as f, open('$SRC/$F', 'rb') as g:
     m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
     sys.exit(0 if m[:] == g.read() else 1)"
+}
+check_exit "mount --direct-io" 0 ws mount "$MNT2" --checkpoint a --direct-io
+check "a shard read through --direct-io equals its source" \
+	cmp "$SRC/model-00001-of-00002.safetensors" "$MNT2/model-00001-of-00002.safetensors"
+check_shared_mmap --direct-io
 check_exit "umount the --direct-io mount" 0 "$W" umount "$MNT2"
 
 # ---- read size: st_blksize suggests reads the mount serves in one request
@@ -213,11 +218,7 @@ check "a shard read through --page-cache equals its source" \
 	cmp "$SRC/model-00001-of-00002.safetensors" "$MNT2/model-00001-of-00002.safetensors"
 check "a second read (from the page cache) equals its source" \
 	cmp "$SRC/model-00001-of-00002.safetensors" "$MNT2/model-00001-of-00002.safetensors"
-check_exit "shared mmap of a --page-cache file reads the source bytes" 0 $PY -c "
-import mmap, sys
-with open('$MNT2/$F', 'rb') as f, open('$SRC/$F', 'rb') as g:
-    m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
-    sys.exit(0 if m[:] == g.read() else 1)"
+check_shared_mmap --page-cache
 check_exit "umount the --page-cache mount" 0 "$W" umount "$MNT2"
 check_exit "--direct-io with --page-cache is a usage error" 2 \
 	ws mount "$MNT2" --direct-io --page-cache
