@@ -48,7 +48,11 @@ enum wstore_error {
 	WSTORE_ECANCELED = WSTORE_ERR_BASE - 8, /* interrupted by the caller */
 	WSTORE_ERANGE = WSTORE_ERR_BASE - 9,	/* value larger than buffer */
 	WSTORE_EUNSUPPORTED = WSTORE_ERR_BASE - 10, /* backend lacks feature */
-	WSTORE_ERR_LAST = WSTORE_ERR_BASE - 10
+	/* the checkpoint being read was deleted or replaced by another import
+	 * of the same id since it was opened: nothing of the new one is
+	 * returned; open it again to read the new one */
+	WSTORE_ECHANGED = WSTORE_ERR_BASE - 11,
+	WSTORE_ERR_LAST = WSTORE_ERR_BASE - 11
 };
 
 /* Static text for a code (never NULL). */

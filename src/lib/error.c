@@ -31,6 +31,7 @@ const char *wstore_strerror(int code)
 	case WSTORE_ECANCELED: return "interrupted";
 	case WSTORE_ERANGE: return "value larger than buffer";
 	case WSTORE_EUNSUPPORTED: return "not supported by this backend";
+	case WSTORE_ECHANGED: return "checkpoint replaced while being read";
 	}
 	if (code < 0 && code > WSTORE_ERR_BASE)
 		return strerror(-code);
