@@ -119,6 +119,8 @@ int wstore_validate_path(const char *path);
  *   key_prefix            namespace prepended to every key (redis)
  *   connect_timeout_ms, command_timeout_ms
  *   mooncake_library      file name or path of libmooncake_store.so
+ *   mooncake_log          "off" (default) or "stderr": Mooncake's own log
+ *   chunk_size            model import's default chunk size ("64MiB")
  *   serve_listen          `wstore serve` address (ADDR:PORT)
  *   serve_token           bearer token `wstore serve` requires; never
  *                         printed
