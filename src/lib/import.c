@@ -297,7 +297,7 @@ static int read_file(struct import *im, size_t idx, wstore__sha256 *h,
 		     char *piece)
 {
 	const wstore__scan_file *sf = &im->scan.files[idx];
-	wstore__file *rec = &im->m->files[idx];
+	wstore__file_rec *rec = &im->m->files[idx];
 	struct stat st;
 	int fd = -1, rc = open_source(sf, &fd);
 
@@ -585,7 +585,7 @@ static int build_manifest(struct import *im, const char *source_uri)
 		return -ENOMEM;
 	for (size_t i = 0; i < im->scan.n; i++) {
 		const wstore__scan_file *sf = &im->scan.files[i];
-		wstore__file *f = wstore__manifest_add_file(m, sf->rel);
+		wstore__file_rec *f = wstore__manifest_add_file(m, sf->rel);
 		uint64_t n = (sf->size + im->chunk_size - 1) / im->chunk_size;
 
 		if (!f)
@@ -600,7 +600,7 @@ static int build_manifest(struct import *im, const char *source_uri)
 		f->chunk_size = im->chunk_size;
 		for (uint64_t c = 0; c < n; c++) {
 			wstore__key_chunk(ck, key, c);
-			if (wstore__file_add_chunk(f, ck) < 0)
+			if (wstore__file_rec_add_chunk(f, ck) < 0)
 				return -ENOMEM;
 		}
 	}
@@ -629,7 +629,7 @@ static void leave_failed(struct import *im, int err, const char *msg)
 	wstore_manifest *m = im->m;
 
 	for (size_t i = 0; i < m->nfiles; i++) {
-		wstore__file *f = &m->files[i];
+		wstore__file_rec *f = &m->files[i];
 		uint64_t kept = 0;
 
 		for (uint64_t c = 0; c < im->attempted[i]; c++)

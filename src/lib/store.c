@@ -396,7 +396,7 @@ unsigned wstore__jobs(uint32_t jobs)
 	return n < 1 ? 1 : n > 64 ? 64 : (unsigned)n;
 }
 
-int wstore__chunk_len(uint64_t *out, const wstore__file *f, uint64_t c)
+int wstore__chunk_len(uint64_t *out, const wstore__file_rec *f, uint64_t c)
 {
 	if (c >= f->nchunks)
 		return wstore__err(WSTORE_ECORRUPT,
@@ -424,7 +424,7 @@ int wstore__chunk_len(uint64_t *out, const wstore__file *f, uint64_t c)
 
 /* Judge what a get of chunk c of f returned: rc, got bytes, want by the
  * manifest. */
-int wstore__check_chunk(wstore_store *s, const wstore__file *f, uint64_t c,
+int wstore__check_chunk(wstore_store *s, const wstore__file_rec *f, uint64_t c,
 			int rc, size_t got, uint64_t want)
 {
 	const char *key = f->chunks[c];
@@ -451,7 +451,7 @@ int wstore__check_chunk(wstore_store *s, const wstore__file *f, uint64_t c,
 	return 0;
 }
 
-int wstore__read_chunk(wstore_store *s, const wstore__file *f, uint64_t c,
+int wstore__read_chunk(wstore_store *s, const wstore__file_rec *f, uint64_t c,
 		       void *buf, size_t cap)
 {
 	uint64_t want;
