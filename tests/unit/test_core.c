@@ -1,13 +1,16 @@
 /*
  * test_core.c - the core's defences against failures it cannot prevent:
  * a failed allocation while an index is parsed or edited (strdup is
- * replaced here so the k-th copy can be made to fail).
+ * replaced here so the k-th copy can be made to fail), and a backend that
+ * reports sizes no value of wstore's can have.
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "index.h"
+#include "names.h"
 #include "store.h"
 #include "unit.h"
 
@@ -104,4 +107,138 @@ void test_core_index_nomem(void)
 {
 	index_parse_nomem();
 	index_add_nomem();
+}
+
+/* ---- sizes a backend reports ------------------------------------------- */
+
+/* A backend whose get reports the size in `report` (ERANGE when it does
+ * not fit, else success with that length, whatever the buffer). */
+struct liar {
+	wstore_backend pub;
+	size_t report;
+	int lie_fits; /* 1: return 0 with report even when it exceeds cap */
+};
+
+static int liar_put(wstore_backend *b, const char *k, const void *d, size_t n)
+{
+	(void)b, (void)k, (void)d, (void)n;
+	return 0;
+}
+
+static int liar_get(wstore_backend *b, const char *key, void *buf, size_t cap,
+		    size_t *out_len)
+{
+	struct liar *l = (struct liar *)b;
+
+	(void)key;
+	*out_len = l->report;
+	if (l->report > cap && !l->lie_fits)
+		return WSTORE_ERANGE;
+	memset(buf, 'x', l->report < cap ? l->report : cap);
+	return 0;
+}
+
+static int liar_size(wstore_backend *b, const char *key, uint64_t *out)
+{
+	(void)key;
+	*out = ((struct liar *)b)->report;
+	return 0;
+}
+
+static int liar_remove(wstore_backend *b, const char *key, int force)
+{
+	(void)b, (void)key, (void)force;
+	return 0;
+}
+
+static void liar_free(wstore_backend *b)
+{
+	free(b);
+}
+
+static wstore_store *liar_store(struct liar **out)
+{
+	struct liar *l = calloc(1, sizeof(*l));
+	wstore_store *s = NULL;
+
+	*out = l;
+	if (!l)
+		return NULL;
+	l->pub.version = WSTORE_BACKEND_VERSION;
+	l->pub.struct_size = sizeof(l->pub);
+	l->pub.name = "liar";
+	l->pub.put = liar_put;
+	l->pub.get = liar_get;
+	l->pub.size = liar_size;
+	l->pub.remove = liar_remove;
+	l->pub.free = liar_free;
+	if (wstore_open_backend(&s, &l->pub) < 0) {
+		free(l);
+		*out = NULL;
+	}
+	return s;
+}
+
+/* get_alloc of key with the backend reporting n bytes: the result. */
+static int get_reported(wstore_store *s, struct liar *l, const char *key,
+			size_t n, int lie_fits)
+{
+	char *v = (char *)1;
+	size_t len = 7;
+	int rc;
+
+	l->report = n;
+	l->lie_fits = lie_fits;
+	rc = wstore__get_alloc(s, key, &v, &len);
+	if (rc < 0)
+		CHECK(v == NULL);
+	else
+		free(v);
+	return rc;
+}
+
+void test_core_reported_sizes(void)
+{
+	struct liar *l = NULL;
+	wstore_store *s = liar_store(&l);
+	const char *kind = NULL;
+
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	/* SIZE_MAX once made realloc(buf, cap + 1) a realloc(buf, 0) */
+	CHECK_EQ_INT(
+		get_reported(s, l, "weight/models/m-1/manifest", SIZE_MAX, 0),
+		WSTORE_ECORRUPT);
+	CHECK(strstr(wstore_last_error(), "manifest") != NULL);
+	CHECK_EQ_INT(get_reported(s, l, "weight/index/models", SIZE_MAX - 1, 0),
+		     WSTORE_ECORRUPT);
+	/* a maximum per kind: a lock record of a megabyte is no lock */
+	CHECK_EQ_INT(get_reported(s, l, "weight/locks/models/m-1", 1u << 20, 0),
+		     WSTORE_ECORRUPT);
+	CHECK(strstr(wstore_last_error(), "lock") != NULL);
+	CHECK_EQ_INT(get_reported(s, l, "weight/meta/models/m-1", 2u << 20, 0),
+		     WSTORE_ECORRUPT);
+	CHECK_EQ_INT(
+		get_reported(s, l, "weight/leases/models/m-1", 17u << 20, 0),
+		WSTORE_ECORRUPT);
+	/* within the kind's maximum, a value larger than the first guess */
+	CHECK_EQ_INT(
+		get_reported(s, l, "weight/models/m-1/manifest", 100000, 0), 0);
+	CHECK_EQ_INT(get_reported(s, l, "weight/locks/models/m-1", 300, 0), 0);
+	/* success with more bytes than the buffer holds is refused */
+	CHECK_EQ_INT(
+		get_reported(s, l, "weight/models/m-1/manifest", 1u << 20, 1),
+		WSTORE_ECORRUPT);
+	CHECK(strstr(wstore_last_error(), "buffer") != NULL);
+	CHECK_EQ_INT(
+		get_reported(s, l, "weight/models/m-1/manifest", SIZE_MAX, 1),
+		WSTORE_ECORRUPT);
+	CHECK_EQ_INT(wstore__key_value_max("weight/locks/catalog", &kind),
+		     64u << 10);
+	CHECK_STR(kind, "lock");
+	CHECK(wstore__key_value_max("weight/models/m-1/manifest", &kind) >=
+	      (256u << 20));
+	CHECK_STR(kind, "manifest");
+	wstore_free(s);
 }
