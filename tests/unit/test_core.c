@@ -2,15 +2,24 @@
  * test_core.c - the core's defences against failures it cannot prevent:
  * a failed allocation while an index is parsed or edited (strdup is
  * replaced here so the k-th copy can be made to fail), and a backend that
- * reports sizes no value of wstore's can have.
+ * reports sizes no value of wstore's can have, and an import source whose
+ * file is swapped for a FIFO after the scan.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include "../../src/common/clock.h"
 #include "index.h"
 #include "names.h"
+#include "scan.h"
 #include "store.h"
 #include "unit.h"
 
@@ -241,4 +250,149 @@ void test_core_reported_sizes(void)
 	      (256u << 20));
 	CHECK_STR(kind, "manifest");
 	wstore_free(s);
+}
+
+/* ---- an import source swapped for a FIFO ------------------------------- */
+
+/* Run fn(arg) in a child and return its exit status, or -1 if it did not
+ * finish within secs (it is then killed): an open that blocks on a FIFO
+ * must fail the test, not hang the suite. */
+static int run_bounded(int (*fn)(void *), void *arg, unsigned secs)
+{
+	struct timespec dl = wclock_deadline_in(secs * 1000ull);
+	pid_t pid = fork();
+	int status = 0;
+
+	if (pid == 0)
+		_exit(fn(arg));
+	if (pid < 0)
+		return -2;
+	while (waitpid(pid, &status, WNOHANG) == 0) {
+		if (wclock_passed(&dl)) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			return -1;
+		}
+		wclock_sleep_ms(10);
+	}
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -3;
+}
+
+static void write_file(const char *path, size_t n)
+{
+	FILE *f = fopen(path, "w");
+
+	for (size_t i = 0; f && i < n; i++)
+		fputc('a' + (int)(i % 26), f);
+	if (f)
+		fclose(f);
+}
+
+/* 0 if the last error names path and says it is not a regular file. */
+static int says_not_regular(const char *path)
+{
+	const char *e = wstore_last_error();
+
+	if (strstr(e, path) && strstr(e, "not a regular file"))
+		return 0;
+	fprintf(stderr, "unexpected error: %s\n", e);
+	return 1;
+}
+
+/* Child: open a source file that became a FIFO. */
+static int open_swapped(void *arg)
+{
+	struct stat st;
+	int fd = wstore__source_open(arg, &st);
+
+	if (fd >= 0)
+		return 10;
+	return fd == WSTORE_EINVAL ? says_not_regular(arg) : 11;
+}
+
+struct swap {
+	const char *victim; /* replaced by a FIFO at the first progress */
+	int swapped;
+};
+
+static int swap_on_progress(uint64_t done, uint64_t total, const char *path,
+			    void *ctx)
+{
+	struct swap *sw = ctx;
+
+	(void)done, (void)total, (void)path;
+	if (!sw->swapped++ &&
+	    (unlink(sw->victim) < 0 || mkfifo(sw->victim, 0600) < 0))
+		return 1;
+	return 0;
+}
+
+/* Child: import a source whose second file becomes a FIFO while the first
+ * is being stored (its tenth chunk is not read yet: the reader waits for
+ * pool buffers, or streams, one chunk per progress call), then import it
+ * again once it is a file: the failure released the lock. */
+static int import_swapped(void *arg)
+{
+	const char *dir = arg;
+	char a[4096], b[4096]; /* the source, its file b.bin */
+	wstore_import_options o = WSTORE_IMPORT_OPTIONS_INIT;
+	struct swap sw = { b, 0 };
+	wstore_backend *be = NULL;
+	wstore_store *s = NULL;
+	int rc;
+
+	snprintf(b, sizeof(b), "%s/src/b.bin", dir);
+	if (wstore_backend_mem_new(&be, 0) < 0 ||
+	    wstore_open_backend(&s, be) < 0)
+		return 20;
+	o.checkpoint_id = "fifo-1";
+	o.model_id = "t/fifo";
+	o.chunk_size = 4096;
+	o.jobs = 1;
+	o.progress = swap_on_progress;
+	o.progress_ctx = &sw;
+	snprintf(a, sizeof(a), "%s/src", dir);
+	o.source = a;
+	rc = wstore_import(s, &o);
+	if (rc != WSTORE_EINVAL || !sw.swapped)
+		return 21;
+	if (says_not_regular(b))
+		return 22;
+	unlink(b);
+	write_file(b, 100);
+	o.progress = NULL;
+	rc = wstore_import(s, &o);
+	wstore_free(s);
+	return rc == 0 ? 0 : 23;
+}
+
+void test_core_source_fifo(void)
+{
+	char *dir = unit_tmpdir();
+	char src[2048], path[4096];
+
+	CHECK(dir != NULL);
+	if (!dir)
+		return;
+	snprintf(src, sizeof(src), "%s/src", dir);
+	CHECK_EQ_INT(mkdir(src, 0755), 0);
+	snprintf(path, sizeof(path), "%s/a.bin", src);
+	write_file(path, 10 * 4096);
+	snprintf(path, sizeof(path), "%s/b.bin", src);
+	write_file(path, 100);
+	CHECK_EQ_INT(run_bounded(import_swapped, dir, 60), 0);
+
+	/* the helper itself, on a file swapped after a scan */
+	{
+		wstore__scan sc;
+
+		CHECK_EQ_INT(wstore__scan_source(&sc, src), 0);
+		CHECK_EQ_INT(sc.n, 2);
+		CHECK_EQ_INT(unlink(path), 0);
+		CHECK_EQ_INT(mkfifo(path, 0600), 0);
+		CHECK_EQ_INT(run_bounded(open_swapped, path, 30), 0);
+		wstore__scan_free(&sc);
+	}
+	unit_rmtree(dir);
+	free(dir);
 }
