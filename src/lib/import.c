@@ -233,11 +233,11 @@ static int pop_job(struct import *im, struct job *j)
 static int open_source(const wstore__scan_file *sf, int *out)
 {
 	struct stat st;
-	int fd = open(sf->abs, O_RDONLY | O_CLOEXEC);
+	int fd = wstore__source_open(sf->abs, &st);
 
 	if (fd < 0)
-		return wstore__errc(-errno, "cannot open '%s'", sf->abs);
-	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != sf->size) {
+		return fd;
+	if ((uint64_t)st.st_size != sf->size) {
 		close(fd);
 		return wstore__err(WSTORE_EINVAL,
 				   "source file '%s' changed during import",
@@ -297,7 +297,7 @@ static int read_file(struct import *im, size_t idx, wstore__sha256 *h,
 		     char *piece)
 {
 	const wstore__scan_file *sf = &im->scan.files[idx];
-	wstore__file *rec = &im->m->files[idx];
+	wstore__file_rec *rec = &im->m->files[idx];
 	struct stat st;
 	int fd = -1, rc = open_source(sf, &fd);
 
@@ -506,11 +506,15 @@ static int check_index_json(const wstore__scan *scan)
 	json_error_t jerr;
 	json_t *j, *map, *v;
 	const char *tensor;
-	int rc = 0;
+	struct stat st;
+	int rc = 0, fd;
 
 	if (!f)
 		return 0;
-	j = json_load_file(f->abs, JSON_REJECT_DUPLICATES, &jerr);
+	if ((fd = wstore__source_open(f->abs, &st)) < 0)
+		return fd;
+	j = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
+	close(fd);
 	if (!j)
 		return wstore__err(WSTORE_EINVAL,
 				   "'%s' is not valid JSON: %s (line %d)",
@@ -551,13 +555,14 @@ static int check_source_shards(const wstore__scan *scan)
 	for (size_t i = 0; i < scan->n; i++) {
 		const wstore__scan_file *f = &scan->files[i];
 		size_t n = strlen(f->rel);
+		struct stat st;
 		int fd, rc;
 
 		if (n < 12 || strcmp(f->rel + n - 12, ".safetensors") != 0)
 			continue;
-		fd = open(f->abs, O_RDONLY | O_CLOEXEC);
+		fd = wstore__source_open(f->abs, &st);
 		if (fd < 0)
-			return wstore__errc(-errno, "cannot open '%s'", f->abs);
+			return fd;
 		rc = wstore__safetensors_check_file(NULL, fd, f->abs);
 		close(fd);
 		if (rc < 0)
@@ -585,7 +590,7 @@ static int build_manifest(struct import *im, const char *source_uri)
 		return -ENOMEM;
 	for (size_t i = 0; i < im->scan.n; i++) {
 		const wstore__scan_file *sf = &im->scan.files[i];
-		wstore__file *f = wstore__manifest_add_file(m, sf->rel);
+		wstore__file_rec *f = wstore__manifest_add_file(m, sf->rel);
 		uint64_t n = (sf->size + im->chunk_size - 1) / im->chunk_size;
 
 		if (!f)
@@ -600,7 +605,7 @@ static int build_manifest(struct import *im, const char *source_uri)
 		f->chunk_size = im->chunk_size;
 		for (uint64_t c = 0; c < n; c++) {
 			wstore__key_chunk(ck, key, c);
-			if (wstore__file_add_chunk(f, ck) < 0)
+			if (wstore__file_rec_add_chunk(f, ck) < 0)
 				return -ENOMEM;
 		}
 	}
@@ -629,7 +634,7 @@ static void leave_failed(struct import *im, int err, const char *msg)
 	wstore_manifest *m = im->m;
 
 	for (size_t i = 0; i < m->nfiles; i++) {
-		wstore__file *f = &m->files[i];
+		wstore__file_rec *f = &m->files[i];
 		uint64_t kept = 0;
 
 		for (uint64_t c = 0; c < im->attempted[i]; c++)

@@ -78,7 +78,13 @@ int wstore__index_parse(char ***out, size_t *out_n, const char *json,
 				WSTORE_ECORRUPT,
 				"entry %zu is not a valid checkpoint id", i);
 		}
-		ids[n++] = strdup(id);
+		/* ids stays NULL-terminated: a failed copy ends it here */
+		if (!(ids[n] = strdup(id))) {
+			wstore_strings_free(ids);
+			json_decref(j);
+			return -ENOMEM;
+		}
+		n++;
 	}
 	json_decref(j);
 	qsort(ids, n, sizeof(char *), cmp_str);
@@ -125,8 +131,12 @@ static int edit_fn(void **out, size_t *out_len, const void *old, size_t old_len,
 		ids = calloc(e->nrebuilt + 1, sizeof(char *));
 		if (!ids)
 			return -ENOMEM;
-		for (n = 0; n < e->nrebuilt; n++)
-			ids[n] = strdup(e->rebuilt[n]);
+		for (n = 0; n < e->nrebuilt; n++) {
+			if (!(ids[n] = strdup(e->rebuilt[n]))) {
+				wstore_strings_free(ids);
+				return -ENOMEM;
+			}
+		}
 	}
 	for (i = 0; i < n; i++)
 		if (strcmp(ids[i], e->id) == 0)
@@ -145,8 +155,12 @@ static int edit_fn(void **out, size_t *out_len, const void *old, size_t old_len,
 			return -ENOMEM;
 		}
 		ids = grown;
-		ids[n++] = strdup(e->id);
-		ids[n] = NULL;
+		ids[n + 1] = NULL;
+		if (!(ids[n] = strdup(e->id))) {
+			wstore_strings_free(ids);
+			return -ENOMEM;
+		}
+		n++;
 		qsort(ids, n, sizeof(char *), cmp_str);
 	} else if (!e->add && found != (size_t)-1) {
 		free(ids[found]);
@@ -231,8 +245,11 @@ static int rebuild_one(const char *key, void *vctx)
 			r->ids = p;
 			r->cap = cap;
 		}
-		r->ids[r->n++] = strdup(id);
-		r->ids[r->n] = NULL;
+		if (!(r->ids[r->n] = strdup(id))) {
+			wstore_manifest_free(m);
+			return -ENOMEM;
+		}
+		r->ids[++r->n] = NULL;
 	}
 	wstore_manifest_free(m);
 	return 0;

@@ -82,7 +82,7 @@ wstore_manifest *wstore__manifest_new(void)
 	return m;
 }
 
-static void file_clear(wstore__file *f)
+static void file_clear(wstore__file_rec *f)
 {
 	free(f->path);
 	free(f->type);
@@ -93,9 +93,10 @@ static void file_clear(wstore__file *f)
 	free(f->chunks);
 }
 
-wstore__file *wstore__manifest_add_file(wstore_manifest *m, const char *path)
+wstore__file_rec *wstore__manifest_add_file(wstore_manifest *m,
+					    const char *path)
 {
-	wstore__file *f;
+	wstore__file_rec *f;
 
 	if (grow((void **)&m->files, m->nfiles, sizeof(*m->files)))
 		return NULL;
@@ -111,7 +112,7 @@ wstore__file *wstore__manifest_add_file(wstore_manifest *m, const char *path)
 	return f;
 }
 
-int wstore__file_add_chunk(wstore__file *f, const char *key)
+int wstore__file_rec_add_chunk(wstore__file_rec *f, const char *key)
 {
 	char *copy;
 	int rc;
@@ -126,8 +127,8 @@ int wstore__file_add_chunk(wstore__file *f, const char *key)
 
 static int cmp_file(const void *a, const void *b)
 {
-	return strcmp(((const wstore__file *)a)->path,
-		      ((const wstore__file *)b)->path);
+	return strcmp(((const wstore__file_rec *)a)->path,
+		      ((const wstore__file_rec *)b)->path);
 }
 
 void wstore__manifest_sort(wstore_manifest *m)
@@ -277,7 +278,7 @@ static void put_key_int(struct buf *b, const char *key, int64_t v)
 	put_s(b, num);
 }
 
-static void put_file(struct buf *b, const wstore__file *f)
+static void put_file(struct buf *b, const wstore__file_rec *f)
 {
 	put_s(b, "{");
 	put_key_int(b, "chunk_size", (int64_t)f->chunk_size);
@@ -302,8 +303,8 @@ static void put_file(struct buf *b, const wstore__file *f)
 
 static int cmp_file_ptr(const void *a, const void *b)
 {
-	return strcmp((*(wstore__file *const *)a)->path,
-		      (*(wstore__file *const *)b)->path);
+	return strcmp((*(wstore__file_rec *const *)a)->path,
+		      (*(wstore__file_rec *const *)b)->path);
 }
 
 /* Check what the emitter cannot: status, integer ranges; total of sizes. */
@@ -317,7 +318,7 @@ static int serialize_check(const wstore_manifest *m, uint64_t *total)
 			"cannot serialize manifest: invalid status '%s'", st);
 	*total = 0;
 	for (size_t i = 0; i < m->nfiles; i++) {
-		const wstore__file *f = &m->files[i];
+		const wstore__file_rec *f = &m->files[i];
 
 		if (f->size > INT64_MAX || f->chunk_size > INT64_MAX ||
 		    f->size > INT64_MAX - *total)
@@ -331,7 +332,7 @@ static int serialize_check(const wstore_manifest *m, uint64_t *total)
 }
 
 static void put_manifest(struct buf *b, const wstore_manifest *m,
-			 wstore__file **sorted, uint64_t total)
+			 wstore__file_rec **sorted, uint64_t total)
 {
 	int ready = strcmp(m->status, "READY") == 0;
 
@@ -371,7 +372,7 @@ int wstore_manifest_serialize(char **out, size_t *out_len,
 			      const wstore_manifest *m)
 {
 	struct buf b = { 0 };
-	wstore__file **sorted;
+	wstore__file_rec **sorted;
 	uint64_t total = 0;
 	int rc;
 
@@ -483,14 +484,14 @@ static int key_ok(const char *k)
 	return 1;
 }
 
-static int parse_chunks(wstore__file *f, json_t *rec, const char *what)
+static int parse_chunks(wstore__file_rec *f, json_t *rec, const char *what)
 {
 	json_t *arr = json_object_get(rec, "chunks"), *v;
 	size_t j;
 	int rc;
 
 	if (!arr)
-		return wstore__file_add_chunk(f, f->key);
+		return wstore__file_rec_add_chunk(f, f->key);
 	if (!json_is_array(arr))
 		return CORRUPT("%skey 'chunks' must be an array", what);
 	json_array_foreach(arr, j, v)
@@ -498,14 +499,14 @@ static int parse_chunks(wstore__file *f, json_t *rec, const char *what)
 		if (!json_is_string(v) || !key_ok(json_string_value(v)))
 			return CORRUPT("%schunk %zu is not a valid key", what,
 				       j);
-		if ((rc = wstore__file_add_chunk(f, json_string_value(v))))
+		if ((rc = wstore__file_rec_add_chunk(f, json_string_value(v))))
 			return rc;
 	}
 	return 0;
 }
 
 /* Checks that hold for a READY record. */
-static int check_ready_file(const wstore__file *f, const char *what)
+static int check_ready_file(const wstore__file_rec *f, const char *what)
 {
 	uint64_t want;
 
@@ -526,7 +527,7 @@ static int check_ready_file(const wstore__file *f, const char *what)
 	return 0;
 }
 
-static int parse_file_fields(wstore__file *f, json_t *rec, const char *what,
+static int parse_file_fields(wstore__file_rec *f, json_t *rec, const char *what,
 			     int ready)
 {
 	json_t *cs = json_object_get(rec, "chunk_size");
@@ -561,7 +562,7 @@ static int parse_file(wstore_manifest *m, json_t *rec, size_t i, int ready)
 {
 	char what[300];
 	json_t *p;
-	wstore__file *f;
+	wstore__file_rec *f;
 
 	if (!json_is_object(rec))
 		return CORRUPT("file #%zu is not an object", i);
@@ -735,7 +736,7 @@ size_t wstore_manifest_file_count(const wstore_manifest *m)
 int wstore_manifest_file(wstore_file_info *out, const wstore_manifest *m,
 			 size_t i)
 {
-	const wstore__file *f;
+	const wstore__file_rec *f;
 
 	if (i >= m->nfiles)
 		return wstore__err(

@@ -34,7 +34,7 @@ uint64_t wstore__max_chunk(const wstore_manifest *m)
 	uint64_t max = 0;
 
 	for (size_t i = 0; i < m->nfiles; i++) {
-		const wstore__file *f = &m->files[i];
+		const wstore__file_rec *f = &m->files[i];
 		uint64_t c = f->chunk_size && f->chunk_size < f->size
 				     ? f->chunk_size
 				     : f->size;
@@ -77,9 +77,9 @@ static int chunk_fd_ok(const wstore_store *s)
  * h if set, written to fd if >= 0.  The length is checked against n before
  * anything is written, with the errors wstore__read_chunk gives.
  */
-static int stream_chunk_fd(wstore_store *s, const wstore__file *f, uint64_t c,
-			   uint64_t n, int fd, char *buf, size_t cap,
-			   wstore__sha256 *h)
+static int stream_chunk_fd(wstore_store *s, const wstore__file_rec *f,
+			   uint64_t c, uint64_t n, int fd, char *buf,
+			   size_t cap, wstore__sha256 *h)
 {
 	size_t piece = cap < PIECE ? cap : PIECE;
 	struct stat st;
@@ -120,7 +120,7 @@ static int stream_chunk_fd(wstore_store *s, const wstore__file *f, uint64_t c,
 	return rc;
 }
 
-int wstore__fetch_to_fd(wstore_store *s, const wstore__file *f, int fd,
+int wstore__fetch_to_fd(wstore_store *s, const wstore__file_rec *f, int fd,
 			void *buf, size_t cap, int verify,
 			int (*progress)(uint64_t n, void *ctx), void *ctx)
 {
@@ -209,7 +209,7 @@ static int open_out_dir(const char *output, const char **base)
  * existing output that is not a regular file (a device, a FIFO, a
  * directory) is refused before anything is fetched. */
 static int materialize(wstore_store *s, const wstore_manifest *m,
-		       const wstore__file *f, const char *output)
+		       const wstore__file_rec *f, const char *output)
 {
 	size_t cap = (size_t)wstore__max_chunk(m);
 	wstore__durable d = { .fd = -1 };

@@ -183,6 +183,40 @@ void wstore__key_model_index(char *out, const char *model_id)
 	snprintf(out, WSTORE__KEY_MAX, "weight/index/model/%s", mh);
 }
 
+/*
+ * Manifests and intent records list every chunk key of a checkpoint (about
+ * 150 bytes a chunk: 1 GiB is millions of chunks); an index lists ids;
+ * leases, pins and locks are records of a few hundred bytes (a lease set
+ * holds one per reader).  Anything larger is not a value wstore wrote.
+ */
+size_t wstore__key_value_max(const char *key, const char **out_kind)
+{
+	static const struct {
+		const char *prefix, *kind;
+		size_t max;
+	} kinds[] = {
+		{ "weight/locks/", "lock", 64u << 10 },
+		{ "weight/leases/", "lease record", 16u << 20 },
+		{ "weight/meta/", "pin and last-read record", 1u << 20 },
+		{ "weight/index/", "index", 256u << 20 },
+		{ "weight/intents/", "intent record", 1u << 30 },
+	};
+	size_t n = strlen(key);
+
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(*kinds); i++) {
+		if (strncmp(key, kinds[i].prefix, strlen(kinds[i].prefix)))
+			continue;
+		if (out_kind)
+			*out_kind = kinds[i].kind;
+		return kinds[i].max;
+	}
+	if (out_kind)
+		*out_kind = n > 9 && strcmp(key + n - 9, "/manifest") == 0
+				    ? "manifest"
+				    : "value";
+	return 1u << 30;
+}
+
 const char *wstore__file_type(const char *path)
 {
 	static const char *const weight_suffixes[] = {

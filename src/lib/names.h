@@ -8,6 +8,7 @@
 #ifndef WSTORE_NAMES_H
 #define WSTORE_NAMES_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define WSTORE__KEY_MAX 512
@@ -30,6 +31,12 @@ void wstore__key_lease_set(char *out, const char *ckpt);
 void wstore__key_lease_prefix(char *out, const char *ckpt);
 void wstore__key_lease(char *out, const char *ckpt, const char *holder);
 void wstore__key_meta(char *out, const char *ckpt);
+
+/* The largest value wstore reads whole under key, by the key's kind;
+ * *out_kind (if not NULL) names the kind for messages ("manifest",
+ * "index", "lease", "lock", ...).  store.c checks the size a backend
+ * reports against it before it allocates. */
+size_t wstore__key_value_max(const char *key, const char **out_kind);
 
 /* 1 if s is well-formed UTF-8 (no overlongs, surrogates). */
 int wstore__utf8_valid(const char *s);

@@ -65,7 +65,7 @@ struct pull {
 
 struct worker {
 	struct pull *p;
-	const wstore__file *f;
+	const wstore__file_rec *f;
 	pthread_t tid;
 	char *buf;
 };
@@ -198,7 +198,7 @@ static void remove_stale_temps(int pfd)
  * right size and, when verifying, digest. */
 static int already_present(struct worker *w, int pfd, const char *base)
 {
-	const wstore__file *f = w->f;
+	const wstore__file_rec *f = w->f;
 	wstore__sha256 *h;
 	struct stat st;
 	char hex[65];
@@ -231,7 +231,7 @@ static int already_present(struct worker *w, int pfd, const char *base)
  * to base (durable.c). */
 static int write_file(struct worker *w, int pfd, const char *base)
 {
-	const wstore__file *f = w->f;
+	const wstore__file_rec *f = w->f;
 	wstore__durable d = { .fd = -1 };
 	int rc;
 
@@ -256,7 +256,7 @@ static int write_file(struct worker *w, int pfd, const char *base)
 
 static int pull_file(struct worker *w)
 {
-	const wstore__file *f = w->f;
+	const wstore__file_rec *f = w->f;
 	const char *base;
 	size_t at;
 	int pfd, rc;
@@ -342,7 +342,7 @@ static int plan(struct pull *p)
 	if (!(p->sel = malloc((m->nfiles ? m->nfiles : 1) * sizeof(size_t))))
 		return wstore__errc(-ENOMEM, "cannot plan pull");
 	for (size_t i = 0; i < m->nfiles; i++) {
-		const wstore__file *f = &m->files[i];
+		const wstore__file_rec *f = &m->files[i];
 		int rc;
 
 		if (wstore_validate_path(f->path) < 0)

@@ -67,7 +67,7 @@ struct wstore_checkpoint {
 
 struct wstore_file {
 	wstore_checkpoint *ck;
-	const wstore__file *rec;
+	const wstore__file_rec *rec;
 };
 
 /* One piece of a scatter read: part of one chunk into one destination. */
@@ -184,7 +184,7 @@ void wstore_file_free(wstore_file *f)
 /* ---- chunk geometry and checked chunk reads ----------------------------- */
 
 /* The chunk size offsets map with, or an error if they cannot be mapped. */
-static int chunk_geometry(const wstore__file *r, uint64_t *out_cs)
+static int chunk_geometry(const wstore__file_rec *r, uint64_t *out_cs)
 {
 	uint64_t want;
 
@@ -214,7 +214,7 @@ static int chunk_geometry(const wstore__file *r, uint64_t *out_cs)
 	return 0;
 }
 
-static size_t chunk_len(const wstore__file *r, uint64_t cs, uint64_t ci)
+static size_t chunk_len(const wstore__file_rec *r, uint64_t cs, uint64_t ci)
 {
 	uint64_t start = ci * cs;
 
@@ -223,8 +223,8 @@ static size_t chunk_len(const wstore__file *r, uint64_t cs, uint64_t ci)
 
 /* Turn a get_range result into the contract's view of a chunk read (the
  * same messages as wstore__read_chunk). */
-static int check_part(const wstore__file *r, uint64_t ci, int rc, uint64_t off,
-		      size_t got, size_t want)
+static int check_part(const wstore__file_rec *r, uint64_t ci, int rc,
+		      uint64_t off, size_t got, size_t want)
 {
 	const char *key = r->chunks[ci];
 
@@ -585,7 +585,7 @@ int wstore_file_pread(wstore_file *f, void *buf, size_t len, uint64_t off,
 int wstore_file_chunk_fd(int *out_fd, uint64_t *out_fd_off, size_t *out_len,
 			 wstore_file *f, uint64_t off)
 {
-	const wstore__file *r = f->rec;
+	const wstore__file_rec *r = f->rec;
 	wstore_backend *b = f->ck->s->b;
 	uint64_t cs = 1, ci;
 	size_t clen;

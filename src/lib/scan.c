@@ -27,17 +27,44 @@ struct walk {
 	int depth;
 };
 
+int wstore__source_open(const char *path, struct stat *st)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), fl;
+
+	if (fd < 0)
+		return wstore__errc(-errno, "cannot read source file '%s'",
+				    path);
+	if (fstat(fd, st) < 0) {
+		int err = errno;
+
+		close(fd);
+		return wstore__errc(-err, "cannot stat source file '%s'", path);
+	}
+	if (!S_ISREG(st->st_mode)) {
+		close(fd);
+		return wstore__err(WSTORE_EINVAL,
+				   "source '%s' is not a regular file (FIFO, "
+				   "socket or device); was it replaced?",
+				   path);
+	}
+	/* reads of a regular file never block; clear the flag all the same
+	 * so the fd behaves as any other */
+	if ((fl = fcntl(fd, F_GETFL)) >= 0)
+		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+	return fd;
+}
+
 static int add_file(struct walk *w, const char *rel, const char *abs,
 		    const struct stat *st)
 {
 	wstore__scan_file *f;
+	struct stat ost;
 	int fd;
 
 	/* open now so an unreadable file fails the scan, not the import */
-	fd = open(abs, O_RDONLY | O_CLOEXEC);
+	fd = wstore__source_open(abs, &ost);
 	if (fd < 0)
-		return wstore__errc(-errno, "cannot read source file '%s'",
-				    abs);
+		return fd;
 	close(fd);
 	if (w->out->n == w->cap) {
 		size_t cap = w->cap ? 2 * w->cap : 64;
@@ -215,22 +242,30 @@ int wstore__resolve_hub_source(char **out, const char *source,
 {
 	const char *rev = revision && *revision ? revision : "main";
 	char commit[256] = "", snap[256], *ref = NULL;
+	struct stat st;
 	FILE *f;
+	int fd;
 
 	*out = NULL;
 	if (!source || !is_dir_at(source, "blobs") ||
 	    !is_dir_at(source, "refs") || !is_dir_at(source, "snapshots"))
 		return 0;
 	wstore__clear_err();
+	/* a ref that is not a regular file names no commit */
 	if (revision_ok(rev) &&
 	    asprintf(&ref, "%s/refs/%s", source, rev) >= 0 &&
-	    (f = fopen(ref, "re"))) {
-		if (!fgets(commit, sizeof(commit), f))
-			commit[0] = '\0';
-		fclose(f);
+	    (fd = wstore__source_open(ref, &st)) >= 0) {
+		if ((f = fdopen(fd, "r"))) {
+			if (!fgets(commit, sizeof(commit), f))
+				commit[0] = '\0';
+			fclose(f);
+		} else {
+			close(fd);
+		}
 		commit[strcspn(commit, "\r\n \t")] = '\0';
 	}
 	free(ref);
+	wstore__clear_err();
 	if (!commit[0] && revision_ok(rev))
 		snprintf(commit, sizeof(commit), "%s", rev);
 	if (commit[0] && !strchr(commit, '/') && strcmp(commit, ".") &&

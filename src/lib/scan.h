@@ -3,6 +3,7 @@
 #define WSTORE_SCAN_H
 
 #include <stdint.h>
+#include <sys/stat.h>
 
 typedef struct wstore__scan_file {
 	char *rel; /* relative path, '/'-separated */
@@ -15,6 +16,18 @@ typedef struct wstore__scan {
 	size_t n;
 	uint64_t total;
 } wstore__scan;
+
+/*
+ * Open a source file for reading without ever blocking on what it may
+ * have become since it was looked at: O_NONBLOCK (a FIFO swapped in
+ * would otherwise block the open, while an import holds the checkpoint's
+ * lock), then fstat, and anything but a regular file is refused with
+ * WSTORE_EINVAL naming path.  Symlinks are followed, as the scan follows
+ * them (a hub cache snapshot is a tree of them).  Returns the fd (in
+ * blocking mode again) with *st filled in, or a negative code with the
+ * last error set.
+ */
+int wstore__source_open(const char *path, struct stat *st);
 
 /* Every regular file under source (symlinks followed), or an error naming
  * the first entry that cannot be imported. */

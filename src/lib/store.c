@@ -306,10 +306,25 @@ const char *wstore_backend_name(const wstore_store *s)
 	return s->b->name;
 }
 
+/* A size the backend reported for key, judged before anything is
+ * allocated for it: at most what a value of key's kind may hold. */
+static int check_reported(const char *key, size_t len, size_t max,
+			  const char *kind)
+{
+	if (len <= max)
+		return 0;
+	return wstore__err(WSTORE_ECORRUPT,
+			   "'%s': the store reports a %s of %zu bytes, more "
+			   "than the %zu one may have",
+			   key, kind, len, max);
+}
+
 int wstore__get_alloc(wstore_store *s, const char *key, char **out,
 		      size_t *out_len)
 {
-	size_t cap = 64 * 1024, len = 0;
+	const char *kind;
+	size_t max = wstore__key_value_max(key, &kind);
+	size_t cap = max < 64 * 1024 ? max : 64 * 1024, len = 0;
 	char *buf = NULL;
 	int rc;
 
@@ -322,11 +337,21 @@ int wstore__get_alloc(wstore_store *s, const char *key, char **out,
 			return -ENOMEM;
 		}
 		buf = nb;
+		len = 0;
 		rc = s->b->get(s->b, key, buf, cap, &len);
+		/* a backend that says it wrote more than fits is lying */
+		if (rc == 0 && len > cap)
+			rc = wstore__err(WSTORE_ECORRUPT,
+					 "'%s': the store returned %zu bytes "
+					 "for a buffer of %zu",
+					 key, len, cap);
 		if (rc != WSTORE_ERANGE)
 			break;
 		/* the value grew past our guess: retry with its size */
+		if ((rc = check_reported(key, len, max, kind)) < 0)
+			break;
 		cap = len;
+		rc = WSTORE_ERANGE;
 	}
 	if (rc == 0 && len == 0 && (s->b->flags & WSTORE_BACKEND_EMPTY_MISSING))
 		rc = wstore__err(WSTORE_ENOTFOUND, "'%s' not found", key);
@@ -396,7 +421,7 @@ unsigned wstore__jobs(uint32_t jobs)
 	return n < 1 ? 1 : n > 64 ? 64 : (unsigned)n;
 }
 
-int wstore__chunk_len(uint64_t *out, const wstore__file *f, uint64_t c)
+int wstore__chunk_len(uint64_t *out, const wstore__file_rec *f, uint64_t c)
 {
 	if (c >= f->nchunks)
 		return wstore__err(WSTORE_ECORRUPT,
@@ -424,7 +449,7 @@ int wstore__chunk_len(uint64_t *out, const wstore__file *f, uint64_t c)
 
 /* Judge what a get of chunk c of f returned: rc, got bytes, want by the
  * manifest. */
-int wstore__check_chunk(wstore_store *s, const wstore__file *f, uint64_t c,
+int wstore__check_chunk(wstore_store *s, const wstore__file_rec *f, uint64_t c,
 			int rc, size_t got, uint64_t want)
 {
 	const char *key = f->chunks[c];
@@ -451,7 +476,7 @@ int wstore__check_chunk(wstore_store *s, const wstore__file *f, uint64_t c,
 	return 0;
 }
 
-int wstore__read_chunk(wstore_store *s, const wstore__file *f, uint64_t c,
+int wstore__read_chunk(wstore_store *s, const wstore__file_rec *f, uint64_t c,
 		       void *buf, size_t cap)
 {
 	uint64_t want;

@@ -45,15 +45,15 @@ int wstore__replace(wstore_store *s, const char *key, const void *data,
 int wstore__remove(wstore_store *s, const char *key);
 /* Length chunk c of f must have, from size and chunk_size.  A multi-chunk
  * record without chunk_size gives WSTORE_EUNSUPPORTED. */
-int wstore__chunk_len(uint64_t *out, const wstore__file *f, uint64_t c);
+int wstore__chunk_len(uint64_t *out, const wstore__file_rec *f, uint64_t c);
 /* Read chunk c of f into buf (cap bytes): exactly the length the manifest
  * implies, or WSTORE_ECORRUPT naming the file and chunk (missing, short,
  * long).  Other backend errors pass through with the file named. */
-int wstore__read_chunk(wstore_store *s, const wstore__file *f, uint64_t c,
+int wstore__read_chunk(wstore_store *s, const wstore__file_rec *f, uint64_t c,
 		       void *buf, size_t cap);
 /* Judge the result of a get of chunk c of f (rc, got bytes) against the
  * want bytes the manifest implies, as wstore__read_chunk does. */
-int wstore__check_chunk(wstore_store *s, const wstore__file *f, uint64_t c,
+int wstore__check_chunk(wstore_store *s, const wstore__file_rec *f, uint64_t c,
 			int rc, size_t got, uint64_t want);
 /* Largest chunk any file of m needs (the buffer size for reading m). */
 uint64_t wstore__max_chunk(const wstore_manifest *m);
@@ -61,7 +61,7 @@ uint64_t wstore__max_chunk(const wstore_manifest *m);
  * verify) SHA-256; buf of cap >= wstore__max_chunk bytes is reused.
  * fd < 0 only reads and checks (verify).
  * progress may be NULL; it is called with the bytes of each chunk. */
-int wstore__fetch_to_fd(wstore_store *s, const wstore__file *f, int fd,
+int wstore__fetch_to_fd(wstore_store *s, const wstore__file_rec *f, int fd,
 			void *buf, size_t cap, int verify,
 			int (*progress)(uint64_t n, void *ctx), void *ctx);
 

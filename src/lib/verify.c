@@ -50,7 +50,7 @@ static int verify_progress(uint64_t n, void *ctx)
 }
 
 /* A file's own damage is a finding; anything else stops the run. */
-static void record(struct verify *v, const wstore__file *f, int rc)
+static void record(struct verify *v, const wstore__file_rec *f, int rc)
 {
 	const char *msg = rc ? wstore_last_error() : "ok";
 

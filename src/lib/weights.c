@@ -349,7 +349,7 @@ static void problem(struct check *c, const char *path, int code,
  * header is a problem; a failure to read is returned. */
 static int check_header(struct check *c, size_t i)
 {
-	const wstore__file *r = &ckm(c->ck)->files[i];
+	const wstore__file_rec *r = &ckm(c->ck)->files[i];
 	wstore_safetensors *ws;
 	wstore__gguf_info gi;
 	wstore_file *f;

@@ -48,7 +48,10 @@ const char *unit_current = "";
 	X(test_pull_corrupt) \
 	X(test_pull_resume) \
 	X(test_pull_not_ready) \
-	X(test_resolve)
+	X(test_resolve) \
+	X(test_core_index_nomem) \
+	X(test_core_reported_sizes) \
+	X(test_core_source_fifo)
 /* clang-format on */
 
 #define DECL(name) void name(void);

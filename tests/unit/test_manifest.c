@@ -45,7 +45,7 @@ static void add(wstore_manifest *m, const char *path, uint64_t size,
 		uint64_t chunk_size, int64_t nchunks, int digest)
 {
 	char key[WSTORE__KEY_MAX], ck[WSTORE__KEY_MAX], sha[65], *content;
-	wstore__file *f = wstore__manifest_add_file(m, path);
+	wstore__file_rec *f = wstore__manifest_add_file(m, path);
 
 	CHECK(f != NULL);
 	if (!f)
@@ -58,7 +58,7 @@ static void add(wstore_manifest *m, const char *path, uint64_t size,
 				     : 1;
 	for (int64_t i = 0; i < nchunks; i++) {
 		wstore__key_chunk(ck, key, (uint64_t)i);
-		CHECK(wstore__file_add_chunk(f, ck) == 0);
+		CHECK(wstore__file_rec_add_chunk(f, ck) == 0);
 	}
 	if (asprintf(&content, "content:%s", path) < 0)
 		abort();
@@ -438,13 +438,13 @@ void test_manifest_roundtrip(void)
 	m = wstore__manifest_new();
 	for (int i = 0; i < 1000; i++) {
 		char p[32];
-		wstore__file *f;
+		wstore__file_rec *f;
 
 		snprintf(p, sizeof(p), "f%04d", 999 - i);
 		f = wstore__manifest_add_file(m, p);
 		bad += f == NULL;
 		for (int j = 0; f && j < i % 37; j++)
-			bad += wstore__file_add_chunk(f, "k") != 0;
+			bad += wstore__file_rec_add_chunk(f, "k") != 0;
 	}
 	CHECK_EQ_INT(bad, 0);
 	wstore__manifest_sort(m);

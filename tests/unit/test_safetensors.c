@@ -583,7 +583,7 @@ static void put_by_hand(wstore_store *s, const char *id, const char *path,
 			const char *data, size_t n, size_t cs, uint64_t rec_cs)
 {
 	wstore_manifest *m = wstore__manifest_new();
-	wstore__file *f = wstore__manifest_add_file(m, path);
+	wstore__file_rec *f = wstore__manifest_add_file(m, path);
 	char key[WSTORE__KEY_MAX], hex[65], *json = NULL;
 	wstore__sha256 *h = wstore__sha256_new();
 	size_t len;
@@ -602,7 +602,7 @@ static void put_by_hand(wstore_store *s, const char *id, const char *path,
 	f->chunk_size = rec_cs;
 	for (size_t off = 0, i = 0; off < n; off += cs, i++) {
 		wstore__key_chunk(key, f->key, i);
-		wstore__file_add_chunk(f, key);
+		wstore__file_rec_add_chunk(f, key);
 		put_raw(s, key, data + off, off + cs > n ? n - off : cs);
 	}
 	wstore__manifest_sort(m);

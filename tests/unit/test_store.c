@@ -166,10 +166,10 @@ static void test_get_empty_missing(void)
 }
 
 /* A file of size bytes in chunks of cs, keys "c0", "c1", ... */
-static wstore__file *file_record(wstore_manifest *m, uint64_t size, uint64_t cs,
-				 uint64_t nchunks)
+static wstore__file_rec *file_record(wstore_manifest *m, uint64_t size,
+				     uint64_t cs, uint64_t nchunks)
 {
-	wstore__file *f = wstore__manifest_add_file(m, "w.bin");
+	wstore__file_rec *f = wstore__manifest_add_file(m, "w.bin");
 	char key[32];
 
 	if (!f)
@@ -178,7 +178,7 @@ static wstore__file *file_record(wstore_manifest *m, uint64_t size, uint64_t cs,
 	f->chunk_size = cs;
 	for (uint64_t i = 0; i < nchunks; i++) {
 		snprintf(key, sizeof(key), "c%llu", (unsigned long long)i);
-		if (wstore__file_add_chunk(f, key) < 0)
+		if (wstore__file_rec_add_chunk(f, key) < 0)
 			return NULL;
 	}
 	return f;
@@ -188,7 +188,7 @@ static void test_chunks(void)
 {
 	wstore_store *s = mem_store(0);
 	wstore_manifest *m = wstore__manifest_new();
-	wstore__file *f;
+	wstore__file_rec *f;
 	uint64_t len = 0;
 	char buf[16];
 

@@ -11,8 +11,8 @@
  * A concrete backend embeds struct wstore_backend as its first member and
  * fills in the callbacks.  Unless a callback says otherwise:
  *  - it returns 0 on success, -errno for OS errors, or a WSTORE_E* code,
- *    and sets the thread's last error (wstore__seterr) with a message that
- *    names the key and, for network stores, the server;
+ *    and sets the thread's last error (wstore_backend_error) with a message
+ *    that names the key and, for network stores, the server;
  *  - WSTORE_ENOTFOUND means the key does not exist;
  *  - it may be called from several threads at once;
  *  - key strings are only borrowed for the duration of the call;

@@ -1,0 +1,398 @@
+/*
+ * test_core.c - the core's defences against failures it cannot prevent:
+ * a failed allocation while an index is parsed or edited (strdup is
+ * replaced here so the k-th copy can be made to fail), and a backend that
+ * reports sizes no value of wstore's can have, and an import source whose
+ * file is swapped for a FIFO after the scan.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../../src/common/clock.h"
+#include "index.h"
+#include "names.h"
+#include "scan.h"
+#include "store.h"
+#include "unit.h"
+
+/* strdup fails when this reaches 0 (counted down by each call); < 0:
+ * never.  Defined here, it replaces libc's for the whole unit binary,
+ * which links the library statically. */
+static int strdup_fail_in = -1;
+
+char *strdup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *p;
+
+	if (strdup_fail_in == 0) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (strdup_fail_in > 0)
+		strdup_fail_in--;
+	p = malloc(n);
+	if (p)
+		memcpy(p, s, n);
+	return p;
+}
+
+/* Every copy of a parsed index failing in turn: ENOMEM and nothing out,
+ * never a list with a hole in it. */
+static void index_parse_nomem(void)
+{
+	static const char json[] = "[\"c-3\",\"a-1\",\"b-2\"]";
+	int ok = 0;
+
+	for (int k = 0; k < 8 && !ok; k++) {
+		char **ids = (char **)1;
+		size_t n = 99;
+		int rc;
+
+		strdup_fail_in = k;
+		rc = wstore__index_parse(&ids, &n, json, strlen(json));
+		strdup_fail_in = -1;
+		if (rc == 0) {
+			ok = 1;
+			CHECK_EQ_INT(k, 3);
+			CHECK_EQ_INT(n, 3);
+			CHECK_STR(ids[0], "a-1");
+			CHECK_STR(ids[2], "c-3");
+			CHECK(ids[3] == NULL);
+			wstore_strings_free(ids);
+		} else {
+			CHECK_EQ_INT(rc, -ENOMEM);
+			CHECK(ids == NULL);
+			CHECK_EQ_INT(n, 0);
+		}
+	}
+	CHECK(ok);
+}
+
+/* Adding to an index while copies fail: an error or a complete index. */
+static void index_add_nomem(void)
+{
+	wstore_backend *b = NULL;
+	wstore_store *s = NULL;
+	int done = 0;
+
+	CHECK(wstore_backend_mem_new(&b, 0) == 0);
+	if (!b || wstore_open_backend(&s, b) < 0)
+		return;
+	CHECK(wstore__index_add(s, "weight/index/models", "a-1", NULL) == 0);
+	CHECK(wstore__index_add(s, "weight/index/models", "c-3", NULL) == 0);
+	for (int k = 0; k < 16 && !done; k++) {
+		int rc;
+
+		strdup_fail_in = k;
+		rc = wstore__index_add(s, "weight/index/models", "b-2", NULL);
+		strdup_fail_in = -1;
+		if (rc == 0)
+			done = 1;
+		else
+			CHECK_EQ_INT(rc, -ENOMEM);
+	}
+	CHECK(done);
+	{
+		char *v = NULL;
+
+		CHECK(wstore__get_alloc(s, "weight/index/models", &v, NULL) ==
+		      0);
+		CHECK_STR(v, "[\"a-1\",\"b-2\",\"c-3\"]");
+		free(v);
+	}
+	wstore_free(s);
+}
+
+void test_core_index_nomem(void)
+{
+	index_parse_nomem();
+	index_add_nomem();
+}
+
+/* ---- sizes a backend reports ------------------------------------------- */
+
+/* A backend whose get reports the size in `report` (ERANGE when it does
+ * not fit, else success with that length, whatever the buffer). */
+struct liar {
+	wstore_backend pub;
+	size_t report;
+	int lie_fits; /* 1: return 0 with report even when it exceeds cap */
+};
+
+static int liar_put(wstore_backend *b, const char *k, const void *d, size_t n)
+{
+	(void)b, (void)k, (void)d, (void)n;
+	return 0;
+}
+
+static int liar_get(wstore_backend *b, const char *key, void *buf, size_t cap,
+		    size_t *out_len)
+{
+	struct liar *l = (struct liar *)b;
+
+	(void)key;
+	*out_len = l->report;
+	if (l->report > cap && !l->lie_fits)
+		return WSTORE_ERANGE;
+	memset(buf, 'x', l->report < cap ? l->report : cap);
+	return 0;
+}
+
+static int liar_size(wstore_backend *b, const char *key, uint64_t *out)
+{
+	(void)key;
+	*out = ((struct liar *)b)->report;
+	return 0;
+}
+
+static int liar_remove(wstore_backend *b, const char *key, int force)
+{
+	(void)b, (void)key, (void)force;
+	return 0;
+}
+
+static void liar_free(wstore_backend *b)
+{
+	free(b);
+}
+
+static wstore_store *liar_store(struct liar **out)
+{
+	struct liar *l = calloc(1, sizeof(*l));
+	wstore_store *s = NULL;
+
+	*out = l;
+	if (!l)
+		return NULL;
+	l->pub.version = WSTORE_BACKEND_VERSION;
+	l->pub.struct_size = sizeof(l->pub);
+	l->pub.name = "liar";
+	l->pub.put = liar_put;
+	l->pub.get = liar_get;
+	l->pub.size = liar_size;
+	l->pub.remove = liar_remove;
+	l->pub.free = liar_free;
+	if (wstore_open_backend(&s, &l->pub) < 0) {
+		free(l);
+		*out = NULL;
+	}
+	return s;
+}
+
+/* get_alloc of key with the backend reporting n bytes: the result. */
+static int get_reported(wstore_store *s, struct liar *l, const char *key,
+			size_t n, int lie_fits)
+{
+	char *v = (char *)1;
+	size_t len = 7;
+	int rc;
+
+	l->report = n;
+	l->lie_fits = lie_fits;
+	rc = wstore__get_alloc(s, key, &v, &len);
+	if (rc < 0)
+		CHECK(v == NULL);
+	else
+		free(v);
+	return rc;
+}
+
+void test_core_reported_sizes(void)
+{
+	struct liar *l = NULL;
+	wstore_store *s = liar_store(&l);
+	const char *kind = NULL;
+
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	/* SIZE_MAX once made realloc(buf, cap + 1) a realloc(buf, 0) */
+	CHECK_EQ_INT(
+		get_reported(s, l, "weight/models/m-1/manifest", SIZE_MAX, 0),
+		WSTORE_ECORRUPT);
+	CHECK(strstr(wstore_last_error(), "manifest") != NULL);
+	CHECK_EQ_INT(get_reported(s, l, "weight/index/models", SIZE_MAX - 1, 0),
+		     WSTORE_ECORRUPT);
+	/* a maximum per kind: a lock record of a megabyte is no lock */
+	CHECK_EQ_INT(get_reported(s, l, "weight/locks/models/m-1", 1u << 20, 0),
+		     WSTORE_ECORRUPT);
+	CHECK(strstr(wstore_last_error(), "lock") != NULL);
+	CHECK_EQ_INT(get_reported(s, l, "weight/meta/models/m-1", 2u << 20, 0),
+		     WSTORE_ECORRUPT);
+	CHECK_EQ_INT(
+		get_reported(s, l, "weight/leases/models/m-1", 17u << 20, 0),
+		WSTORE_ECORRUPT);
+	/* within the kind's maximum, a value larger than the first guess */
+	CHECK_EQ_INT(
+		get_reported(s, l, "weight/models/m-1/manifest", 100000, 0), 0);
+	CHECK_EQ_INT(get_reported(s, l, "weight/locks/models/m-1", 300, 0), 0);
+	/* success with more bytes than the buffer holds is refused */
+	CHECK_EQ_INT(
+		get_reported(s, l, "weight/models/m-1/manifest", 1u << 20, 1),
+		WSTORE_ECORRUPT);
+	CHECK(strstr(wstore_last_error(), "buffer") != NULL);
+	CHECK_EQ_INT(
+		get_reported(s, l, "weight/models/m-1/manifest", SIZE_MAX, 1),
+		WSTORE_ECORRUPT);
+	CHECK_EQ_INT(wstore__key_value_max("weight/locks/catalog", &kind),
+		     64u << 10);
+	CHECK_STR(kind, "lock");
+	CHECK(wstore__key_value_max("weight/models/m-1/manifest", &kind) >=
+	      (256u << 20));
+	CHECK_STR(kind, "manifest");
+	wstore_free(s);
+}
+
+/* ---- an import source swapped for a FIFO ------------------------------- */
+
+/* Run fn(arg) in a child and return its exit status, or -1 if it did not
+ * finish within secs (it is then killed): an open that blocks on a FIFO
+ * must fail the test, not hang the suite. */
+static int run_bounded(int (*fn)(void *), void *arg, unsigned secs)
+{
+	struct timespec dl = wclock_deadline_in(secs * 1000ull);
+	pid_t pid = fork();
+	int status = 0;
+
+	if (pid == 0)
+		_exit(fn(arg));
+	if (pid < 0)
+		return -2;
+	while (waitpid(pid, &status, WNOHANG) == 0) {
+		if (wclock_passed(&dl)) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			return -1;
+		}
+		wclock_sleep_ms(10);
+	}
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -3;
+}
+
+static void write_file(const char *path, size_t n)
+{
+	FILE *f = fopen(path, "w");
+
+	for (size_t i = 0; f && i < n; i++)
+		fputc('a' + (int)(i % 26), f);
+	if (f)
+		fclose(f);
+}
+
+/* 0 if the last error names path and says it is not a regular file. */
+static int says_not_regular(const char *path)
+{
+	const char *e = wstore_last_error();
+
+	if (strstr(e, path) && strstr(e, "not a regular file"))
+		return 0;
+	fprintf(stderr, "unexpected error: %s\n", e);
+	return 1;
+}
+
+/* Child: open a source file that became a FIFO. */
+static int open_swapped(void *arg)
+{
+	struct stat st;
+	int fd = wstore__source_open(arg, &st);
+
+	if (fd >= 0)
+		return 10;
+	return fd == WSTORE_EINVAL ? says_not_regular(arg) : 11;
+}
+
+struct swap {
+	const char *victim; /* replaced by a FIFO at the first progress */
+	int swapped;
+};
+
+static int swap_on_progress(uint64_t done, uint64_t total, const char *path,
+			    void *ctx)
+{
+	struct swap *sw = ctx;
+
+	(void)done, (void)total, (void)path;
+	if (!sw->swapped++ &&
+	    (unlink(sw->victim) < 0 || mkfifo(sw->victim, 0600) < 0))
+		return 1;
+	return 0;
+}
+
+/* Child: import a source whose second file becomes a FIFO while the first
+ * is being stored (its tenth chunk is not read yet: the reader waits for
+ * pool buffers, or streams, one chunk per progress call), then import it
+ * again once it is a file: the failure released the lock. */
+static int import_swapped(void *arg)
+{
+	const char *dir = arg;
+	char a[4096], b[4096]; /* the source, its file b.bin */
+	wstore_import_options o = WSTORE_IMPORT_OPTIONS_INIT;
+	struct swap sw = { b, 0 };
+	wstore_backend *be = NULL;
+	wstore_store *s = NULL;
+	int rc;
+
+	snprintf(b, sizeof(b), "%s/src/b.bin", dir);
+	if (wstore_backend_mem_new(&be, 0) < 0 ||
+	    wstore_open_backend(&s, be) < 0)
+		return 20;
+	o.checkpoint_id = "fifo-1";
+	o.model_id = "t/fifo";
+	o.chunk_size = 4096;
+	o.jobs = 1;
+	o.progress = swap_on_progress;
+	o.progress_ctx = &sw;
+	snprintf(a, sizeof(a), "%s/src", dir);
+	o.source = a;
+	rc = wstore_import(s, &o);
+	if (rc != WSTORE_EINVAL || !sw.swapped)
+		return 21;
+	if (says_not_regular(b))
+		return 22;
+	unlink(b);
+	write_file(b, 100);
+	o.progress = NULL;
+	rc = wstore_import(s, &o);
+	wstore_free(s);
+	return rc == 0 ? 0 : 23;
+}
+
+void test_core_source_fifo(void)
+{
+	char *dir = unit_tmpdir();
+	char src[2048], path[4096];
+
+	CHECK(dir != NULL);
+	if (!dir)
+		return;
+	snprintf(src, sizeof(src), "%s/src", dir);
+	CHECK_EQ_INT(mkdir(src, 0755), 0);
+	snprintf(path, sizeof(path), "%s/a.bin", src);
+	write_file(path, 10 * 4096);
+	snprintf(path, sizeof(path), "%s/b.bin", src);
+	write_file(path, 100);
+	CHECK_EQ_INT(run_bounded(import_swapped, dir, 60), 0);
+
+	/* the helper itself, on a file swapped after a scan */
+	{
+		wstore__scan sc;
+
+		CHECK_EQ_INT(wstore__scan_source(&sc, src), 0);
+		CHECK_EQ_INT(sc.n, 2);
+		CHECK_EQ_INT(unlink(path), 0);
+		CHECK_EQ_INT(mkfifo(path, 0600), 0);
+		CHECK_EQ_INT(run_bounded(open_swapped, path, 30), 0);
+		wstore__scan_free(&sc);
+	}
+	unit_rmtree(dir);
+	free(dir);
+}
