@@ -1,9 +1,10 @@
 /*
- * fuse_ops.h - the read-only FUSE filesystem behind `wstore mount`: a tree
+ * fuse_ops.h - the read-only FUSE filesystem behind `wstore mount`, as
+ * main.c (wstore-mount: the command line and daemonizing) sees it: a tree
  * of READY checkpoints refreshed in the background, a bounded LRU of whole
  * chunks with sequential read-ahead, and the low-level FUSE operations.
- * Uses only the public API (wstore.h, read.h).  main.c (wstore-mount) parses
- * the command line and daemonizes; everything FUSE lives here.
+ * Uses only the public API (wstore.h, read.h, lease.h).  Its rooms and
+ * their private structures: mount.h.
  */
 #ifndef WSTORE_MOUNT_FUSE_OPS_H
 #define WSTORE_MOUNT_FUSE_OPS_H

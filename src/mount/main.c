@@ -2,8 +2,8 @@
  * main.c - wstore-mount, the FUSE daemon behind `wstore mount` (which
  * execs it with the same arguments and the resolved configuration in
  * WSTORE_<KEY> environment variables): the command line and the daemon
- * dance.  The filesystem itself is fuse_ops.c.  Like the CLI it uses only
- * the public API.
+ * dance.  The filesystem itself is behind fuse_ops.h.  Like the CLI it uses
+ * only the public API.
  *
  * Daemon mode forks first and mounts in the child, whose stderr is still
  * the terminal: the parent waits on a pipe and exits 0 only once the
