@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/clock.h"
 #include "delete.h"
 #include "error.h"
 #include "index.h"
@@ -21,7 +22,8 @@
 #include "names.h"
 #include "util.h"
 #include "store.h"
-#include "lease.h"
+#include "lease_int.h"
+#include "meta.h"
 #include "wstore/lease.h"
 
 /* An unreadable manifest names no chunks: on stores that can list, remove
@@ -109,7 +111,7 @@ static int drain(wstore_store *s, const char *id, int64_t deadline_ms,
 			return rc;
 		if (n == 0)
 			return 0;
-		if (deadline_ms >= 0 && wstore__now_ms() >= deadline_ms)
+		if (deadline_ms >= 0 && wclock_wall_ms() >= deadline_ms)
 			return wstore__err(WSTORE_EBUSY,
 					   "checkpoint '%s' is being read "
 					   "(%zu lease%s): %s",
@@ -171,7 +173,7 @@ static int delete_locked(wstore_store *s, const char *id,
 	char mkey[WSTORE__KEY_MAX], key[WSTORE__KEY_MAX], *orig = NULL;
 	int64_t deadline = !o		    ? 0
 			   : o->wait_ms < 0 ? -1
-					    : wstore__now_ms() + o->wait_ms;
+					    : wclock_wall_ms() + o->wait_ms;
 	wstore_manifest *m = NULL;
 	size_t olen = 0;
 	int rc;
@@ -261,7 +263,7 @@ static int delete_when_full(wstore_store *s, const char *id,
 	char mkey[WSTORE__KEY_MAX], key[WSTORE__KEY_MAX], *token = NULL;
 	char why[512];
 	wstore_manifest *m = NULL;
-	int64_t deadline = o->wait_ms < 0 ? -1 : wstore__now_ms() + o->wait_ms;
+	int64_t deadline = o->wait_ms < 0 ? -1 : wclock_wall_ms() + o->wait_ms;
 	int rc;
 
 	/* leases are only read here: readers go first, full or not */

@@ -26,6 +26,7 @@
 
 #include "durable.h"
 #include "error.h"
+#include "owner.h"
 
 static atomic_uint tmp_seq;
 
@@ -207,5 +208,5 @@ int wstore__tmp_is_stale(const char *name)
 
 	if (pid <= 0 || pid == (long)getpid())
 		return 0;
-	return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+	return wstore__pid_gone(pid);
 }

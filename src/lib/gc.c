@@ -41,8 +41,9 @@
 #include "lock.h"
 #include "manifest.h"
 #include "names.h"
+#include "owner.h"
 #include "store.h"
-#include "lease.h"
+#include "lease_int.h"
 
 #define GC_DEFAULT_GRACE 3600
 
@@ -218,7 +219,7 @@ static int collect(struct gc *g)
 /* 1 alive on this host, 0 dead here or unreadable, -1 another host. */
 static int owner_live(const char *rec, size_t len)
 {
-	char host[256] = "";
+	char host[256];
 	json_t *j = json_loadb(rec, len, 0, NULL);
 	const char *h;
 	long long pid;
@@ -228,11 +229,11 @@ static int owner_live(const char *rec, size_t len)
 		return 0;
 	h = json_string_value(json_object_get(j, "host"));
 	pid = json_integer_value(json_object_get(j, "pid"));
-	gethostname(host, sizeof(host) - 1);
+	wstore__owner_host(host, sizeof(host));
 	if (h && pid > 0) {
 		if (strcmp(h, host) != 0)
 			live = -1;
-		else if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+		else if (!wstore__owner_gone(h, pid))
 			live = 1;
 	}
 	json_decref(j);

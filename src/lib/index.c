@@ -184,12 +184,7 @@ static int update_locked(wstore_store *s, const char *key, struct edit *e)
 	size_t old_len = 0, nlen = 0;
 	int rc;
 
-	for (int tries = 0;; tries++) {
-		rc = wstore__lock(s, "catalog", &token);
-		if (rc != WSTORE_EBUSY || tries >= 300)
-			break;
-		usleep(100000); /* held only for one read and one write */
-	}
+	rc = wstore__lock_wait(s, "catalog", &token);
 	if (rc == WSTORE_EBUSY)
 		return wstore__err(rc, "catalog is busy: %s",
 				   wstore_last_error());

@@ -15,7 +15,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +27,7 @@
 #include "error.h"
 #include "lock.h"
 #include "names.h"
+#include "owner.h"
 #include "store.h"
 
 struct lock_ctx {
@@ -54,7 +54,7 @@ static char *make_record(char token[33])
 	}
 	for (int i = 0; i < 16; i++)
 		sprintf(token + 2 * i, "%02x", r[i]);
-	gethostname(host, sizeof(host) - 1);
+	wstore__owner_host(host, sizeof(host));
 	if (asprintf(
 		    &rec,
 		    "{\"host\":\"%s\",\"pid\":%ld,\"time\":%lld,\"token\":\"%s\"}",
@@ -70,7 +70,6 @@ static char *make_record(char token[33])
  */
 static int record_is_free(const void *old, size_t len, struct lock_ctx *ctx)
 {
-	char host[256] = "";
 	const char *h;
 	json_t *j;
 	long long pid, when;
@@ -84,11 +83,9 @@ static int record_is_free(const void *old, size_t len, struct lock_ctx *ctx)
 	h = json_string_value(json_object_get(j, "host"));
 	pid = json_integer_value(json_object_get(j, "pid"));
 	when = json_integer_value(json_object_get(j, "time"));
-	gethostname(host, sizeof(host) - 1);
 	if (!h || pid <= 0)
 		goto out;
-	if (strcmp(h, host) != 0 || kill((pid_t)pid, 0) == 0 ||
-	    errno != ESRCH) {
+	if (!wstore__owner_gone(h, pid)) {
 		is_free = 0;
 		time_t t = (time_t)when;
 		struct tm tm;
@@ -217,4 +214,68 @@ void wstore__unlock(wstore_store *s, const char *name, char *record)
 	free(cur);
 	free(record);
 	wstore__first_err_raise(&saved);
+}
+
+/* ---- waiting for a lock, and read-modify-write under one ---------------- */
+
+int wstore__lock_wait(wstore_store *s, const char *name, char **out_token)
+{
+	int rc;
+
+	for (int tries = 0;; tries++) {
+		rc = wstore__lock(s, name, out_token);
+		if (rc != WSTORE_EBUSY || tries >= 300)
+			return rc;
+		usleep(100000); /* held only for one read and one write */
+	}
+}
+
+int wstore__rmw(wstore_store *s, const char *key, const char *lockname,
+		wstore_update_fn fn, void *ctx)
+{
+	char *token = NULL, *old = NULL;
+	void *nv = NULL;
+	size_t old_len = 0, nlen = 0;
+	int rc;
+
+	if (s->b->update)
+		return s->b->update(s->b, key, fn, ctx);
+	rc = wstore__lock_wait(s, lockname, &token);
+	if (rc < 0)
+		return rc == WSTORE_EBUSY
+			       ? wstore__err(rc, "'%s' is busy: %s", key,
+					     wstore_last_error())
+			       : rc;
+	rc = wstore__get_alloc(s, key, &old, &old_len);
+	if (rc == WSTORE_ENOTFOUND)
+		rc = 0;
+	if (rc == 0)
+		rc = fn(&nv, &nlen, old, old_len, ctx);
+	if (rc == 0)
+		rc = wstore__replace(s, key, nv, nlen);
+	free(old);
+	free(nv);
+	wstore__unlock(s, lockname, token);
+	return rc > 0 ? 0 : rc;
+}
+
+int wstore__get_locked(wstore_store *s, const char *key, const char *lockname,
+		       char **out, size_t *out_len)
+{
+	char *token = NULL;
+	int rc = 0;
+
+	rc = wstore__get_alloc(s, key, out, out_len);
+	/* a value that is there is whole (replace puts it in one go); only
+	 * an absent one may be the gap of a replace in progress, so only
+	 * then wait for the lock (readers polling under it would starve
+	 * the writers) */
+	if (s->b->update || rc != WSTORE_ENOTFOUND)
+		return rc;
+	rc = wstore__lock_wait(s, lockname, &token);
+	if (rc < 0)
+		return rc;
+	rc = wstore__get_alloc(s, key, out, out_len);
+	wstore__unlock(s, lockname, token);
+	return rc;
 }

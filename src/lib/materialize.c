@@ -27,7 +27,7 @@
 #include "error.h"
 #include "manifest.h"
 #include "store.h"
-#include "lease.h"
+#include "lease_int.h"
 
 uint64_t wstore__max_chunk(const wstore_manifest *m)
 {
@@ -245,7 +245,7 @@ int wstore_materialize_file(wstore_store *s, const char *id, const char *path,
 
 	if (!output || !*output)
 		return wstore__err(WSTORE_EINVAL, "no output file given");
-	/* the lease first, then the manifest (lease.h) */
+	/* the lease first, then the manifest (lease_int.h) */
 	rc = wstore__lease_read_ready(&lease, &m, s, id, "materialize");
 	if (rc < 0)
 		return rc;

@@ -40,7 +40,7 @@
 #include "manifest.h"
 #include "readv.h"
 #include "store.h"
-#include "lease.h"
+#include "lease_int.h"
 #include "split.h"
 #include "wstore/lease.h"
 

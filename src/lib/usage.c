@@ -19,7 +19,8 @@
 
 #include "delete.h"
 #include "error.h"
-#include "lease.h"
+#include "lease_int.h"
+#include "meta.h"
 #include "manifest.h"
 #include "store.h"
 #include "usage.h"

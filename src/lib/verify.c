@@ -15,7 +15,7 @@
 #include "util.h"
 #include "manifest.h"
 #include "store.h"
-#include "lease.h"
+#include "lease_int.h"
 
 struct verify {
 	wstore_store *s;
@@ -132,7 +132,7 @@ int wstore_verify(wstore_store *s, const char *id,
 	if (v.o->version != WSTORE_VERIFY_OPTIONS_VERSION)
 		return wstore__err(WSTORE_EINVAL,
 				   "verify options of another version");
-	/* the lease first, then the manifest (lease.h) */
+	/* the lease first, then the manifest (lease_int.h) */
 	rc = wstore__lease_read_ready(&lease, &v.m, s, id, "verify");
 	if (rc < 0)
 		return rc;
