@@ -30,6 +30,9 @@ void wstore__key_lease_set(char *out, const char *ckpt);
 void wstore__key_lease_prefix(char *out, const char *ckpt);
 void wstore__key_lease(char *out, const char *ckpt, const char *holder);
 void wstore__key_meta(char *out, const char *ckpt);
+/* wstore's own: the generation record of ckpt,
+ * "weight/meta/generations/{ckpt}" (generation.c). */
+void wstore__key_generation(char *out, const char *ckpt);
 
 /* 1 if s is well-formed UTF-8 (no overlongs, surrogates). */
 int wstore__utf8_valid(const char *s);

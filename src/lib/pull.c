@@ -42,6 +42,7 @@
 #include "error.h"
 #include "util.h"
 #include "manifest.h"
+#include "readv.h"
 #include "store.h"
 #include "wstore/read.h"
 
@@ -49,6 +50,7 @@
 
 struct pull {
 	wstore_store *s;
+	wstore_checkpoint *ck;
 	const wstore_manifest *m;
 	const wstore_pull_options *o;
 	const char *dest;
@@ -248,6 +250,12 @@ static int write_file(struct worker *w, int pfd, const char *base)
 		rc = wstore__fetch_to_fd(w->p->s, f, d.fd, w->buf, w->p->bufcap,
 					 !w->p->o->no_verify, chunk_progress,
 					 w);
+	/* before the rename: a hashed file that matches is the one opened,
+	 * whichever import wrote it; an unhashed one, a mismatch or a
+	 * missing chunk is judged by the checkpoint's guard (generation.c) */
+	if ((rc < 0 && rc != WSTORE_ECANCELED) ||
+	    (rc == 0 && w->p->o->no_verify))
+		rc = wstore__checkpoint_settle(w->p->ck, f, rc);
 	if (rc == 0)
 		return wstore__durable_commit(&d, base, f->path);
 	wstore__durable_abort(&d);
@@ -433,6 +441,7 @@ int wstore_pull(wstore_store *store, const char *id, const char *dest,
 	ckopts.what = "pull";
 	if ((rc = wstore_checkpoint_open_ext(&ck, store, id, &ckopts)) < 0)
 		return rc;
+	p.ck = ck;
 	p.m = wstore_checkpoint_manifest(ck);
 	p.dest = dest;
 	pthread_mutex_init(&p.lock, NULL);

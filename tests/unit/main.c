@@ -48,6 +48,10 @@ const char *unit_current = "";
 	X(test_pull_corrupt) \
 	X(test_pull_resume) \
 	X(test_pull_not_ready) \
+	X(test_replace_read) \
+	X(test_replace_read_by_manifest) \
+	X(test_replace_chunk_fd) \
+	X(test_replace_pull) \
 	X(test_resolve)
 /* clang-format on */
 
