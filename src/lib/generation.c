@@ -86,7 +86,8 @@ int wstore__gen_write(wstore_store *s, const wstore_manifest *m)
 	json = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	json_decref(o);
 	if (!json)
-		return wstore__errc(-ENOMEM, "cannot write a generation record");
+		return wstore__errc(-ENOMEM,
+				    "cannot write a generation record");
 	wstore__key_generation(key, m->checkpoint_id);
 	rc = wstore__replace(s, key, json, strlen(json));
 	free(json);

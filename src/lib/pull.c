@@ -14,8 +14,8 @@
  * even from one process, never share one), through wstore__fetch_to_fd
  * (chunk by chunk through the worker's reused buffer, size and SHA-256
  * checked), is fsynced and renamed into place, then the directory is
- * fsynced.  Temp files are removed on every failure; temps of a killed
- * pull (their pid gone) are removed when its directory is pulled again.
+ * fsynced.  Temp files are removed on every failure; a file already in
+ * DEST is never removed for looking like a temp name (temp_owner_dead).
  * Files present with the right size (and digest, when verifying) are
  * skipped, which makes a pull resumable and idempotent.
  *
@@ -173,8 +173,24 @@ static int open_parent(struct pull *p, const char *path, int *out_fd,
 	return 0;
 }
 
-/* Remove temp files left in this directory by pulls whose process is
- * gone (wstore__tmp_is_stale). */
+/*
+ * Whether name, met in a directory being pulled into, is a temp file that
+ * a pull provably made and that nobody will finish, so that it may go.
+ * The one place that decides it.  A temp name holds only a pid, which
+ * proves neither: a file of the user's may merely look like one, and the
+ * pid may be another PID namespace's, or reused.  So for now nothing
+ * qualifies and a killed pull's temp files stay (this pull's own are
+ * removed on every failure path, durable.c); once temp names carry the
+ * owner identity of locks and leases (boot id, PID namespace, pid, start
+ * time), this asks that module whether their owner is dead.
+ */
+static int temp_owner_dead(const char *name)
+{
+	(void)name;
+	return 0;
+}
+
+/* Remove temp files left in this directory by pulls known to be dead. */
 static void remove_stale_temps(int pfd)
 {
 	struct dirent *de;
@@ -189,7 +205,7 @@ static void remove_stale_temps(int pfd)
 		return;
 	}
 	while ((de = readdir(d)))
-		if (wstore__tmp_is_stale(de->d_name))
+		if (temp_owner_dead(de->d_name))
 			unlinkat(dirfd(d), de->d_name, 0);
 	closedir(d);
 }

@@ -133,7 +133,8 @@ static void drop_generation(wstore_store *s, const char *id)
 	CHECK_EQ_INT(b->remove(b, key, 1), 0);
 }
 
-/* ---- the read API ---------------------------------------------------------- */
+/* ---- the read API ----------------------------------------------------------
+ */
 
 /*
  * Open, read a chunk, replace the checkpoint (with fill 'B'), read on:
@@ -258,7 +259,8 @@ void test_replace_read_by_manifest(void)
 	wstore_free(s);
 }
 
-/* ---- zero-copy chunk files ------------------------------------------------- */
+/* ---- zero-copy chunk files -------------------------------------------------
+ */
 
 void test_replace_chunk_fd(void)
 {
@@ -303,7 +305,8 @@ out:
 	free(root);
 }
 
-/* ---- pull and materialize -------------------------------------------------- */
+/* ---- pull and materialize --------------------------------------------------
+ */
 
 struct swap {
 	wstore_store *s;
