@@ -107,6 +107,7 @@ elif wanted serve || wanted serve-hub; then
 	echo "== serve: not built (meson setup -Dserve=disabled or no libmicrohttpd): not run"
 fi
 run_suite python sh "$HERE/python/run.sh" "$BUILD"
+run_suite replace sh "$HERE/e2e/replace.sh"
 run_suite lease-file env WSTORE_TEST_KIND=file sh "$HERE/e2e/lease.sh"
 run_suite mooncake-backend sh "$HERE/mooncake/run.sh" "$BUILD"
 run_suite lease-mooncake env WSTORE_TEST_KIND=mooncake \

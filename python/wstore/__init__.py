@@ -51,7 +51,7 @@ __all__ = [
     "Store", "Checkpoint", "File", "Tensor", "TensorData",
     "WstoreError", "NotFound", "Exists", "InvalidArgument", "Corrupt",
     "Unavailable", "Busy", "VerifyError", "NotReady", "Canceled",
-    "OutOfRange", "Unsupported", "to_torch", "library_path",
+    "OutOfRange", "Unsupported", "Changed", "to_torch", "library_path",
     "DEFAULT_BATCH_BYTES",
 ]
 
@@ -147,12 +147,18 @@ class Unsupported(WstoreError):
     """The backend or record lacks a feature (WSTORE_EUNSUPPORTED)."""
 
 
+class Changed(WstoreError):
+    """The checkpoint being read was deleted, or replaced by another import
+    of the same id, since it was opened (WSTORE_ECHANGED).  Nothing of the
+    new import was returned; open the checkpoint again to read it."""
+
+
 _CLASSES = {
     _ERR_BASE: NotFound, _ERR_BASE - 1: Exists, _ERR_BASE - 2: InvalidArgument,
     _ERR_BASE - 3: Corrupt, _ERR_BASE - 4: Unavailable, _ERR_BASE - 5: Busy,
     _ERR_BASE - 6: VerifyError, _ERR_BASE - 7: NotReady,
     _ERR_BASE - 8: Canceled, _ERR_BASE - 9: OutOfRange,
-    _ERR_BASE - 10: Unsupported,
+    _ERR_BASE - 10: Unsupported, _ERR_BASE - 11: Changed,
 }
 EVERIFY = _ERR_BASE - 6
 

@@ -1,6 +1,8 @@
 /*
  * delete.c - delete a checkpoint (docs/format.md, "Delete"): read the
- * manifest; take the id out of both indexes; remove every chunk listed,
+ * manifest; take the id out of both indexes; stop it saying READY; once
+ * no reader is waited for, remove its generation record (readers that
+ * opened it fail from then on: generation.c); remove every chunk listed,
  * then every chunk an import intent record lists (intent.c) and the
  * record; remove the manifest last.  "Not found" is success at every step, so a
  * delete interrupted at any point is finished by running it again.
@@ -15,6 +17,7 @@
 #include "../common/clock.h"
 #include "delete.h"
 #include "error.h"
+#include "generation.h"
 #include "index.h"
 #include "intent.h"
 #include "lock.h"
@@ -155,7 +158,10 @@ static int restore(int code, wstore_store *s, const wstore_manifest *m,
  * and lease records (a forced delete leaves live readers none). */
 static int delete_extras(wstore_store *s, const char *id)
 {
-	int rc = wstore__meta_remove(s, id);
+	int rc = wstore__gen_remove(s, id);
+
+	if (rc == 0)
+		rc = wstore__meta_remove(s, id);
 
 	return rc < 0 ? rc : wstore__leases_purge(s, id);
 }
@@ -229,6 +235,10 @@ static int delete_locked(wstore_store *s, const char *id,
 		if (rc == WSTORE_EBUSY || rc == WSTORE_ECANCELED)
 			rc = restore(rc, s, m, mkey, orig, olen);
 	}
+	/* readers that opened it fail from their next read on, before a
+	 * chunk goes (generation.c) */
+	if (rc == 0)
+		rc = wstore__gen_remove(s, id);
 	if (rc == 0)
 		rc = delete_chunks(s, m);
 	if (rc == 0)
@@ -277,6 +287,8 @@ static int delete_when_full(wstore_store *s, const char *id,
 		return wstore__err(full_rc, "%s", why);
 	wstore__key_manifest(mkey, id);
 	rc = wstore__remove(s, mkey);
+	if (rc == 0)
+		rc = wstore__gen_remove(s, id);
 	if (rc == 0)
 		rc = wstore__lock(s, lockname, &token);
 	if (rc == WSTORE_EBUSY)

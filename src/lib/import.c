@@ -31,6 +31,7 @@
 #include "delete.h"
 #include "digest.h"
 #include "error.h"
+#include "generation.h"
 #include "index.h"
 #include "intent.h"
 #include "lock.h"
@@ -802,6 +803,10 @@ static int import_locked(struct import *im, const char *source_uri)
 		return rc;
 	/* before the first chunk: what a killed import leaves is findable */
 	rc = wstore__intent_write(im->s, im->m, im->chunk_size);
+	/* and a new generation: readers of an earlier import of the id
+	 * notice it before they hand out a byte of this one's */
+	if (rc == 0)
+		rc = wstore__gen_write(im->s, im->m);
 	if (rc < 0)
 		return rc;
 	im->attempted = calloc(im->scan.n, sizeof(*im->attempted));

@@ -200,7 +200,8 @@ static int read_set(wstore_leases *ls, wstore_store *s, const char *id)
 			json_t *exp = json_object_get(v, "expires_ms");
 
 			if (json_is_integer(exp) &&
-			    json_integer_value(exp) > now && !wstore__lease_holder_dead(v) &&
+			    json_integer_value(exp) > now &&
+			    !wstore__lease_holder_dead(v) &&
 			    (rc = leases_add(ls, v)) < 0)
 				break;
 		}

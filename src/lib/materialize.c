@@ -26,8 +26,8 @@
 #include "digest.h"
 #include "error.h"
 #include "manifest.h"
+#include "readv.h"
 #include "store.h"
-#include "lease_int.h"
 
 uint64_t wstore__max_chunk(const wstore_manifest *m)
 {
@@ -207,11 +207,14 @@ static int open_out_dir(const char *output, const char **base)
 
 /* Stream f into a temp file next to output and rename it into place.  An
  * existing output that is not a regular file (a device, a FIFO, a
- * directory) is refused before anything is fetched. */
-static int materialize(wstore_store *s, const wstore_manifest *m,
+ * directory) is refused before anything is fetched.  The bytes are
+ * hashed, so a file whose digest matches is the one opened, whichever
+ * import wrote it; a mismatch or a missing chunk is judged by ck's guard
+ * (generation.c): WSTORE_ECHANGED when the checkpoint was replaced. */
+static int materialize(wstore_checkpoint *ck, wstore_store *s,
 		       const wstore__file_rec *f, const char *output)
 {
-	size_t cap = (size_t)wstore__max_chunk(m);
+	size_t cap = (size_t)wstore__max_chunk(wstore_checkpoint_manifest(ck));
 	wstore__durable d = { .fd = -1 };
 	const char *base;
 	void *buf = NULL;
@@ -224,8 +227,11 @@ static int materialize(wstore_store *s, const wstore_manifest *m,
 		rc = -ENOMEM;
 	if (rc == 0)
 		rc = wstore__durable_open(&d, dfd, 0666, output);
-	if (rc == 0)
+	if (rc == 0) {
 		rc = wstore__fetch_to_fd(s, f, d.fd, buf, cap, 1, NULL, NULL);
+		if (rc < 0)
+			rc = wstore__checkpoint_settle(ck, f, rc);
+	}
 	if (rc == 0)
 		rc = wstore__durable_commit(&d, base, output);
 	else
@@ -238,24 +244,24 @@ static int materialize(wstore_store *s, const wstore_manifest *m,
 int wstore_materialize_file(wstore_store *s, const char *id, const char *path,
 			    const char *output)
 {
-	wstore_manifest *m = NULL;
-	wstore_lease *lease = NULL;
+	wstore_checkpoint_options o = WSTORE_CHECKPOINT_OPTIONS_INIT;
+	wstore_checkpoint *ck = NULL;
+	const wstore_manifest *m;
 	int64_t i;
 	int rc;
 
 	if (!output || !*output)
 		return wstore__err(WSTORE_EINVAL, "no output file given");
-	/* the lease first, then the manifest (lease_int.h) */
-	rc = wstore__lease_read_ready(&lease, &m, s, id, "materialize");
-	if (rc < 0)
+	/* the lease first, then the manifest (lease.h), and the guard */
+	o.what = "materialize";
+	if ((rc = wstore_checkpoint_open_ext(&ck, s, id, &o)) < 0)
 		return rc;
-	if ((i = wstore_manifest_find(m, path)) < 0) {
+	m = wstore_checkpoint_manifest(ck);
+	if ((i = wstore_manifest_find(m, path)) < 0)
 		rc = wstore__err(WSTORE_ENOTFOUND,
 				 "checkpoint '%s' has no file '%s'", id, path);
-	} else {
-		rc = materialize(s, m, &m->files[i], output);
-	}
-	wstore_manifest_free(m);
-	wstore_lease_release(lease);
+	else
+		rc = materialize(ck, s, &m->files[i], output);
+	wstore_checkpoint_free(ck);
 	return rc;
 }

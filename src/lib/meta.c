@@ -209,4 +209,3 @@ int wstore__meta_read(int *pinned, int64_t *last_ms, wstore_store *s,
 	free(txt);
 	return 0;
 }
-

@@ -157,6 +157,11 @@ void wstore__key_meta(char *out, const char *ckpt)
 	snprintf(out, WSTORE__KEY_MAX, "weight/meta/models/%s", ckpt);
 }
 
+void wstore__key_generation(char *out, const char *ckpt)
+{
+	snprintf(out, WSTORE__KEY_MAX, "weight/meta/generations/%s", ckpt);
+}
+
 void wstore__key_file(char *out, const char *ckpt, const char *path)
 {
 	char ph[65];

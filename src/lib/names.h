@@ -31,6 +31,9 @@ void wstore__key_lease_set(char *out, const char *ckpt);
 void wstore__key_lease_prefix(char *out, const char *ckpt);
 void wstore__key_lease(char *out, const char *ckpt, const char *holder);
 void wstore__key_meta(char *out, const char *ckpt);
+/* wstore's own: the generation record of ckpt,
+ * "weight/meta/generations/{ckpt}" (generation.c). */
+void wstore__key_generation(char *out, const char *ckpt);
 
 /* The largest value wstore reads whole under key, by the key's kind;
  * *out_kind (if not NULL) names the kind for messages ("manifest",

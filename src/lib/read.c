@@ -37,6 +37,7 @@
 #include <jansson.h>
 
 #include "error.h"
+#include "generation.h"
 #include "manifest.h"
 #include "readv.h"
 #include "store.h"
@@ -58,6 +59,7 @@ struct wstore_checkpoint {
 	wstore_store *s;
 	wstore_manifest *m;
 	wstore_lease *lease;  /* NULL with no_lease */
+	wstore__guard *guard; /* confirms reads are of m's import */
 	pthread_mutex_t lock; /* guards pool, split, nosplit */
 	struct scratch *pool;
 	unsigned npool;
@@ -86,14 +88,51 @@ int wstore_checkpoint_open(wstore_checkpoint **out, wstore_store *store,
 	return wstore_checkpoint_open_ext(out, store, id, NULL);
 }
 
+/*
+ * The lease, the manifest and the guard that vouches for it
+ * (generation.c): the record noted before the manifest is read and
+ * confirmed after.  A checkpoint being replaced right then is read again,
+ * a few times.
+ */
+static int open_guarded(wstore_lease **lease, wstore_manifest **m,
+			wstore__guard **g, wstore_store *store, const char *id,
+			const wstore_checkpoint_options *o)
+{
+	int rc;
+
+	for (int tries = 0;; tries++) {
+		rc = wstore__guard_new(g, store, id);
+		/* the lease comes first: a delete that sees none has already
+		 * stopped the manifest saying READY */
+		if (rc == 0)
+			rc = o->no_lease
+				     ? wstore__manifest_read_ready(m, store, id)
+				     : wstore__lease_read_ready(lease, m, store,
+								id, o->what);
+		if (rc == 0)
+			rc = wstore__guard_bind(*g, *m);
+		if (rc == 0)
+			return 0;
+		wstore__guard_free(*g);
+		wstore_manifest_free(*m);
+		wstore_lease_release(*lease);
+		*g = NULL;
+		*m = NULL;
+		*lease = NULL;
+		if (rc != WSTORE_ECHANGED || tries == 4)
+			return rc;
+	}
+}
+
 int wstore_checkpoint_open_ext(wstore_checkpoint **out, wstore_store *store,
 			       const char *id,
 			       const wstore_checkpoint_options *o)
 {
 	wstore_checkpoint_options defaults = WSTORE_CHECKPOINT_OPTIONS_INIT;
 	wstore_lease *lease = NULL;
+	wstore__guard *g = NULL;
 	wstore_checkpoint *ck;
-	wstore_manifest *m;
+	wstore_manifest *m = NULL;
 	int rc;
 
 	*out = NULL;
@@ -102,14 +141,10 @@ int wstore_checkpoint_open_ext(wstore_checkpoint **out, wstore_store *store,
 	if (o->version != WSTORE_CHECKPOINT_OPTIONS_VERSION)
 		return wstore__err(WSTORE_EINVAL,
 				   "checkpoint options of another version");
-	/* the lease comes first: a delete that sees none has already
-	 * stopped the manifest saying READY */
-	rc = o->no_lease
-		     ? wstore__manifest_read_ready(&m, store, id)
-		     : wstore__lease_read_ready(&lease, &m, store, id, o->what);
-	if (rc < 0)
+	if ((rc = open_guarded(&lease, &m, &g, store, id, o)) < 0)
 		return rc;
 	if (!(ck = calloc(1, sizeof(*ck)))) {
+		wstore__guard_free(g);
 		wstore_manifest_free(m);
 		wstore_lease_release(lease);
 		return wstore__errc(-ENOMEM, "cannot open checkpoint '%s'", id);
@@ -117,11 +152,23 @@ int wstore_checkpoint_open_ext(wstore_checkpoint **out, wstore_store *store,
 	ck->s = store;
 	ck->m = m;
 	ck->lease = lease;
+	ck->guard = g;
 	ck->nosplit = !(wstore_store_caps(store) & WSTORE_CAP_LOCAL_FILES) ||
 		      !store->b->get_range;
 	pthread_mutex_init(&ck->lock, NULL);
 	*out = ck;
 	return 0;
+}
+
+int wstore__checkpoint_settle(wstore_checkpoint *ck, const wstore__file_rec *f,
+			      int rc)
+{
+	return wstore__guard_settle(ck->guard, f, rc);
+}
+
+int wstore__checkpoint_by_generation(const wstore_checkpoint *ck)
+{
+	return wstore__guard_by_generation(ck->guard);
 }
 
 const wstore_manifest *wstore_checkpoint_manifest(const wstore_checkpoint *ck)
@@ -142,6 +189,7 @@ void wstore_checkpoint_free(wstore_checkpoint *ck)
 	}
 	wstore__split_free(ck->split);
 	pthread_mutex_destroy(&ck->lock);
+	wstore__guard_free(ck->guard);
 	wstore_manifest_free(ck->m);
 	wstore_lease_release(ck->lease);
 	free(ck);
@@ -544,6 +592,7 @@ int wstore__file_readv(wstore_file *f, wstore__seg *segs, size_t n)
 {
 	wstore__split *sp;
 	uint64_t total = 0;
+	int rc;
 
 	for (size_t i = 0; i < n; i++) {
 		if (segs[i].off > f->rec->size ||
@@ -557,8 +606,11 @@ int wstore__file_readv(wstore_file *f, wstore__seg *segs, size_t n)
 		total += segs[i].len;
 	}
 	if (total >= SPLIT_MIN && (sp = split_pool(f->ck)))
-		return readv_split(f, sp, segs, n, total);
-	return readv_serial(f, segs, n);
+		rc = readv_split(f, sp, segs, n, total);
+	else
+		rc = readv_serial(f, segs, n);
+	/* before the bytes are the caller's: still the import opened? */
+	return wstore__guard_settle(f->ck->guard, f->rec, rc);
 }
 
 int wstore_file_pread(wstore_file *f, void *buf, size_t len, uint64_t off,
@@ -615,15 +667,20 @@ int wstore_file_chunk_fd(int *out_fd, uint64_t *out_fd_off, size_t *out_len,
 	if (rc < 0) {
 		if (fd >= 0)
 			close(fd);
-		return check_part(r, ci, rc, 0, 0, clen);
+		rc = check_part(r, ci, rc, 0, 0, clen);
+		return wstore__guard_settle(f->ck->guard, r, rc);
 	}
-	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != clen) {
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != clen)
+		rc = wstore__err(WSTORE_ECORRUPT,
+				 "file '%s': chunk '%s' holds %llu bytes, "
+				 "expected %zu",
+				 r->path, r->chunks[ci],
+				 (unsigned long long)st.st_size, clen);
+	/* the fd holds the inode it opened: if that was still the import
+	 * opened once the fd was open, its bytes are that import's */
+	if ((rc = wstore__guard_settle(f->ck->guard, r, rc)) < 0) {
 		close(fd);
-		return wstore__err(WSTORE_ECORRUPT,
-				   "file '%s': chunk '%s' holds %llu bytes, "
-				   "expected %zu",
-				   r->path, r->chunks[ci],
-				   (unsigned long long)st.st_size, clen);
+		return rc;
 	}
 	*out_fd = fd;
 	*out_fd_off = off - ci * cs;

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "wstore/read.h"
+#include "manifest.h"
 
 /* One destination range of a scatter read. */
 typedef struct wstore__seg {
@@ -25,6 +26,16 @@ typedef struct wstore__seg {
  * reading each chunk needed at most once.  segs is reordered.
  */
 int wstore__file_readv(wstore_file *f, wstore__seg *segs, size_t n);
+/*
+ * After a read of bytes of f (a record of ck's manifest) that gave rc, and
+ * before they are handed out: rc, or WSTORE_ECHANGED when ck was deleted
+ * or replaced by another import since it was opened (generation.h).
+ */
+int wstore__checkpoint_settle(wstore_checkpoint *ck, const wstore__file_rec *f,
+			      int rc);
+/* Whether ck is vouched for by a generation record (1) or by its
+ * manifest (0); for tests. */
+int wstore__checkpoint_by_generation(const wstore_checkpoint *ck);
 /* A good size for sequential buffered reads of f: small when the backend
  * reads ranges, else the chunk size (so each chunk is fetched once). */
 size_t wstore__file_window(const wstore_file *f);

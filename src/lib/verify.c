@@ -14,13 +14,14 @@
 #include "error.h"
 #include "util.h"
 #include "manifest.h"
+#include "readv.h"
 #include "store.h"
-#include "lease_int.h"
 
 struct verify {
 	wstore_store *s;
 	const wstore_verify_options *o;
-	wstore_manifest *m;
+	wstore_checkpoint *ck;
+	const wstore_manifest *m;
 	size_t cap;
 	pthread_mutex_t mu;
 	size_t next;
@@ -89,6 +90,10 @@ static void *verify_worker(void *arg)
 		/* /dev/null stands in for a file: only the digest matters */
 		rc = wstore__fetch_to_fd(v->s, &v->m->files[i], -1, buf, v->cap,
 					 1, verify_progress, v);
+		/* damage, or a checkpoint replaced under the verify? */
+		if (rc == WSTORE_ECORRUPT)
+			rc = wstore__checkpoint_settle(v->ck, &v->m->files[i],
+						       rc);
 		record(v, &v->m->files[i], rc);
 	}
 	free(buf);
@@ -125,23 +130,23 @@ int wstore_verify(wstore_store *s, const char *id,
 		  const wstore_verify_options *o)
 {
 	wstore_verify_options defaults = WSTORE_VERIFY_OPTIONS_INIT;
+	wstore_checkpoint_options ckopts = WSTORE_CHECKPOINT_OPTIONS_INIT;
 	struct verify v = { .s = s, .o = o ? o : &defaults };
-	wstore_lease *lease = NULL;
 	int rc;
 
 	if (v.o->version != WSTORE_VERIFY_OPTIONS_VERSION)
 		return wstore__err(WSTORE_EINVAL,
 				   "verify options of another version");
-	/* the lease first, then the manifest (lease_int.h) */
-	rc = wstore__lease_read_ready(&lease, &v.m, s, id, "verify");
-	if (rc < 0)
+	/* the lease, the manifest and the guard of a read handle */
+	ckopts.what = "verify";
+	if ((rc = wstore_checkpoint_open_ext(&v.ck, s, id, &ckopts)) < 0)
 		return rc;
+	v.m = wstore_checkpoint_manifest(v.ck);
 	v.cap = (size_t)wstore__max_chunk(v.m);
 	v.total = v.m->total_size;
 	pthread_mutex_init(&v.mu, NULL);
 	rc = run(&v);
 	pthread_mutex_destroy(&v.mu);
-	wstore_manifest_free(v.m);
-	wstore_lease_release(lease);
+	wstore_checkpoint_free(v.ck);
 	return rc;
 }

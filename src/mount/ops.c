@@ -20,7 +20,6 @@
 
 #include "mount.h"
 
-
 /* Entry and node of ino (caller holds the rwlock); -1 if unknown.  ino 1
  * with --checkpoint is the checkpoint's directory (node 0). */
 static int resolve(struct wmount *m, fuse_ino_t ino, struct entry **e,

@@ -13,7 +13,8 @@ chunks, then checks:
   (c) File.pread into bytearray, memoryview slices, numpy arrays and torch
       tensor memory, across chunk boundaries;
   (d) errors: NotFound naming the id, a corrupt chunk making verify raise
-      VerifyError naming the file, and 4 concurrent reader threads.
+      VerifyError naming the file, and 4 concurrent reader threads;
+  (e) a checkpoint replaced under an open handle raises Changed.
 Needs torch and numpy (Debian: python3-torch python3-numpy); without them
 it fails.  Environment: BUILD (holds wstore), WSTORE_LIBRARY, PYTHONPATH
 with python/.  Prints "python: N passed, N failed".
@@ -449,6 +450,33 @@ def test_pread(st):
            lambda: f.read(1, 0))
 
 
+def test_replaced(st):
+    """A checkpoint deleted with force and imported again (other bytes) under
+    an open handle: reads raise Changed, never return the new bytes."""
+    srcs = {}
+    for fill in (b"A", b"B"):
+        d = os.path.join(T, "repl-" + fill.decode())
+        os.makedirs(d)
+        with open(os.path.join(d, "w.bin"), "wb") as f:
+            f.write(fill * (6 * CHUNK))
+        srcs[fill] = d
+    st.import_(srcs[b"A"], "pyt-r", "Org/R", chunk_size=CHUNK)
+    with st.open("pyt-r") as ck, ck.open("w.bin") as f:
+        check("read before the replacement", f.read(CHUNK, 0) == b"A" * CHUNK)
+        st.delete("pyt-r", force=True)
+        raises("a read after a forced delete raises Changed", wstore.Changed,
+               lambda: f.read(CHUNK, CHUNK), "deleted or replaced")
+        st.import_(srcs[b"B"], "pyt-r", "Org/R", chunk_size=CHUNK)
+        for off in (0, 3 * CHUNK + 5):
+            raises("a read at %d after a re-import raises Changed" % off,
+                   wstore.Changed, lambda: f.read(100, off), "'w.bin'")
+        check("Changed is a WstoreError with its code",
+              issubclass(wstore.Changed, wstore.WstoreError))
+    with st.open("pyt-r") as ck, ck.open("w.bin") as f:
+        check("a new handle reads the new import", f.read() == b"B" * 6 * CHUNK)
+    st.delete("pyt-r")
+
+
 def test_errors_and_threads(st):
     raises("opening a missing checkpoint raises NotFound naming the id",
            wstore.NotFound, lambda: st.open("no-such-ckpt"), "no-such-ckpt")
@@ -553,6 +581,7 @@ def main():
              lambda: test_pull(st, orig, sd),
              lambda: test_iter_tensors(st, orig),
              lambda: test_pread(st),
+             lambda: test_replaced(st),
              lambda: test_errors_and_threads(st)]
     for t in tests:
         try:

@@ -51,7 +51,11 @@ const char *unit_current = "";
 	X(test_resolve) \
 	X(test_core_index_nomem) \
 	X(test_core_reported_sizes) \
-	X(test_core_source_fifo)
+	X(test_core_source_fifo) \
+	X(test_replace_read) \
+	X(test_replace_read_by_manifest) \
+	X(test_replace_chunk_fd) \
+	X(test_replace_pull)
 /* clang-format on */
 
 #define DECL(name) void name(void);

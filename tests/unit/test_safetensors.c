@@ -1238,14 +1238,18 @@ void test_pull_resume(void)
 	CHECK_EQ_INT(count_names(dest, "wstore-tmp"), 0);
 	pr.cancel_at = 0;
 	CHECK_EQ_INT(pull(fx.s, "ck", dest, NULL, NULL, 0, NULL), 0);
-	/* damage: a truncated shard, same-size wrong config, a temp left
-	 * by a killed pull */
+	/* damage: a truncated shard, same-size wrong config; and files of
+	 * the user's whose names look like temp names of a pull whose pid
+	 * is gone (both forms): a pull cannot prove they are its own, so
+	 * they stay */
 	PATHF(path, "%s/model.safetensors", dest);
 	CHECK_EQ_INT(truncate(path, 100), 0);
 	spit(dest, "config.json", "{\"a\":2}\n", 8);
 	PATHF(path, "%s/sub/dir", dest);
 	PATHF(name, ".x.bin.wstore-tmp-%ld", (long)dead_pid());
-	spit(path, name, "junk", 4);
+	spit(path, name, "mine", 4);
+	PATHF(name, ".wstore-tmp-%ld-0", (long)dead_pid());
+	spit(dest, name, "mine too", 8);
 	PATHF(path, "%s/sub/dir/x.bin", dest);
 	unlink(path);
 	ino = inode(dest, "empty.txt");
@@ -1253,7 +1257,10 @@ void test_pull_resume(void)
 	check_pulled(&fx, dest);
 	CHECK(inode(dest, "empty.txt") == ino);
 	PATHF(path, "%s/sub/dir", dest);
-	CHECK_EQ_INT(count_names(path, "wstore-tmp"), 0);
+	CHECK_EQ_INT(count_names(path, "wstore-tmp"), 1);
+	PATHF(path, "%s/%s", dest, name);
+	CHECK(same_file(path, "mine too", 8));
+	CHECK_EQ_INT(count_names(dest, "wstore-tmp"), 1);
 out:
 	fixture_done(&fx);
 	unit_rmtree(tmp);

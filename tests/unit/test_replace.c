@@ -1,0 +1,386 @@
+/*
+ * test_replace.c - a checkpoint deleted, or replaced by another import of
+ * the same id, while a reader reads it (generation.c): the reader gets
+ * WSTORE_ECHANGED, never bytes of the other import.  Each reader of the
+ * library in turn: byte-range reads, safetensors reads, zero-copy chunk
+ * files, pull (verified and not) and materialize; on the memory store,
+ * the file store and a write-once store; with the generation record and,
+ * for checkpoints without one (another tool's import), by the manifest.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "unit.h"
+#include "wstore/wstore.h"
+#include "wstore/read.h"
+#include "wstore/lease.h"
+#include "wstore/sys/backend.h"
+#include "../../src/lib/names.h"
+#include "../../src/lib/readv.h"
+
+#define CS 64	    /* chunk size of every import here */
+#define NB (CS * 6) /* bytes of w.bin: six chunks */
+
+#define PATHF(buf, ...)                                                        \
+	do {                                                                   \
+		if (snprintf(buf, sizeof(buf), __VA_ARGS__) >=                 \
+		    (int)sizeof(buf))                                          \
+			abort();                                               \
+	} while (0)
+
+static void spit(const char *dir, const char *name, const void *data, size_t n)
+{
+	char path[4096];
+	FILE *fp;
+
+	PATHF(path, "%s/%s", dir, name);
+	fp = fopen(path, "wb");
+	CHECK(fp != NULL);
+	if (!fp)
+		return;
+	CHECK(fwrite(data, 1, n, fp) == n);
+	fclose(fp);
+}
+
+/* Import id from a fresh source whose w.bin is NB bytes of fill (and a
+ * config.json); 0 or the import's code. */
+static int import_fill(wstore_store *s, const char *id, char fill)
+{
+	wstore_import_options o = WSTORE_IMPORT_OPTIONS_INIT;
+	char *src = unit_tmpdir(), data[NB];
+	int rc;
+
+	memset(data, fill, sizeof(data));
+	spit(src, "w.bin", data, sizeof(data));
+	spit(src, "config.json", "{}\n", 3);
+	o.checkpoint_id = id;
+	o.model_id = "test/replace";
+	o.source = src;
+	o.chunk_size = CS;
+	o.jobs = 2;
+	rc = wstore_import(s, &o);
+	if (rc)
+		fprintf(stderr, "import: %s\n", wstore_last_error());
+	unit_rmtree(src);
+	free(src);
+	return rc;
+}
+
+static int delete_force(wstore_store *s, const char *id)
+{
+	wstore_delete_options o = WSTORE_DELETE_OPTIONS_INIT;
+
+	o.force = 1;
+	return wstore_delete_ext(s, id, &o);
+}
+
+/* delete --force, then import again with other bytes */
+static void replace(wstore_store *s, const char *id, char fill)
+{
+	CHECK_EQ_INT(delete_force(s, id), 0);
+	CHECK_EQ_INT(import_fill(s, id, fill), 0);
+}
+
+static wstore_store *mem_store(unsigned flags)
+{
+	wstore_backend *b = NULL;
+	wstore_store *s = NULL;
+
+	if (wstore_backend_mem_new(&b, flags) < 0)
+		return NULL;
+	if (wstore_open_backend(&s, b) < 0) {
+		b->free(b);
+		return NULL;
+	}
+	return s;
+}
+
+static wstore_store *file_store(const char *root)
+{
+	wstore_backend *b = NULL;
+	wstore_store *s = NULL;
+
+	if (wstore_backend_file_new(&b, root) < 0)
+		return NULL;
+	if (wstore_open_backend(&s, b) < 0) {
+		b->free(b);
+		return NULL;
+	}
+	return s;
+}
+
+/* Whether n bytes at buf are all c. */
+static int all(const char *buf, size_t n, char c)
+{
+	for (size_t i = 0; i < n; i++)
+		if (buf[i] != c)
+			return 0;
+	return 1;
+}
+
+/* Remove id's generation record, as if another tool had imported it. */
+static void drop_generation(wstore_store *s, const char *id)
+{
+	wstore_backend *b = wstore_store_backend(s);
+	char key[WSTORE__KEY_MAX];
+
+	wstore__key_generation(key, id);
+	CHECK_EQ_INT(b->remove(b, key, 1), 0);
+}
+
+/* ---- the read API ----------------------------------------------------------
+ */
+
+/*
+ * Open, read a chunk, replace the checkpoint (with fill 'B'), read on:
+ * WSTORE_ECHANGED for every read, whatever it reads; a new handle reads
+ * the new bytes.  by_gen: whether the handle is vouched for by the
+ * generation record.
+ */
+static void read_replaced(wstore_store *s, int by_gen)
+{
+	wstore_checkpoint *ck = NULL, *ck2 = NULL;
+	wstore_file *f = NULL;
+	char buf[NB];
+	size_t n = 0;
+
+	CHECK_EQ_INT(wstore_checkpoint_open(&ck, s, "r"), 0);
+	if (!ck)
+		return;
+	CHECK_EQ_INT(wstore__checkpoint_by_generation(ck), by_gen);
+	CHECK_EQ_INT(wstore_file_open(&f, ck, "w.bin"), 0);
+	CHECK_EQ_INT(wstore_file_pread(f, buf, CS, 0, &n), 0);
+	CHECK(n == CS && all(buf, CS, 'A'));
+	replace(s, "r", 'B');
+	CHECK_EQ_INT(wstore_file_pread(f, buf, CS, CS, &n), WSTORE_ECHANGED);
+	CHECK(strstr(wstore_last_error(), "'r' was deleted or replaced") &&
+	      strstr(wstore_last_error(), "'w.bin'"));
+	CHECK_EQ_INT(n, 0);
+	/* part of a chunk, several chunks, the one read before */
+	CHECK_EQ_INT(wstore_file_pread(f, buf, 10, 3 * CS + 5, &n),
+		     WSTORE_ECHANGED);
+	CHECK_EQ_INT(wstore_file_pread(f, buf, NB, 0, &n), WSTORE_ECHANGED);
+	CHECK_EQ_INT(wstore_file_pread(f, buf, CS, 0, &n), WSTORE_ECHANGED);
+	wstore_file_free(f);
+	wstore_checkpoint_free(ck);
+	/* a new handle reads the new import */
+	CHECK_EQ_INT(wstore_checkpoint_open(&ck2, s, "r"), 0);
+	CHECK_EQ_INT(wstore_file_open(&f, ck2, "w.bin"), 0);
+	CHECK_EQ_INT(wstore_file_pread(f, buf, NB, 0, &n), 0);
+	CHECK(n == NB && all(buf, NB, 'B'));
+	wstore_file_free(f);
+	wstore_checkpoint_free(ck2);
+}
+
+/* Deleted without a new import: WSTORE_ECHANGED, not "chunk missing". */
+static void read_deleted(wstore_store *s)
+{
+	wstore_checkpoint *ck = NULL;
+	wstore_file *f = NULL;
+	char buf[CS];
+
+	CHECK_EQ_INT(import_fill(s, "d", 'A'), 0);
+	CHECK_EQ_INT(wstore_checkpoint_open(&ck, s, "d"), 0);
+	CHECK_EQ_INT(wstore_file_open(&f, ck, "w.bin"), 0);
+	CHECK_EQ_INT(delete_force(s, "d"), 0);
+	CHECK_EQ_INT(wstore_file_pread(f, buf, CS, 2 * CS, NULL),
+		     WSTORE_ECHANGED);
+	wstore_file_free(f);
+	wstore_checkpoint_free(ck);
+}
+
+void test_replace_read(void)
+{
+	unsigned flags[] = { 0, WSTORE_BACKEND_WRITE_ONCE |
+					WSTORE_BACKEND_EMPTY_MISSING };
+
+	for (size_t i = 0; i < 2; i++) {
+		wstore_store *s = mem_store(flags[i]);
+
+		CHECK(s != NULL);
+		if (!s)
+			continue;
+		CHECK_EQ_INT(import_fill(s, "r", 'A'), 0);
+		read_replaced(s, 1);
+		read_deleted(s);
+		wstore_free(s);
+	}
+}
+
+/* A record that is not the import's own (another tool imported the id
+ * after a wstore import was deleted by that tool): judged by manifest. */
+static void put_stale_generation(wstore_store *s, const char *id)
+{
+	static const char rec[] = "{\"checkpoint_id\":\"r\",\"created_at\":1,"
+				  "\"generation\":\"00\"}";
+	wstore_backend *b = wstore_store_backend(s);
+	char key[WSTORE__KEY_MAX];
+
+	wstore__key_generation(key, id);
+	b->remove(b, key, 1);
+	CHECK_EQ_INT(b->put(b, key, rec, sizeof(rec) - 1), 0);
+}
+
+/* Checkpoints without a generation record of their own: the manifest is
+ * read again; identical file records (same bytes) read on. */
+void test_replace_read_by_manifest(void)
+{
+	wstore_store *s = mem_store(0);
+	wstore_checkpoint *ck = NULL;
+	wstore_file *f = NULL;
+	char buf[NB];
+	size_t n = 0;
+
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	CHECK_EQ_INT(import_fill(s, "r", 'A'), 0);
+	drop_generation(s, "r");
+	read_replaced(s, 0); /* the new import has a record again */
+	put_stale_generation(s, "r");
+	CHECK_EQ_INT(wstore_checkpoint_open(&ck, s, "r"), 0);
+	CHECK_EQ_INT(wstore__checkpoint_by_generation(ck), 0);
+	CHECK_EQ_INT(wstore_file_open(&f, ck, "w.bin"), 0);
+	/* the same bytes again: the records are identical, reads go on */
+	CHECK_EQ_INT(delete_force(s, "r"), 0);
+	CHECK_EQ_INT(import_fill(s, "r", 'B'), 0);
+	CHECK_EQ_INT(wstore_file_pread(f, buf, NB, 0, &n), 0);
+	CHECK(n == NB && all(buf, NB, 'B'));
+	/* deleted: the manifest is gone */
+	CHECK_EQ_INT(delete_force(s, "r"), 0);
+	CHECK_EQ_INT(wstore_file_pread(f, buf, CS, CS, &n), WSTORE_ECHANGED);
+	wstore_file_free(f);
+	wstore_checkpoint_free(ck);
+	wstore_free(s);
+}
+
+/* ---- zero-copy chunk files -------------------------------------------------
+ */
+
+void test_replace_chunk_fd(void)
+{
+	char *root = unit_tmpdir(), buf[CS];
+	wstore_store *s = file_store(root);
+	wstore_checkpoint *ck = NULL;
+	wstore_file *f = NULL;
+	uint64_t fd_off = 0;
+	size_t len = 0;
+	int fd = -1, fd2 = -1;
+
+	CHECK(s != NULL);
+	if (!s)
+		goto out;
+	CHECK_EQ_INT(import_fill(s, "r", 'A'), 0);
+	CHECK_EQ_INT(wstore_checkpoint_open(&ck, s, "r"), 0);
+	CHECK_EQ_INT(wstore__checkpoint_by_generation(ck), 1);
+	CHECK_EQ_INT(wstore_file_open(&f, ck, "w.bin"), 0);
+	if (!f)
+		goto out;
+	CHECK_EQ_INT(wstore_file_chunk_fd(&fd, &fd_off, &len, f, CS + 3), 0);
+	replace(s, "r", 'B');
+	/* a chunk file opened after: refused */
+	CHECK_EQ_INT(wstore_file_chunk_fd(&fd2, &fd_off, &len, f, 2 * CS),
+		     WSTORE_ECHANGED);
+	CHECK_EQ_INT(fd2, -1);
+	CHECK_EQ_INT(wstore_file_chunk_fd(&fd2, &fd_off, &len, f, CS),
+		     WSTORE_ECHANGED);
+	/* the one opened before still holds the bytes it was confirmed with */
+	CHECK(fd >= 0 && pread(fd, buf, CS, 0) == CS && all(buf, CS, 'A'));
+	/* and byte-range reads on the file store, from the record's open
+	 * file */
+	CHECK_EQ_INT(wstore_file_pread(f, buf, CS, 4 * CS, NULL),
+		     WSTORE_ECHANGED);
+out:
+	if (fd >= 0)
+		close(fd);
+	wstore_file_free(f);
+	wstore_checkpoint_free(ck);
+	wstore_free(s);
+	unit_rmtree(root);
+	free(root);
+}
+
+/* ---- pull and materialize --------------------------------------------------
+ */
+
+struct swap {
+	wstore_store *s;
+	int calls;
+};
+
+/* Progress of a pull: replace the checkpoint after its first chunk. */
+static int swap_on_progress(uint64_t done, uint64_t total, const char *path,
+			    void *ctx)
+{
+	struct swap *sw = ctx;
+
+	(void)done;
+	(void)total;
+	if (strcmp(path, "w.bin") == 0 && ++sw->calls == 1)
+		replace(sw->s, "r", 'B');
+	return 0;
+}
+
+/* Number of entries of dir (but . and ..). */
+static int count_entries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int n = 0;
+
+	while (d && (de = readdir(d)))
+		n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static void pull_replaced(int no_verify)
+{
+	wstore_pull_options o = WSTORE_PULL_OPTIONS_INIT;
+	char *tmp = unit_tmpdir(), dest[4096], path[4096];
+	wstore_store *s = mem_store(0);
+	struct swap sw = { s, 0 };
+
+	CHECK(s != NULL);
+	if (!s)
+		goto out;
+	CHECK_EQ_INT(import_fill(s, "r", 'A'), 0);
+	PATHF(dest, "%s/dest", tmp);
+	o.jobs = 1;
+	o.no_verify = no_verify;
+	o.include = (const char *const[]){ "w.bin", NULL };
+	o.progress = swap_on_progress;
+	o.progress_ctx = &sw;
+	CHECK_EQ_INT(wstore_pull(s, "r", dest, &o), WSTORE_ECHANGED);
+	CHECK(strstr(wstore_last_error(), "replaced") != NULL);
+	/* no file at its final name, no temp file left */
+	PATHF(path, "%s/w.bin", dest);
+	CHECK(access(path, F_OK) != 0);
+	CHECK_EQ_INT(count_entries(dest), 0);
+	/* pulled again: the new bytes */
+	o.progress = NULL;
+	CHECK_EQ_INT(wstore_pull(s, "r", dest, &o), 0);
+	{
+		size_t n = 0;
+		char *got = unit_slurp(path, &n);
+
+		CHECK(got && n == NB && all(got, n, 'B'));
+		free(got);
+	}
+out:
+	wstore_free(s);
+	unit_rmtree(tmp);
+	free(tmp);
+}
+
+void test_replace_pull(void)
+{
+	pull_replaced(0);
+	pull_replaced(1);
+}
