@@ -108,7 +108,8 @@ int wstore_validate_path(const char *path);
 /*
  * A configuration is a set of string keys and values.  Known keys:
  *   store                 URL: file:///dir, a plain path, redis://...,
- *                         redis+unix://..., redis-cluster://..., mooncake
+ *                         redis+unix://..., redis-cluster://..., mooncake;
+ *                         "host:port" (no scheme) is refused
  *   master_server_addr, metadata_server, protocol, rdma_devices,
  *   local_hostname        Mooncake connection settings
  *   replica_num           copies a write needs: Mooncake puts that many
@@ -145,12 +146,30 @@ int wstore_config_merge(wstore_config *dst, const wstore_config *src);
 int wstore_config_load_env(wstore_config *cfg);
 /* Names of all known keys, NULL-terminated (static). */
 const char *const *wstore_config_keys(void);
-/* Write as a JSON file atomically (temp file, fsync, rename), mode 0600. */
+/* Write as a JSON file atomically (temp file, fsync, rename); a new file
+ * gets mode 0600, a replaced one keeps its mode. */
 int wstore_config_save(const wstore_config *cfg, const char *path);
-/* The default config path: $WSTORE_CONFIG, else ~/.config/wstore/config.json.
- * Returns a malloc'ed string the caller frees. */
+/* The user's config file: $WSTORE_CONFIG, else
+ * $XDG_CONFIG_HOME/wstore/config.json, else ~/.config/wstore/config.json.
+ * Returns a malloc'ed string the caller frees (NULL: no home directory). */
 char *wstore_config_default_path(void);
+/* The system-wide config file: $WSTORE_SYSTEM_CONFIG, else
+ * /etc/wstore/config.json.  Malloc'ed; the caller frees it. */
+char *wstore_config_system_path(void);
+/*
+ * The settings every front end starts from, in order, each overriding the
+ * one before: the system file (if it exists), the user's file (user_path,
+ * which must exist; NULL: wstore_config_default_path(), which must exist
+ * only when $WSTORE_CONFIG names it), the WSTORE_* environment.
+ */
+int wstore_config_load_layered(wstore_config **out, const char *user_path);
+/* The embedded file store used when no "store" is set: $WSTORE_HOME, else
+ * $XDG_DATA_HOME/wstore, else ~/.local/share/wstore.  Malloc'ed; NULL when
+ * there is no home directory. */
+char *wstore_config_default_store(void);
 void wstore_config_free(wstore_config *cfg);
+/* The library's version, e.g. "0.1.0" (WSTORE_VERSION of its build). */
+const char *wstore_version(void);
 
 /* ---- store ------------------------------------------------------------- */
 
@@ -158,7 +177,7 @@ typedef struct wstore_store wstore_store;
 
 /*
  * Open the store that cfg describes (its "store" key; unset means the
- * embedded file store at $WSTORE_HOME, else ~/.local/share/wstore).
+ * embedded file store at wstore_config_default_store()).
  * cfg may be NULL.  cfg is not retained.
  */
 int wstore_open(wstore_store **out, const wstore_config *cfg);

@@ -17,10 +17,16 @@
 #define EXIT_USAGE 2
 #define EXIT_VERIFY 3
 
+/* Where settings come from, lowest first (config show --origin). */
+enum cli_layer { CLI_SYSTEM, CLI_USER, CLI_ENV, CLI_FLAGS, CLI_NLAYERS };
+
 struct cli {
-	wstore_config *cfg;	 /* defaults < file < env < flags */
-	const char *config_path; /* the file read, or NULL */
-	char *owned_path;	 /* config_path when it was allocated */
+	wstore_config *cfg; /* system file < user file < env < flags */
+	wstore_config *layer[CLI_NLAYERS]; /* each alone; NULL: none */
+	char *system_path;		   /* the system file's path */
+	char *user_path;   /* the user's file (--config, $WSTORE_CONFIG or
+			      the default path), even if it does not exist */
+	int user_explicit; /* user_path came from --config or $WSTORE_CONFIG */
 	int json;
 	int quiet;
 	int tty;  /* progress lines allowed */
@@ -43,6 +49,13 @@ int cmd_model_delete(struct cli *c, int argc, char **argv);
 int cmd_model_materialize(struct cli *c, int argc, char **argv);
 int cmd_model_pull(struct cli *c, int argc, char **argv);
 int cmd_config_init(struct cli *c, int argc, char **argv);
+int cmd_config_show(struct cli *c, int argc, char **argv);
+int cmd_config_get(struct cli *c, int argc, char **argv);
+int cmd_config_set(struct cli *c, int argc, char **argv);
+int cmd_config_unset(struct cli *c, int argc, char **argv);
+int cmd_version(struct cli *c, int argc, char **argv);
+/* The global flag that sets config key, e.g. "--store", or NULL. */
+const char *cli_flag_for_key(const char *key);
 int cmd_mount(struct cli *c, int argc, char **argv);
 int cmd_umount(struct cli *c, int argc, char **argv);
 int cmd_serve(struct cli *c, int argc, char **argv);

@@ -100,9 +100,28 @@ static void on_notice(const char *message, void *ctx)
 	fprintf(stderr, "wstore: %s\n", message);
 }
 
+/* No store configured and the default one never created (no import
+ * yet): readers see an empty store rather than an error.  A store that is
+ * named, by any layer, and missing stays an error. */
+static int default_store_absent(const struct cli *c)
+{
+	char *dir;
+	int absent;
+
+	if (wstore_config_get(c->cfg, "store"))
+		return 0;
+	if (!(dir = wstore_config_default_store()))
+		return 0;
+	absent = access(dir, F_OK) < 0 && errno == ENOENT;
+	free(dir);
+	return absent;
+}
+
 int cli_open_store(struct cli *c, wstore_store **out, unsigned flags)
 {
-	int rc = wstore_open_flags(out, c->cfg, flags);
+	int rc = (flags & WSTORE_OPEN_READONLY) && default_store_absent(c)
+			 ? wstore_open_url(out, "mem://")
+			 : wstore_open_flags(out, c->cfg, flags);
 
 	if (rc < 0)
 		return cli_fail(rc);

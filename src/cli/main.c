@@ -1,7 +1,9 @@
 /*
  * main.c - the wstore command-line tool: global options (accepted anywhere
- * on the line), configuration (flags beat environment beat file beat
- * defaults) and the command table.  Each subcommand lives in cmd_*.c.
+ * on the line), configuration (flags beat environment beat the user's file
+ * beat the system file beat defaults; each layer is kept apart for
+ * `config show --origin`) and the command table.  Each subcommand lives in
+ * cmd_*.c.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -27,6 +29,12 @@ static const struct cli_cmd commands[] = {
 	{ "model", "unpin", cmd_model_unpin, "allow evicting it again" },
 	{ NULL, "df", cmd_df, "space used, by checkpoint" },
 	{ "config", "init", cmd_config_init, "write the configuration file" },
+	{ "config", "show", cmd_config_show, "the settings and their origin" },
+	{ "config", "get", cmd_config_get, "print one setting" },
+	{ "config", "set", cmd_config_set, "set a key in a config file" },
+	{ "config", "unset", cmd_config_unset,
+	  "remove a key from a config file" },
+	{ NULL, "version", cmd_version, "print the version" },
 	{ NULL, "mount", cmd_mount, "mount the store read-only (FUSE)" },
 	{ NULL, "umount", cmd_umount, "unmount a wstore mount" },
 	{ NULL, "serve", cmd_serve,
@@ -67,19 +75,25 @@ static const char main_help[] =
 	"  model pin ID | model unpin ID\n"
 	"  df\n"
 	"  config init [--force]\n"
+	"  config show [--origin] | config get KEY\n"
+	"  config set [--system] KEY VALUE | config unset [--system] KEY\n"
 	"  mount MOUNTPOINT [--checkpoint ID] [--cache-size SIZE] [--foreground]\n"
 	"  umount MOUNTPOINT\n"
 	"  serve [--listen ADDR:PORT] [--token TOKEN] [--max-connections N]\n"
 	"  admin gc [--dry-run] [--grace SECONDS] [--evict-to SIZE]\n"
 	"                                           (also: wstore gc)\n"
 	"  admin unlock ID|catalog [--force]\n"
+	"  version\n"
 	"\n"
 	"global options (anywhere on the line):\n"
 	"  --store URL            file:///dir or a path (default: $WSTORE_HOME,\n"
-	"                         else ~/.local/share/wstore), redis://...,\n"
+	"                         else $XDG_DATA_HOME/wstore, else\n"
+	"                         ~/.local/share/wstore), redis://...,\n"
 	"                         redis+unix://..., redis-cluster://..., mooncake\n"
-	"  --config FILE          config file (default: $WSTORE_CONFIG, else\n"
-	"                         ~/.config/wstore/config.json)\n"
+	"  --config FILE          the user's config file (default: $WSTORE_CONFIG,\n"
+	"                         else $XDG_CONFIG_HOME/wstore/config.json, else\n"
+	"                         ~/.config/wstore/config.json), read after\n"
+	"                         /etc/wstore/config.json\n"
 	"  --json                 machine-readable output\n"
 	"  --quiet                no progress lines\n"
 	"  -v, --verbose          let the store's client library log to stderr\n"
@@ -167,46 +181,72 @@ static int take_globals(struct cli *c, wstore_config *flags,
 	return 0;
 }
 
-/* defaults < file < env < flags; creating is true for `config init`,
- * which may name a file that does not exist yet */
+const char *cli_flag_for_key(const char *key)
+{
+	if (!strcmp(key, "mooncake_log"))
+		return "--verbose";
+	for (size_t k = 0; k < sizeof(value_flags) / sizeof(*value_flags); k++)
+		if (value_flags[k].key && !strcmp(value_flags[k].key, key))
+			return value_flags[k].flag;
+	return NULL;
+}
+
+/* Load the file at path as *out when it exists (or must: required). */
+static int load_layer(wstore_config **out, const char *path, int required)
+{
+	int rc;
+
+	*out = NULL;
+	if (!path || (!required && access(path, F_OK) < 0 && errno == ENOENT))
+		return 0;
+	rc = wstore_config_load(out, path);
+	return rc < 0 ? cli_fail(rc) : 0;
+}
+
+/*
+ * The layers, lowest first: system file < user file < env < flags.
+ * editing: a `config init/set/unset`, which may name a user file that does
+ * not exist yet.
+ */
 static int load_config(struct cli *c, wstore_config *flags,
-		       const char *explicit_path, int creating)
+		       const char *explicit_path, int editing)
 {
 	const char *env_path = getenv("WSTORE_CONFIG");
-	char *def = NULL;
-	wstore_config *file = NULL;
 	int rc;
 
 	if (explicit_path || (env_path && *env_path)) {
-		c->config_path = explicit_path ? explicit_path : env_path;
-		if (!creating || access(c->config_path, F_OK) == 0) {
-			rc = wstore_config_load(&file, c->config_path);
-			if (rc < 0)
-				return cli_fail(rc);
-		}
+		c->user_path = strdup(explicit_path ? explicit_path : env_path);
+		c->user_explicit = 1;
 	} else {
-		def = wstore_config_default_path();
-		if (def && access(def, F_OK) == 0) {
-			rc = wstore_config_load(&file, def);
-			if (rc < 0) {
-				free(def);
-				return cli_fail(rc);
-			}
-			c->config_path = c->owned_path = def;
-		} else {
-			free(def);
-		}
+		c->user_path = wstore_config_default_path();
 	}
-	if (wstore_config_new(&c->cfg) < 0)
+	c->system_path = wstore_config_system_path();
+	if (!c->system_path ||
+	    (!c->user_path && (explicit_path || (env_path && *env_path))))
 		return cli_fail(-ENOMEM);
-	if ((file && wstore_config_merge(c->cfg, file) < 0) ||
-	    wstore_config_load_env(c->cfg) < 0 ||
-	    wstore_config_merge(c->cfg, flags) < 0) {
-		wstore_config_free(file);
+	if ((rc = load_layer(&c->layer[CLI_SYSTEM], c->system_path, 0)) ||
+	    (rc = load_layer(&c->layer[CLI_USER], c->user_path,
+			     c->user_explicit && !editing)))
+		return rc;
+	if (wstore_config_new(&c->layer[CLI_ENV]) < 0 ||
+	    wstore_config_new(&c->cfg) < 0)
+		return cli_fail(-ENOMEM);
+	if (wstore_config_load_env(c->layer[CLI_ENV]) < 0)
 		return cli_fail(WSTORE_EINVAL);
-	}
-	wstore_config_free(file);
+	c->layer[CLI_FLAGS] = flags;
+	for (int i = 0; i < CLI_NLAYERS; i++)
+		if (c->layer[i] && wstore_config_merge(c->cfg, c->layer[i]) < 0)
+			return cli_fail(-ENOMEM);
 	return 0;
+}
+
+static void free_config(struct cli *c)
+{
+	wstore_config_free(c->cfg);
+	for (int i = 0; i < CLI_NLAYERS; i++)
+		wstore_config_free(c->layer[i]);
+	free(c->system_path);
+	free(c->user_path);
 }
 
 static int dispatch(struct cli *c, int argc, char **argv)
@@ -245,6 +285,13 @@ static int dispatch(struct cli *c, int argc, char **argv)
 			       argv[1]);
 }
 
+static int is_config_edit(int argc, char **argv)
+{
+	return argc > 2 && !strcmp(argv[1], "config") &&
+	       (!strcmp(argv[2], "init") || !strcmp(argv[2], "set") ||
+		!strcmp(argv[2], "unset"));
+}
+
 int main(int argc, char **argv)
 {
 	struct cli c = { 0 };
@@ -252,10 +299,8 @@ int main(int argc, char **argv)
 	const char *config_path = NULL;
 	int rc;
 
-	if (argc == 2 && !strcmp(argv[1], "--version")) {
-		printf("wstore %s\n", WSTORE_VERSION);
-		return EXIT_OK;
-	}
+	if (argc == 2 && !strcmp(argv[1], "--version"))
+		return cmd_version(&c, 1, argv + 1);
 	if (argc >= 2 &&
 	    (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
 		cli_print_help(main_help);
@@ -264,19 +309,23 @@ int main(int argc, char **argv)
 	if (wstore_config_new(&flags) < 0)
 		return cli_fail(-ENOMEM);
 	rc = take_globals(&c, flags, &config_path, &argc, argv);
-	if (rc == 0)
-		rc = load_config(&c, flags, config_path,
-				 argc > 2 && !strcmp(argv[1], "config") &&
-					 !strcmp(argv[2], "init"));
-	wstore_config_free(flags);
-	if (rc)
+	if (rc) {
+		wstore_config_free(flags);
 		return rc;
+	}
+	/* the flags become c's layer from here on (freed by free_config) */
+	rc = load_config(&c, flags, config_path, is_config_edit(argc, argv));
+	if (rc) {
+		if (!c.layer[CLI_FLAGS])
+			wstore_config_free(flags);
+		free_config(&c);
+		return rc;
+	}
 	c.term = isatty(STDOUT_FILENO);
 	c.tty = !c.quiet && !c.json && isatty(STDOUT_FILENO) &&
 		isatty(STDERR_FILENO);
 	cli_catch_signals();
 	rc = dispatch(&c, argc, argv);
-	wstore_config_free(c.cfg);
-	free(c.owned_path);
+	free_config(&c);
 	cli_exit(rc);
 }

@@ -1,7 +1,15 @@
 /*
  * config.c - the configuration: a fixed set of known keys with string
- * values, loaded from a JSON file, overlaid from WSTORE_* environment
+ * values, loaded from JSON files, overlaid from WSTORE_* environment
  * variables, saved atomically.
+ *
+ * The layers, lowest first (wstore_config_load_layered): the system file
+ * (/etc/wstore/config.json), the user's file ($XDG_CONFIG_HOME/wstore/
+ * config.json, else ~/.config/wstore/config.json), the environment; a
+ * front end puts its flags on top.  The default store, used when no layer
+ * names one, is $WSTORE_HOME, else $XDG_DATA_HOME/wstore, else
+ * ~/.local/share/wstore (the XDG base directory rules: a relative XDG
+ * variable is ignored).
  *
  * Values are kept as strings, one slot per known key (NULL = unset).
  * Integer-valued keys (replica_num, *_timeout_ms) hold the decimal string
@@ -101,6 +109,54 @@ static int chunk_size_ok(const char *v)
 	return wstore_parse_size(&n, v) == 0 && n >= 1 && n <= (4ull << 30);
 }
 
+/* "host:6379" or "[::1]:6379": a server address given where a store URL
+ * belongs; as a path it would silently become a directory of that name. */
+static int looks_like_address(const char *v)
+{
+	const char *colon = strrchr(v, ':');
+	const char *p;
+
+	if (!colon || colon == v || !colon[1] || strchr(v, '/'))
+		return 0;
+	for (p = colon + 1; *p; p++)
+		if (*p < '0' || *p > '9')
+			return 0;
+	if (v[0] == '[')
+		return colon[-1] == ']';
+	for (p = v; p < colon; p++)
+		if (!isalnum((unsigned char)*p) && *p != '.' && *p != '-' &&
+		    *p != '_')
+			return 0;
+	return 1;
+}
+
+/* Values checked beyond their type: store, quota, evict. */
+static int check_value(const char *ctx, const char *key, const char *value)
+{
+	uint64_t n;
+
+	if (strcmp(key, "store") == 0 && looks_like_address(value))
+		return wstore__err(WSTORE_EINVAL,
+				   "%sstore '%.200s' is a server address, not "
+				   "a store URL: write redis://%.200s (or "
+				   "redis-cluster://, mooncake://; "
+				   "file://%.200s for a directory)",
+				   ctx, value, value, value);
+	if (strcmp(key, "quota") == 0 && *value &&
+	    wstore_parse_size(&n, value) < 0)
+		return wstore__err(WSTORE_EINVAL,
+				   "%sinvalid quota '%.40s': expected a size "
+				   "such as 100GiB",
+				   ctx, value);
+	if (strcmp(key, "evict") == 0 && *value && strcmp(value, "lru") &&
+	    strcmp(value, "none"))
+		return wstore__err(WSTORE_EINVAL,
+				   "%sinvalid evict '%.40s': expected 'lru' or "
+				   "'none'",
+				   ctx, value);
+	return 0;
+}
+
 int wstore_config_new(wstore_config **out)
 {
 	*out = calloc(1, sizeof(**out));
@@ -137,6 +193,8 @@ static int check_kv(const char *ctx, const char *key, const char *value,
 				   "%s%skey 'chunk_size' must be a size from 1 "
 				   "byte to 4GiB (e.g. 64MiB), got '%.40s'",
 				   ctx, *ctx ? "" : "config ", value);
+	if (value && check_value(ctx, key, value) < 0)
+		return WSTORE_EINVAL;
 	*out_idx = i;
 	return 0;
 }
@@ -317,23 +375,114 @@ int wstore_config_load(wstore_config **out, const char *path)
 
 /* ---- saving -------------------------------------------------------------- */
 
+/* $HOME, else the password database's home of this user. */
+static int home_dir(char *buf, size_t cap)
+{
+	const char *home = getenv("HOME");
+	struct passwd pw, *res = NULL;
+	char pwbuf[4096];
+
+	if (!home || !*home) {
+		if (getpwuid_r(getuid(), &pw, pwbuf, sizeof(pwbuf), &res) ||
+		    !res || !res->pw_dir || !*res->pw_dir)
+			return -1;
+		home = res->pw_dir;
+	}
+	return (size_t)snprintf(buf, cap, "%s", home) < cap ? 0 : -1;
+}
+
+/* env/sub when env names an absolute directory (XDG base directory rules:
+ * a relative value is ignored), else ~/home_sub/sub. */
+static char *xdg_path(const char *env, const char *home_sub, const char *sub)
+{
+	const char *v = getenv(env);
+	char home[PATH_MAX], *out;
+
+	if (v && v[0] == '/') {
+		if (asprintf(&out, "%s/%s", v, sub) < 0)
+			return NULL;
+		return out;
+	}
+	if (home_dir(home, sizeof(home)) < 0)
+		return NULL;
+	if (asprintf(&out, "%s/%s/%s", home, home_sub, sub) < 0)
+		return NULL;
+	return out;
+}
+
 char *wstore_config_default_path(void)
 {
-	const char *env = getenv("WSTORE_CONFIG"), *home = getenv("HOME");
-	struct passwd pw, *res = NULL;
-	char pwbuf[4096], *out;
+	const char *env = getenv("WSTORE_CONFIG");
 
 	if (env && *env)
 		return strdup(env);
-	if (!home || !*home) {
-		if (getpwuid_r(getuid(), &pw, pwbuf, sizeof(pwbuf), &res) ||
-		    !res)
-			return NULL;
-		home = res->pw_dir;
+	return xdg_path("XDG_CONFIG_HOME", ".config", "wstore/config.json");
+}
+
+char *wstore_config_system_path(void)
+{
+	const char *env = getenv("WSTORE_SYSTEM_CONFIG");
+
+	return strdup(env && *env ? env : "/etc/wstore/config.json");
+}
+
+char *wstore_config_default_store(void)
+{
+	const char *env = getenv("WSTORE_HOME");
+
+	if (env && *env)
+		return strdup(env);
+	return xdg_path("XDG_DATA_HOME", ".local/share", "wstore");
+}
+
+const char *wstore_version(void)
+{
+	return WSTORE_VERSION;
+}
+
+/* Overlay the file at path onto cfg; a missing file is skipped unless
+ * required. */
+static int overlay_file(wstore_config *cfg, const char *path, int required)
+{
+	wstore_config *f = NULL;
+	int rc;
+
+	if (!required && access(path, F_OK) < 0 && errno == ENOENT)
+		return 0;
+	if ((rc = wstore_config_load(&f, path)) == 0)
+		rc = wstore_config_merge(cfg, f);
+	wstore_config_free(f);
+	return rc;
+}
+
+int wstore_config_load_layered(wstore_config **out, const char *user_path)
+{
+	const char *env = getenv("WSTORE_CONFIG");
+	/* a file named by the caller or $WSTORE_CONFIG must exist */
+	int required = user_path || (env && *env);
+	char *sys = wstore_config_system_path();
+	char *user =
+		user_path ? strdup(user_path) : wstore_config_default_path();
+	wstore_config *cfg = NULL;
+	int rc;
+
+	*out = NULL;
+	if (!sys || (user_path && !user))
+		rc = wstore__errc(-ENOMEM, "cannot load the configuration");
+	else if ((rc = wstore_config_new(&cfg)) == 0)
+		rc = overlay_file(cfg, sys, 0);
+	if (rc == 0 && user)
+		rc = overlay_file(cfg, user, required);
+	if (rc == 0)
+		rc = wstore_config_load_env(cfg);
+	free(sys);
+	free(user);
+	if (rc < 0) {
+		wstore_config_free(cfg);
+		return rc;
 	}
-	if (asprintf(&out, "%s/.config/wstore/config.json", home) < 0)
-		return NULL;
-	return out;
+	*out = cfg;
+	return 0;
 }
 
 static json_t *to_json(const wstore_config *cfg)
@@ -385,12 +534,15 @@ static int mkdirs(const char *dir)
 }
 
 /* Write data to path durably (durable.c: a temp file in dir, fsync,
- * rename, fsync of dir); mode 0600, the file may hold a password. */
+ * rename, fsync of dir); mode 0600 for a new file, which may hold a
+ * password. */
 static int write_atomic(const char *dir, const char *path, const char *data,
 			size_t len)
 {
 	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
 	wstore__durable d = { .fd = -1 };
+	mode_t mode = 0600;
+	struct stat st;
 	size_t off = 0;
 	int dfd, rc;
 
@@ -398,8 +550,14 @@ static int write_atomic(const char *dir, const char *path, const char *data,
 	if (dfd < 0)
 		return wstore__errc(-errno, "cannot open directory '%s'", dir);
 	rc = wstore__check_target(dfd, base, path);
+	/* a file replaced keeps its permissions (a system file that others
+	 * read stays readable); a new one is 0600 */
+	if (rc == 0 && fstatat(dfd, base, &st, 0) == 0 && S_ISREG(st.st_mode))
+		mode = st.st_mode & 07777;
 	if (rc == 0)
-		rc = wstore__durable_open(&d, dfd, 0600, path);
+		rc = wstore__durable_open(&d, dfd, mode, path);
+	if (rc == 0 && fchmod(d.fd, mode) < 0)
+		rc = wstore__errc(-errno, "cannot set the mode of '%s'", path);
 	while (rc == 0 && off < len) {
 		ssize_t n = write(d.fd, data + off, len - off);
 

@@ -37,17 +37,7 @@ static char *redact_url(const char *url)
 
 static char *default_root(void)
 {
-	const char *home = getenv("WSTORE_HOME");
-	char *root;
-
-	if (home && *home)
-		return strdup(home);
-	home = getenv("HOME");
-	if (!home || !*home)
-		return NULL;
-	if (asprintf(&root, "%s/.local/share/wstore", home) < 0)
-		return NULL;
-	return root;
+	return wstore_config_default_store();
 }
 
 static int open_file_store(wstore_backend **out, const char *path,
@@ -59,7 +49,7 @@ static int open_file_store(wstore_backend **out, const char *path,
 	if (!root)
 		return wstore__err(
 			WSTORE_EINVAL,
-			"no store given and neither WSTORE_HOME nor HOME is set");
+			"no store given and no home directory for the default one");
 	rc = wstore_backend_file_open(out, root, flags);
 	free(root);
 	return rc;

@@ -7,11 +7,14 @@ TAP_SUITE=${TAP_SUITE:-suite}
 
 # suite_env NAME: W, the wstore binary of $BUILD; T, a fresh temporary
 # directory wstore-NAME-XXXXXX (the caller traps its removal); a private
-# HOME and WSTORE_HOME, and no config file, so the user's never leak in
+# HOME and WSTORE_HOME, and no config file (neither the user's nor the
+# machine's /etc/wstore/config.json), so that none leaks in
 suite_env() {
 	W=$(cd "${BUILD:-build}" && pwd)/wstore
 	T=$(mktemp -d "${TMPDIR:-/tmp}/wstore-$1-XXXXXX")
 	export HOME="$T/home" WSTORE_CONFIG= WSTORE_HOME="$T/home-store"
+	export WSTORE_SYSTEM_CONFIG="$T/no-system-config.json"
+	unset XDG_CONFIG_HOME XDG_DATA_HOME
 	mkdir -p "$HOME"
 }
 

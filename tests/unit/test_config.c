@@ -2,7 +2,9 @@
  * test_config.c - configuration: set/get rules, loading (tests/data/config:
  * good/X.json load; bad/X.json fail with WSTORE_EINVAL and a message that
  * contains the first line of bad/X.err and names the file), environment
- * overlay, merge, atomic save and the default path.
+ * overlay, merge, atomic save (keeping a file's mode), the default paths
+ * (XDG), the layers (system file < user file < environment) and the
+ * values checked on set (a server address as a store, quota, evict).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -261,6 +263,23 @@ static void test_save(void)
 	free(tmp);
 }
 
+/* Save env var name (strdup'ed or NULL) so it can be put back. */
+static char *save_env(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v ? strdup(v) : NULL;
+}
+
+static void restore_env(const char *name, char *old)
+{
+	if (old)
+		setenv(name, old, 1);
+	else
+		unsetenv(name);
+	free(old);
+}
+
 static void test_default_path(void)
 {
 	char *old_cfg = getenv("WSTORE_CONFIG"), *old_home = getenv("HOME");
@@ -268,6 +287,9 @@ static void test_default_path(void)
 
 	old_cfg = old_cfg ? strdup(old_cfg) : NULL;
 	old_home = old_home ? strdup(old_home) : NULL;
+	char *old_xdg = save_env("XDG_CONFIG_HOME");
+
+	unsetenv("XDG_CONFIG_HOME");
 	setenv("WSTORE_CONFIG", "/etc/wstore.json", 1);
 	p = wstore_config_default_path();
 	CHECK_STR(p, "/etc/wstore.json");
@@ -285,6 +307,183 @@ static void test_default_path(void)
 		unsetenv("HOME");
 	free(old_cfg);
 	free(old_home);
+	restore_env("XDG_CONFIG_HOME", old_xdg);
+}
+
+/* The XDG rules: an absolute $XDG_CONFIG_HOME / $XDG_DATA_HOME wins over
+ * ~/.config and ~/.local/share, a relative one is ignored; $WSTORE_HOME
+ * beats $XDG_DATA_HOME; $WSTORE_SYSTEM_CONFIG replaces /etc. */
+static void test_xdg_paths(void)
+{
+	static const char *const vars[] = {
+		"WSTORE_CONFIG", "HOME",	"XDG_CONFIG_HOME",
+		"XDG_DATA_HOME", "WSTORE_HOME", "WSTORE_SYSTEM_CONFIG"
+	};
+	char *old[6], *p;
+
+	for (size_t i = 0; i < 6; i++) {
+		old[i] = save_env(vars[i]);
+		unsetenv(vars[i]);
+	}
+	setenv("HOME", "/home/u", 1);
+	setenv("XDG_CONFIG_HOME", "/xdg/cfg", 1);
+	p = wstore_config_default_path();
+	CHECK_STR(p, "/xdg/cfg/wstore/config.json");
+	free(p);
+	setenv("XDG_CONFIG_HOME", "relative/cfg", 1);
+	p = wstore_config_default_path();
+	CHECK_STR(p, "/home/u/.config/wstore/config.json");
+	free(p);
+
+	p = wstore_config_default_store();
+	CHECK_STR(p, "/home/u/.local/share/wstore");
+	free(p);
+	setenv("XDG_DATA_HOME", "/xdg/data", 1);
+	p = wstore_config_default_store();
+	CHECK_STR(p, "/xdg/data/wstore");
+	free(p);
+	setenv("XDG_DATA_HOME", "data", 1);
+	p = wstore_config_default_store();
+	CHECK_STR(p, "/home/u/.local/share/wstore");
+	free(p);
+	setenv("XDG_DATA_HOME", "/xdg/data", 1);
+	setenv("WSTORE_HOME", "/srv/store", 1);
+	p = wstore_config_default_store();
+	CHECK_STR(p, "/srv/store");
+	free(p);
+
+	p = wstore_config_system_path();
+	CHECK_STR(p, "/etc/wstore/config.json");
+	free(p);
+	setenv("WSTORE_SYSTEM_CONFIG", "/tmp/sys.json", 1);
+	p = wstore_config_system_path();
+	CHECK_STR(p, "/tmp/sys.json");
+	free(p);
+	for (size_t i = 0; i < 6; i++)
+		restore_env(vars[i], old[i]);
+}
+
+static void write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f || fputs(text, f) < 0 || fclose(f) != 0)
+		abort();
+}
+
+/* system file < user file < environment; a missing system or default
+ * user file is no error, a missing named one is. */
+static void test_layers(void)
+{
+	char *tmp = unit_tmpdir(), *sys, *user, *missing;
+	char *old_sys = save_env("WSTORE_SYSTEM_CONFIG");
+	char *old_cfg = save_env("WSTORE_CONFIG");
+	char *old_q = save_env("WSTORE_QUOTA");
+	wstore_config *c = NULL;
+
+	if (asprintf(&sys, "%s/sys.json", tmp) < 0 ||
+	    asprintf(&user, "%s/user.json", tmp) < 0 ||
+	    asprintf(&missing, "%s/none.json", tmp) < 0)
+		abort();
+	unsetenv("WSTORE_CONFIG");
+	unsetenv("WSTORE_QUOTA");
+	write_text(sys, "{\"store\": \"/sys\", \"quota\": \"1GiB\", "
+			"\"evict\": \"lru\"}");
+	write_text(user, "{\"store\": \"/user\", \"quota\": \"2GiB\"}");
+	setenv("WSTORE_SYSTEM_CONFIG", sys, 1);
+	setenv("WSTORE_QUOTA", "3GiB", 1);
+	CHECK_EQ_INT(wstore_config_load_layered(&c, user), 0);
+	CHECK_STR(wstore_config_get(c, "store"), "/user");
+	CHECK_STR(wstore_config_get(c, "quota"), "3GiB");
+	CHECK_STR(wstore_config_get(c, "evict"), "lru");
+	wstore_config_free(c);
+	c = NULL;
+
+	/* a named user file must exist; the system file need not */
+	CHECK_EQ_INT(wstore_config_load_layered(&c, missing), -ENOENT);
+	CHECK(c == NULL && strstr(wstore_last_error(), "none.json"));
+	setenv("WSTORE_SYSTEM_CONFIG", missing, 1);
+	CHECK_EQ_INT(wstore_config_load_layered(&c, user), 0);
+	CHECK(c && wstore_config_get(c, "evict") == NULL);
+	wstore_config_free(c);
+	c = NULL;
+	/* a broken system file is an error naming it */
+	write_text(sys, "{\"store\": ");
+	setenv("WSTORE_SYSTEM_CONFIG", sys, 1);
+	CHECK_EQ_INT(wstore_config_load_layered(&c, user), WSTORE_EINVAL);
+	CHECK(strstr(wstore_last_error(), "sys.json") != NULL);
+
+	restore_env("WSTORE_SYSTEM_CONFIG", old_sys);
+	restore_env("WSTORE_CONFIG", old_cfg);
+	restore_env("WSTORE_QUOTA", old_q);
+	free(sys);
+	free(user);
+	free(missing);
+	unit_rmtree(tmp);
+	free(tmp);
+}
+
+/* Values checked when set: a server address given as a store, a quota
+ * that is not a size, an evict policy that is not one. */
+static void test_value_rules(void)
+{
+	static const char *const addresses[] = {
+		"host:6379",
+		"10.0.0.1:6379",
+		"[::1]:6379",
+		"redis-1.lan:7000",
+	};
+	static const char *const stores[] = {
+		"/srv/wstore", "rel/dir", "file://host:6379", "redis://h:1",
+		"mooncake",    "a:b",	  "dir/host:6379",    "mooncake://h:1",
+	};
+	wstore_config *c = NULL;
+
+	wstore_config_new(&c);
+	for (size_t i = 0; i < sizeof(addresses) / sizeof(*addresses); i++) {
+		CHECK_EQ_INT(wstore_config_set(c, "store", addresses[i]),
+			     WSTORE_EINVAL);
+		CHECK(strstr(wstore_last_error(), "redis://") != NULL);
+		CHECK(wstore_config_get(c, "store") == NULL);
+	}
+	for (size_t i = 0; i < sizeof(stores) / sizeof(*stores); i++)
+		CHECK_EQ_INT(wstore_config_set(c, "store", stores[i]), 0);
+	CHECK_EQ_INT(wstore_config_set(c, "quota", "100GiB"), 0);
+	CHECK_EQ_INT(wstore_config_set(c, "quota", "lots"), WSTORE_EINVAL);
+	CHECK(strstr(wstore_last_error(), "invalid quota 'lots'") != NULL);
+	CHECK_EQ_INT(wstore_config_set(c, "evict", "lru"), 0);
+	CHECK_EQ_INT(wstore_config_set(c, "evict", "none"), 0);
+	CHECK_EQ_INT(wstore_config_set(c, "evict", "fifo"), WSTORE_EINVAL);
+	CHECK_STR(wstore_config_get(c, "evict"), "none");
+	wstore_config_free(c);
+	/* in a file, the error names the file */
+	CHECK_EQ_INT(
+		wstore__config_parse(&c, "{\"store\":\"h:1\"}", 15, "f.json"),
+		WSTORE_EINVAL);
+	CHECK(strstr(wstore_last_error(), "f.json") != NULL);
+	CHECK_STR(wstore_version(), WSTORE_VERSION);
+}
+
+/* Saving over a file keeps its mode; a new file is 0600. */
+static void test_save_mode(void)
+{
+	char *tmp = unit_tmpdir(), *path;
+	wstore_config *c = NULL;
+	struct stat st;
+
+	if (asprintf(&path, "%s/config.json", tmp) < 0)
+		abort();
+	wstore_config_new(&c);
+	wstore_config_set(c, "quota", "1GiB");
+	CHECK_EQ_INT(wstore_config_save(c, path), 0);
+	CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
+	CHECK(chmod(path, 0644) == 0);
+	CHECK_EQ_INT(wstore_config_save(c, path), 0);
+	CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0644);
+	wstore_config_free(c);
+	free(path);
+	unit_rmtree(tmp);
+	free(tmp);
 }
 
 void test_config(void)
@@ -295,4 +494,8 @@ void test_config(void)
 	test_env_merge();
 	test_save();
 	test_default_path();
+	test_xdg_paths();
+	test_layers();
+	test_value_rules();
+	test_save_mode();
 }
