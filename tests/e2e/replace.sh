@@ -8,7 +8,8 @@
 # (daemon-served chunks; multi-chunk, so never FUSE passthrough).  On the
 # file store, on Redis (a throwaway server) and on the Mooncake contract
 # stand-in (REPLACE_KINDS="file redis mooncake-standin" by default;
-# "mooncake" runs a real Mooncake Store from /opt/mooncake).  Sources: w.bin is 24 chunks of 'A' bytes, then of 'B'
+# "cluster" a Redis Cluster of 3 masters, "mooncake" a real Mooncake
+# Store from /opt/mooncake).  Sources: w.bin is 24 chunks of 'A' bytes, then of 'B'
 # bytes, so a mixed result shows as a 'B' in an 'A' file.
 #   BUILD  the build directory holding wstore
 set -u
@@ -239,6 +240,17 @@ for KIND in ${REPLACE_KINDS:-file redis mooncake-standin}; do
 			continue
 		}
 		URL=$WSTORE_TEST_REDIS_URL ;;
+	cluster)
+		# record and chunks on different masters (different slots)
+		if ! command -v redis-server >/dev/null; then
+			tap_not_ok "redis-server is not installed"
+			continue
+		fi
+		redis_start_cluster "$T/cluster" >/dev/null || {
+			tap_not_ok "the redis cluster did not start"
+			continue
+		}
+		URL=$WSTORE_TEST_CLUSTER_URL ;;
 	mooncake-standin)
 		# the contract stand-in (a write-once store without listing):
 		# a port that only accepts stands for its master
