@@ -52,6 +52,8 @@ const char *unit_current = "";
 	X(test_replace_read_by_manifest) \
 	X(test_replace_chunk_fd) \
 	X(test_replace_pull) \
+	X(test_replace_guard_bind) \
+	X(test_replace_check_fails) \
 	X(test_resolve)
 /* clang-format on */
 

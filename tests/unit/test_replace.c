@@ -8,6 +8,7 @@
  * for checkpoints without one (another tool's import), by the manifest.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include "wstore/read.h"
 #include "wstore/lease.h"
 #include "wstore/sys/backend.h"
+#include "../../src/lib/generation.h"
 #include "../../src/lib/names.h"
 #include "../../src/lib/readv.h"
 
@@ -383,4 +385,113 @@ void test_replace_pull(void)
 {
 	pull_replaced(0);
 	pull_replaced(1);
+}
+
+/* ---- opening, and a confirmation that cannot be made -----------------------
+ */
+
+/* The record changing between the two readings of an open: ECHANGED
+ * (the open starts again); a record of another import: by manifest. */
+void test_replace_guard_bind(void)
+{
+	wstore_store *s = mem_store(0);
+	wstore_manifest *m = NULL;
+	wstore__guard *g = NULL;
+
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	CHECK_EQ_INT(import_fill(s, "r", 'A'), 0);
+	CHECK_EQ_INT(wstore_manifest_read(&m, s, "r"), 0);
+	if (!m)
+		goto out;
+	/* present, then replaced */
+	CHECK_EQ_INT(wstore__guard_new(&g, s, "r"), 0);
+	CHECK_EQ_INT(wstore__gen_write(s, m), 0);
+	CHECK_EQ_INT(wstore__guard_bind(g, m), WSTORE_ECHANGED);
+	wstore__guard_free(g);
+	/* absent, then written */
+	drop_generation(s, "r");
+	CHECK_EQ_INT(wstore__guard_new(&g, s, "r"), 0);
+	CHECK_EQ_INT(wstore__gen_write(s, m), 0);
+	CHECK_EQ_INT(wstore__guard_bind(g, m), WSTORE_ECHANGED);
+	wstore__guard_free(g);
+	/* unchanged: bound to the record, which names m */
+	CHECK_EQ_INT(wstore__guard_new(&g, s, "r"), 0);
+	CHECK_EQ_INT(wstore__guard_bind(g, m), 0);
+	CHECK_EQ_INT(wstore__guard_by_generation(g), 1);
+	wstore__guard_free(g);
+	/* a record naming another created_at: bound to the manifest */
+	put_stale_generation(s, "r");
+	CHECK_EQ_INT(wstore__guard_new(&g, s, "r"), 0);
+	CHECK_EQ_INT(wstore__guard_bind(g, m), 0);
+	CHECK_EQ_INT(wstore__guard_by_generation(g), 0);
+	wstore__guard_free(g);
+	/* an invalid id never reaches the store */
+	CHECK_EQ_INT(wstore__guard_new(&g, s, "../x"), WSTORE_EINVAL);
+out:
+	wstore_manifest_free(m);
+	wstore_free(s);
+}
+
+/* A get of keys containing fail_part fails with -EIO while set. */
+static const char *fail_part;
+static int (*real_get)(wstore_backend *, const char *, void *, size_t,
+		       size_t *);
+
+static int flaky_get(wstore_backend *b, const char *key, void *buf, size_t cap,
+		     size_t *out_len)
+{
+	if (fail_part && strstr(key, fail_part))
+		return wstore_backend_error(-EIO, "'%s': injected", key);
+	return real_get(b, key, buf, cap, out_len);
+}
+
+/* A confirmation the store cannot answer is that error, never "changed"
+ * and never a success; a chunk gone from an unchanged checkpoint is
+ * damage, as before. */
+void test_replace_check_fails(void)
+{
+	wstore_store *s = mem_store(0);
+	wstore_backend *b = s ? wstore_store_backend(s) : NULL;
+	wstore_checkpoint *ck = NULL;
+	wstore_file *f = NULL;
+	char buf[CS], key[WSTORE__KEY_MAX], fk[WSTORE__KEY_MAX];
+
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	real_get = b->get;
+	b->get = flaky_get;
+	CHECK_EQ_INT(import_fill(s, "r", 'A'), 0);
+	for (int by_manifest = 0; by_manifest < 2; by_manifest++) {
+		if (by_manifest)
+			drop_generation(s, "r");
+		CHECK_EQ_INT(wstore_checkpoint_open(&ck, s, "r"), 0);
+		CHECK_EQ_INT(wstore_file_open(&f, ck, "w.bin"), 0);
+		if (!f)
+			break;
+		fail_part = by_manifest ? "/manifest" : "generations/";
+		CHECK_EQ_INT(wstore_file_pread(f, buf, CS, 0, NULL), -EIO);
+		CHECK(strstr(wstore_last_error(), "cannot confirm") != NULL);
+		fail_part = NULL;
+		CHECK_EQ_INT(wstore_file_pread(f, buf, CS, 0, NULL), 0);
+		CHECK(all(buf, CS, 'A'));
+		wstore_file_free(f);
+		wstore_checkpoint_free(ck);
+		f = NULL;
+		ck = NULL;
+	}
+	/* damage: chunk 2 removed behind the checkpoint's back */
+	CHECK_EQ_INT(wstore_checkpoint_open(&ck, s, "r"), 0);
+	CHECK_EQ_INT(wstore_file_open(&f, ck, "w.bin"), 0);
+	wstore__key_file(fk, "r", "w.bin");
+	wstore__key_chunk(key, fk, 2);
+	CHECK_EQ_INT(b->remove(b, key, 1), 0);
+	CHECK_EQ_INT(wstore_file_pread(f, buf, CS, 2 * CS, NULL),
+		     WSTORE_ECORRUPT);
+	CHECK(strstr(wstore_last_error(), "missing") != NULL);
+	wstore_file_free(f);
+	wstore_checkpoint_free(ck);
+	wstore_free(s);
 }
