@@ -495,3 +495,39 @@ void test_replace_check_fails(void)
 	wstore_checkpoint_free(ck);
 	wstore_free(s);
 }
+
+/* The file store, by record and by manifest (whose confirmation there is
+ * an fstat of the manifest's file while it stays linked). */
+void test_replace_file_store(void)
+{
+	for (int by_gen = 1; by_gen >= 0; by_gen--) {
+		char *root = unit_tmpdir(), buf[NB];
+		wstore_store *s = file_store(root);
+		wstore_checkpoint *ck = NULL;
+		wstore_file *f = NULL;
+
+		CHECK(s != NULL);
+		if (s && import_fill(s, "r", 'A') == 0) {
+			if (!by_gen)
+				drop_generation(s, "r");
+			read_replaced(s, by_gen);
+			/* by manifest: a replacement with the same files (B
+			 * again) reads on */
+			drop_generation(s, "r");
+			CHECK_EQ_INT(wstore_checkpoint_open(&ck, s, "r"), 0);
+			CHECK_EQ_INT(wstore_file_open(&f, ck, "w.bin"), 0);
+			CHECK_EQ_INT(wstore_file_pread(f, buf, CS, 0, NULL), 0);
+			replace(s, "r", 'B');
+			CHECK_EQ_INT(wstore_file_pread(f, buf, NB, 0, NULL), 0);
+			CHECK(all(buf, NB, 'B'));
+			CHECK_EQ_INT(delete_force(s, "r"), 0);
+			CHECK_EQ_INT(wstore_file_pread(f, buf, CS, 0, NULL),
+				     WSTORE_ECHANGED);
+			wstore_file_free(f);
+			wstore_checkpoint_free(ck);
+		}
+		wstore_free(s);
+		unit_rmtree(root);
+		free(root);
+	}
+}
