@@ -427,6 +427,20 @@ void test_replace_guard_bind(void)
 	CHECK_EQ_INT(wstore__guard_bind(g, m), 0);
 	CHECK_EQ_INT(wstore__guard_by_generation(g), 0);
 	wstore__guard_free(g);
+	/* a large record of somebody else's: by manifest, opens fine */
+	{
+		wstore_backend *b = wstore_store_backend(s);
+		char key[WSTORE__KEY_MAX], junk[5000];
+		wstore_checkpoint *ck = NULL;
+
+		memset(junk, 'j', sizeof(junk));
+		wstore__key_generation(key, "r");
+		b->remove(b, key, 1);
+		CHECK_EQ_INT(b->put(b, key, junk, sizeof(junk)), 0);
+		CHECK_EQ_INT(wstore_checkpoint_open(&ck, s, "r"), 0);
+		CHECK(ck && wstore__checkpoint_by_generation(ck) == 0);
+		wstore_checkpoint_free(ck);
+	}
 	/* an invalid id never reaches the store */
 	CHECK_EQ_INT(wstore__guard_new(&g, s, "../x"), WSTORE_EINVAL);
 out:
