@@ -55,6 +55,7 @@ const char *unit_current = "";
 	X(test_replace_guard_bind) \
 	X(test_replace_check_fails) \
 	X(test_replace_file_store) \
+	X(test_replace_verify) \
 	X(test_resolve)
 /* clang-format on */
 

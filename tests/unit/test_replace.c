@@ -545,3 +545,47 @@ void test_replace_file_store(void)
 		free(root);
 	}
 }
+
+static int swap_once(uint64_t done, uint64_t total, const char *path, void *ctx)
+{
+	struct swap *sw = ctx;
+
+	(void)done;
+	(void)total;
+	(void)path;
+	if (++sw->calls == 1)
+		replace(sw->s, "r", 'B');
+	return 0;
+}
+
+static void count_bad(const char *path, int code, const char *msg, void *ctx)
+{
+	(void)path;
+	(void)msg;
+	*(int *)ctx += code != 0;
+}
+
+/* verify: a file that no longer matches because the checkpoint was
+ * replaced is not "damaged": the verify fails with WSTORE_ECHANGED */
+void test_replace_verify(void)
+{
+	wstore_verify_options o = WSTORE_VERIFY_OPTIONS_INIT;
+	wstore_store *s = mem_store(0);
+	struct swap sw = { s, 0 };
+	int bad = 0;
+
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	CHECK_EQ_INT(import_fill(s, "r", 'A'), 0);
+	o.jobs = 1;
+	o.progress = swap_once;
+	o.progress_ctx = &sw;
+	o.on_file = count_bad;
+	o.on_file_ctx = &bad;
+	CHECK_EQ_INT(wstore_verify(s, "r", &o), WSTORE_ECHANGED);
+	CHECK_EQ_INT(bad, 0);
+	o.progress = NULL;
+	CHECK_EQ_INT(wstore_verify(s, "r", &o), 0);
+	wstore_free(s);
+}
