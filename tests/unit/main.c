@@ -56,6 +56,7 @@ const char *unit_current = "";
 	X(test_replace_check_fails) \
 	X(test_replace_file_store) \
 	X(test_replace_verify) \
+	X(test_replace_threads) \
 	X(test_resolve)
 /* clang-format on */
 

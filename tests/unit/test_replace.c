@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -588,4 +589,68 @@ void test_replace_verify(void)
 	o.progress = NULL;
 	CHECK_EQ_INT(wstore_verify(s, "r", &o), 0);
 	wstore_free(s);
+}
+
+struct reader {
+	wstore_file *f;
+	int bad, changed;
+};
+
+static void *read_all(void *arg)
+{
+	struct reader *r = arg;
+	char buf[CS];
+
+	for (int i = 0; i < 200; i++) {
+		int rc = wstore_file_pread(r->f, buf, CS,
+					   (uint64_t)(i % 6) * CS, NULL);
+
+		if (rc == WSTORE_ECHANGED)
+			r->changed++;
+		else if (rc != 0 || !all(buf, CS, 'A'))
+			r->bad++;
+	}
+	return NULL;
+}
+
+/* Threads reading one handle confirmed by manifest (a shared cache of
+ * the manifest last judged) while the checkpoint is replaced: every read
+ * is 'A' bytes or WSTORE_ECHANGED, and after the replacement only the
+ * latter. */
+void test_replace_threads(void)
+{
+	char *root = unit_tmpdir();
+	wstore_store *stores[2] = { mem_store(0), file_store(root) };
+
+	for (int k = 0; k < 2; k++) {
+		wstore_store *s = stores[k];
+		wstore_checkpoint *ck = NULL;
+		wstore_file *f = NULL;
+		struct reader r[4] = { { 0 } };
+		pthread_t t[4];
+
+		if (!s || import_fill(s, "r", 'A') != 0)
+			continue;
+		drop_generation(s, "r");
+		CHECK_EQ_INT(wstore_checkpoint_open(&ck, s, "r"), 0);
+		CHECK_EQ_INT(wstore_file_open(&f, ck, "w.bin"), 0);
+		for (int i = 0; f && i < 4; i++) {
+			r[i].f = f;
+			pthread_create(&t[i], NULL, read_all, &r[i]);
+		}
+		replace(s, "r", 'B');
+		for (int i = 0; f && i < 4; i++) {
+			pthread_join(t[i], NULL);
+			CHECK_EQ_INT(r[i].bad, 0);
+		}
+		r[0].changed = 0;
+		if (f)
+			read_all(&r[0]);
+		CHECK_EQ_INT(r[0].changed, 200);
+		wstore_file_free(f);
+		wstore_checkpoint_free(ck);
+		wstore_free(s);
+	}
+	unit_rmtree(root);
+	free(root);
 }
