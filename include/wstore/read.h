@@ -32,7 +32,11 @@ typedef struct wstore_file wstore_file;
 /*
  * Open checkpoint id for reading: reads and validates its manifest.
  * WSTORE_ENOTFOUND if there is none, WSTORE_ENOTREADY if it is FAILED (the
- * message carries the manifest's error).
+ * message carries the manifest's error).  The handle reads the import it
+ * opened and no other: once the checkpoint is deleted, or deleted and
+ * imported again under the same id, every read of it fails with
+ * WSTORE_ECHANGED (docs/format.md, "Generations"); open it again to read
+ * the new import.
  */
 int wstore_checkpoint_open(wstore_checkpoint **out, wstore_store *store,
 			   const char *id);
@@ -70,7 +74,11 @@ const char *wstore_file_path(const wstore_file *f);
  * Read up to len bytes at offset off into buf.  *out_n (may be NULL) gets
  * the bytes read: len, or fewer only at the end of the file (0 at or past
  * it).  Every chunk read is checked against the length the manifest
- * implies (WSTORE_ECORRUPT names the chunk).  A file of several chunks
+ * implies (WSTORE_ECORRUPT names the chunk).  Before returning, the read
+ * is confirmed to be of the import ck opened: WSTORE_ECHANGED if the
+ * checkpoint was deleted or replaced since (buf's contents are then
+ * undefined; bytes returned by earlier calls were the opened import's).
+ * A file of several chunks
  * whose record has chunk_size 0 (legacy) cannot be mapped:
  * WSTORE_EUNSUPPORTED.  On a store of local files (WSTORE_CAP_LOCAL_FILES)
  * a read of 4 MiB or more (here, or of tensors with
@@ -90,10 +98,12 @@ int wstore_file_pread(wstore_file *f, void *buf, size_t len, uint64_t off,
  * and *out_len the bytes from there to the end of that chunk.  The
  * chunk's size is checked (fstat) against the length the manifest implies
  * (WSTORE_ECORRUPT names the file and chunk otherwise); like
- * wstore_file_pread nothing beyond the length is verified.  The fd keeps
- * reading the bytes it opened even if the checkpoint is later deleted or
- * replaced: a caller that must not serve stale bytes re-checks the
- * manifest after opening.  WSTORE_EUNSUPPORTED when the backend cannot
+ * wstore_file_pread nothing beyond the length is verified.  Once the fd
+ * is open the checkpoint is confirmed to be still the import opened
+ * (WSTORE_ECHANGED otherwise, and no fd): the fd then holds that import's
+ * bytes for good, even if the checkpoint is later deleted or replaced
+ * (chunk files are replaced, never rewritten).  WSTORE_EUNSUPPORTED when
+ * the backend cannot
  * hand out files (no open_fd, an untrusted or write-once store) or the
  * record cannot be mapped; WSTORE_EINVAL when off is at or past the end.
  */
@@ -206,7 +216,10 @@ typedef struct wstore_pull_options {
  * is checked (size, SHA-256 unless no_verify), fsynced and renamed into
  * place.  A file already present with the right size (and digest, when
  * verifying) is skipped unless force.  On failure or cancellation no temp
- * file is left behind and the error names the file.
+ * file is left behind and the error names the file; files already in dest
+ * are never removed.  A checkpoint deleted or replaced during the pull is
+ * WSTORE_ECHANGED, and no file mixing two imports is ever renamed into
+ * place (with no_verify too).
  */
 int wstore_pull(wstore_store *store, const char *id, const char *dest,
 		const wstore_pull_options *opts);

@@ -23,8 +23,9 @@
  * the format, or by an older wstore: the record is missing, or names
  * another import's created_at) are confirmed by reading the manifest again
  * instead and comparing every file record (identical sha256 and chunk list
- * means identical bytes); the raw manifest last found identical is kept,
- * so an unchanged manifest costs one get and a memcmp.
+ * means identical bytes); the raw manifest last judged is kept, so an
+ * unchanged manifest costs one get and a memcmp (an fstat on a store of
+ * local files).
  *
  * On a store of local files the record is held open from the first
  * reading: it is replaced by a rename and removed by an unlink, never
@@ -61,10 +62,11 @@ struct wstore__guard {
 	char *rec; /* the record noted at step 1, NULL if absent */
 	size_t rec_len;
 	int fd;		      /* the record's file, or -1 */
-	pthread_mutex_t lock; /* guards last, last_len, last_v */
+	pthread_mutex_t lock; /* guards last, last_len, last_v, mfd */
 	char *last;	      /* manifest mode: raw manifest last judged */
 	size_t last_len;
 	int last_v;
+	int mfd; /* stores of local files: the file of last, or -1 */
 };
 
 /* ---- the record ---------------------------------------------------------- */
@@ -174,6 +176,7 @@ int wstore__guard_new(wstore__guard **out, wstore_store *s, const char *ckpt)
 				    ckpt);
 	g->s = s;
 	g->fd = -1;
+	g->mfd = -1;
 	pthread_mutex_init(&g->lock, NULL);
 	wstore__key_generation(g->key, ckpt);
 	wstore__key_manifest(g->mkey, ckpt);
@@ -194,6 +197,26 @@ int wstore__guard_new(wstore__guard **out, wstore_store *s, const char *ckpt)
 	return 0;
 }
 
+/* record_same for a record larger than any of ours (not ours, so only
+ * bind asks): read it whole. */
+static int large_record_same(wstore__guard *g)
+{
+	char *now = NULL;
+	size_t len = 0;
+	int rc = wstore__get_alloc(g->s, g->key, &now, &len);
+
+	if (rc == WSTORE_ENOTFOUND) {
+		wstore__clear_err();
+		return CHANGED;
+	}
+	if (rc < 0)
+		return rc;
+	rc = len == g->rec_len && memcmp(now, g->rec, len) == 0 ? SAME
+								: CHANGED;
+	free(now);
+	return rc;
+}
+
 /* Whether the record is still the one noted at step 1: SAME, CHANGED or
  * a store error. */
 static int record_same(wstore__guard *g)
@@ -209,6 +232,8 @@ static int record_same(wstore__guard *g)
 			return wstore__errc(-errno, "cannot stat '%s'", g->key);
 		return st.st_nlink > 0 ? SAME : CHANGED;
 	}
+	if (g->rec_len > REC_MAX)
+		return large_record_same(g);
 	rc = b->get(b, g->key, buf, sizeof(buf), &len);
 	if (rc == 0 && len == 0 && (b->flags & WSTORE_BACKEND_EMPTY_MISSING))
 		rc = WSTORE_ENOTFOUND;
@@ -287,12 +312,56 @@ static int judge_manifest(const wstore__guard *g, const char *raw, size_t len)
 	return v;
 }
 
+/* The manifest now in the store, whole; on a store of local files also
+ * its open file (*fd, else -1). */
+static int read_manifest(wstore__guard *g, char **raw, size_t *len, int *fd)
+{
+	wstore_backend *b = g->s->b;
+	struct stat st;
+	ssize_t n;
+	int rc;
+
+	*fd = -1;
+	if (!local_files(g->s))
+		return wstore__get_alloc(g->s, g->mkey, raw, len);
+	if ((rc = b->open_fd(b, g->mkey, fd)) < 0)
+		return rc;
+	if (fstat(*fd, &st) < 0 || !(*raw = malloc((size_t)st.st_size + 1)))
+		rc = wstore__errc(-errno, "cannot read '%s'", g->mkey);
+	else if ((n = pread(*fd, *raw, (size_t)st.st_size, 0)) < 0)
+		rc = wstore__errc(-errno, "cannot read '%s'", g->mkey);
+	else
+		*len = (size_t)n;
+	if (rc < 0) {
+		free(*raw);
+		*raw = NULL;
+		close(*fd);
+		*fd = -1;
+	}
+	return rc;
+}
+
+/*
+ * The verdict on the manifest in the store now.  The raw manifest last
+ * judged is kept with its verdict: an unchanged manifest costs one get and
+ * a byte compare, or on a store of local files (manifests are replaced by
+ * rename, never rewritten) one fstat of its file while that is linked.
+ */
 static int manifest_verdict(wstore__guard *g)
 {
+	struct stat st;
 	char *raw = NULL;
 	size_t len = 0;
-	int v, rc = wstore__get_alloc(g->s, g->mkey, &raw, &len);
+	int v, fd = -1, rc;
 
+	pthread_mutex_lock(&g->lock);
+	v = g->mfd >= 0 && fstat(g->mfd, &st) == 0 && st.st_nlink > 0
+		    ? g->last_v
+		    : -1;
+	pthread_mutex_unlock(&g->lock);
+	if (v >= 0)
+		return v;
+	rc = read_manifest(g, &raw, &len, &fd);
 	if (rc == WSTORE_ENOTFOUND) {
 		wstore__clear_err();
 		return CHANGED;
@@ -310,6 +379,11 @@ static int manifest_verdict(wstore__guard *g)
 		g->last_len = len;
 		g->last_v = v;
 		raw = NULL;
+	}
+	if (fd >= 0) {
+		if (g->mfd >= 0)
+			close(g->mfd);
+		g->mfd = fd;
 	}
 	pthread_mutex_unlock(&g->lock);
 	free(raw);
@@ -350,6 +424,8 @@ void wstore__guard_free(wstore__guard *g)
 		return;
 	if (g->fd >= 0)
 		close(g->fd);
+	if (g->mfd >= 0)
+		close(g->mfd);
 	pthread_mutex_destroy(&g->lock);
 	free(g->rec);
 	free(g->last);

@@ -6,8 +6,10 @@
 # the fault backend's delay; a Python read handle; a `wstore serve`
 # download read slowly by curl; a file of a `wstore mount --direct-io`
 # (daemon-served chunks; multi-chunk, so never FUSE passthrough).  On the
-# file store and on Redis (a throwaway server; REPLACE_KINDS="file redis"
-# by default).  Sources: w.bin is 24 chunks of 'A' bytes, then of 'B'
+# file store, on Redis (a throwaway server) and on the Mooncake contract
+# stand-in (REPLACE_KINDS="file redis mooncake-standin" by default;
+# "cluster" a Redis Cluster of 3 masters, "mooncake" a real Mooncake
+# Store from /opt/mooncake).  Sources: w.bin is 24 chunks of 'A' bytes, then of 'B'
 # bytes, so a mixed result shows as a 'B' in an 'A' file.
 #   BUILD  the build directory holding wstore
 set -u
@@ -16,6 +18,7 @@ TAP_SUITE=replace
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 . "$HERE/lib/tap.sh"
 . "$HERE/lib/redis.sh"
+. "$HERE/lib/mooncake.sh"
 . "$HERE/lib/serve.sh"
 
 suite_env replace
@@ -27,6 +30,7 @@ cleanup() {
 	fi
 	serve_stop_all
 	redis_stop_all >/dev/null 2>&1
+	mooncake_stop_all >/dev/null 2>&1
 	rm -rf "$T"
 }
 trap cleanup EXIT
@@ -52,33 +56,38 @@ only_a() {
 }
 
 ws() { "$W" --store "$URL" "$@"; }
-imp() { ws --quiet model import --checkpoint-id "$1" --model-id Org/R --source "$2" --chunk-size "$CS"; }
+# (its warning about chunk sizes on Mooncake is shown only on failure)
+imp() {
+	ws --quiet model import --checkpoint-id "$1" --model-id Org/R \
+		--source "$2" --chunk-size "$CS" 2>"$T/imp.err" ||
+		{ cat "$T/imp.err" >&2; return 1; }
+}
 # replace ID: delete --force, then import the 'B' source as ID
 replace() { ws model delete "$1" --force >/dev/null && imp "$1" "$T/B"; }
-leases() {
-	ws --json df | $PY -c 'import json, sys
-for c in json.load(sys.stdin)["checkpoints"]:
-    if c["checkpoint_id"] == sys.argv[1]: print(c["leases"])' "$1"
-}
-leased() { [ "$(leases "$1")" -ge 1 ] 2>/dev/null; }
 
 # ---- pull and materialize-file, slowed down ------------------------------
-# slow CMD...: wstore with every store call delayed 40 ms (well over a
-# second for NCH chunks), in the background; PID in $SLOW
+# slow CMD...: wstore with every store call delayed 50 ms (over a second
+# for NCH chunks), in the background; PID in $SLOW
 slow() {
-	WSTORE_FAULTS=delay=40 "$W" --store "fault+$URL" "$@" > "$T/slow.out" 2>&1 &
+	WSTORE_FAULTS=delay=50 "$W" --store "fault+$URL" "$@" > "$T/slow.out" 2>&1 &
 	SLOW=$!
 }
 
-# race NAME ID: once the slow reader SLOW holds its lease, stop it,
-# replace ID, let it go on; it must then fail naming the replacement
+# midway DIR: a temp file under DIR already holds a chunk or more
+midway() {
+	test -n "$(find "$1" -name '*wstore-tmp*' -size +1023k 2>/dev/null)"
+}
+
+# race NAME ID DIR: once the slow reader SLOW has written a chunk to its
+# temp file under DIR, stop it, replace ID, let it go on; it must then
+# fail naming the replacement
 race() {
-	if wait_for 30 leased "$2"; then
+	if wait_for 60 midway "$3"; then
 		kill -STOP "$SLOW"
 		check "$1: replaced while it runs" replace "$2"
 		kill -CONT "$SLOW"
 	else
-		tap_not_ok "$1: the reader never took its lease" "$(cat "$T/slow.out")"
+		tap_not_ok "$1: the reader never got midway" "$(cat "$T/slow.out")"
 	fi
 	wait_exit 120 "$SLOW"
 	rc=$?
@@ -92,20 +101,20 @@ race() {
 readers_cli() {
 	imp p1 "$T/A"
 	slow model pull p1 --dest "$T/$KIND-pull" --jobs 1
-	race "$KIND: pull" p1
+	race "$KIND: pull" p1 "$T/$KIND-pull"
 	check "$KIND: pull left no w.bin and no temp file" \
 		test -z "$(find "$T/$KIND-pull" -name 'w.bin' -o -name '*wstore-tmp*')"
 
 	imp p2 "$T/A"
 	slow model pull p2 --dest "$T/$KIND-pullnv" --jobs 1 --no-verify
-	race "$KIND: pull --no-verify" p2
+	race "$KIND: pull --no-verify" p2 "$T/$KIND-pullnv"
 	check "$KIND: pull --no-verify left no w.bin and no temp file" \
 		test -z "$(find "$T/$KIND-pullnv" -name 'w.bin' -o -name '*wstore-tmp*')"
 
 	imp p3 "$T/A"
 	mkdir -p "$T/$KIND-mat"
 	slow model materialize-file p3 --path w.bin --output "$T/$KIND-mat/w.bin"
-	race "$KIND: materialize-file" p3
+	race "$KIND: materialize-file" p3 "$T/$KIND-mat"
 	check "$KIND: materialize-file left no output and no temp file" \
 		test -z "$(ls -A "$T/$KIND-mat")"
 	check "$KIND: a pull after the replacement has the new bytes" \
@@ -218,7 +227,7 @@ reader_mount() {
 }
 
 BUILD_ABS=$(cd "$BUILD" && pwd)
-for KIND in ${REPLACE_KINDS:-file redis}; do
+for KIND in ${REPLACE_KINDS:-file redis mooncake-standin}; do
 	case $KIND in
 	file) URL="$T/store" ;;
 	redis)
@@ -231,6 +240,38 @@ for KIND in ${REPLACE_KINDS:-file redis}; do
 			continue
 		}
 		URL=$WSTORE_TEST_REDIS_URL ;;
+	cluster)
+		# record and chunks on different masters (different slots)
+		if ! command -v redis-server >/dev/null; then
+			tap_not_ok "redis-server is not installed"
+			continue
+		fi
+		redis_start_cluster "$T/cluster" >/dev/null || {
+			tap_not_ok "the redis cluster did not start"
+			continue
+		}
+		URL=$WSTORE_TEST_CLUSTER_URL ;;
+	mooncake-standin)
+		# the contract stand-in (a write-once store without listing):
+		# a port that only accepts stands for its master
+		export MOONCAKE_STANDIN_DIR="$T/standin"
+		export WSTORE_MOONCAKE_LIBRARY="$BUILD_ABS/libmooncake_store.so"
+		mooncake_fake_master || {
+			tap_not_ok "cannot start a fake master"
+			continue
+		}
+		export WSTORE_MASTER_SERVER_ADDR="$MOONCAKE_TEST_FAKE_MASTER"
+		URL=mooncake ;;
+	mooncake)
+		if ! mooncake_installed; then
+			tap_not_ok "Mooncake is not installed in $MOONCAKE_HOME"
+			continue
+		fi
+		mooncake_start "$T/mooncake" || {
+			tap_not_ok "Mooncake did not start"
+			continue
+		}
+		URL=mooncake ;;
 	esac
 	readers_cli
 	reader_python

@@ -55,7 +55,12 @@ const char *unit_current = "";
 	X(test_replace_read) \
 	X(test_replace_read_by_manifest) \
 	X(test_replace_chunk_fd) \
-	X(test_replace_pull)
+	X(test_replace_pull) \
+	X(test_replace_guard_bind) \
+	X(test_replace_check_fails) \
+	X(test_replace_file_store) \
+	X(test_replace_verify) \
+	X(test_replace_threads)
 /* clang-format on */
 
 #define DECL(name) void name(void);

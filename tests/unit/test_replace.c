@@ -8,7 +8,9 @@
  * for checkpoints without one (another tool's import), by the manifest.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,7 @@
 #include "wstore/read.h"
 #include "wstore/lease.h"
 #include "wstore/sys/backend.h"
+#include "../../src/lib/generation.h"
 #include "../../src/lib/names.h"
 #include "../../src/lib/readv.h"
 
@@ -383,4 +386,271 @@ void test_replace_pull(void)
 {
 	pull_replaced(0);
 	pull_replaced(1);
+}
+
+/* ---- opening, and a confirmation that cannot be made -----------------------
+ */
+
+/* The record changing between the two readings of an open: ECHANGED
+ * (the open starts again); a record of another import: by manifest. */
+void test_replace_guard_bind(void)
+{
+	wstore_store *s = mem_store(0);
+	wstore_manifest *m = NULL;
+	wstore__guard *g = NULL;
+
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	CHECK_EQ_INT(import_fill(s, "r", 'A'), 0);
+	CHECK_EQ_INT(wstore_manifest_read(&m, s, "r"), 0);
+	if (!m)
+		goto out;
+	/* present, then replaced */
+	CHECK_EQ_INT(wstore__guard_new(&g, s, "r"), 0);
+	CHECK_EQ_INT(wstore__gen_write(s, m), 0);
+	CHECK_EQ_INT(wstore__guard_bind(g, m), WSTORE_ECHANGED);
+	wstore__guard_free(g);
+	/* absent, then written */
+	drop_generation(s, "r");
+	CHECK_EQ_INT(wstore__guard_new(&g, s, "r"), 0);
+	CHECK_EQ_INT(wstore__gen_write(s, m), 0);
+	CHECK_EQ_INT(wstore__guard_bind(g, m), WSTORE_ECHANGED);
+	wstore__guard_free(g);
+	/* unchanged: bound to the record, which names m */
+	CHECK_EQ_INT(wstore__guard_new(&g, s, "r"), 0);
+	CHECK_EQ_INT(wstore__guard_bind(g, m), 0);
+	CHECK_EQ_INT(wstore__guard_by_generation(g), 1);
+	wstore__guard_free(g);
+	/* a record naming another created_at: bound to the manifest */
+	put_stale_generation(s, "r");
+	CHECK_EQ_INT(wstore__guard_new(&g, s, "r"), 0);
+	CHECK_EQ_INT(wstore__guard_bind(g, m), 0);
+	CHECK_EQ_INT(wstore__guard_by_generation(g), 0);
+	wstore__guard_free(g);
+	/* a large record of somebody else's: by manifest, opens fine */
+	{
+		wstore_backend *b = wstore_store_backend(s);
+		char key[WSTORE__KEY_MAX], junk[5000];
+		wstore_checkpoint *ck = NULL;
+
+		memset(junk, 'j', sizeof(junk));
+		wstore__key_generation(key, "r");
+		b->remove(b, key, 1);
+		CHECK_EQ_INT(b->put(b, key, junk, sizeof(junk)), 0);
+		CHECK_EQ_INT(wstore_checkpoint_open(&ck, s, "r"), 0);
+		CHECK(ck && wstore__checkpoint_by_generation(ck) == 0);
+		wstore_checkpoint_free(ck);
+	}
+	/* an invalid id never reaches the store */
+	CHECK_EQ_INT(wstore__guard_new(&g, s, "../x"), WSTORE_EINVAL);
+out:
+	wstore_manifest_free(m);
+	wstore_free(s);
+}
+
+/* A get of keys containing fail_part fails with -EIO while set. */
+static const char *fail_part;
+static int (*real_get)(wstore_backend *, const char *, void *, size_t,
+		       size_t *);
+
+static int flaky_get(wstore_backend *b, const char *key, void *buf, size_t cap,
+		     size_t *out_len)
+{
+	if (fail_part && strstr(key, fail_part))
+		return wstore_backend_error(-EIO, "'%s': injected", key);
+	return real_get(b, key, buf, cap, out_len);
+}
+
+/* A confirmation the store cannot answer is that error, never "changed"
+ * and never a success; a chunk gone from an unchanged checkpoint is
+ * damage, as before. */
+void test_replace_check_fails(void)
+{
+	wstore_store *s = mem_store(0);
+	wstore_backend *b = s ? wstore_store_backend(s) : NULL;
+	wstore_checkpoint *ck = NULL;
+	wstore_file *f = NULL;
+	char buf[CS], key[WSTORE__KEY_MAX], fk[WSTORE__KEY_MAX];
+
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	real_get = b->get;
+	b->get = flaky_get;
+	CHECK_EQ_INT(import_fill(s, "r", 'A'), 0);
+	for (int by_manifest = 0; by_manifest < 2; by_manifest++) {
+		if (by_manifest)
+			drop_generation(s, "r");
+		CHECK_EQ_INT(wstore_checkpoint_open(&ck, s, "r"), 0);
+		CHECK_EQ_INT(wstore_file_open(&f, ck, "w.bin"), 0);
+		if (!f)
+			break;
+		fail_part = by_manifest ? "/manifest" : "generations/";
+		CHECK_EQ_INT(wstore_file_pread(f, buf, CS, 0, NULL), -EIO);
+		CHECK(strstr(wstore_last_error(), "cannot confirm") != NULL);
+		fail_part = NULL;
+		CHECK_EQ_INT(wstore_file_pread(f, buf, CS, 0, NULL), 0);
+		CHECK(all(buf, CS, 'A'));
+		wstore_file_free(f);
+		wstore_checkpoint_free(ck);
+		f = NULL;
+		ck = NULL;
+	}
+	/* damage: chunk 2 removed behind the checkpoint's back */
+	CHECK_EQ_INT(wstore_checkpoint_open(&ck, s, "r"), 0);
+	CHECK_EQ_INT(wstore_file_open(&f, ck, "w.bin"), 0);
+	wstore__key_file(fk, "r", "w.bin");
+	wstore__key_chunk(key, fk, 2);
+	CHECK_EQ_INT(b->remove(b, key, 1), 0);
+	CHECK_EQ_INT(wstore_file_pread(f, buf, CS, 2 * CS, NULL),
+		     WSTORE_ECORRUPT);
+	CHECK(strstr(wstore_last_error(), "missing") != NULL);
+	wstore_file_free(f);
+	wstore_checkpoint_free(ck);
+	wstore_free(s);
+}
+
+/* The file store, by record and by manifest (whose confirmation there is
+ * an fstat of the manifest's file while it stays linked). */
+void test_replace_file_store(void)
+{
+	for (int by_gen = 1; by_gen >= 0; by_gen--) {
+		char *root = unit_tmpdir(), buf[NB];
+		wstore_store *s = file_store(root);
+		wstore_checkpoint *ck = NULL;
+		wstore_file *f = NULL;
+
+		CHECK(s != NULL);
+		if (s && import_fill(s, "r", 'A') == 0) {
+			if (!by_gen)
+				drop_generation(s, "r");
+			read_replaced(s, by_gen);
+			/* by manifest: a replacement with the same files (B
+			 * again) reads on */
+			drop_generation(s, "r");
+			CHECK_EQ_INT(wstore_checkpoint_open(&ck, s, "r"), 0);
+			CHECK_EQ_INT(wstore_file_open(&f, ck, "w.bin"), 0);
+			CHECK_EQ_INT(wstore_file_pread(f, buf, CS, 0, NULL), 0);
+			replace(s, "r", 'B');
+			CHECK_EQ_INT(wstore_file_pread(f, buf, NB, 0, NULL), 0);
+			CHECK(all(buf, NB, 'B'));
+			CHECK_EQ_INT(delete_force(s, "r"), 0);
+			CHECK_EQ_INT(wstore_file_pread(f, buf, CS, 0, NULL),
+				     WSTORE_ECHANGED);
+			wstore_file_free(f);
+			wstore_checkpoint_free(ck);
+		}
+		wstore_free(s);
+		unit_rmtree(root);
+		free(root);
+	}
+}
+
+static int swap_once(uint64_t done, uint64_t total, const char *path, void *ctx)
+{
+	struct swap *sw = ctx;
+
+	(void)done;
+	(void)total;
+	(void)path;
+	if (++sw->calls == 1)
+		replace(sw->s, "r", 'B');
+	return 0;
+}
+
+static void count_bad(const char *path, int code, const char *msg, void *ctx)
+{
+	(void)path;
+	(void)msg;
+	*(int *)ctx += code != 0;
+}
+
+/* verify: a file that no longer matches because the checkpoint was
+ * replaced is not "damaged": the verify fails with WSTORE_ECHANGED */
+void test_replace_verify(void)
+{
+	wstore_verify_options o = WSTORE_VERIFY_OPTIONS_INIT;
+	wstore_store *s = mem_store(0);
+	struct swap sw = { s, 0 };
+	int bad = 0;
+
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	CHECK_EQ_INT(import_fill(s, "r", 'A'), 0);
+	o.jobs = 1;
+	o.progress = swap_once;
+	o.progress_ctx = &sw;
+	o.on_file = count_bad;
+	o.on_file_ctx = &bad;
+	CHECK_EQ_INT(wstore_verify(s, "r", &o), WSTORE_ECHANGED);
+	CHECK_EQ_INT(bad, 0);
+	o.progress = NULL;
+	CHECK_EQ_INT(wstore_verify(s, "r", &o), 0);
+	wstore_free(s);
+}
+
+struct reader {
+	wstore_file *f;
+	int bad, changed;
+};
+
+static void *read_all(void *arg)
+{
+	struct reader *r = arg;
+	char buf[CS];
+
+	for (int i = 0; i < 200; i++) {
+		int rc = wstore_file_pread(r->f, buf, CS,
+					   (uint64_t)(i % 6) * CS, NULL);
+
+		if (rc == WSTORE_ECHANGED)
+			r->changed++;
+		else if (rc != 0 || !all(buf, CS, 'A'))
+			r->bad++;
+	}
+	return NULL;
+}
+
+/* Threads reading one handle confirmed by manifest (a shared cache of
+ * the manifest last judged) while the checkpoint is replaced: every read
+ * is 'A' bytes or WSTORE_ECHANGED, and after the replacement only the
+ * latter. */
+void test_replace_threads(void)
+{
+	char *root = unit_tmpdir();
+	wstore_store *stores[2] = { mem_store(0), file_store(root) };
+
+	for (int k = 0; k < 2; k++) {
+		wstore_store *s = stores[k];
+		wstore_checkpoint *ck = NULL;
+		wstore_file *f = NULL;
+		struct reader r[4] = { { 0 } };
+		pthread_t t[4];
+
+		if (!s || import_fill(s, "r", 'A') != 0)
+			continue;
+		drop_generation(s, "r");
+		CHECK_EQ_INT(wstore_checkpoint_open(&ck, s, "r"), 0);
+		CHECK_EQ_INT(wstore_file_open(&f, ck, "w.bin"), 0);
+		for (int i = 0; f && i < 4; i++) {
+			r[i].f = f;
+			pthread_create(&t[i], NULL, read_all, &r[i]);
+		}
+		replace(s, "r", 'B');
+		for (int i = 0; f && i < 4; i++) {
+			pthread_join(t[i], NULL);
+			CHECK_EQ_INT(r[i].bad, 0);
+		}
+		r[0].changed = 0;
+		if (f)
+			read_all(&r[0]);
+		CHECK_EQ_INT(r[0].changed, 200);
+		wstore_file_free(f);
+		wstore_checkpoint_free(ck);
+		wstore_free(s);
+	}
+	unit_rmtree(root);
+	free(root);
 }
