@@ -3,7 +3,8 @@
  * a failed allocation while an index is parsed or edited (strdup is
  * replaced here so the k-th copy can be made to fail), and a backend that
  * reports sizes no value of wstore's can have, and an import source whose
- * file is swapped for a FIFO after the scan.
+ * file is swapped for a FIFO after the scan; the no-follow directory walk
+ * the file store and pull share.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "../../src/common/clock.h"
+#include "backends/helpers.h"
 #include "index.h"
 #include "names.h"
 #include "scan.h"
@@ -393,6 +395,58 @@ void test_core_source_fifo(void)
 		CHECK_EQ_INT(run_bounded(open_swapped, path, 30), 0);
 		wstore__scan_free(&sc);
 	}
+	unit_rmtree(dir);
+	free(dir);
+}
+
+/* ---- directories reached without a symlink ----------------------------- */
+
+void test_core_nofollow(void)
+{
+	char *dir = unit_tmpdir();
+	wstore__nofollow_fail nf = { 0, 0 };
+	size_t base = 0;
+	int dfd, fd;
+
+	CHECK(dir != NULL);
+	if (!dir)
+		return;
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	CHECK(dfd >= 0);
+	/* no '/': dirfd itself */
+	CHECK_EQ_INT(wstore__nofollow_parent(dfd, "x", 0, &base, &nf), dfd);
+	CHECK_EQ_INT(base, 0);
+	/* missing, then made */
+	CHECK_EQ_INT(wstore__nofollow_parent(dfd, "a/b/x", 0, &base, &nf),
+		     -ENOENT);
+	CHECK_EQ_INT(nf.len, 1);
+	CHECK_EQ_INT(nf.creating, 0);
+	fd = wstore__nofollow_parent(dfd, "a/b/x", WSTORE__NOFOLLOW_CREATE,
+				     &base, &nf);
+	CHECK(fd >= 0 && fd != dfd);
+	CHECK_EQ_INT(base, 4);
+	CHECK(faccessat(dfd, "a/b", F_OK, 0) == 0);
+	if (fd >= 0)
+		close(fd);
+	/* a symlink on the way is ELOOP, made or not, never followed */
+	CHECK_EQ_INT(symlinkat(".", dfd, "a/l"), 0);
+	CHECK_EQ_INT(wstore__nofollow_parent(dfd, "a/l/b/x",
+					     WSTORE__NOFOLLOW_CREATE, &base,
+					     &nf),
+		     -ELOOP);
+	CHECK_EQ_INT(nf.len, 3);
+	CHECK(faccessat(dfd, "a/b/b", F_OK, 0) < 0);
+	/* a file on the way: not a directory */
+	close(openat(dfd, "a/f", O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+	CHECK_EQ_INT(wstore__nofollow_parent(dfd, "a/f/x", 0, &base, &nf),
+		     -ENOTDIR);
+	fd = wstore__nofollow_subdir(dfd, "a");
+	CHECK(fd >= 0);
+	if (fd >= 0)
+		close(fd);
+	CHECK_EQ_INT(wstore__nofollow_subdir(dfd, "a/l"), -1);
+	CHECK_EQ_INT(errno, ELOOP);
+	close(dfd);
 	unit_rmtree(dir);
 	free(dir);
 }

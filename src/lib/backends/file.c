@@ -122,71 +122,32 @@ static int write_error(file_backend *fb, int err, const char *key)
 	return wstore__errc(-err, "cannot write '%s' in '%s'", key, fb->root);
 }
 
-/* openat of directory name under fd, never following a symlink; a
- * symlink (or anything but a directory) there fails with ELOOP. */
-static int open_subdir(int fd, const char *name)
-{
-	struct stat st;
-	int sub = openat(fd, name,
-			 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-
-	if (sub < 0 && (errno == ENOTDIR || errno == ELOOP) &&
-	    fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-	    S_ISLNK(st.st_mode))
-		errno = ELOOP;
-	return sub;
-}
-
 /*
  * The directory holding key's last segment, reached from the root one
- * segment at a time with O_NOFOLLOW: a symlink planted inside the store
- * is an error (ELOOP), never a way out of it.  With create, missing
- * directories are made; with create 2 (a durable write) each new one's
- * parent is fsync'ed so the entry survives a crash (plain puts leave that
- * to file_sync, as for their data: syncfs covers the entries too).
- * Returns the fd or -errno; *base is key's last segment.  The root itself
- * is the caller's path: it may be a symlink.
+ * segment at a time with O_NOFOLLOW (wstore__nofollow_parent): a symlink
+ * planted inside the store is an error (ELOOP), never a way out of it.
+ * With create, missing directories are made; with create 2 (a durable
+ * write) each new one's parent is fsync'ed so the entry survives a crash
+ * (plain puts leave that to file_sync, as for their data: syncfs covers
+ * the entries too).  Returns the fd or -errno; *base is key's last
+ * segment.  The root itself is the caller's path: it may be a symlink.
  */
 static int open_key_dir(file_backend *fb, const char *key, int create,
 			const char **base)
 {
-	char name[NAME_MAX + 1];
-	const char *seg = key, *slash;
-	int fd = open(fb->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC), err;
+	unsigned flags = (create ? WSTORE__NOFOLLOW_CREATE : 0) |
+			 (create > 1 ? WSTORE__NOFOLLOW_SYNC : 0);
+	int root = open(fb->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC), fd;
+	size_t at;
 
-	if (fd < 0)
+	if (root < 0)
 		return -errno;
-	while ((slash = strchr(seg, '/'))) {
-		size_t n = (size_t)(slash - seg);
-		int sub;
-
-		if (n > NAME_MAX) {
-			close(fd);
-			return -ENAMETOOLONG;
-		}
-		memcpy(name, seg, n);
-		name[n] = '\0';
-		sub = open_subdir(fd, name);
-		if (sub < 0 && errno == ENOENT && create) {
-			if (mkdirat(fd, name, 0755) == 0) {
-				if (create > 1)
-					fsync(fd);
-			} else if (errno != EEXIST)
-				goto fail;
-			sub = open_subdir(fd, name);
-		}
-		if (sub < 0)
-			goto fail;
-		close(fd);
-		fd = sub;
-		seg = slash + 1;
-	}
-	*base = seg;
+	fd = wstore__nofollow_parent(root, key, flags, &at, NULL);
+	if (fd != root)
+		close(root);
+	if (fd >= 0)
+		*base = key + at;
 	return fd;
-fail:
-	err = errno;
-	close(fd);
-	return -err;
 }
 
 /* ---- low-level file helpers -------------------------------------------- */
@@ -816,10 +777,10 @@ static int lock_key(file_backend *fb, const char *key)
 	snprintf(path, sizeof(path), "%s/.locks/%s", fb->root, hex);
 	/* no symlink followed: not .locks, not the lock file */
 	rfd = open(fb->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (rfd >= 0 && (dfd = open_subdir(rfd, ".locks")) < 0 &&
+	if (rfd >= 0 && (dfd = wstore__nofollow_subdir(rfd, ".locks")) < 0 &&
 	    errno == ENOENT) {
 		if (mkdirat(rfd, ".locks", 0755) == 0 || errno == EEXIST)
-			dfd = open_subdir(rfd, ".locks");
+			dfd = wstore__nofollow_subdir(rfd, ".locks");
 	}
 	if (dfd >= 0)
 		fd = openat(dfd, hex, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
@@ -1054,7 +1015,8 @@ static int sweep_entry(struct sweep *sw, int dfd, size_t len, const char *name,
 		return 0;
 	if (S_ISDIR(st.st_mode)) {
 		/* the flock files of update() live in <root>/.locks */
-		if (name[0] == '.' || (sub = open_subdir(dfd, name)) < 0)
+		if (name[0] == '.' ||
+		    (sub = wstore__nofollow_subdir(dfd, name)) < 0)
 			return 0;
 		removed = sweep_dir(sw, sub, len + 1 + nlen, depth + 1);
 		/* drop a directory left empty, as remove() does */

@@ -4,9 +4,10 @@
  * src/lib/backends/ include this and include/wstore/ only, never a core
  * header: they see no manifest, key layout, index or lock.
  *
- * Owns: the error, digest, durable-write and config-lookup helpers
- * (defined in the core's error.c, digest.c and durable.c; config lookup is
- * the public wstore_config_get) and the declarations of the backend
+ * Owns: the error, digest, durable-write, no-follow directory and
+ * config-lookup helpers (defined in the core's error.c, digest.c,
+ * durable.c and nofollow.c; config lookup is the public
+ * wstore_config_get) and the declarations of the backend
  * constructors selected by URL in store.c.
  */
 #ifndef WSTORE_BACKENDS_HELPERS_H
@@ -82,6 +83,35 @@ void wstore__durable_abort(wstore__durable *d);
 /* The pid of the writer that name says made it, if name is a temp name
  * of the form flags selects (WSTORE__DURABLE_KEY_TEMP or not); else 0. */
 long wstore__tmp_writer(const char *name, unsigned flags);
+
+/* ---- directories reached without a symlink (nofollow.c) -------------- */
+
+/* openat of directory name under fd with O_NOFOLLOW | O_DIRECTORY: the fd,
+ * or -1 with errno (ELOOP for a symlink, also where openat says ENOTDIR). */
+int wstore__nofollow_subdir(int fd, const char *name);
+
+/* Flags of wstore__nofollow_parent. */
+#define WSTORE__NOFOLLOW_CREATE 1u /* mkdirat (0755) missing directories */
+#define WSTORE__NOFOLLOW_SYNC 2u   /* and fsync the parent of each made */
+
+/* Where wstore__nofollow_parent failed, for messages. */
+typedef struct wstore__nofollow_fail {
+	size_t len;   /* path[0..len) is the directory that failed */
+	int creating; /* its mkdirat failed (else opening it did) */
+} wstore__nofollow_fail;
+
+/*
+ * The directory holding the last component of path (relative,
+ * '/'-separated), reached from dirfd one component at a time with
+ * wstore__nofollow_subdir: a symlink on the way is -ELOOP, never followed,
+ * so path cannot lead out of dirfd.  Returns a new fd, or dirfd itself
+ * when path has no '/' (close the result only when it differs from
+ * dirfd), or -errno (a component over NAME_MAX: -ENAMETOOLONG) with *fail
+ * filled in if fail is not NULL; *out_base is the offset of the last
+ * component in path.  Sets no last error: the caller words it.
+ */
+int wstore__nofollow_parent(int dirfd, const char *path, unsigned flags,
+			    size_t *out_base, wstore__nofollow_fail *fail);
 
 /* ---- constructors (store.c selects them by URL) ----------------------- */
 
