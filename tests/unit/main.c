@@ -52,7 +52,8 @@ const char *unit_current = "";
 	X(test_core_index_nomem) \
 	X(test_core_reported_sizes) \
 	X(test_core_source_fifo) \
-	X(test_core_nofollow)
+	X(test_core_nofollow) \
+	X(test_core_urls)
 /* clang-format on */
 
 #define DECL(name) void name(void);

@@ -4,7 +4,8 @@
  * replaced here so the k-th copy can be made to fail), and a backend that
  * reports sizes no value of wstore's can have, and an import source whose
  * file is swapped for a FIFO after the scan; the no-follow directory walk
- * the file store and pull share.
+ * the file store and pull share; store URLs resolved through the table
+ * of backend kinds.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -447,6 +448,52 @@ void test_core_nofollow(void)
 	CHECK_EQ_INT(wstore__nofollow_subdir(dfd, "a/l"), -1);
 	CHECK_EQ_INT(errno, ELOOP);
 	close(dfd);
+	unit_rmtree(dir);
+	free(dir);
+}
+
+/* ---- store URLs and the table of backend kinds ------------------------- */
+
+/* The backend name url opens, or the error, in out. */
+static int open_name(const char *url, char *out, size_t cap)
+{
+	wstore_store *s = NULL;
+	int rc = wstore_open_url(&s, url);
+
+	snprintf(out, cap, "%s",
+		 rc == 0 ? wstore_backend_name(s) : wstore_last_error());
+	wstore_free(s);
+	return rc;
+}
+
+void test_core_urls(void)
+{
+	char *dir = unit_tmpdir(), url[4200], got[512];
+
+	CHECK(dir != NULL);
+	if (!dir)
+		return;
+	CHECK_EQ_INT(open_name("nope://x", got, sizeof(got)), WSTORE_EINVAL);
+	CHECK_STR(got, "unknown store URL 'nope://x': expected file://, "
+		       "redis://, redis+unix://, redis-cluster:// or mooncake");
+	CHECK_EQ_INT(open_name("mem", got, sizeof(got)), 0);
+	CHECK_STR(got, "mem");
+	CHECK_EQ_INT(open_name("mem://", got, sizeof(got)), 0);
+	CHECK_STR(got, "mem");
+	/* "mem" matches only whole */
+	CHECK_EQ_INT(open_name("mem://x", got, sizeof(got)), WSTORE_EINVAL);
+	CHECK_EQ_INT(open_name("fault+mem://", got, sizeof(got)), 0);
+	CHECK_STR(got, "fault");
+	CHECK_EQ_INT(open_name("fault+nope://x", got, sizeof(got)),
+		     WSTORE_EINVAL);
+	CHECK(strstr(got, "'nope://x'") != NULL);
+	CHECK_EQ_INT(open_name(dir, got, sizeof(got)), 0);
+	CHECK_STR(got, "file");
+	snprintf(url, sizeof(url), "file://%s/sub", dir);
+	CHECK_EQ_INT(open_name(url, got, sizeof(got)), 0);
+	CHECK_STR(got, "file");
+	CHECK_EQ_INT(open_name("file://", got, sizeof(got)), WSTORE_EINVAL);
+	CHECK(strstr(got, "empty") != NULL);
 	unit_rmtree(dir);
 	free(dir);
 }

@@ -693,3 +693,23 @@ int wstore_backend_file_open(wstore_backend **out, const char *root,
 	*out = &fb->pub;
 	return 0;
 }
+
+/* ---- the kind store URLs name (backends/table.c) ------------------------ */
+
+/* "file://PATH", or a path (also the default store). */
+static int file_kind_open(wstore_backend **out, const char *url,
+			  const char *rest, const wstore_config *cfg,
+			  unsigned flags)
+{
+	(void)url;
+	(void)cfg;
+	return wstore_backend_file_open(out, rest, flags);
+}
+
+const wstore__backend_kind wstore__kind_file = {
+	.name = "file",
+	.schemes = { "file://*" },
+	.usage = "file://",
+	.paths = 1,
+	.open = file_kind_open,
+};

@@ -50,8 +50,7 @@ int fs_is_missing(int err)
 	return err == ENOENT || err == ENOTDIR || err == EISDIR || err == ELOOP;
 }
 
-int fs_os_error(file_backend *fb, int err, const char *verb,
-		    const char *key)
+int fs_os_error(file_backend *fb, int err, const char *verb, const char *key)
 {
 	if (fs_is_missing(err))
 		return wstore_backend_error(
@@ -83,7 +82,7 @@ int fs_write_error(file_backend *fb, int err, const char *key)
  * segment.  The root itself is the caller's path: it may be a symlink.
  */
 int fs_open_key_dir(file_backend *fb, const char *key, int create,
-			const char **base)
+		    const char **base)
 {
 	unsigned flags = (create ? WSTORE__NOFOLLOW_CREATE : 0) |
 			 (create > 1 ? WSTORE__NOFOLLOW_SYNC : 0);
@@ -99,4 +98,3 @@ int fs_open_key_dir(file_backend *fb, const char *key, int create,
 		*base = key + at;
 	return fd;
 }
-

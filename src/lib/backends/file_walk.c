@@ -154,8 +154,7 @@ static int open_start(file_backend *fb, list_ctx *lc, size_t *out_len)
 			    fb->root);
 }
 
-int fs_list(wstore_backend *b, const char *prefix, wstore_list_fn fn,
-		     void *ctx)
+int fs_list(wstore_backend *b, const char *prefix, wstore_list_fn fn, void *ctx)
 {
 	file_backend *fb = fb_of(b);
 	list_ctx *lc = calloc(1, sizeof(*lc));
@@ -303,11 +302,10 @@ static int sweep_dir(struct sweep *sw, int dfd, size_t len, int depth)
 }
 
 int fs_sweep_temps(wstore_backend *b, int64_t older_than, int dry_run,
-			    size_t *out_n,
-			    int (*keep)(const char *path, void *ctx),
-			    void (*fn)(const char *path, uint64_t bytes,
-				       int removed, void *ctx),
-			    void *ctx)
+		   size_t *out_n, int (*keep)(const char *path, void *ctx),
+		   void (*fn)(const char *path, uint64_t bytes, int removed,
+			      void *ctx),
+		   void *ctx)
 {
 	struct sweep *sw;
 	int rc, fd;
