@@ -108,69 +108,31 @@ static int chunk_progress(uint64_t n, void *ctx)
 
 /* ---- directories ------------------------------------------------------- */
 
-/* Open (creating if needed) directory name under fd, never following a
- * symlink.  prefix is the path so far, for messages. */
-static int open_subdir(struct pull *p, int fd, const char *name,
-		       const char *prefix)
-{
-	int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
-	int sub = openat(fd, name, flags);
-
-	if (sub < 0 && errno == ENOENT) {
-		if (mkdirat(fd, name, 0755) < 0 && errno != EEXIST)
-			return wstore__errc(-errno,
-					    "cannot create directory "
-					    "'%s' in '%s'",
-					    prefix, p->dest);
-		sub = openat(fd, name, flags);
-	}
-	if (sub < 0 && (errno == ELOOP || errno == ENOTDIR))
-		return wstore__err(-errno,
-				   "'%s' in '%s' is a symlink or not "
-				   "a directory; refusing to follow it",
-				   prefix, p->dest);
-	if (sub < 0)
-		return wstore__errc(-errno,
-				    "cannot open directory '%s' in "
-				    "'%s'",
-				    prefix, p->dest);
-	return sub;
-}
-
 /* The directory fd holding path's last component (p->dfd or a new fd)
- * and the offset of that component in path. */
+ * and the offset of that component in path: made where missing, reached
+ * without following a symlink (nofollow.c). */
 static int open_parent(struct pull *p, const char *path, int *out_fd,
 		       size_t *out_base)
 {
-	char prefix[4096];
-	const char *slash;
-	int fd = p->dfd;
-	size_t at = 0;
+	wstore__nofollow_fail nf = { 0, 0 };
+	int fd = wstore__nofollow_parent(p->dfd, path, WSTORE__NOFOLLOW_CREATE,
+					 out_base, &nf);
+	int n = (int)nf.len;
 
-	while ((slash = strchr(path + at, '/'))) {
-		size_t end = (size_t)(slash - path);
-		int sub;
-
-		if (end >= sizeof(prefix)) {
-			sub = wstore__err(-ENAMETOOLONG,
-					  "path '%s' is too "
-					  "long",
-					  path);
-		} else {
-			memcpy(prefix, path, end);
-			prefix[end] = '\0';
-			sub = open_subdir(p, fd, prefix + at, prefix);
-		}
-		if (fd != p->dfd)
-			close(fd);
-		if (sub < 0)
-			return sub;
-		fd = sub;
-		at = end + 1;
-	}
 	*out_fd = fd;
-	*out_base = at;
-	return 0;
+	if (fd >= 0)
+		return 0;
+	if (nf.creating)
+		return wstore__errc(fd,
+				    "cannot create directory '%.*s' in '%s'", n,
+				    path, p->dest);
+	if (fd == -ELOOP || fd == -ENOTDIR)
+		return wstore__err(fd,
+				   "'%.*s' in '%s' is a symlink or not "
+				   "a directory; refusing to follow it",
+				   n, path, p->dest);
+	return wstore__errc(fd, "cannot open directory '%.*s' in '%s'", n, path,
+			    p->dest);
 }
 
 /*

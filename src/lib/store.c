@@ -40,82 +40,126 @@ static char *default_root(void)
 	return wstore_config_default_store();
 }
 
-static int open_file_store(wstore_backend **out, const char *path,
-			   unsigned flags)
-{
-	char *root = path ? strdup(path) : default_root();
-	int rc;
+/* ---- opening a backend by URL -------------------------------------------
+ *
+ * The backends say which URLs they take (wstore__backend_kinds, listed in
+ * backends/table.c): this walks that table and knows no backend by name.
+ */
 
-	if (!root)
-		return wstore__err(
-			WSTORE_EINVAL,
-			"no store given and no home directory for the default one");
-	rc = wstore_backend_file_open(out, root, flags);
-	free(root);
-	return rc;
+/* Whether url matches scheme (a '*' at its end: url starts with what
+ * precedes it; else the whole url); *rest is what follows. */
+static int scheme_match(const char *scheme, const char *url, const char **rest)
+{
+	size_t n = strlen(scheme);
+
+	if (n && scheme[n - 1] == '*') {
+		if (strncmp(url, scheme, n - 1) != 0)
+			return 0;
+		*rest = url + n - 1;
+		return 1;
+	}
+	if (strcmp(url, scheme) != 0)
+		return 0;
+	*rest = url + n;
+	return 1;
 }
 
-/* "mooncake://HOST:PORT" is shorthand for master_server_addr. */
-static int open_mooncake_url(wstore_backend **out, const char *addr,
-			     const wstore_config *cfg)
+/* The kind that takes paths (the file store). */
+static const wstore__backend_kind *paths_kind(void)
 {
-	wstore_config *c = NULL;
-	int rc = wstore_config_new(&c);
+	for (const wstore__backend_kind *const *k = wstore__backend_kinds; *k;
+	     k++)
+		if ((*k)->paths)
+			return *k;
+	return NULL;
+}
 
-	if (rc == 0 && cfg)
-		rc = wstore_config_merge(c, cfg);
-	if (rc == 0 && *addr)
-		rc = wstore_config_set(c, "master_server_addr", addr);
-	if (rc == 0)
-		rc = wstore__backend_mooncake_open(out, c);
-	wstore_config_free(c);
+/* The kind url names and *rest, what follows its scheme; a URL without
+ * "://" that no scheme matches is a path.  NULL: none. */
+static const wstore__backend_kind *find_kind(const char *url, const char **rest)
+{
+	for (const wstore__backend_kind *const *k = wstore__backend_kinds; *k;
+	     k++)
+		for (size_t i = 0; i < 4 && (*k)->schemes[i]; i++)
+			if (scheme_match((*k)->schemes[i], url, rest))
+				return *k;
+	*rest = url;
+	return strstr(url, "://") ? NULL : paths_kind();
+}
+
+/* "unknown store URL", naming the URLs the kinds take. */
+static int unknown_url(const char *url)
+{
+	const char *u[16];
+	char list[512] = "";
+	size_t n = 0, off = 0;
+
+	for (const wstore__backend_kind *const *k = wstore__backend_kinds;
+	     *k && n < 16; k++)
+		if ((*k)->usage)
+			u[n++] = (*k)->usage;
+	for (size_t i = 0; i < n && off < sizeof(list); i++)
+		off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s",
+					i == 0	     ? ""
+					: i + 1 == n ? " or "
+						     : ", ",
+					u[i]);
+	return wstore__err(WSTORE_EINVAL, "unknown store URL '%s': expected %s",
+			   url, list);
+}
+
+static int open_backend(wstore_backend **out, const char *url,
+			const wstore_config *cfg, unsigned flags);
+
+/* A kind around another ("fault+URL"): rest is the inner store's URL. */
+static int open_wrapped(wstore_backend **out, const wstore__backend_kind *k,
+			const char *rest, const wstore_config *cfg,
+			unsigned flags)
+{
+	wstore_backend *inner;
+	int rc = open_backend(&inner, rest, cfg, flags);
+
+	if (rc < 0)
+		return rc;
+	rc = k->wrap(out, inner, cfg);
+	if (rc < 0)
+		inner->free(inner);
 	return rc;
 }
 
 static int open_backend(wstore_backend **out, const char *url,
 			const wstore_config *cfg, unsigned flags)
 {
-	if (!url || !*url)
-		return open_file_store(out, NULL, flags);
-	if (strncmp(url, "file://", 7) == 0)
-		return open_file_store(out, url + 7, flags);
-	if (strcmp(url, "mem://") == 0 || strcmp(url, "mem") == 0)
-		return wstore_backend_mem_new(out, 0);
-	if (strncmp(url, "fault+", 6) == 0) {
-		wstore_backend *inner;
-		int rc = open_backend(&inner, url + 6, cfg, flags);
-		const char *spec = getenv("WSTORE_FAULTS");
+	const wstore__backend_kind *k;
+	const char *rest = NULL;
+	char *root = NULL;
+	int rc;
 
-		if (rc < 0)
-			return rc;
-		rc = wstore_backend_fault_new(out, inner, spec ? spec : "");
-		if (rc < 0)
-			inner->free(inner);
-		return rc;
+	if (!url || !*url) {
+		/* the default store is a path, whatever it looks like */
+		if (!(root = default_root()))
+			return wstore__err(WSTORE_EINVAL,
+					   "no store given and neither "
+					   "WSTORE_HOME nor HOME is set");
+		url = rest = root;
+		k = paths_kind();
+	} else {
+		k = find_kind(url, &rest);
 	}
-	if (strncmp(url, "redis://", 8) == 0 ||
-	    strncmp(url, "redis+unix://", 13) == 0 ||
-	    strncmp(url, "redis-cluster://", 16) == 0) {
-#ifdef WSTORE_HAVE_REDIS
-		return wstore__backend_redis_open_flags(out, url, cfg, flags);
-#else
-		return wstore__err(
-			WSTORE_EUNSUPPORTED,
-			"store '%.*s...': this wstore was built "
-			"without Redis (meson setup -Dredis=enabled)",
-			(int)(strstr(url, "://") - url + 3), url);
-#endif
-	}
-	if (strcmp(url, "mooncake") == 0)
-		return wstore__backend_mooncake_open(out, cfg);
-	if (strncmp(url, "mooncake://", 11) == 0)
-		return open_mooncake_url(out, url + 11, cfg);
-	if (strstr(url, "://"))
-		return wstore__err(
-			WSTORE_EINVAL,
-			"unknown store URL '%s': expected file://, redis://, redis+unix://, redis-cluster:// or mooncake",
-			url);
-	return open_file_store(out, url, flags);
+	if (!k)
+		rc = unknown_url(url);
+	else if (k->wrap)
+		rc = open_wrapped(out, k, rest, cfg, flags);
+	else if (k->open)
+		rc = k->open(out, url, rest, cfg, flags);
+	else
+		rc = wstore__err(WSTORE_EUNSUPPORTED,
+				 "store '%.*s...': this wstore was built "
+				 "without %s (meson setup %s)",
+				 (int)(rest - url), url, k->name,
+				 k->build_option);
+	free(root);
+	return rc;
 }
 
 /* "quota" and "evict" of the config, checked before the store opens. */

@@ -2,7 +2,9 @@
  * test_redis_backend.c - what is the Redis backend's own, against a real
  * Redis server or cluster, run by tests/redis/run.sh (which starts the
  * servers): slot hashing, key prefixes, connection and credential errors,
- * and the write/read modes the fault steps use.  What every backend must
+ * the write/read modes the fault steps use, and the bulk reply reader
+ * against a fake server on loopback that answers wrongly.  What every
+ * backend must
  * do is tests/conformance/ (run against Redis and a cluster too).
  *
  *   redis-backend-tests URL                    the Redis-specific tests
@@ -22,6 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -263,6 +268,126 @@ static void bench(wstore_backend *b, size_t mib, int count)
 	free(w);
 }
 
+/* ---- the bulk reader against a fake server ----------------------------- */
+
+/* A one-connection server on loopback that sends its script (each part
+ * with one send, so a part arrives whole) and waits for the client to
+ * close. */
+struct fake {
+	int lfd;
+	int port;
+	const char *parts[3];
+	pthread_t tid;
+};
+
+static void *fake_serve(void *arg)
+{
+	struct fake *f = arg;
+	int fd = accept(f->lfd, NULL, NULL);
+	char junk[64];
+
+	for (int i = 0; fd >= 0 && i < 3 && f->parts[i]; i++)
+		if (send(fd, f->parts[i], strlen(f->parts[i]), MSG_NOSIGNAL) <
+		    0)
+			break;
+	/* until the client closes (its read timeout bounds a stuck test) */
+	while (fd >= 0 && recv(fd, junk, sizeof(junk), 0) > 0)
+		;
+	if (fd >= 0)
+		close(fd);
+	return NULL;
+}
+
+static int fake_start(struct fake *f)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t al = sizeof(a);
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (f->lfd < 0 || bind(f->lfd, (struct sockaddr *)&a, sizeof(a)) ||
+	    listen(f->lfd, 1) ||
+	    getsockname(f->lfd, (struct sockaddr *)&a, &al))
+		return -1;
+	f->port = ntohs(a.sin_port);
+	return pthread_create(&f->tid, NULL, fake_serve, f) ? -1 : 0;
+}
+
+/* Read one bulk reply of the script parts with a cap-byte buffer: the
+ * result; *broken says whether the connection was dropped, err its
+ * message. */
+static int fake_bulk(const char *p0, const char *p1, size_t cap, char *buf,
+		     size_t *n, int *broken, char *err, size_t errcap)
+{
+	struct fake f = { .parts = { p0, p1, NULL } };
+	struct timeval tv = { 5, 0 };
+	struct rd_req req = { .lkey = "k" };
+	struct rd_conn rc = { .timeout_ms = 5000 };
+	int r = -100, nil = 0;
+
+	if (fake_start(&f))
+		return -101;
+	rc.c = redisConnectWithTimeout("127.0.0.1", f.port, tv);
+	if (rc.c && !rc.c->err && redisSetTimeout(rc.c, tv) == REDIS_OK) {
+		r = rd_read_bulk(&rc, &req, buf, cap, n, &nil);
+		*broken = rc.c->err != 0;
+		snprintf(err, errcap, "%s",
+			 r == RD_CONN_ERR ? req.err
+			 : rc.c->err	  ? rc.c->errstr
+					  : "");
+	}
+	if (rc.c)
+		redisFree(rc.c);
+	pthread_join(f.tid, NULL);
+	close(f.lfd);
+	return r;
+}
+
+static void test_bulk_replies(void)
+{
+	char buf[16], err[256];
+	size_t n = 0;
+	int broken = 0;
+
+	/* a good reply, whole or split anywhere */
+	CHECK(fake_bulk("$3\r\nabc\r\n", NULL, sizeof(buf), buf, &n, &broken,
+			err, sizeof(err)) == 0 &&
+	      n == 3 && !memcmp(buf, "abc", 3) && !broken);
+	CHECK(fake_bulk("$3\r\nab", "c\r\n", sizeof(buf), buf, &n, &broken, err,
+			sizeof(err)) == 0 &&
+	      n == 3 && !memcmp(buf, "abc", 3) && !broken);
+	CHECK(fake_bulk("$3\r\nabc\r", "\n", sizeof(buf), buf, &n, &broken, err,
+			sizeof(err)) == 0 &&
+	      n == 3 && !broken);
+	/* the terminator is checked, whether read with the line or after */
+	CHECK(fake_bulk("$3\r\nabcXY", NULL, sizeof(buf), buf, &n, &broken, err,
+			sizeof(err)) == RD_CONN_ERR &&
+	      broken && strstr(err, "CRLF"));
+	CHECK(fake_bulk("$3\r\nab", "cXY", sizeof(buf), buf, &n, &broken, err,
+			sizeof(err)) == RD_CONN_ERR &&
+	      broken && strstr(err, "CRLF"));
+	fprintf(stderr, "  (bad terminator: %s)\n", err);
+	/* more than asked for: the connection is dropped, nothing read
+	 * past the buffer (2 - tail once underflowed here) */
+	CHECK(fake_bulk("$3\r\nabc\r\n$3\r\nxyz\r\n", NULL, sizeof(buf), buf,
+			&n, &broken, err, sizeof(err)) == RD_CONN_ERR &&
+	      broken && strstr(err, "more than"));
+	CHECK(fake_bulk("$5\r\nabcdefgh\r\n", NULL, sizeof(buf), buf, &n,
+			&broken, err, sizeof(err)) == RD_CONN_ERR &&
+	      broken && strstr(err, "more than"));
+	fprintf(stderr, "  (surplus: %s)\n", err);
+	/* too large for the buffer: ERANGE, and a bad end still drops it */
+	CHECK(fake_bulk("$8\r\nabcdefgh\r\n", NULL, 4, buf, &n, &broken, err,
+			sizeof(err)) == WSTORE_ERANGE &&
+	      n == 8 && !broken);
+	CHECK(fake_bulk("$8\r\nabcdefghXY", NULL, 4, buf, &n, &broken, err,
+			sizeof(err)) == WSTORE_ERANGE &&
+	      broken);
+	CHECK(fake_bulk("$8\r\nabcdefgh\r\nSURPLUS", NULL, 4, buf, &n, &broken,
+			err, sizeof(err)) == RD_CONN_ERR &&
+	      broken);
+}
+
 static void cleanup(wstore_backend *b)
 {
 	const char *names[] = { "bin",
@@ -316,6 +441,7 @@ int main(int argc, char **argv)
 		test_slots();
 		test_prefix(b, argv[1]);
 		test_errors(argv[1]);
+		test_bulk_replies();
 		cleanup(b);
 	}
 	if (b)

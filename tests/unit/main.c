@@ -60,7 +60,9 @@ const char *unit_current = "";
 	X(test_replace_check_fails) \
 	X(test_replace_file_store) \
 	X(test_replace_verify) \
-	X(test_replace_threads)
+	X(test_replace_threads) \
+	X(test_core_nofollow) \
+	X(test_core_urls)
 /* clang-format on */
 
 #define DECL(name) void name(void);

@@ -3,7 +3,9 @@
  * a failed allocation while an index is parsed or edited (strdup is
  * replaced here so the k-th copy can be made to fail), and a backend that
  * reports sizes no value of wstore's can have, and an import source whose
- * file is swapped for a FIFO after the scan.
+ * file is swapped for a FIFO after the scan; the no-follow directory walk
+ * the file store and pull share; store URLs resolved through the table
+ * of backend kinds.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +19,7 @@
 #include <unistd.h>
 
 #include "../../src/common/clock.h"
+#include "backends/helpers.h"
 #include "index.h"
 #include "names.h"
 #include "scan.h"
@@ -393,6 +396,104 @@ void test_core_source_fifo(void)
 		CHECK_EQ_INT(run_bounded(open_swapped, path, 30), 0);
 		wstore__scan_free(&sc);
 	}
+	unit_rmtree(dir);
+	free(dir);
+}
+
+/* ---- directories reached without a symlink ----------------------------- */
+
+void test_core_nofollow(void)
+{
+	char *dir = unit_tmpdir();
+	wstore__nofollow_fail nf = { 0, 0 };
+	size_t base = 0;
+	int dfd, fd;
+
+	CHECK(dir != NULL);
+	if (!dir)
+		return;
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	CHECK(dfd >= 0);
+	/* no '/': dirfd itself */
+	CHECK_EQ_INT(wstore__nofollow_parent(dfd, "x", 0, &base, &nf), dfd);
+	CHECK_EQ_INT(base, 0);
+	/* missing, then made */
+	CHECK_EQ_INT(wstore__nofollow_parent(dfd, "a/b/x", 0, &base, &nf),
+		     -ENOENT);
+	CHECK_EQ_INT(nf.len, 1);
+	CHECK_EQ_INT(nf.creating, 0);
+	fd = wstore__nofollow_parent(dfd, "a/b/x", WSTORE__NOFOLLOW_CREATE,
+				     &base, &nf);
+	CHECK(fd >= 0 && fd != dfd);
+	CHECK_EQ_INT(base, 4);
+	CHECK(faccessat(dfd, "a/b", F_OK, 0) == 0);
+	if (fd >= 0)
+		close(fd);
+	/* a symlink on the way is ELOOP, made or not, never followed */
+	CHECK_EQ_INT(symlinkat(".", dfd, "a/l"), 0);
+	CHECK_EQ_INT(wstore__nofollow_parent(dfd, "a/l/b/x",
+					     WSTORE__NOFOLLOW_CREATE, &base,
+					     &nf),
+		     -ELOOP);
+	CHECK_EQ_INT(nf.len, 3);
+	CHECK(faccessat(dfd, "a/b/b", F_OK, 0) < 0);
+	/* a file on the way: not a directory */
+	close(openat(dfd, "a/f", O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+	CHECK_EQ_INT(wstore__nofollow_parent(dfd, "a/f/x", 0, &base, &nf),
+		     -ENOTDIR);
+	fd = wstore__nofollow_subdir(dfd, "a");
+	CHECK(fd >= 0);
+	if (fd >= 0)
+		close(fd);
+	CHECK_EQ_INT(wstore__nofollow_subdir(dfd, "a/l"), -1);
+	CHECK_EQ_INT(errno, ELOOP);
+	close(dfd);
+	unit_rmtree(dir);
+	free(dir);
+}
+
+/* ---- store URLs and the table of backend kinds ------------------------- */
+
+/* The backend name url opens, or the error, in out. */
+static int open_name(const char *url, char *out, size_t cap)
+{
+	wstore_store *s = NULL;
+	int rc = wstore_open_url(&s, url);
+
+	snprintf(out, cap, "%s",
+		 rc == 0 ? wstore_backend_name(s) : wstore_last_error());
+	wstore_free(s);
+	return rc;
+}
+
+void test_core_urls(void)
+{
+	char *dir = unit_tmpdir(), url[4200], got[512];
+
+	CHECK(dir != NULL);
+	if (!dir)
+		return;
+	CHECK_EQ_INT(open_name("nope://x", got, sizeof(got)), WSTORE_EINVAL);
+	CHECK_STR(got, "unknown store URL 'nope://x': expected file://, "
+		       "redis://, redis+unix://, redis-cluster:// or mooncake");
+	CHECK_EQ_INT(open_name("mem", got, sizeof(got)), 0);
+	CHECK_STR(got, "mem");
+	CHECK_EQ_INT(open_name("mem://", got, sizeof(got)), 0);
+	CHECK_STR(got, "mem");
+	/* "mem" matches only whole */
+	CHECK_EQ_INT(open_name("mem://x", got, sizeof(got)), WSTORE_EINVAL);
+	CHECK_EQ_INT(open_name("fault+mem://", got, sizeof(got)), 0);
+	CHECK_STR(got, "fault");
+	CHECK_EQ_INT(open_name("fault+nope://x", got, sizeof(got)),
+		     WSTORE_EINVAL);
+	CHECK(strstr(got, "'nope://x'") != NULL);
+	CHECK_EQ_INT(open_name(dir, got, sizeof(got)), 0);
+	CHECK_STR(got, "file");
+	snprintf(url, sizeof(url), "file://%s/sub", dir);
+	CHECK_EQ_INT(open_name(url, got, sizeof(got)), 0);
+	CHECK_STR(got, "file");
+	CHECK_EQ_INT(open_name("file://", got, sizeof(got)), WSTORE_EINVAL);
+	CHECK(strstr(got, "empty") != NULL);
 	unit_rmtree(dir);
 	free(dir);
 }

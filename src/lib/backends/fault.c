@@ -458,3 +458,21 @@ uint64_t wstore_backend_fault_calls(wstore_backend *b)
 		return 0;
 	return atomic_load(&fb_of(b)->calls);
 }
+
+/* ---- the kind store URLs name (backends/table.c) ------------------------ */
+
+/* "fault+<inner URL>": the faults come from $WSTORE_FAULTS. */
+static int fault_kind_wrap(wstore_backend **out, wstore_backend *inner,
+			   const wstore_config *cfg)
+{
+	const char *spec = getenv("WSTORE_FAULTS");
+
+	(void)cfg;
+	return wstore_backend_fault_new(out, inner, spec ? spec : "");
+}
+
+const wstore__backend_kind wstore__kind_fault = {
+	.name = "fault",
+	.schemes = { "fault+*" },
+	.wrap = fault_kind_wrap,
+};

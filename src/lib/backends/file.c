@@ -27,167 +27,30 @@
  *
  * The backend itself holds no mutable state beyond its root path, so every
  * callback is thread safe without a mutex.
+ *
+ * Files: this one holds the callbacks and the constructor; file_keys.c the
+ * key rules and the way from a key to its directory; file_walk.c the two
+ * walks over the tree (list, and gc's sweep of stale temp files); file.h
+ * what they share.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "helpers.h"
+#include "file.h"
 
 /* Values at least this large start their writeback when put. */
 #define WRITEBACK_MIN (1u << 20)
 
 /* Attempts at recreating directories that a concurrent remove deleted. */
 #define MKDIR_RETRIES 32
-
-typedef struct file_backend {
-	wstore_backend pub;
-	char *root; /* absolute, no trailing '/' */
-} file_backend;
-
-static file_backend *fb_of(wstore_backend *b)
-{
-	return (file_backend *)b;
-}
-
-/* ---- keys and paths ---------------------------------------------------- */
-
-/* 0 if key is a valid key; the rules are those in the file comment. */
-static int key_ok(const char *key)
-{
-	const char *seg = key;
-
-	if (!key || !*key || *key == '/')
-		return 0;
-	for (const char *p = key;; p++) {
-		if (*p == '/' || *p == '\0') {
-			size_t n = (size_t)(p - seg);
-
-			if (n == 0 || *seg == '.')
-				return 0; /* covers "." and ".." */
-			if (*p == '\0')
-				return 1;
-			seg = p + 1;
-		} else if ((unsigned char)*p < 0x20 ||
-			   (unsigned char)*p >= 0x7f) {
-			return 0;
-		}
-	}
-}
-
-static int check_key(const char *key)
-{
-	if (key_ok(key))
-		return 0;
-	return wstore_backend_error(WSTORE_EINVAL, "invalid key '%s'",
-				    key ? key : "(null)");
-}
-
-/* Missing, a directory, a path through a file or through a symlink
- * (never followed): the key does not exist. */
-static int is_missing(int err)
-{
-	return err == ENOENT || err == ENOTDIR || err == EISDIR || err == ELOOP;
-}
-
-static int os_error(file_backend *fb, int err, const char *verb,
-		    const char *key)
-{
-	if (is_missing(err))
-		return wstore_backend_error(
-			WSTORE_ENOTFOUND, "no key '%s' in '%s'", key, fb->root);
-	return wstore__errc(-err, "cannot %s '%s' in '%s'", verb, key,
-			    fb->root);
-}
-
-/* Why a write of key failed: a symlink on its way is named as such. */
-static int write_error(file_backend *fb, int err, const char *key)
-{
-	if (err == ELOOP)
-		return wstore__err(-ELOOP,
-				   "cannot write '%s' in '%s': a symlink "
-				   "inside the store is on its path (wstore "
-				   "never follows one)",
-				   key, fb->root);
-	return wstore__errc(-err, "cannot write '%s' in '%s'", key, fb->root);
-}
-
-/* openat of directory name under fd, never following a symlink; a
- * symlink (or anything but a directory) there fails with ELOOP. */
-static int open_subdir(int fd, const char *name)
-{
-	struct stat st;
-	int sub = openat(fd, name,
-			 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-
-	if (sub < 0 && (errno == ENOTDIR || errno == ELOOP) &&
-	    fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-	    S_ISLNK(st.st_mode))
-		errno = ELOOP;
-	return sub;
-}
-
-/*
- * The directory holding key's last segment, reached from the root one
- * segment at a time with O_NOFOLLOW: a symlink planted inside the store
- * is an error (ELOOP), never a way out of it.  With create, missing
- * directories are made; with create 2 (a durable write) each new one's
- * parent is fsync'ed so the entry survives a crash (plain puts leave that
- * to file_sync, as for their data: syncfs covers the entries too).
- * Returns the fd or -errno; *base is key's last segment.  The root itself
- * is the caller's path: it may be a symlink.
- */
-static int open_key_dir(file_backend *fb, const char *key, int create,
-			const char **base)
-{
-	char name[NAME_MAX + 1];
-	const char *seg = key, *slash;
-	int fd = open(fb->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC), err;
-
-	if (fd < 0)
-		return -errno;
-	while ((slash = strchr(seg, '/'))) {
-		size_t n = (size_t)(slash - seg);
-		int sub;
-
-		if (n > NAME_MAX) {
-			close(fd);
-			return -ENAMETOOLONG;
-		}
-		memcpy(name, seg, n);
-		name[n] = '\0';
-		sub = open_subdir(fd, name);
-		if (sub < 0 && errno == ENOENT && create) {
-			if (mkdirat(fd, name, 0755) == 0) {
-				if (create > 1)
-					fsync(fd);
-			} else if (errno != EEXIST)
-				goto fail;
-			sub = open_subdir(fd, name);
-		}
-		if (sub < 0)
-			goto fail;
-		close(fd);
-		fd = sub;
-		seg = slash + 1;
-	}
-	*base = seg;
-	return fd;
-fail:
-	err = errno;
-	close(fd);
-	return -err;
-}
 
 /* ---- low-level file helpers -------------------------------------------- */
 
@@ -249,9 +112,9 @@ static int open_temp(file_backend *fb, const char *key, unsigned flags,
 		if (dfd >= 0)
 			close(dfd);
 		/* a durable write fsyncs the directories it makes too */
-		if ((dfd = open_key_dir(fb, key,
-					flags & WSTORE__DURABLE_NOSYNC ? 1 : 2,
-					base)) < 0) {
+		if ((dfd = fs_open_key_dir(
+			     fb, key, flags & WSTORE__DURABLE_NOSYNC ? 1 : 2,
+			     base)) < 0) {
 			err = -dfd;
 			if (err == ENOENT)
 				continue;
@@ -356,11 +219,11 @@ static int put_common(wstore_backend *b, const char *key, const void *data,
 	file_backend *fb = fb_of(b);
 	int rc, err;
 
-	if ((rc = check_key(key)))
+	if ((rc = fs_check_key(key)))
 		return rc;
 	err = publish(fb, key, data, len, 1, durable);
 	if (err)
-		return write_error(fb, err, key);
+		return fs_write_error(fb, err, key);
 	return 0;
 }
 
@@ -371,13 +234,13 @@ static int file_put_stream(wstore_backend *b, const char *key, uint64_t len,
 	struct source src = { NULL, len, fill, ctx, 0 };
 	int rc, err;
 
-	if ((rc = check_key(key)))
+	if ((rc = fs_check_key(key)))
 		return rc;
 	err = publish_src(fb, key, &src, 1, 0);
 	if (src.fill_err)
 		return src.fill_err;
 	if (err)
-		return write_error(fb, err, key);
+		return fs_write_error(fb, err, key);
 	return 0;
 }
 
@@ -429,7 +292,7 @@ static int file_put_new(wstore_backend *b, const char *key, const void *data,
 	file_backend *fb = fb_of(b);
 	int rc, err;
 
-	if ((rc = check_key(key)))
+	if ((rc = fs_check_key(key)))
 		return rc;
 	err = publish(fb, key, data, len, 0, 1);
 	if (err == EEXIST)
@@ -437,18 +300,18 @@ static int file_put_new(wstore_backend *b, const char *key, const void *data,
 					    "key '%s' already exists in '%s'",
 					    key, fb->root);
 	if (err)
-		return write_error(fb, err, key);
+		return fs_write_error(fb, err, key);
 	return 0;
 }
 
 /* ---- get ----------------------------------------------------------------- */
 
 /* Open key's file for reading, reached without following any symlink
- * (open_key_dir, then O_NOFOLLOW): returns the fd or -errno. */
+ * (fs_open_key_dir, then O_NOFOLLOW): returns the fd or -errno. */
 static int open_key(file_backend *fb, const char *key)
 {
 	const char *base;
-	int dfd = open_key_dir(fb, key, 0, &base), fd, err;
+	int dfd = fs_open_key_dir(fb, key, 0, &base), fd, err;
 
 	if (dfd < 0)
 		return dfd;
@@ -463,20 +326,20 @@ static int open_value(file_backend *fb, const char *key, struct stat *st)
 {
 	int rc, fd;
 
-	if ((rc = check_key(key)))
+	if ((rc = fs_check_key(key)))
 		return rc;
 	fd = open_key(fb, key);
 	if (fd < 0)
-		return os_error(fb, -fd, "read", key);
+		return fs_os_error(fb, -fd, "read", key);
 	if (fstat(fd, st) < 0) {
 		int err = errno;
 
 		close(fd);
-		return os_error(fb, err, "read", key);
+		return fs_os_error(fb, err, "read", key);
 	}
 	if (!S_ISREG(st->st_mode)) {
 		close(fd);
-		return os_error(fb, ENOENT, "read", key);
+		return fs_os_error(fb, ENOENT, "read", key);
 	}
 	return fd;
 }
@@ -578,17 +441,17 @@ static int file_size(wstore_backend *b, const char *key, uint64_t *out)
 	struct stat st;
 	int rc, dfd, err = 0;
 
-	if ((rc = check_key(key)))
+	if ((rc = fs_check_key(key)))
 		return rc;
-	if ((dfd = open_key_dir(fb, key, 0, &base)) < 0)
-		return os_error(fb, -dfd, "stat", key);
+	if ((dfd = fs_open_key_dir(fb, key, 0, &base)) < 0)
+		return fs_os_error(fb, -dfd, "stat", key);
 	if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		err = errno;
 	else if (!S_ISREG(st.st_mode))
 		err = ENOENT;
 	close(dfd);
 	if (err)
-		return os_error(fb, err, "stat", key);
+		return fs_os_error(fb, err, "stat", key);
 	*out = (uint64_t)st.st_size;
 	return 0;
 }
@@ -601,7 +464,7 @@ static int file_size(wstore_backend *b, const char *key, uint64_t *out)
  * checkpoints remove thousands of chunks.
  */
 /* rmdir the directories of key left empty, deepest first, up to but not
- * including the root; each reached as open_key_dir does. */
+ * including the root; each reached as fs_open_key_dir does. */
 static void remove_empty_dirs(file_backend *fb, const char *key)
 {
 	char dir[PATH_MAX];
@@ -612,7 +475,7 @@ static void remove_empty_dirs(file_backend *fb, const char *key)
 	snprintf(dir, sizeof(dir), "%s", key);
 	while ((slash = strrchr(dir, '/'))) {
 		*slash = '\0';
-		if ((dfd = open_key_dir(fb, dir, 0, &base)) < 0)
+		if ((dfd = fs_open_key_dir(fb, dir, 0, &base)) < 0)
 			break;
 		rc = unlinkat(dfd, base, AT_REMOVEDIR);
 		close(dfd);
@@ -628,180 +491,19 @@ static int file_remove(wstore_backend *b, const char *key, int force)
 	int rc, dfd, err = 0;
 
 	(void)force; /* no leases here */
-	if ((rc = check_key(key)))
+	if ((rc = fs_check_key(key)))
 		return rc;
 	/* a symlink on the way: nothing of the store's is there */
-	if ((dfd = open_key_dir(fb, key, 0, &base)) < 0)
-		return os_error(fb, -dfd, "remove", key);
+	if ((dfd = fs_open_key_dir(fb, key, 0, &base)) < 0)
+		return fs_os_error(fb, -dfd, "remove", key);
 	/* unlinkat never follows: a symlink at key goes, not its target */
 	if (unlinkat(dfd, base, 0) < 0)
 		err = errno;
 	close(dfd);
 	if (err)
-		return os_error(fb, err, "remove", key);
+		return fs_os_error(fb, err, "remove", key);
 	remove_empty_dirs(fb, key);
 	return 0;
-}
-
-/* ---- list -------------------------------------------------------------- */
-
-typedef struct list_ctx {
-	const char *prefix;
-	size_t plen;
-	wstore_list_fn fn;
-	void *ctx;
-	int err; /* errno of a failed directory read */
-	char key[PATH_MAX];
-} list_ctx;
-
-/* Could a key under directory key[0..len) ("a/b/") start with prefix? */
-static int dir_may_match(const list_ctx *lc, size_t len)
-{
-	size_t n = len < lc->plen ? len : lc->plen;
-
-	return memcmp(lc->key, lc->prefix, n) == 0;
-}
-
-static int walk(list_ctx *lc, int dfd, size_t len);
-
-/* Visit one entry of a directory (dfd) whose key prefix is key[0..len). */
-static int visit(list_ctx *lc, int dfd, const struct dirent *e, size_t len)
-{
-	size_t nlen = strlen(e->d_name);
-	unsigned char type = e->d_type;
-	struct stat st;
-	int sub;
-
-	if (e->d_name[0] == '.' || len + nlen + 2 > sizeof(lc->key))
-		return 0;
-	memcpy(lc->key + len, e->d_name, nlen + 1);
-	if (type == DT_UNKNOWN) {
-		if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			return 0;
-		type = S_ISREG(st.st_mode)   ? DT_REG
-		       : S_ISDIR(st.st_mode) ? DT_DIR
-					     : DT_UNKNOWN;
-	}
-	if (type == DT_REG) {
-		if (len + nlen >= lc->plen &&
-		    memcmp(lc->key, lc->prefix, lc->plen) == 0)
-			return lc->fn(lc->key, lc->ctx);
-		return 0;
-	}
-	if (type != DT_DIR)
-		return 0;
-	lc->key[len + nlen] = '/';
-	lc->key[len + nlen + 1] = '\0';
-	if (!dir_may_match(lc, len + nlen + 1))
-		return 0;
-	sub = openat(dfd, e->d_name,
-		     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	/* a directory removed under us holds nothing */
-	if (sub < 0)
-		return 0;
-	return walk(lc, sub, len + nlen + 1);
-}
-
-/* Walk the directory open as dfd (consumed), whose key prefix is
- * key[0..len). */
-static int walk(list_ctx *lc, int dfd, size_t len)
-{
-	DIR *d = fdopendir(dfd);
-	int rc = 0;
-
-	if (!d) {
-		lc->err = errno;
-		close(dfd);
-		return -lc->err;
-	}
-	while (rc == 0) {
-		struct dirent *e;
-
-		errno = 0;
-		e = readdir(d);
-		if (!e) {
-			if (errno) {
-				lc->err = errno;
-				rc = -errno;
-			}
-			break;
-		}
-		rc = visit(lc, dirfd(d), e, len);
-	}
-	closedir(d);
-	return rc;
-}
-
-/*
- * Open the deepest directory the prefix names ("a/b/" for "a/b/c") and set
- * lc->key to its key prefix, of length *out_len.  Returns the fd,
- * NOTHING_TO_LIST when no key can start with prefix (the directory part is
- * missing or is not a valid key), or a negative code on error.
- */
-#define NOTHING_TO_LIST INT_MIN
-
-static int open_start(file_backend *fb, list_ctx *lc, size_t *out_len)
-{
-	const char *slash = strrchr(lc->prefix, '/');
-	size_t dlen = slash ? (size_t)(slash - lc->prefix) + 1 : 0;
-	const char *base;
-	int dfd, fd, err;
-
-	*out_len = dlen;
-	if (dlen >= sizeof(lc->key) - 1)
-		return NOTHING_TO_LIST;
-	if (dlen) {
-		memcpy(lc->key, lc->prefix, dlen - 1);
-		lc->key[dlen - 1] = '\0';
-		if (!key_ok(lc->key))
-			return NOTHING_TO_LIST;
-		lc->key[dlen - 1] = '/';
-		lc->key[dlen] = '\0';
-	}
-	if (!dlen) {
-		fd = open(fb->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		err = errno;
-	} else {
-		/* "a/b/" as a key "a/b/x": open_key_dir gives "a/b" */
-		lc->key[dlen] = 'x';
-		lc->key[dlen + 1] = '\0';
-		dfd = open_key_dir(fb, lc->key, 0, &base);
-		lc->key[dlen] = '\0';
-		fd = dfd;
-		err = dfd < 0 ? -dfd : 0;
-	}
-	if (fd >= 0)
-		return fd;
-	if (is_missing(err))
-		return NOTHING_TO_LIST;
-	return wstore__errc(-err, "cannot list '%s' in '%s'", lc->prefix,
-			    fb->root);
-}
-
-static int file_list(wstore_backend *b, const char *prefix, wstore_list_fn fn,
-		     void *ctx)
-{
-	file_backend *fb = fb_of(b);
-	list_ctx *lc = calloc(1, sizeof(*lc));
-	size_t dlen;
-	int rc, dfd;
-
-	if (!lc)
-		return wstore__errc(-ENOMEM, "cannot list '%s'", fb->root);
-	lc->prefix = prefix ? prefix : "";
-	lc->plen = strlen(lc->prefix);
-	lc->fn = fn;
-	lc->ctx = ctx;
-	dfd = open_start(fb, lc, &dlen);
-	rc = dfd == NOTHING_TO_LIST ? 0 : dfd;
-	if (dfd >= 0) {
-		rc = walk(lc, dfd, dlen);
-		if (lc->err)
-			rc = wstore__errc(-lc->err, "cannot list '%s' in '%s'",
-					  lc->prefix, fb->root);
-	}
-	free(lc);
-	return rc;
 }
 
 /* ---- update ------------------------------------------------------------ */
@@ -816,10 +518,10 @@ static int lock_key(file_backend *fb, const char *key)
 	snprintf(path, sizeof(path), "%s/.locks/%s", fb->root, hex);
 	/* no symlink followed: not .locks, not the lock file */
 	rfd = open(fb->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (rfd >= 0 && (dfd = open_subdir(rfd, ".locks")) < 0 &&
+	if (rfd >= 0 && (dfd = wstore__nofollow_subdir(rfd, ".locks")) < 0 &&
 	    errno == ENOENT) {
 		if (mkdirat(rfd, ".locks", 0755) == 0 || errno == EEXIST)
-			dfd = open_subdir(rfd, ".locks");
+			dfd = wstore__nofollow_subdir(rfd, ".locks");
 	}
 	if (dfd >= 0)
 		fd = openat(dfd, hex, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
@@ -851,7 +553,7 @@ static int file_update(wstore_backend *b, const char *key, wstore_update_fn fn,
 	size_t old_len = 0, nl = 0;
 	int rc, lfd;
 
-	if ((rc = check_key(key)))
+	if ((rc = fs_check_key(key)))
 		return rc;
 	lfd = lock_key(fb, key);
 	if (lfd < 0)
@@ -865,7 +567,7 @@ static int file_update(wstore_backend *b, const char *key, wstore_update_fn fn,
 		int err = publish(fb, key, nv, nl, 1, 1);
 
 		if (err)
-			rc = write_error(fb, err, key);
+			rc = fs_write_error(fb, err, key);
 	} else if (rc > 0) {
 		rc = 0; /* fn chose to leave the value as it is */
 	}
@@ -948,13 +650,6 @@ static int open_root(char **out, const char *root, unsigned flags)
 	return 0;
 }
 
-static int file_sweep_temps(wstore_backend *b, int64_t older_than, int dry_run,
-			    size_t *out_n,
-			    int (*keep)(const char *path, void *ctx),
-			    void (*fn)(const char *path, uint64_t bytes,
-				       int removed, void *ctx),
-			    void *ctx);
-
 int wstore_backend_file_new(wstore_backend **out, const char *root)
 {
 	return wstore_backend_file_open(out, root, WSTORE_OPEN_CREATE);
@@ -988,10 +683,10 @@ int wstore_backend_file_open(wstore_backend **out, const char *root,
 	fb->pub.get_range = file_get_range;
 	fb->pub.size = file_size;
 	fb->pub.remove = file_remove;
-	fb->pub.list = file_list;
+	fb->pub.list = fs_list;
 	fb->pub.update = file_update;
 	fb->pub.free = file_free;
-	fb->pub.sweep_temps = file_sweep_temps;
+	fb->pub.sweep_temps = fs_sweep_temps;
 	fb->pub.open_fd = file_open_fd;
 	fb->pub.put_stream = file_put_stream;
 	fb->pub.space = file_space;
@@ -999,158 +694,22 @@ int wstore_backend_file_open(wstore_backend **out, const char *root,
 	return 0;
 }
 
-/* ---- stale temp files (gc) --------------------------------------------- */
+/* ---- the kind store URLs name (backends/table.c) ------------------------ */
 
-/*
- * Temp files are invisible to list() (their names start with '.'), so gc
- * cannot find them through the backend interface; this walks the root for
- * them instead.  A put holds its temp file for the time it takes to write
- * and fsync one value, so one older than older_than seconds belongs to a
- * process that died (or to a clock far off: keep the grace period large).
- */
-struct sweep {
-	file_backend *fb;
-	time_t cutoff;
-	int dry_run;
-	size_t n;
-	int (*keep)(const char *path, void *ctx);
-	void (*fn)(const char *path, uint64_t bytes, int removed, void *ctx);
-	void *ctx;
-	int err;
-	char path[PATH_MAX];
+/* "file://PATH", or a path (also the default store). */
+static int file_kind_open(wstore_backend **out, const char *url,
+			  const char *rest, const wstore_config *cfg,
+			  unsigned flags)
+{
+	(void)url;
+	(void)cfg;
+	return wstore_backend_file_open(out, rest, flags);
+}
+
+const wstore__backend_kind wstore__kind_file = {
+	.name = "file",
+	.schemes = { "file://*" },
+	.usage = "file://",
+	.paths = 1,
+	.open = file_kind_open,
 };
-
-static int sweep_dir(struct sweep *sw, int dfd, size_t len, int depth);
-
-/* Is the writer of temp file name (".tmp-<base>-<pid>-<16 hex>", made by
- * open_temp through durable.c) a live process?  Then its put may be
- * running, whatever the file's age: the writer renames it when done. */
-static int temp_writer_live(const char *name)
-{
-	long pid = wstore__tmp_writer(name, WSTORE__DURABLE_KEY_TEMP);
-
-	if (pid <= 0)
-		return 0;
-	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
-}
-
-/* One entry of the directory open as dfd, whose path is sw->path[0..len):
- * a real directory is swept (never a symlink: entries are looked at with
- * fstatat AT_SYMLINK_NOFOLLOW and directories opened with O_NOFOLLOW), an
- * old temp file removed with unlinkat.  Returns 1 if something was
- * removed at or below it. */
-static int sweep_entry(struct sweep *sw, int dfd, size_t len, const char *name,
-		       int depth)
-{
-	size_t nlen = strlen(name), rootlen = strlen(sw->fb->root);
-	struct stat st;
-	int removed = 0, sub;
-
-	if (len + nlen + 2 > sizeof(sw->path))
-		return 0;
-	sw->path[len] = '/';
-	memcpy(sw->path + len + 1, name, nlen + 1);
-	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return 0;
-	if (S_ISDIR(st.st_mode)) {
-		/* the flock files of update() live in <root>/.locks */
-		if (name[0] == '.' || (sub = open_subdir(dfd, name)) < 0)
-			return 0;
-		removed = sweep_dir(sw, sub, len + 1 + nlen, depth + 1);
-		/* drop a directory left empty, as remove() does */
-		if (removed && !sw->dry_run)
-			unlinkat(dfd, name, AT_REMOVEDIR);
-		return removed;
-	}
-	if (!S_ISREG(st.st_mode) || strncmp(name, ".tmp-", 5) != 0 ||
-	    st.st_mtime > sw->cutoff || temp_writer_live(name) ||
-	    (sw->keep && sw->keep(sw->path + rootlen + 1, sw->ctx)))
-		return 0;
-	sw->n++;
-	if (!sw->dry_run) {
-		if (unlinkat(dfd, name, 0) == 0)
-			removed = 1;
-		else if (errno != ENOENT && !sw->err)
-			sw->err = wstore__errc(-errno, "cannot remove '%s'",
-					       sw->path);
-	}
-	if (sw->fn)
-		sw->fn(sw->path + rootlen + 1, (uint64_t)st.st_size, removed,
-		       sw->ctx);
-	return removed;
-}
-
-/* Sweep the directory open as dfd (consumed), whose path is
- * sw->path[0..len); returns 1 if anything below it was removed. */
-static int sweep_dir(struct sweep *sw, int dfd, size_t len, int depth)
-{
-	DIR *d;
-	struct dirent *e;
-	char **names = NULL;
-	size_t n = 0, cap = 0;
-	int removed = 0;
-
-	if (depth > 64 || !(d = fdopendir(dfd))) {
-		close(dfd);
-		return 0;
-	}
-	/* read the names first: sweeping may rmdir below this directory */
-	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		if (n == cap) {
-			char **nn = realloc(names, (cap ? cap * 2 : 16) *
-							   sizeof(*names));
-
-			if (!nn)
-				break;
-			names = nn;
-			cap = cap ? cap * 2 : 16;
-		}
-		if (!(names[n] = strdup(e->d_name)))
-			break;
-		n++;
-	}
-	for (size_t i = 0; i < n; i++) {
-		removed |= sweep_entry(sw, dirfd(d), len, names[i], depth);
-		free(names[i]);
-	}
-	closedir(d);
-	free(names);
-	return removed;
-}
-
-static int file_sweep_temps(wstore_backend *b, int64_t older_than, int dry_run,
-			    size_t *out_n,
-			    int (*keep)(const char *path, void *ctx),
-			    void (*fn)(const char *path, uint64_t bytes,
-				       int removed, void *ctx),
-			    void *ctx)
-{
-	struct sweep *sw;
-	int rc, fd;
-
-	if (out_n)
-		*out_n = 0;
-	sw = calloc(1, sizeof(*sw));
-	if (!sw)
-		return -ENOMEM;
-	sw->fb = fb_of(b);
-	sw->cutoff = time(NULL) - (time_t)(older_than > 0 ? older_than : 0);
-	sw->dry_run = dry_run;
-	sw->keep = keep;
-	sw->fn = fn;
-	sw->ctx = ctx;
-	snprintf(sw->path, sizeof(sw->path), "%s", sw->fb->root);
-	fd = open(sw->fb->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd >= 0)
-		sweep_dir(sw, fd, strlen(sw->path), 0);
-	else
-		sw->err =
-			wstore__errc(-errno, "cannot open '%s'", sw->fb->root);
-	rc = sw->err;
-	if (out_n)
-		*out_n = sw->n;
-	free(sw);
-	return rc;
-}

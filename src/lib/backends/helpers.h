@@ -1,13 +1,14 @@
 /*
  * backends/helpers.h - everything a built-in backend may use besides the
- * public headers, and the constructors the core calls.  The backends under
- * src/lib/backends/ include this and include/wstore/ only, never a core
- * header: they see no manifest, key layout, index or lock.
+ * public headers, and the backend kinds the core opens by URL.  The
+ * backends under src/lib/backends/ include this and include/wstore/ only,
+ * never a core header: they see no manifest, key layout, index or lock.
  *
- * Owns: the error, digest, durable-write and config-lookup helpers
- * (defined in the core's error.c, digest.c and durable.c; config lookup is
- * the public wstore_config_get) and the declarations of the backend
- * constructors selected by URL in store.c.
+ * Owns: the error, digest, durable-write, no-follow directory and
+ * config-lookup helpers (defined in the core's error.c, digest.c,
+ * durable.c and nofollow.c; config lookup is the public
+ * wstore_config_get), and the table of backend kinds (URL schemes and
+ * constructors) that store.c walks to open a store by URL.
  */
 #ifndef WSTORE_BACKENDS_HELPERS_H
 #define WSTORE_BACKENDS_HELPERS_H
@@ -83,7 +84,85 @@ void wstore__durable_abort(wstore__durable *d);
  * of the form flags selects (WSTORE__DURABLE_KEY_TEMP or not); else 0. */
 long wstore__tmp_writer(const char *name, unsigned flags);
 
-/* ---- constructors (store.c selects them by URL) ----------------------- */
+/* ---- directories reached without a symlink (nofollow.c) -------------- */
+
+/* openat of directory name under fd with O_NOFOLLOW | O_DIRECTORY: the fd,
+ * or -1 with errno (ELOOP for a symlink, also where openat says ENOTDIR). */
+int wstore__nofollow_subdir(int fd, const char *name);
+
+/* Flags of wstore__nofollow_parent. */
+#define WSTORE__NOFOLLOW_CREATE 1u /* mkdirat (0755) missing directories */
+#define WSTORE__NOFOLLOW_SYNC 2u   /* and fsync the parent of each made */
+
+/* Where wstore__nofollow_parent failed, for messages. */
+typedef struct wstore__nofollow_fail {
+	size_t len;   /* path[0..len) is the directory that failed */
+	int creating; /* its mkdirat failed (else opening it did) */
+} wstore__nofollow_fail;
+
+/*
+ * The directory holding the last component of path (relative,
+ * '/'-separated), reached from dirfd one component at a time with
+ * wstore__nofollow_subdir: a symlink on the way is -ELOOP, never followed,
+ * so path cannot lead out of dirfd.  Returns a new fd, or dirfd itself
+ * when path has no '/' (close the result only when it differs from
+ * dirfd), or -errno (a component over NAME_MAX: -ENAMETOOLONG) with *fail
+ * filled in if fail is not NULL; *out_base is the offset of the last
+ * component in path.  Sets no last error: the caller words it.
+ */
+int wstore__nofollow_parent(int dirfd, const char *path, unsigned flags,
+			    size_t *out_base, wstore__nofollow_fail *fail);
+
+/* ---- the backends a URL names (table.c; store.c walks the table) ------ */
+
+/*
+ * A kind of backend as a store URL names it.  Each backend defines one
+ * (wstore__kind_NAME, next to its callbacks) and backends/table.c lists
+ * them in wstore__backend_kinds; store.c's wstore_open walks that table,
+ * so adding a backend never edits the core.
+ */
+typedef struct wstore__backend_kind {
+	const char *name; /* "Redis", for messages */
+	/*
+	 * The URLs it takes: a scheme ending in '*' matches every URL that
+	 * starts with what precedes the '*' ("redis://" + anything), others
+	 * only the URL itself ("mem").  Up to 3, unused ones NULL.
+	 */
+	const char *schemes[4];
+	/* Named in the message about an unknown URL ("redis://, ..."), or
+	 * NULL (test-only backends). */
+	const char *usage;
+	/* Takes a URL that no scheme of any kind matches and that has no
+	 * "://": a path (the file store; one kind only). */
+	int paths;
+	/*
+	 * Open: url is the URL whole, rest what follows the matched scheme
+	 * (the path itself for paths), cfg the store's configuration (may be
+	 * NULL), flags WSTORE_OPEN_*.  0 or a negative code with the last
+	 * error set.
+	 */
+	int (*open)(wstore_backend **out, const char *url, const char *rest,
+		    const wstore_config *cfg, unsigned flags);
+	/* Instead of open, for a backend around another ("fault+URL"):
+	 * store.c opens rest first, then wrap takes it over (on failure the
+	 * caller frees inner). */
+	int (*wrap)(wstore_backend **out, wstore_backend *inner,
+		    const wstore_config *cfg);
+	/* Neither open nor wrap: not built into this library; the build
+	 * option that adds it ("-Dredis=enabled"). */
+	const char *build_option;
+} wstore__backend_kind;
+
+/* Every kind, NULL-terminated, in the order URLs are matched. */
+extern const wstore__backend_kind *const wstore__backend_kinds[];
+
+extern const wstore__backend_kind wstore__kind_file;
+extern const wstore__backend_kind wstore__kind_mem;
+extern const wstore__backend_kind wstore__kind_fault;
+extern const wstore__backend_kind wstore__kind_redis;
+extern const wstore__backend_kind wstore__kind_mooncake;
+
+/* ---- constructors the tests call directly ----------------------------- */
 
 /* redis://[user:password@]host:port[/db], redis+unix:///path[?db=N],
  * redis-cluster://host:port,host:port,...; settings from cfg (may be

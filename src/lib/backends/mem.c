@@ -394,3 +394,23 @@ int wstore_backend_mem_new(wstore_backend **out, unsigned flags)
 	*out = &mb->pub;
 	return 0;
 }
+
+/* ---- the kind store URLs name (backends/table.c) ------------------------ */
+
+static int mem_kind_open(wstore_backend **out, const char *url,
+			 const char *rest, const wstore_config *cfg,
+			 unsigned flags)
+{
+	(void)url;
+	(void)rest;
+	(void)cfg;
+	(void)flags;
+	return wstore_backend_mem_new(out, 0);
+}
+
+/* "mem" or "mem://": a store for tests, not named in messages. */
+const wstore__backend_kind wstore__kind_mem = {
+	.name = "mem",
+	.schemes = { "mem://", "mem" },
+	.open = mem_kind_open,
+};

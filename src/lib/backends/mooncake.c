@@ -938,3 +938,35 @@ int wstore__backend_mooncake_open(wstore_backend **out,
 	*out = &b->base;
 	return 0;
 }
+
+/* ---- the kind store URLs name (backends/table.c) ------------------------ */
+
+/* "mooncake" (settings from the config) or "mooncake://HOST:PORT",
+ * shorthand for the setting master_server_addr. */
+static int mooncake_kind_open(wstore_backend **out, const char *url,
+			      const char *rest, const wstore_config *cfg,
+			      unsigned flags)
+{
+	wstore_config *c = NULL;
+	int rc;
+
+	(void)flags;
+	if (strcmp(url, "mooncake") == 0)
+		return wstore__backend_mooncake_open(out, cfg);
+	rc = wstore_config_new(&c);
+	if (rc == 0 && cfg)
+		rc = wstore_config_merge(c, cfg);
+	if (rc == 0 && *rest)
+		rc = wstore_config_set(c, "master_server_addr", rest);
+	if (rc == 0)
+		rc = wstore__backend_mooncake_open(out, c);
+	wstore_config_free(c);
+	return rc;
+}
+
+const wstore__backend_kind wstore__kind_mooncake = {
+	.name = "Mooncake",
+	.schemes = { "mooncake", "mooncake://*" },
+	.usage = "mooncake",
+	.open = mooncake_kind_open,
+};

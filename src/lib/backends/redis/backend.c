@@ -735,3 +735,21 @@ int wstore__backend_redis_open_flags(wstore_backend **out, const char *url,
 	*out = &b->base;
 	return 0;
 }
+
+/* ---- the kind store URLs name (backends/table.c) ------------------------ */
+
+static int redis_kind_open(wstore_backend **out, const char *url,
+			   const char *rest, const wstore_config *cfg,
+			   unsigned flags)
+{
+	(void)rest;
+	return wstore__backend_redis_open_flags(out, url, cfg, flags);
+}
+
+/* Without -Dredis the table names these schemes itself (table.c). */
+const wstore__backend_kind wstore__kind_redis = {
+	.name = "Redis",
+	.schemes = { "redis://*", "redis+unix://*", "redis-cluster://*" },
+	.usage = "redis://, redis+unix://, redis-cluster://",
+	.open = redis_kind_open,
+};

@@ -387,39 +387,80 @@ static int read_iov(struct rd_conn *rc, struct iovec *iov, int n)
 }
 
 /* Drop the rest of a bulk that does not fit the caller's buffer: read it
- * away if small, else close the connection rather than read megabytes. */
-static void skip_bulk(struct rd_conn *rc, size_t left)
+ * away if small, else close the connection rather than read megabytes.
+ * 0, or -1 with the connection broken. */
+static int skip_bulk(struct rd_conn *rc, size_t left)
 {
 	char junk[16384];
 
-	if (left > (1u << 20)) {
-		rd_broken(rc, "dropped an oversized reply", 0);
-		return;
-	}
+	if (left > (1u << 20))
+		return rd_broken(rc, "dropped an oversized reply", 0);
 	while (left > 0) {
 		struct iovec iov = { junk, left < sizeof(junk) ? left
 							       : sizeof(junk) };
 
 		if (read_iov(rc, &iov, 1))
-			return;
+			return -1;
 		left -= sizeof(junk) < left ? sizeof(junk) : left;
 	}
+	return 0;
+}
+
+/* The CRLF that ends a bulk reply, of which crlf[0..have) was read with
+ * the line before it (have <= 2) and the rest is read now into crlf.
+ * 0, or -1 with the connection broken (read failed, or not CRLF: the
+ * reply is not what its length said). */
+static int end_bulk(struct rd_conn *rc, char crlf[2], size_t have)
+{
+	struct iovec iov = { crlf + have, 2 - have };
+
+	if (read_iov(rc, &iov, 1))
+		return -1;
+	if (memcmp(crlf, "\r\n", 2) != 0)
+		return rd_broken(
+			rc, "protocol error: bulk reply not ended by CRLF", 0);
+	return 0;
+}
+
+/* A "-error" or "$len" line read into h (hl bytes, ending at eol).  0 with
+ * *len (-1: nil), RD_REPLY_ERR or RD_CONN_ERR. */
+static int bulk_header(struct rd_conn *rc, struct rd_req *req, char *h,
+		       char *eol, long long *len)
+{
+	char *end;
+
+	*eol = '\0';
+	if (h[0] == '-') {
+		snprintf(req->err, sizeof(req->err), "%.200s", h + 1);
+		return RD_REPLY_ERR;
+	}
+	errno = 0;
+	*len = strtoll(h + 1, &end, 10);
+	if (h[0] != '$' || *end || errno || *len < -1) {
+		rd_broken(rc, "protocol error: unexpected reply", 0);
+		return rd_conn_err(req, rc);
+	}
+	return 0;
 }
 
 /*
  * Read a bulk string reply straight into buf.  0 with *out_n = its size
  * (*nil = 1 for a nil reply); WSTORE_ERANGE with *out_n set when it is
  * larger than cap; RD_REPLY_ERR or RD_CONN_ERR.  Needs hiredis' reader to
- * hold no buffered bytes, which holds as every reply is read whole.
+ * hold no buffered bytes, which holds as every reply is read whole.  One
+ * command gets one reply: a byte after its CRLF, or a reply not ended by
+ * CRLF, breaks the connection.
  */
 int rd_read_bulk(struct rd_conn *rc, struct rd_req *req, void *buf, size_t cap,
 		 size_t *out_n, int *nil)
 {
-	char h[512], *eol = NULL, *end;
-	size_t hl = 0, extra, n, tail;
+	char h[512], *eol = NULL, *body;
+	size_t hl = 0, extra, n, got, tail;
+	long long len = 0;
 	char crlf[2];
 	struct iovec iov[2];
 	ssize_t k;
+	int r;
 
 	*nil = 0;
 	while (!eol) {
@@ -440,38 +481,43 @@ int rd_read_bulk(struct rd_conn *rc, struct rd_req *req, void *buf, size_t cap,
 		hl += (size_t)k;
 		eol = memmem(h, hl, "\r\n", 2);
 	}
-	*eol = '\0';
-	if (h[0] == '-') {
-		snprintf(req->err, sizeof(req->err), "%.200s", h + 1);
-		return RD_REPLY_ERR;
-	}
-	errno = 0;
-	long long len = strtoll(h + 1, &end, 10);
-	if (h[0] != '$' || *end || errno || len < -1) {
-		rd_broken(rc, "protocol error: unexpected reply", 0);
-		return rd_conn_err(req, rc);
-	}
+	if ((r = bulk_header(rc, req, h, eol, &len)))
+		return r;
 	if (len < 0) {
 		*nil = 1;
 		return 0;
 	}
 	n = (size_t)len;
 	*out_n = n;
-	extra = hl - (size_t)(eol + 2 - h);
+	body = eol + 2;
+	extra = hl - (size_t)(body - h); /* bytes of the body read already */
+	if (extra > n + 2) {
+		rd_broken(rc,
+			  "protocol error: the server sent more than the reply",
+			  0);
+		return rd_conn_err(req, rc);
+	}
+	got = extra < n ? extra : n;
+	tail = extra - got; /* bytes of the CRLF read already: 0 to 2 */
+	memcpy(crlf, body + got, tail);
 	if (n > cap) {
-		skip_bulk(rc, n + 2 - extra);
+		if (skip_bulk(rc, n - got) == 0)
+			end_bulk(rc, crlf, tail);
 		return wstore__err(
 			WSTORE_ERANGE,
 			"value of '%s' (%zu bytes) is larger than the buffer (%zu bytes)",
 			req->lkey, n, cap);
 	}
-	memcpy(buf, eol + 2, extra < n ? extra : n);
-	tail = extra > n ? extra - n : 0; /* CRLF bytes already read */
-	iov[0] = (struct iovec){ (char *)buf + (extra < n ? extra : n),
-				 extra < n ? n - extra : 0 };
+	memcpy(buf, body, got);
+	iov[0] = (struct iovec){ (char *)buf + got, n - got };
 	iov[1] = (struct iovec){ crlf + tail, 2 - tail };
 	if (read_iov(rc, iov, 2))
 		return rd_conn_err(req, rc);
+	if (memcmp(crlf, "\r\n", 2) != 0) {
+		rd_broken(rc, "protocol error: bulk reply not ended by CRLF",
+			  0);
+		return rd_conn_err(req, rc);
+	}
 	return 0;
 }
 
