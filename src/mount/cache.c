@@ -34,7 +34,6 @@
 #include "../common/clock.h"
 #include "mount.h"
 
-
 static size_t slot_hash(const struct cache *c, uint32_t eid, int64_t fidx,
 			uint64_t ci)
 {
@@ -427,7 +426,6 @@ uint64_t ra_depth(const struct wmount *m, uint64_t cs)
 		d = m->c.limit / 8 / cs;
 	return d < 1 ? 1 : d > 8 ? 8 : d;
 }
-
 
 int cache_init(struct wmount *m)
 {

@@ -274,7 +274,6 @@ const struct fuse_custom_io kio_hooks = {
 	.splice_send = io_splice_send,
 };
 
-
 /*
  * Pass h through to its chunk file when it is a file of one chunk on a
  * mount that may: every open file of a node must use the same backing id

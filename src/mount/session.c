@@ -105,7 +105,6 @@ int wmount_new(struct wmount **out, wstore_store *store,
 	return 0;
 }
 
-
 static int make_session(struct wmount *m)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
@@ -293,7 +292,8 @@ int wmount_run(struct wmount *m, const char *mountpoint,
 		return 1;
 	}
 	/* on the mounted fd: fuse_session_custom_io only swaps the I/O */
-	if (fuse_session_custom_io(m->se, &kio_hooks, fuse_session_fd(m->se)) < 0)
+	if (fuse_session_custom_io(m->se, &kio_hooks, fuse_session_fd(m->se)) <
+	    0)
 		mlog(m, LOG_WARNING,
 		     "cannot hook the session's I/O: shared mmap of files "
 		     "will fail with --direct-io, reads stay at 1 MiB");

@@ -498,9 +498,8 @@ void *refresh_main(void *arg)
 	pthread_mutex_lock(&m->rlock);
 	while (!m->rstop) {
 		dl = wclock_deadline_in((uint64_t)(m->o.refresh * 1000.0));
-		while (!m->rstop &&
-		       wclock_cond_wait_until(&m->rcond, &m->rlock, &dl) !=
-			       ETIMEDOUT)
+		while (!m->rstop && wclock_cond_wait_until(&m->rcond, &m->rlock,
+							   &dl) != ETIMEDOUT)
 			;
 		if (m->rstop)
 			break;
