@@ -94,7 +94,8 @@ run_suite faults sh "$HERE/e2e/faults.sh"
 if [ -x "$BUILD/wstore-mount" ]; then
 	run_suite mount sh "$HERE/e2e/mount.sh"
 	run_suite mount-chunks sh "$HERE/e2e/mount_chunks.sh"
-elif wanted mount || wanted mount-chunks; then
+	run_suite mount-stop sh "$HERE/e2e/mount_stop.sh"
+elif wanted mount || wanted mount-chunks || wanted mount-stop; then
 	echo "== mount: not built (meson setup -Dfuse=disabled or no libfuse3): not run"
 fi
 run_suite reliability sh "$HERE/e2e/reliability.sh"
