@@ -95,7 +95,9 @@ if [ -x "$BUILD/wstore-mount" ]; then
 	run_suite mount sh "$HERE/e2e/mount.sh"
 	run_suite mount-chunks sh "$HERE/e2e/mount_chunks.sh"
 	run_suite mount-stop sh "$HERE/e2e/mount_stop.sh"
-elif wanted mount || wanted mount-chunks || wanted mount-stop; then
+	run_suite mount-faults sh "$HERE/e2e/mount_faults.sh"
+elif wanted mount || wanted mount-chunks || wanted mount-stop ||
+	wanted mount-faults; then
 	echo "== mount: not built (meson setup -Dfuse=disabled or no libfuse3): not run"
 fi
 run_suite reliability sh "$HERE/e2e/reliability.sh"
