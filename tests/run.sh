@@ -93,7 +93,11 @@ run_suite e2e-file env WSTORE_TEST_KIND=file sh "$HERE/e2e/cli.sh"
 run_suite faults sh "$HERE/e2e/faults.sh"
 if [ -x "$BUILD/wstore-mount" ]; then
 	run_suite mount sh "$HERE/e2e/mount.sh"
-elif wanted mount; then
+	run_suite mount-chunks sh "$HERE/e2e/mount_chunks.sh"
+	run_suite mount-stop sh "$HERE/e2e/mount_stop.sh"
+	run_suite mount-faults sh "$HERE/e2e/mount_faults.sh"
+elif wanted mount || wanted mount-chunks || wanted mount-stop ||
+	wanted mount-faults; then
 	echo "== mount: not built (meson setup -Dfuse=disabled or no libfuse3): not run"
 fi
 run_suite reliability sh "$HERE/e2e/reliability.sh"

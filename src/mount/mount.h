@@ -39,7 +39,7 @@
 #define RA_QUEUE 32   /* read-ahead jobs waiting at most */
 #define RA_THREADS 2  /* read-ahead threads */
 #define FREE_BUFS 8   /* chunk buffers kept for reuse */
-#define MAX_PIECES 16 /* chunks one reply is gathered from at most */
+#define MAX_PIECES 16 /* chunks a reply is written from in place */
 
 /* ---- tree (tree.c) ------------------------------------------------------ */
 

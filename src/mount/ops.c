@@ -18,6 +18,7 @@
 #include <sys/uio.h>
 #include <syslog.h>
 
+#include "../common/clock.h"
 #include "mount.h"
 
 /* Entry and node of ino (caller holds the rwlock); -1 if unknown.  ino 1
@@ -362,33 +363,41 @@ static int fd_bufvec(struct fuse_bufvec **out, struct wmount *m,
 	return 0;
 }
 
-static void read_fh(fuse_req_t req, struct fh *h, size_t size, off_t off)
+/* The errno a failed read answers with. */
+static int read_errno(int err)
+{
+	return err == -ENOENT ? ENOENT : err == -ENOMEM ? ENOMEM : EIO;
+}
+
+/* Chunk ci of h: its first byte and its length. */
+static void chunk_span(const struct fh *h, uint64_t ci, uint64_t *start,
+		       uint64_t *len)
+{
+	*start = ci * h->cs;
+	*len = h->size - *start < h->cs ? h->size - *start : h->cs;
+}
+
+/*
+ * A read of [pos, end) that spans at most MAX_PIECES chunks: the chunks
+ * stay pinned while the reply is written straight from them (writev of
+ * their buffers, or their fds spliced on zero-copy mounts).
+ */
+static void read_pieces(fuse_req_t req, struct fh *h, uint64_t pos,
+			uint64_t end)
 {
 	struct wmount *m = fuse_req_userdata(req);
 	struct slot *s[MAX_PIECES];
 	struct iovec iov[MAX_PIECES];
 	struct fuse_bufvec *bv = NULL;
 	uint64_t coff[MAX_PIECES];
-	uint64_t pos = (uint64_t)off, end, ci0;
+	uint64_t ci0 = pos / h->cs;
 	int n = 0, err = 0;
 
-	if (atomic_load(&h->e->dead)) {
-		fuse_reply_err(req, EIO);
-		return;
-	}
-	if (off < 0 || pos >= h->size || size == 0) {
-		fuse_reply_buf(req, NULL, 0);
-		return;
-	}
-	end = h->size - pos < size ? h->size : pos + size;
-	ci0 = pos / h->cs;
 	while (pos < end && n < MAX_PIECES) {
-		uint64_t ci = pos / h->cs, cstart = ci * h->cs;
-		uint64_t clen =
-			h->size - cstart < h->cs ? h->size - cstart : h->cs;
-		uint64_t take =
-			(end < cstart + clen ? end : cstart + clen) - pos;
+		uint64_t ci = pos / h->cs, cstart, clen, take;
 
+		chunk_span(h, ci, &cstart, &clen);
+		take = (end < cstart + clen ? end : cstart + clen) - pos;
 		s[n] = cache_get(m, h->e, h->fidx, h->f, h->cs, ci,
 				 (size_t)clen, &err);
 		if (!s[n])
@@ -399,7 +408,6 @@ static void read_fh(fuse_req_t req, struct fh *h, size_t size, off_t off)
 		n++;
 		pos += take;
 	}
-	/* a short read (more than MAX_PIECES tiny chunks) is fine for FUSE */
 	if (!err && atomic_load(&h->e->dead))
 		err = -EIO;
 	if (!err)
@@ -407,9 +415,7 @@ static void read_fh(fuse_req_t req, struct fh *h, size_t size, off_t off)
 	if (!err && m->c.zc)
 		err = fd_bufvec(&bv, m, s, iov, coff, n);
 	if (err)
-		fuse_reply_err(req, err == -ENOENT   ? ENOENT
-				    : err == -ENOMEM ? ENOMEM
-						     : EIO);
+		fuse_reply_err(req, read_errno(err));
 	else if (bv)
 		fuse_reply_data(req, bv, 0);
 	else
@@ -417,6 +423,64 @@ static void read_fh(fuse_req_t req, struct fh *h, size_t size, off_t off)
 	free(bv);
 	for (int i = 0; i < n; i++)
 		cache_done(&m->c, s[i], err ? 0 : iov[i].iov_len);
+}
+
+/*
+ * A read of [pos, end) that spans more chunks than a reply is written
+ * from in place (small chunks): read whole with wstore_file_pread into one
+ * buffer, past the chunk cache, then the checkpoint checked once as after
+ * a fetch (checking after every small chunk would re-read the manifest
+ * hundreds of times per request), and answered in full.  A short answer
+ * is not an option: the kernel takes it for the end of the file (a short
+ * read through direct I/O, zeros and SIGBUS through the page cache and
+ * mmap).
+ */
+static void read_gather(fuse_req_t req, struct fh *h, uint64_t pos,
+			uint64_t end)
+{
+	struct wmount *m = fuse_req_userdata(req);
+	size_t total = (size_t)(end - pos), n = 0;
+	char *buf = malloc(total);
+	uint64_t t0 = wclock_mono_ms();
+	int rc = buf ? wstore_file_pread(h->f, buf, total, pos, &n) : -ENOMEM;
+
+	if (rc == 0 && n != total)
+		rc = WSTORE_ECORRUPT;
+	if (rc < 0 && rc != -ENOMEM) {
+		mlog(m, LOG_ERR, "cannot read '%s' of '%s': %s",
+		     wstore_file_path(h->f), h->e->id,
+		     *wstore_last_error() ? wstore_last_error()
+					  : wstore_strerror(rc));
+		rc = -EIO;
+	}
+	if (rc == 0)
+		rc = entry_validate(m, h->e, t0);
+	if (rc == 0 && atomic_load(&h->e->dead))
+		rc = -EIO;
+	if (rc < 0)
+		fuse_reply_err(req, read_errno(rc));
+	else
+		fuse_reply_buf(req, buf, total);
+	free(buf);
+}
+
+static void read_fh(fuse_req_t req, struct fh *h, size_t size, off_t off)
+{
+	uint64_t pos = (uint64_t)off, end;
+
+	if (atomic_load(&h->e->dead)) {
+		fuse_reply_err(req, EIO);
+		return;
+	}
+	if (off < 0 || pos >= h->size || size == 0) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	end = h->size - pos < size ? h->size : pos + size;
+	if ((end - 1) / h->cs - pos / h->cs < MAX_PIECES)
+		read_pieces(req, h, pos, end);
+	else
+		read_gather(req, h, pos, end);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

@@ -140,6 +140,8 @@ static int make_session(struct wmount *m)
  * (a handler that does nothing, without SA_RESTART), again every 20 ms,
  * until the loop has returned.
  */
+#define KICK_MS 20 /* the stopper kicks the loop this often */
+
 static void on_wake_signal(int sig)
 {
 	(void)sig; /* only interrupts a blocking call */
@@ -153,10 +155,28 @@ static void stop_sigs(sigset_t *set)
 	sigaddset(set, SIGHUP);
 }
 
+/*
+ * How many of the first kicks to leave out, as if they came before the
+ * loop blocked and were lost: WSTORE_MOUNT_TEST_LOSE_KICKS, for the test
+ * that the stopper keeps kicking (0 unless set).
+ */
+static unsigned lost_kicks(void)
+{
+	const char *v = getenv("WSTORE_MOUNT_TEST_LOSE_KICKS");
+	unsigned long n;
+	char *end;
+
+	if (!v || !*v)
+		return 0;
+	n = strtoul(v, &end, 10);
+	return *end || n > 1000 ? 0 : (unsigned)n;
+}
+
 static void *stop_main(void *arg)
 {
 	struct wmount *m = arg;
-	struct timespec ts;
+	struct timespec dl;
+	unsigned lose = lost_kicks();
 	sigset_t set;
 	int sig;
 
@@ -166,14 +186,15 @@ static void *stop_main(void *arg)
 	if (!m->loop_done)
 		fuse_session_exit(m->se);
 	while (!m->loop_done) {
-		pthread_kill(m->looper, SIGUSR2);
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 20 * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&m->rcond, &m->rlock, &ts);
+		if (lose > 0)
+			lose--; /* a kick that came too early (tests) */
+		else
+			pthread_kill(m->looper, SIGUSR2);
+		/* rcond runs on the monotonic clock: so must the deadline
+		 * (a realtime one lies decades ahead, and the loop would be
+		 * kicked once) */
+		dl = wclock_deadline_in(KICK_MS);
+		wclock_cond_wait_until(&m->rcond, &m->rlock, &dl);
 	}
 	pthread_mutex_unlock(&m->rlock);
 	return NULL;

