@@ -22,6 +22,10 @@
 
 /* Size of an LFS pointer file as the Hub reports it. */
 #define LFS_POINTER_SIZE 134
+/* Paths one paths-info request may ask about: each costs a pass over the
+ * manifest's files (directories are prefixes), so a body of a megabyte
+ * of short names would cost as many passes. */
+#define PATHS_MAX 1000
 
 wstore_checkpoint *wopen_target(struct MHD_Connection *c, struct wreq *r,
 				const struct wtarget *t, char *commit,
@@ -59,10 +63,13 @@ wstore_checkpoint *wopen_target(struct MHD_Connection *c, struct wreq *r,
 				    known ? "RevisionNotFound" : "RepoNotFound",
 				    wstore_last_error());
 	else
+		/* the store failed to answer (a timeout, a refused
+		 * connection, an I/O error): worth retrying, and never
+		 * "not found" nor another checkpoint; damage is not */
 		*ret = wreply_error(c, r,
-				    rc == WSTORE_EUNAVAIL
-					    ? MHD_HTTP_SERVICE_UNAVAILABLE
-					    : MHD_HTTP_INTERNAL_SERVER_ERROR,
+				    rc == WSTORE_ECORRUPT || rc == WSTORE_EINVAL
+					    ? MHD_HTTP_INTERNAL_SERVER_ERROR
+					    : MHD_HTTP_SERVICE_UNAVAILABLE,
 				    NULL, wstore_last_error());
 	return NULL;
 }
@@ -298,7 +305,8 @@ enum MHD_Result wapi_tree(struct MHD_Connection *c, struct wreq *r,
 }
 
 /* paths and expand from a JSON body ({"paths": [...], "expand": bool}) or
- * a form body (paths=a&paths=b&expand=True), as the two clients send. */
+ * a form body (paths=a&paths=b&expand=True), as the two clients send;
+ * at most PATHS_MAX + 1 of them (one more tells the caller "too many"). */
 static json_t *parse_paths(const struct wreq *r, int *expand)
 {
 	json_t *paths = json_array();
@@ -312,8 +320,13 @@ static json_t *parse_paths(const struct wreq *r, int *expand)
 		p = j ? json_object_get(j, "paths") : NULL;
 		if (json_is_string(p))
 			json_array_append(paths, p);
-		json_array_foreach(p, i, v) if (json_is_string(v))
-			json_array_append(paths, v);
+		json_array_foreach(p, i, v)
+		{
+			if (json_array_size(paths) > PATHS_MAX)
+				break;
+			if (json_is_string(v))
+				json_array_append(paths, v);
+		}
 		*expand = json_is_true(json_object_get(j, "expand"));
 		json_decref(j);
 		return paths;
@@ -329,7 +342,8 @@ static json_t *parse_paths(const struct wreq *r, int *expand)
 			if (*q == '+')
 				*q = ' ';
 		val = wurl_decode(eq + 1, (size_t)(e - eq - 1));
-		if (val && (size_t)(eq - s) == 5 && !strncmp(s, "paths", 5))
+		if (val && (size_t)(eq - s) == 5 && !strncmp(s, "paths", 5) &&
+		    json_array_size(paths) <= PATHS_MAX)
 			json_array_append_new(paths, json_string(val));
 		else if (val && (size_t)(eq - s) == 6 &&
 			 !strncmp(s, "expand", 6))
@@ -354,6 +368,12 @@ enum MHD_Result wapi_paths_info(struct MHD_Connection *c, struct wreq *r,
 		return ret;
 	m = wstore_checkpoint_manifest(ck);
 	paths = parse_paths(r, &expand);
+	if (json_array_size(paths) > PATHS_MAX) {
+		json_decref(paths);
+		wstore_checkpoint_free(ck);
+		return wreply_error(c, r, MHD_HTTP_BAD_REQUEST, NULL,
+				    "too many paths: at most 1000 per request");
+	}
 	out = json_array();
 	if (expand)
 		lc = last_commit(m, commit);

@@ -267,6 +267,11 @@ static struct MHD_Response *make_body(struct wreq *r, wstore_checkpoint **ckp,
 		close(fd);
 		if (r->sv->o->mmap && (resp = mapped_body(f, a, len))) {
 			r->whole_len = len;
+			/* the mappings are sent after this returns: the
+			 * lease must last until the response is done */
+			wstore_checkpoint_free(r->hold);
+			r->hold = ck;
+			*ckp = NULL;
 			return resp;
 		}
 	}

@@ -42,7 +42,13 @@ struct wserve {
 	wstore_store *store;
 	const struct wserve_options *o;
 	struct wserve_metrics m;
-	pthread_mutex_t log_mu;
+	unsigned char token_sha[32]; /* SHA-256 of o->token */
+	unsigned header_timeout;     /* seconds */
+	atomic_int stopping;	     /* SIGTERM came: answer 503, close */
+	pthread_mutex_t log_mu;	     /* one line at a time on stderr */
+	char log_last[512];	     /* libmicrohttpd's last message, */
+	double log_at;		     /* when it was printed */
+	unsigned long log_repeats;   /* and how often since */
 };
 
 /* One request, from its first call of the access handler to completion. */
