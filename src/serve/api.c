@@ -27,37 +27,18 @@
  * of short names would cost as many passes. */
 #define PATHS_MAX 1000
 
-wstore_checkpoint *wopen_target(struct MHD_Connection *c, struct wreq *r,
-				const struct wtarget *t, char *commit,
-				enum MHD_Result *ret)
+struct wck *wopen_target(struct MHD_Connection *c, struct wreq *r,
+			 const struct wtarget *t, enum MHD_Result *ret)
 {
-	wstore_store *s = r->sv->store;
-	wstore_checkpoint *ck = NULL;
-	char *id = NULL;
+	struct wck *k = NULL;
 	int known = 0, rc;
 
-	rc = wstore_resolve(&id, &known, s, t->repo, t->rev);
-	if (rc == 0) {
-		/* the handle's read lease lasts as long as the response: a
-		 * delete waits for (or refuses) downloads in flight */
-		wstore_checkpoint_options o = WSTORE_CHECKPOINT_OPTIONS_INIT;
-
-		o.what = "serve";
-		rc = wstore_checkpoint_open_ext(&ck, s, id, &o);
-		/* deleted between resolving and opening */
-		if (rc == WSTORE_ENOTFOUND || rc == WSTORE_ENOTREADY)
-			rc = WSTORE_ENOTFOUND;
-	}
-	if (rc == 0)
-		rc = wstore_manifest_commit(commit, WSTORE_COMMIT_LEN + 1,
-					    wstore_checkpoint_manifest(ck));
+	rc = wcache_get(&k, &known, r->sv->cache, t->repo, t->rev);
 	if (rc == 0) {
 		free(r->ckpt);
-		r->ckpt = id;
-		return ck;
+		r->ckpt = strdup(k->id);
+		return k;
 	}
-	free(id);
-	wstore_checkpoint_free(ck);
 	if (rc == WSTORE_ENOTFOUND)
 		*ret = wreply_error(c, r, MHD_HTTP_NOT_FOUND,
 				    known ? "RevisionNotFound" : "RepoNotFound",
@@ -157,17 +138,19 @@ static json_t *dir_entry(const char *path, size_t len, const char *commit,
 enum MHD_Result wapi_info(struct MHD_Connection *c, struct wreq *r,
 			  const struct wtarget *t)
 {
-	char commit[WSTORE_COMMIT_LEN + 1], made[32], upd[32], oid[41];
+	char made[32], upd[32], oid[41];
 	enum MHD_Result ret = MHD_NO;
-	wstore_checkpoint *ck = wopen_target(c, r, t, commit, &ret);
+	struct wck *k = wopen_target(c, r, t, &ret);
+	const char *commit;
 	const wstore_manifest *m;
 	const char *slash = strchr(t->repo, '/');
 	json_t *j, *sib;
 	size_t n;
 
-	if (!ck)
+	if (!k)
 		return ret;
-	m = wstore_checkpoint_manifest(ck);
+	commit = k->commit;
+	m = wstore_checkpoint_manifest(k->ck);
 	iso_time(made, wstore_manifest_created_at(m));
 	iso_time(upd, wstore_manifest_updated_at(m));
 	sib = json_array();
@@ -202,7 +185,7 @@ enum MHD_Result wapi_info(struct MHD_Connection *c, struct wreq *r,
 		json_object_set_new(
 			j, "author",
 			json_stringn(t->repo, (size_t)(slash - t->repo)));
-	wstore_checkpoint_free(ck);
+	wck_put(r->sv->cache, k);
 	return wreply_json(c, r, MHD_HTTP_OK, j);
 }
 
@@ -272,19 +255,21 @@ static int has_dir(const wstore_manifest *m, const char *dir)
 enum MHD_Result wapi_tree(struct MHD_Connection *c, struct wreq *r,
 			  const struct wtarget *t)
 {
-	char commit[WSTORE_COMMIT_LEN + 1], *dir;
+	char *dir;
 	enum MHD_Result ret = MHD_NO;
-	wstore_checkpoint *ck = wopen_target(c, r, t, commit, &ret);
+	struct wck *k = wopen_target(c, r, t, &ret);
+	const char *commit;
 	const wstore_manifest *m;
 	json_t *lc = NULL, *out;
 	size_t dl;
 
-	if (!ck)
+	if (!k)
 		return ret;
-	m = wstore_checkpoint_manifest(ck);
+	commit = k->commit;
+	m = wstore_checkpoint_manifest(k->ck);
 	dir = strdup(t->path ? t->path : "");
 	if (!dir) {
-		wstore_checkpoint_free(ck);
+		wck_put(r->sv->cache, k);
 		return MHD_NO;
 	}
 	for (dl = strlen(dir); dl && dir[dl - 1] == '/'; dl--)
@@ -300,7 +285,7 @@ enum MHD_Result wapi_tree(struct MHD_Connection *c, struct wreq *r,
 	}
 	json_decref(lc);
 	free(dir);
-	wstore_checkpoint_free(ck);
+	wck_put(r->sv->cache, k);
 	return ret;
 }
 
@@ -356,21 +341,22 @@ static json_t *parse_paths(const struct wreq *r, int *expand)
 enum MHD_Result wapi_paths_info(struct MHD_Connection *c, struct wreq *r,
 				const struct wtarget *t)
 {
-	char commit[WSTORE_COMMIT_LEN + 1];
 	enum MHD_Result ret = MHD_NO;
-	wstore_checkpoint *ck = wopen_target(c, r, t, commit, &ret);
+	struct wck *k = wopen_target(c, r, t, &ret);
+	const char *commit;
 	const wstore_manifest *m;
 	json_t *paths, *out, *lc = NULL, *v;
 	int expand;
 	size_t i;
 
-	if (!ck)
+	if (!k)
 		return ret;
-	m = wstore_checkpoint_manifest(ck);
+	commit = k->commit;
+	m = wstore_checkpoint_manifest(k->ck);
 	paths = parse_paths(r, &expand);
 	if (json_array_size(paths) > PATHS_MAX) {
 		json_decref(paths);
-		wstore_checkpoint_free(ck);
+		wck_put(r->sv->cache, k);
 		return wreply_error(c, r, MHD_HTTP_BAD_REQUEST, NULL,
 				    "too many paths: at most 1000 per request");
 	}
@@ -391,6 +377,6 @@ enum MHD_Result wapi_paths_info(struct MHD_Connection *c, struct wreq *r,
 	}
 	json_decref(lc);
 	json_decref(paths);
-	wstore_checkpoint_free(ck);
+	wck_put(r->sv->cache, k);
 	return wreply_json(c, r, MHD_HTTP_OK, out);
 }

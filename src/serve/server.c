@@ -23,10 +23,19 @@
  * where {repo} is one segment (a checkpoint id or a model id without an
  * organisation) or two ("org/name").
  *
- * Shutdown: the main thread waits for SIGTERM/SIGINT (blocked in every
- * thread), then stops accepting (MHD_quiesce_daemon), waits until no
- * request is in flight (bounded by drain_seconds) and stops the daemon,
- * which closes idle keep-alive connections.
+ * Clients that never finish: a client address holds at most
+ * max_per_client connections, and a connection silent for header_timeout
+ * seconds before its headers are in is closed (on_request raises the
+ * timeout to BODY_TIMEOUT once they are, on_completed lowers it again for
+ * the next request of a kept-alive connection).
+ *
+ * Shutdown: the main thread waits for SIGTERM, SIGINT or SIGHUP (blocked
+ * in every thread), then stops accepting (MHD_quiesce_daemon) and closes
+ * the listening socket at once, so new connections are refused rather
+ * than queued; waits until no request is in flight (bounded by
+ * drain_seconds; a request arriving meanwhile on a kept-alive connection
+ * gets 503 and "Connection: close") and stops the daemon, which closes
+ * idle keep-alive connections.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -62,7 +71,7 @@ void wreq_unref(struct wreq *r)
 {
 	if (!r || atomic_fetch_sub(&r->refs, 1) != 1)
 		return;
-	wstore_checkpoint_free(r->hold);
+	wck_put(r->sv->cache, r->hold);
 	free(r->url);
 	free(r->ckpt);
 	free(r->body);
@@ -519,7 +528,8 @@ static struct MHD_Daemon *start_daemon(struct wserve *sv, int fd)
 }
 
 /* Wait for SIGTERM, SIGINT or SIGHUP (a closed terminal), sweeping the
- * resolution cache every second meanwhile. */
+ * resolution cache every second meanwhile (an idle checkpoint's lease
+ * ends about cache_seconds after its last request). */
 static void wait_for_stop(struct wserve *sv, const sigset_t *sigs)
 {
 	struct timespec tick = { 1, 0 };
@@ -531,7 +541,7 @@ static void wait_for_stop(struct wserve *sv, const sigset_t *sigs)
 			return;
 		if (sig < 0 && errno != EAGAIN && errno != EINTR)
 			return;
-		(void)sv;
+		wcache_sweep(sv->cache);
 	}
 }
 
@@ -558,6 +568,10 @@ int wserve_run(wstore_store *store, const struct wserve_options *o)
 		       sv.token_sha);
 	sv.header_timeout = o->header_timeout ? o->header_timeout : 10u;
 	atomic_init(&sv.stopping, 0);
+	if (!(sv.cache = wcache_new(store, o->cache_seconds))) {
+		close(fd);
+		return 1;
+	}
 	wmetrics_init(&sv.m);
 	pthread_mutex_init(&sv.log_mu, NULL);
 	if (!(d = start_daemon(&sv, fd))) {
@@ -565,6 +579,7 @@ int wserve_run(wstore_store *store, const struct wserve_options *o)
 			"wstore: cannot start the HTTP server on '%s'\n",
 			shown);
 		close(fd);
+		wcache_free(sv.cache);
 		wmetrics_free(&sv.m);
 		return 1;
 	}
@@ -581,6 +596,7 @@ int wserve_run(wstore_store *store, const struct wserve_options *o)
 		close(fd);
 	drain(&sv);
 	MHD_stop_daemon(d);
+	wcache_free(sv.cache);
 	wmetrics_free(&sv.m);
 	pthread_mutex_destroy(&sv.log_mu);
 	fprintf(stderr, "wstore serve: stopped\n");

@@ -205,6 +205,35 @@ check_wait "--mmap: the download completes" 0 60 "$C"
 check "... and is whole" cmp "$T/slow" "$SLOW"
 serve_stop
 
+# ---- one lease per checkpoint, names kept for --cache-seconds --------------------
+serve_start cache "$STORE" --cache-seconds 1 || { tap_done; exit 1; }
+CP=""
+for i in 1 2 3 4; do
+	rm -f "$T/slow$i"
+	slow_get "$SERVE_URL/org/s/resolve/main/slow.bin" "$T/slow$i"; CP="$CP $!"
+done
+all_going() { for i in 1 2 3 4; do [ -s "$T/slow$i" ] || return 1; done; }
+check "4 slow downloads of one checkpoint under way" wait_for 30 all_going
+check_grep "... hold one lease between them" '^1$' "$(nleases s-1)"
+for p in $CP; do wait_exit 60 "$p"; done
+bad=0
+for i in 1 2 3 4; do cmp -s "$T/slow$i" "$SLOW" || bad=$((bad + 1)); done
+check_grep "... and all 4 are whole" '^0$' "$bad"
+no_lease() { [ "$(nleases "$1")" = 0 ]; }
+check "an idle checkpoint's lease ends after the cache time" wait_for 10 no_lease s-1
+# a checkpoint deleted (--force) while its name is kept: never its old
+# bytes with a 200 once its chunks are gone, and the name is 404 soon
+check_grep "org/s is served (name kept)" '^200' "$(code_of "$SERVE_URL/org/s/resolve/main/slow.bin")"
+check "delete --force of it" ws model delete s-1 --force
+curl -s -o "$T/after" -w '%{http_code}\n' "$SERVE_URL/org/s/resolve/main/slow.bin" > "$T/st" 2>/dev/null
+rc=$?
+if grep -q '^200' "$T/st" && [ "$rc" = 0 ] && cmp -s "$T/after" "$SLOW"; then
+	tap_not_ok "deleted checkpoint: not served whole" "$(cat "$T/st") rc=$rc"
+else tap_ok "deleted checkpoint: not served whole ($(cat "$T/st"), curl exit $rc)"; fi
+gone404() { [ "$(code_of "$SERVE_URL/org/s/resolve/main/slow.bin")" = "404 RepoNotFound" ]; }
+check "... and its name is 404 RepoNotFound within the cache time" wait_for 10 gone404
+serve_stop
+
 # ---- the bearer token ----------------------------------------------------------
 serve_start token "$STORE" --token s3cret-t0ken || { tap_done; exit 1; }
 B=$SERVE_URL
