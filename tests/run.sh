@@ -108,7 +108,8 @@ run_suite config sh "$HERE/e2e/config.sh"
 if [ -x "$BUILD/wstore-serve" ]; then
 	run_suite serve sh "$HERE/e2e/serve.sh"
 	run_suite serve-hub sh "$HERE/e2e/serve_hub.sh"
-elif wanted serve || wanted serve-hub; then
+	run_suite serve-guard sh "$HERE/e2e/serve_guard.sh"
+elif wanted serve || wanted serve-hub || wanted serve-guard; then
 	echo "== serve: not built (meson setup -Dserve=disabled or no libmicrohttpd): not run"
 fi
 run_suite python sh "$HERE/python/run.sh" "$BUILD"

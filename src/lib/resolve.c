@@ -5,8 +5,12 @@
  * checkpoint, and the stable commit id of a checkpoint.
  *
  * Resolution reads the per-model index of repo and every manifest it
- * lists; an index entry whose manifest is missing, FAILED, unreadable or
+ * lists; an index entry whose manifest is missing, FAILED, corrupt or
  * names another model is passed over (indexes may lag behind deletes).
+ * A manifest that could not be read (the store failed: a timeout, a
+ * refused connection, an I/O error) is never taken for an absent one:
+ * the resolution fails with that error, since passing over what may be
+ * the newest checkpoint would name an older one.
  * Among the matches the newest wins: greatest updated_at (when it was
  * published READY), then created_at, then the greater checkpoint id, so
  * importing a new checkpoint under the same model id and revision rolls
@@ -74,14 +78,18 @@ static int newer(const wstore_manifest *a, const wstore_manifest *b)
 		      wstore_manifest_checkpoint_id(b)) > 0;
 }
 
-/* READY manifest of id, or NULL (absent, FAILED, unreadable: skipped). */
-static wstore_manifest *ready_manifest(wstore_store *s, const char *id)
+/* The READY manifest of id into *out: 0, with *out NULL when there is
+ * none to consider (absent, FAILED, corrupt, an invalid id); another code
+ * when the store could not tell. */
+static int ready_manifest(wstore_manifest **out, wstore_store *s,
+			  const char *id)
 {
-	wstore_manifest *m = NULL;
+	int rc = wstore__manifest_read_ready(out, s, id);
 
-	if (wstore__manifest_read_ready(&m, s, id) < 0)
-		return NULL;
-	return m;
+	if (rc == WSTORE_ENOTFOUND || rc == WSTORE_ENOTREADY ||
+	    rc == WSTORE_ECORRUPT || rc == WSTORE_EINVAL)
+		return 0;
+	return rc;
 }
 
 /* The newest READY checkpoint of model repo at rev into *best (NULL if
@@ -97,8 +105,13 @@ static int by_model(wstore_manifest **best, int *known, wstore_store *s,
 	if ((rc = wstore_list_model(&ids, &n, s, repo)) < 0)
 		return rc;
 	for (size_t i = 0; i < n; i++) {
-		wstore_manifest *m = ready_manifest(s, ids[i]);
+		wstore_manifest *m = NULL;
 
+		if ((rc = ready_manifest(&m, s, ids[i])) < 0) {
+			wstore_manifest_free(*best);
+			*best = NULL;
+			break;
+		}
 		if (!m || strcmp(wstore_manifest_model_id(m), repo) != 0) {
 			wstore_manifest_free(m);
 			continue;
@@ -112,7 +125,7 @@ static int by_model(wstore_manifest **best, int *known, wstore_store *s,
 		}
 	}
 	wstore_strings_free(ids);
-	return 0;
+	return rc;
 }
 
 int wstore_resolve(char **out_id, int *out_repo_known, wstore_store *store,
@@ -132,8 +145,11 @@ int wstore_resolve(char **out_id, int *out_repo_known, wstore_store *store,
 		return rc;
 	/* a checkpoint id names that checkpoint at its own revision, its
 	 * commit id, or the default branch */
-	if (!m && !known && wstore_validate_checkpoint_id(repo) == 0 &&
-	    (m = ready_manifest(store, repo)) != NULL) {
+	if (!m && !known && wstore_validate_checkpoint_id(repo) == 0) {
+		if ((rc = ready_manifest(&m, store, repo)) < 0)
+			return rc;
+	}
+	if (m && !known) {
 		known = 1;
 		if (strcmp(rev, "main") != 0 && !rev_matches(m, rev)) {
 			wstore_manifest_free(m);

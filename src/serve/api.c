@@ -22,47 +22,35 @@
 
 /* Size of an LFS pointer file as the Hub reports it. */
 #define LFS_POINTER_SIZE 134
+/* Paths one paths-info request may ask about: each costs a pass over the
+ * manifest's files (directories are prefixes), so a body of a megabyte
+ * of short names would cost as many passes. */
+#define PATHS_MAX 1000
 
-wstore_checkpoint *wopen_target(struct MHD_Connection *c, struct wreq *r,
-				const struct wtarget *t, char *commit,
-				enum MHD_Result *ret)
+struct wck *wopen_target(struct MHD_Connection *c, struct wreq *r,
+			 const struct wtarget *t, enum MHD_Result *ret)
 {
-	wstore_store *s = r->sv->store;
-	wstore_checkpoint *ck = NULL;
-	char *id = NULL;
+	struct wck *k = NULL;
 	int known = 0, rc;
 
-	rc = wstore_resolve(&id, &known, s, t->repo, t->rev);
-	if (rc == 0) {
-		/* the handle's read lease lasts as long as the response: a
-		 * delete waits for (or refuses) downloads in flight */
-		wstore_checkpoint_options o = WSTORE_CHECKPOINT_OPTIONS_INIT;
-
-		o.what = "serve";
-		rc = wstore_checkpoint_open_ext(&ck, s, id, &o);
-		/* deleted between resolving and opening */
-		if (rc == WSTORE_ENOTFOUND || rc == WSTORE_ENOTREADY)
-			rc = WSTORE_ENOTFOUND;
-	}
-	if (rc == 0)
-		rc = wstore_manifest_commit(commit, WSTORE_COMMIT_LEN + 1,
-					    wstore_checkpoint_manifest(ck));
+	rc = wcache_get(&k, &known, r->sv->cache, t->repo, t->rev);
 	if (rc == 0) {
 		free(r->ckpt);
-		r->ckpt = id;
-		return ck;
+		r->ckpt = strdup(k->id);
+		return k;
 	}
-	free(id);
-	wstore_checkpoint_free(ck);
 	if (rc == WSTORE_ENOTFOUND)
 		*ret = wreply_error(c, r, MHD_HTTP_NOT_FOUND,
 				    known ? "RevisionNotFound" : "RepoNotFound",
 				    wstore_last_error());
 	else
+		/* the store failed to answer (a timeout, a refused
+		 * connection, an I/O error): worth retrying, and never
+		 * "not found" nor another checkpoint; damage is not */
 		*ret = wreply_error(c, r,
-				    rc == WSTORE_EUNAVAIL
-					    ? MHD_HTTP_SERVICE_UNAVAILABLE
-					    : MHD_HTTP_INTERNAL_SERVER_ERROR,
+				    rc == WSTORE_ECORRUPT || rc == WSTORE_EINVAL
+					    ? MHD_HTTP_INTERNAL_SERVER_ERROR
+					    : MHD_HTTP_SERVICE_UNAVAILABLE,
 				    NULL, wstore_last_error());
 	return NULL;
 }
@@ -150,17 +138,19 @@ static json_t *dir_entry(const char *path, size_t len, const char *commit,
 enum MHD_Result wapi_info(struct MHD_Connection *c, struct wreq *r,
 			  const struct wtarget *t)
 {
-	char commit[WSTORE_COMMIT_LEN + 1], made[32], upd[32], oid[41];
+	char made[32], upd[32], oid[41];
 	enum MHD_Result ret = MHD_NO;
-	wstore_checkpoint *ck = wopen_target(c, r, t, commit, &ret);
+	struct wck *k = wopen_target(c, r, t, &ret);
+	const char *commit;
 	const wstore_manifest *m;
 	const char *slash = strchr(t->repo, '/');
 	json_t *j, *sib;
 	size_t n;
 
-	if (!ck)
+	if (!k)
 		return ret;
-	m = wstore_checkpoint_manifest(ck);
+	commit = k->commit;
+	m = wstore_checkpoint_manifest(k->ck);
 	iso_time(made, wstore_manifest_created_at(m));
 	iso_time(upd, wstore_manifest_updated_at(m));
 	sib = json_array();
@@ -195,7 +185,7 @@ enum MHD_Result wapi_info(struct MHD_Connection *c, struct wreq *r,
 		json_object_set_new(
 			j, "author",
 			json_stringn(t->repo, (size_t)(slash - t->repo)));
-	wstore_checkpoint_free(ck);
+	wck_put(r->sv->cache, k);
 	return wreply_json(c, r, MHD_HTTP_OK, j);
 }
 
@@ -265,19 +255,21 @@ static int has_dir(const wstore_manifest *m, const char *dir)
 enum MHD_Result wapi_tree(struct MHD_Connection *c, struct wreq *r,
 			  const struct wtarget *t)
 {
-	char commit[WSTORE_COMMIT_LEN + 1], *dir;
+	char *dir;
 	enum MHD_Result ret = MHD_NO;
-	wstore_checkpoint *ck = wopen_target(c, r, t, commit, &ret);
+	struct wck *k = wopen_target(c, r, t, &ret);
+	const char *commit;
 	const wstore_manifest *m;
 	json_t *lc = NULL, *out;
 	size_t dl;
 
-	if (!ck)
+	if (!k)
 		return ret;
-	m = wstore_checkpoint_manifest(ck);
+	commit = k->commit;
+	m = wstore_checkpoint_manifest(k->ck);
 	dir = strdup(t->path ? t->path : "");
 	if (!dir) {
-		wstore_checkpoint_free(ck);
+		wck_put(r->sv->cache, k);
 		return MHD_NO;
 	}
 	for (dl = strlen(dir); dl && dir[dl - 1] == '/'; dl--)
@@ -293,12 +285,13 @@ enum MHD_Result wapi_tree(struct MHD_Connection *c, struct wreq *r,
 	}
 	json_decref(lc);
 	free(dir);
-	wstore_checkpoint_free(ck);
+	wck_put(r->sv->cache, k);
 	return ret;
 }
 
 /* paths and expand from a JSON body ({"paths": [...], "expand": bool}) or
- * a form body (paths=a&paths=b&expand=True), as the two clients send. */
+ * a form body (paths=a&paths=b&expand=True), as the two clients send;
+ * at most PATHS_MAX + 1 of them (one more tells the caller "too many"). */
 static json_t *parse_paths(const struct wreq *r, int *expand)
 {
 	json_t *paths = json_array();
@@ -312,8 +305,13 @@ static json_t *parse_paths(const struct wreq *r, int *expand)
 		p = j ? json_object_get(j, "paths") : NULL;
 		if (json_is_string(p))
 			json_array_append(paths, p);
-		json_array_foreach(p, i, v) if (json_is_string(v))
-			json_array_append(paths, v);
+		json_array_foreach(p, i, v)
+		{
+			if (json_array_size(paths) > PATHS_MAX)
+				break;
+			if (json_is_string(v))
+				json_array_append(paths, v);
+		}
 		*expand = json_is_true(json_object_get(j, "expand"));
 		json_decref(j);
 		return paths;
@@ -329,7 +327,8 @@ static json_t *parse_paths(const struct wreq *r, int *expand)
 			if (*q == '+')
 				*q = ' ';
 		val = wurl_decode(eq + 1, (size_t)(e - eq - 1));
-		if (val && (size_t)(eq - s) == 5 && !strncmp(s, "paths", 5))
+		if (val && (size_t)(eq - s) == 5 && !strncmp(s, "paths", 5) &&
+		    json_array_size(paths) <= PATHS_MAX)
 			json_array_append_new(paths, json_string(val));
 		else if (val && (size_t)(eq - s) == 6 &&
 			 !strncmp(s, "expand", 6))
@@ -342,18 +341,25 @@ static json_t *parse_paths(const struct wreq *r, int *expand)
 enum MHD_Result wapi_paths_info(struct MHD_Connection *c, struct wreq *r,
 				const struct wtarget *t)
 {
-	char commit[WSTORE_COMMIT_LEN + 1];
 	enum MHD_Result ret = MHD_NO;
-	wstore_checkpoint *ck = wopen_target(c, r, t, commit, &ret);
+	struct wck *k = wopen_target(c, r, t, &ret);
+	const char *commit;
 	const wstore_manifest *m;
 	json_t *paths, *out, *lc = NULL, *v;
 	int expand;
 	size_t i;
 
-	if (!ck)
+	if (!k)
 		return ret;
-	m = wstore_checkpoint_manifest(ck);
+	commit = k->commit;
+	m = wstore_checkpoint_manifest(k->ck);
 	paths = parse_paths(r, &expand);
+	if (json_array_size(paths) > PATHS_MAX) {
+		json_decref(paths);
+		wck_put(r->sv->cache, k);
+		return wreply_error(c, r, MHD_HTTP_BAD_REQUEST, NULL,
+				    "too many paths: at most 1000 per request");
+	}
 	out = json_array();
 	if (expand)
 		lc = last_commit(m, commit);
@@ -371,6 +377,6 @@ enum MHD_Result wapi_paths_info(struct MHD_Connection *c, struct wreq *r,
 	}
 	json_decref(lc);
 	json_decref(paths);
-	wstore_checkpoint_free(ck);
+	wck_put(r->sv->cache, k);
 	return wreply_json(c, r, MHD_HTTP_OK, out);
 }

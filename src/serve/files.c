@@ -38,7 +38,7 @@
 
 struct body {
 	struct wreq *r;
-	wstore_checkpoint *ck;
+	struct wck *k;
 	wstore_file *f;
 	uint64_t start, end; /* file bytes [start, end) */
 	int fd;		     /* chunk file holding [fd_lo, fd_hi) */
@@ -46,9 +46,14 @@ struct body {
 	int no_fd;
 };
 
+/* A read failed mid-body: the response is cut (its Content-Length never
+ * reached, the client sees a broken transfer, not a whole file of other
+ * bytes), and the checkpoint handle is not given to new requests (it was
+ * deleted, or replaced by a new import of its id: WSTORE_ECHANGED). */
 static void body_fail(struct body *b, const char *what)
 {
 	atomic_store(&b->r->failed, 1);
+	wck_dead(b->r->sv->cache, b->k);
 	fprintf(stderr, "wstore serve: cannot read '%s' of '%s': %s\n",
 		wstore_file_path(b->f), b->r->ckpt ? b->r->ckpt : "?", what);
 }
@@ -129,7 +134,7 @@ static void body_free(void *cls)
 	if (b->fd >= 0)
 		close(b->fd);
 	wstore_file_free(b->f);
-	wstore_checkpoint_free(b->ck);
+	wck_put(b->r->sv->cache, b->k);
 	wreq_unref(b->r);
 	free(b);
 }
@@ -232,48 +237,65 @@ out:
 	return resp;
 }
 
-/* The body of [a, a+len) of *f: an fd response when one chunk file holds
- * it all (not for HEAD), which takes *ck over into the request, else a
- * callback response, which takes *ck and *f over (setting them to NULL). */
-static struct MHD_Response *make_body(struct wreq *r, wstore_checkpoint **ckp,
-				      wstore_file **fp, uint64_t a,
-				      uint64_t len, int head)
+/* The request keeps k (with its lease) until its response is done. */
+static void hold(struct wreq *r, struct wck **kp)
 {
-	wstore_checkpoint *ck = *ckp;
+	wck_put(r->sv->cache, r->hold);
+	r->hold = *kp;
+	*kp = NULL;
+}
+
+/*
+ * The body of [a, a+len) of *f: an fd response when one chunk file holds
+ * it all (not for HEAD) or, with --mmap, a mapped one, either of which
+ * moves *kp into the request; else a callback response, which takes *kp
+ * and *fp over (setting them to NULL).  NULL with *err set when the first
+ * chunk cannot be opened (no header has gone out: the caller answers an
+ * error), or out of memory (*err 0).
+ */
+static struct MHD_Response *make_body(struct wreq *r, struct wck **kp,
+				      wstore_file **fp, uint64_t a,
+				      uint64_t len, int head, int *err)
+{
 	wstore_file *f = *fp;
 	struct MHD_Response *resp;
 	struct body *b;
 	uint64_t fd_off;
 	size_t clen, block;
-	int fd = -1;
+	int fd = -1, rc = WSTORE_EUNSUPPORTED;
 
-	if (!head && len &&
-	    wstore_file_chunk_fd(&fd, &fd_off, &clen, f, a) == 0) {
-		if (clen >= len) {
-			resp = MHD_create_response_from_fd_at_offset64(len, fd,
-								       fd_off);
-			if (resp) {
-				r->whole_len = len;
-				/* the read lease lasts as long as the
-				 * response: a delete waits for it */
-				wstore_checkpoint_free(r->hold);
-				r->hold = ck;
-				*ckp = NULL;
-			} else {
-				close(fd);
-			}
-			return resp;
+	*err = 0;
+	if (!head && len)
+		rc = wstore_file_chunk_fd(&fd, &fd_off, &clen, f, a);
+	if (rc < 0 && rc != WSTORE_EUNSUPPORTED) {
+		*err = rc;
+		return NULL;
+	}
+	if (rc == 0 && clen >= len) {
+		resp = MHD_create_response_from_fd_at_offset64(len, fd, fd_off);
+		if (!resp) {
+			close(fd);
+			return NULL;
 		}
+		r->whole_len = len;
+		/* the read lease lasts as long as the response: a delete
+		 * waits for it */
+		hold(r, kp);
+		return resp;
+	}
+	if (rc == 0) {
 		close(fd);
 		if (r->sv->o->mmap && (resp = mapped_body(f, a, len))) {
 			r->whole_len = len;
+			/* the mappings are sent after this returns */
+			hold(r, kp);
 			return resp;
 		}
 	}
 	if (!(b = calloc(1, sizeof(*b))))
 		return NULL;
-	*b = (struct body){ r, ck, f, a, a + len, -1, 0, 0, 0, 0 };
-	*ckp = NULL;
+	*b = (struct body){ r, *kp, f, a, a + len, -1, 0, 0, 0, 0 };
+	*kp = NULL;
 	*fp = NULL;
 	atomic_fetch_add(&r->refs, 1);
 	block = wstore_file_read_size(f);
@@ -288,30 +310,51 @@ static struct MHD_Response *make_body(struct wreq *r, wstore_checkpoint **ckp,
 	return resp;
 }
 
+/* The first chunk of the file could not be opened: the checkpoint was
+ * deleted or replaced since it was resolved (or the store failed).  No
+ * header has gone out: 503, and the next request resolves again. */
+static enum MHD_Result first_chunk_failed(struct MHD_Connection *c,
+					  struct wreq *r, struct wck *k,
+					  const char *path, int rc)
+{
+	char msg[512];
+
+	wck_dead(r->sv->cache, k);
+	snprintf(msg, sizeof(msg), "cannot read '%s' of '%s': %s", path, k->id,
+		 wstore_last_error());
+	fprintf(stderr, "wstore serve: %s\n", msg);
+	atomic_store(&r->failed, 1);
+	return wreply_error(c, r,
+			    rc == WSTORE_ECORRUPT
+				    ? MHD_HTTP_INTERNAL_SERVER_ERROR
+				    : MHD_HTTP_SERVICE_UNAVAILABLE,
+			    NULL, msg);
+}
+
 enum MHD_Result wfiles_resolve(struct MHD_Connection *c, struct wreq *r,
 			       const struct wtarget *t)
 {
-	char commit[WSTORE_COMMIT_LEN + 1], cr[80];
 	enum MHD_Result ret = MHD_NO;
-	int head = !strcmp(r->method, "HEAD"), rg;
+	int head = !strcmp(r->method, "HEAD"), rg, err;
+	const wstore_manifest *m;
 	struct MHD_Response *resp;
-	wstore_checkpoint *ck;
+	struct wck *k;
 	wstore_file *f = NULL;
 	wstore_file_info fi;
 	uint64_t size, a = 0, b = 0;
-	int64_t k;
+	int64_t i;
+	char cr[80];
 
 	if (wstore_validate_path(t->path) < 0)
 		return wreply_error(c, r, MHD_HTTP_NOT_FOUND, "EntryNotFound",
 				    wstore_last_error());
-	if (!(ck = wopen_target(c, r, t, commit, &ret)))
+	if (!(k = wopen_target(c, r, t, &ret)))
 		return ret;
-	k = wstore_manifest_find(wstore_checkpoint_manifest(ck), t->path);
-	if (k < 0 ||
-	    wstore_manifest_file(&fi, wstore_checkpoint_manifest(ck),
-				 (size_t)k) < 0 ||
-	    wstore_file_open(&f, ck, t->path) < 0) {
-		wstore_checkpoint_free(ck);
+	m = wstore_checkpoint_manifest(k->ck);
+	i = wstore_manifest_find(m, t->path);
+	if (i < 0 || wstore_manifest_file(&fi, m, (size_t)i) < 0 ||
+	    wstore_file_open(&f, k->ck, t->path) < 0) {
+		wck_put(r->sv->cache, k);
 		return wreply_error(c, r, MHD_HTTP_NOT_FOUND, "EntryNotFound",
 				    "no such file in the repository");
 	}
@@ -324,25 +367,33 @@ enum MHD_Result wfiles_resolve(struct MHD_Connection *c, struct wreq *r,
 						       MHD_RESPMEM_PERSISTENT);
 		snprintf(cr, sizeof(cr), "bytes */%" PRIu64, size);
 		if (resp) {
-			add_headers(resp, &fi, commit);
+			add_headers(resp, &fi, k->commit);
 			MHD_add_response_header(resp, "Content-Range", cr);
 		}
 		wstore_file_free(f);
-		wstore_checkpoint_free(ck);
+		wck_put(r->sv->cache, k);
 		return wreply(c, r, MHD_HTTP_RANGE_NOT_SATISFIABLE, resp);
 	}
 	if (rg == 0) {
 		a = 0;
 		b = size ? size - 1 : 0;
 	}
-	/* fi's strings live in ck: headers first, then let ck go */
-	resp = make_body(r, &ck, &f, a, size ? b - a + 1 : 0, head);
-	if (resp)
-		add_headers(resp, &fi, commit);
+	/* fi's strings and the commit live in k, which the response keeps
+	 * (make_body moves it there) */
+	{
+		struct wck *keep = k;
+
+		resp = make_body(r, &k, &f, a, size ? b - a + 1 : 0, head,
+				 &err);
+		if (resp)
+			add_headers(resp, &fi, keep->commit);
+		else if (err)
+			ret = first_chunk_failed(c, r, keep, fi.path, err);
+	}
 	wstore_file_free(f);
-	wstore_checkpoint_free(ck);
+	wck_put(r->sv->cache, k);
 	if (!resp)
-		return MHD_NO;
+		return err ? ret : MHD_NO;
 	if (rg > 0) {
 		snprintf(cr, sizeof(cr),
 			 "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, a, b, size);

@@ -38,11 +38,28 @@ struct wserve_metrics {
 	struct wserve_ckpt_bytes *per_ckpt;
 };
 
+/* An open checkpoint shared by the requests that read it (cache.c). */
+struct wck {
+	struct wck *next;
+	wstore_checkpoint *ck; /* with its read lease */
+	char *id;
+	char commit[WSTORE_COMMIT_LEN + 1];
+	int refs; /* under the cache's lock */
+	int dead; /* a read failed: handed to no new request */
+};
+
 struct wserve {
 	wstore_store *store;
+	struct wcache *cache;
 	const struct wserve_options *o;
 	struct wserve_metrics m;
-	pthread_mutex_t log_mu;
+	unsigned char token_sha[32]; /* SHA-256 of o->token */
+	unsigned header_timeout;     /* seconds */
+	atomic_int stopping;	     /* SIGTERM came: answer 503, close */
+	pthread_mutex_t log_mu;	     /* one line at a time on stderr */
+	char log_last[512];	     /* libmicrohttpd's last message, */
+	double log_at;		     /* when it was printed */
+	unsigned long log_repeats;   /* and how often since */
 };
 
 /* One request, from its first call of the access handler to completion. */
@@ -60,9 +77,9 @@ struct wreq {
 	size_t body_len;
 	int body_too_big;
 	atomic_int failed; /* a read from the store failed mid-body */
-	/* the checkpoint of an fd response, kept open (with its read lease)
-	 * until the response is done */
-	wstore_checkpoint *hold;
+	/* the checkpoint of an fd or mapped response, kept open (with its
+	 * read lease) until the response is done */
+	struct wck *hold;
 };
 
 /* ---- server.c ---------------------------------------------------------- */
@@ -86,16 +103,37 @@ char *wquery(struct MHD_Connection *c, const char *name);
 /* "true", "True", "1" */
 int wquery_true(struct MHD_Connection *c, const char *name);
 
+/* ---- cache.c ----------------------------------------------------------- */
+
+struct wcache;
+/* Names resolved are reused for ttl seconds (0: none is kept). */
+struct wcache *wcache_new(wstore_store *store, double ttl);
+void wcache_free(struct wcache *c);
+/*
+ * The open checkpoint repo names at rev (a reference: give it back with
+ * wck_put), resolved with wstore_resolve unless a live resolution is
+ * kept.  Errors as wstore_resolve's and wstore_checkpoint_open's (*known
+ * as its out_repo_known); no error is remembered.
+ */
+int wcache_get(struct wck **out, int *known, struct wcache *c, const char *repo,
+	       const char *rev);
+/* Give back a reference (NULL is fine); the last one closes it. */
+void wck_put(struct wcache *c, struct wck *k);
+/* A read of k failed (deleted, replaced, unreachable): no new request
+ * gets it, and the names kept for it are forgotten. */
+void wck_dead(struct wcache *c, struct wck *k);
+/* Forget names whose time is up (closing checkpoints no one reads). */
+void wcache_sweep(struct wcache *c);
+
 /* ---- api.c ------------------------------------------------------------- */
 
 /*
- * Resolve t->repo at t->rev and open the checkpoint; on failure reply
- * (404 RepoNotFound / RevisionNotFound, 503 when the store fails) and
- * return NULL with *ret set.  commit gets the checkpoint's commit id.
+ * The checkpoint t->repo names at t->rev (a reference: wck_put it); on
+ * failure reply (404 RepoNotFound / RevisionNotFound, 503 with
+ * Retry-After when the store fails) and return NULL with *ret set.
  */
-wstore_checkpoint *wopen_target(struct MHD_Connection *c, struct wreq *r,
-				const struct wtarget *t, char *commit,
-				enum MHD_Result *ret);
+struct wck *wopen_target(struct MHD_Connection *c, struct wreq *r,
+			 const struct wtarget *t, enum MHD_Result *ret);
 /* The oid of a file: first 40 hex digits of its SHA-256 (of its key when
  * the manifest has none); the ETag of non-LFS files. */
 void wfile_oid(char out[WSTORE_COMMIT_LEN + 1], const wstore_file_info *fi);

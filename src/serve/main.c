@@ -23,8 +23,10 @@
 
 static const char help[] =
 	"usage: wstore serve [--listen ADDR:PORT] [--token TOKEN]\n"
-	"                    [--max-connections N] [--drain SECONDS]\n"
-	"                    [--no-access-log] [--mmap]\n"
+	"                    [--max-connections N]\n"
+	"                    [--max-connections-per-client N]\n"
+	"                    [--header-timeout SECONDS] [--cache-seconds S]\n"
+	"                    [--drain SECONDS] [--no-access-log] [--mmap]\n"
 	"\n"
 	"Serve the store read-only over HTTP with the Hugging Face Hub's\n"
 	"download protocol: point HF_ENDPOINT at it and Hub clients (vLLM,\n"
@@ -37,8 +39,17 @@ static const char help[] =
 	"  --token TOKEN         require 'Authorization: Bearer TOKEN' (config\n"
 	"                        key serve_token, or WSTORE_SERVE_TOKEN)\n"
 	"  --max-connections N   concurrent connections (default 256)\n"
-	"  --drain SECONDS       on SIGTERM, wait this long for responses in\n"
-	"                        flight (default 30)\n"
+	"  --max-connections-per-client N\n"
+	"                        concurrent connections from one client\n"
+	"                        address (default a quarter of the above)\n"
+	"  --header-timeout SECONDS\n"
+	"                        close a connection silent this long before\n"
+	"                        its request's headers are in (default 10)\n"
+	"  --cache-seconds S     reuse a resolved name and its open checkpoint\n"
+	"                        for S seconds (default 5; 0: resolve every\n"
+	"                        request)\n"
+	"  --drain SECONDS       on SIGTERM or SIGHUP, wait this long for\n"
+	"                        responses in flight (default 30)\n"
 	"  --no-access-log       no line per request on stderr\n"
 	"  --mmap                send bodies that span chunk files of the file\n"
 	"                        store from mappings of them (about half the\n"
@@ -99,6 +110,9 @@ static int parse_args(struct wserve_options *o, const wstore_config *cfg,
 		{ "listen", required_argument, NULL, 'l' },
 		{ "token", required_argument, NULL, 't' },
 		{ "max-connections", required_argument, NULL, 'm' },
+		{ "max-connections-per-client", required_argument, NULL, 'p' },
+		{ "header-timeout", required_argument, NULL, 'H' },
+		{ "cache-seconds", required_argument, NULL, 'c' },
 		{ "drain", required_argument, NULL, 'd' },
 		{ "no-access-log", no_argument, NULL, 'n' },
 		{ "mmap", no_argument, NULL, 'M' },
@@ -120,6 +134,23 @@ static int parse_args(struct wserve_options *o, const wstore_config *cfg,
 					 65536))
 				return EXIT_USAGE;
 			o->max_connections = (unsigned)n;
+			break;
+		case 'p':
+			if (parse_number(&n, "--max-connections-per-client",
+					 optarg, 1, 65536))
+				return EXIT_USAGE;
+			o->max_per_client = (unsigned)n;
+			break;
+		case 'H':
+			if (parse_number(&n, "--header-timeout", optarg, 1,
+					 3600))
+				return EXIT_USAGE;
+			o->header_timeout = (unsigned)n;
+			break;
+		case 'c':
+			if (parse_number(&o->cache_seconds, "--cache-seconds",
+					 optarg, 0, 3600))
+				return EXIT_USAGE;
 			break;
 		case 'd':
 			if (parse_number(&o->drain_seconds, "--drain", optarg,
@@ -149,7 +180,9 @@ static int parse_args(struct wserve_options *o, const wstore_config *cfg,
 
 int main(int argc, char **argv)
 {
-	struct wserve_options o = { NULL, NULL, 0, 30.0, 1, 0 };
+	struct wserve_options o = { .drain_seconds = 30.0,
+				    .access_log = 1,
+				    .cache_seconds = 5.0 };
 	wstore_config *cfg = NULL;
 	sigset_t stop;
 	wstore_store *s = NULL;
@@ -164,12 +197,13 @@ int main(int argc, char **argv)
 		wstore_config_free(cfg);
 		return rc < 0 ? EXIT_OK : rc;
 	}
-	/* SIGTERM and SIGINT are taken by wserve_run's sigwait: block them
+	/* SIGTERM, SIGINT and SIGHUP are taken by wserve_run: block them
 	 * before the store starts threads of its own (Mooncake's client
 	 * does), which would otherwise get them with the default action */
 	sigemptyset(&stop);
 	sigaddset(&stop, SIGTERM);
 	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &stop, NULL);
 	if (wstore_open_flags(&s, cfg, WSTORE_OPEN_READONLY) < 0) {
 		fprintf(stderr, "wstore: %s\n", wstore_last_error());

@@ -196,3 +196,74 @@ int wparse_range(const char *h, uint64_t size, uint64_t *a, uint64_t *b)
 	*b = y >= size ? size - 1 : y;
 	return 1;
 }
+
+/* Length of the well-formed UTF-8 sequence at s (at most n bytes), 0 if
+ * there is none (RFC 3629: no overlong forms, no surrogates, at most
+ * U+10FFFF).  *cp gets the code point. */
+static size_t utf8_seq(const unsigned char *s, size_t n, unsigned *cp)
+{
+	size_t len, i;
+	unsigned c = s[0], min;
+
+	if (c < 0x80) {
+		*cp = c;
+		return 1;
+	}
+	if (c >= 0xc2 && c <= 0xdf)
+		len = 2, c &= 0x1f, min = 0x80;
+	else if (c >= 0xe0 && c <= 0xef)
+		len = 3, c &= 0x0f, min = 0x800;
+	else if (c >= 0xf0 && c <= 0xf4)
+		len = 4, c &= 0x07, min = 0x10000;
+	else
+		return 0;
+	if (len > n)
+		return 0;
+	for (i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		c = (c << 6) | (s[i] & 0x3f);
+	}
+	if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+		return 0;
+	*cp = c;
+	return len;
+}
+
+char *wescape(const char *s, int keep_space)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t n = strlen(s), i = 0;
+	char *out = malloc(4 * n + 1), *q = out;
+
+	if (!out)
+		return NULL;
+	while (i < n) {
+		const unsigned char *u = (const unsigned char *)s + i;
+		unsigned cp = 0;
+		size_t len = utf8_seq(u, n - i, &cp);
+		int ctl = len == 0 || cp < 0x20 || cp == 0x7f ||
+			  (cp >= 0x80 && cp < 0xa0) || cp == '\\' ||
+			  (cp == ' ' && !keep_space);
+
+		if (!ctl) {
+			memcpy(q, u, len);
+			q += len;
+			i += len;
+			continue;
+		}
+		/* the byte(s) as \xNN: a terminal sees no escape sequence and
+		 * a JSON encoder no invalid UTF-8 */
+		if (!len)
+			len = 1;
+		for (size_t k = 0; k < len; k++) {
+			*q++ = '\\';
+			*q++ = 'x';
+			*q++ = hex[u[k] >> 4];
+			*q++ = hex[u[k] & 15];
+		}
+		i += len;
+	}
+	*q = '\0';
+	return out;
+}

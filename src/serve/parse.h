@@ -51,4 +51,12 @@ char *wurl_decode(const char *s, size_t n);
  */
 int wparse_range(const char *h, uint64_t size, uint64_t *a, uint64_t *b);
 
+/*
+ * s made safe for a log line or a JSON string (malloc'ed, NULL when out
+ * of memory): well-formed UTF-8 is kept, except control characters (C0,
+ * DEL, C1) and '\\', which become \xNN per byte, as does every byte that
+ * is not part of well-formed UTF-8; blanks too unless keep_space.
+ */
+char *wescape(const char *s, int keep_space);
+
 #endif

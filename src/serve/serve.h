@@ -21,6 +21,11 @@ struct wserve_options {
 	const char *listen;	  /* "ADDR:PORT", "[V6]:PORT" or ":PORT" */
 	const char *token;	  /* bearer token required, or NULL */
 	unsigned max_connections; /* 0 = 256 */
+	unsigned max_per_client;  /* per client address; 0 = a quarter of
+				   * max_connections */
+	unsigned header_timeout;  /* seconds of silence allowed before a
+				   * request's headers are in; 0 = 10 */
+	double cache_seconds;	  /* how long a resolved name is reused */
 	double drain_seconds;	  /* wait for in-flight responses on exit */
 	int access_log;		  /* one stderr line per request */
 	int mmap;		  /* send multi-chunk bodies from mapped chunk
@@ -28,8 +33,9 @@ struct wserve_options {
 };
 
 /*
- * Listen and serve store until SIGTERM or SIGINT, then stop accepting,
- * let in-flight responses finish (at most drain_seconds) and return 0.
+ * Listen and serve store until SIGTERM, SIGINT or SIGHUP, then stop
+ * listening, let in-flight responses finish (at most drain_seconds) and
+ * return 0.
  * Returns non-zero after printing why it could not start.  Signals are
  * blocked in the calling thread (the server waits for them itself).
  */

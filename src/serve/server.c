@@ -23,10 +23,19 @@
  * where {repo} is one segment (a checkpoint id or a model id without an
  * organisation) or two ("org/name").
  *
- * Shutdown: the main thread waits for SIGTERM/SIGINT (blocked in every
- * thread), then stops accepting (MHD_quiesce_daemon), waits until no
- * request is in flight (bounded by drain_seconds) and stops the daemon,
- * which closes idle keep-alive connections.
+ * Clients that never finish: a client address holds at most
+ * max_per_client connections, and a connection silent for header_timeout
+ * seconds before its headers are in is closed (on_request raises the
+ * timeout to BODY_TIMEOUT once they are, on_completed lowers it again for
+ * the next request of a kept-alive connection).
+ *
+ * Shutdown: the main thread waits for SIGTERM, SIGINT or SIGHUP (blocked
+ * in every thread), then stops accepting (MHD_quiesce_daemon) and closes
+ * the listening socket at once, so new connections are refused rather
+ * than queued; waits until no request is in flight (bounded by
+ * drain_seconds; a request arriving meanwhile on a kept-alive connection
+ * gets 503 and "Connection: close") and stops the daemon, which closes
+ * idle keep-alive connections.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -40,9 +49,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+
 #include "http.h"
 
 #define BODY_MAX (1u << 20)
+/* Inactivity allowed while a request is served (headers received): a
+ * client reading a large body slowly, or a store slow to answer. */
+#define BODY_TIMEOUT 300u
 
 double wserve_now(void)
 {
@@ -56,7 +71,7 @@ void wreq_unref(struct wreq *r)
 {
 	if (!r || atomic_fetch_sub(&r->refs, 1) != 1)
 		return;
-	wstore_checkpoint_free(r->hold);
+	wck_put(r->sv->cache, r->hold);
 	free(r->url);
 	free(r->ckpt);
 	free(r->body);
@@ -107,22 +122,29 @@ enum MHD_Result wreply_json(struct MHD_Connection *c, struct wreq *r,
 enum MHD_Result wreply_error(struct MHD_Connection *c, struct wreq *r,
 			     unsigned status, const char *code, const char *msg)
 {
+	/* messages quote request text, which may be anything: escaped, it
+	 * is valid UTF-8 for JSON and one line for a header */
+	char *safe = wescape(msg, 1);
 	struct MHD_Response *resp =
-		json_response(r, json_pack("{s:s}", "error", msg));
-	char hdr[512];
-	size_t i;
+		safe ? json_response(r, json_pack("{s:s}", "error", safe))
+		     : NULL;
 
-	if (!resp)
+	if (!resp) {
+		free(safe);
 		return MHD_NO;
+	}
 	if (code)
 		MHD_add_response_header(resp, "X-Error-Code", code);
-	/* a header value must stay on one line */
-	for (i = 0; msg[i] && i + 1 < sizeof(hdr); i++)
-		hdr[i] = (msg[i] == '\r' || msg[i] == '\n') ? ' ' : msg[i];
-	hdr[i] = '\0';
-	MHD_add_response_header(resp, "X-Error-Message", hdr);
+	if (strlen(safe) > 500)
+		strcpy(safe + 497, "...");
+	MHD_add_response_header(resp, "X-Error-Message", safe);
+	free(safe);
 	if (status == MHD_HTTP_UNAUTHORIZED)
 		MHD_add_response_header(resp, "WWW-Authenticate", "Bearer");
+	if (status == MHD_HTTP_SERVICE_UNAVAILABLE)
+		MHD_add_response_header(resp, "Retry-After", "1");
+	if (atomic_load(&r->sv->stopping))
+		MHD_add_response_header(resp, "Connection", "close");
 	return wreply(c, r, status, resp);
 }
 
@@ -132,17 +154,12 @@ char *wquery(struct MHD_Connection *c, const char *name)
 {
 	const char *v =
 		MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name);
-	char *d, *p;
 
 	if (!v)
 		return NULL;
-	/* form encoding: '+' is a blank */
-	if (!(d = wurl_decode(v, strlen(v))))
-		return NULL;
-	for (p = d; *p; p++)
-		if (*p == '+')
-			*p = ' ';
-	return d;
+	/* libmicrohttpd has made '+' a blank already (form encoding),
+	 * before any %XX is decoded: "%2B" stays a '+' */
+	return wurl_decode(v, strlen(v));
 }
 
 int wquery_true(struct MHD_Connection *c, const char *name)
@@ -202,23 +219,22 @@ static enum MHD_Result route_repo(struct MHD_Connection *c, struct wreq *r,
 	return ret;
 }
 
-/* Constant-time comparison of the Authorization header with the token. */
-static int authorized(struct MHD_Connection *c, const char *token)
+/*
+ * Is the Authorization header "Bearer <token>"?  The two are compared as
+ * SHA-256 digests with CRYPTO_memcmp, so the time taken depends neither
+ * on where they first differ nor on the token's length (a plain compare
+ * stops at the first difference, or at once when the lengths differ).
+ */
+static int authorized(struct MHD_Connection *c, const unsigned char *want)
 {
 	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 						    "Authorization");
-	size_t n = strlen(token), hn;
-	unsigned char diff = 0;
+	unsigned char got[SHA256_DIGEST_LENGTH];
 
 	if (!h || strncasecmp(h, "Bearer ", 7) != 0)
 		return 0;
-	h += 7;
-	hn = strlen(h);
-	if (hn != n)
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		diff |= (unsigned char)(h[i] ^ token[i]);
-	return diff == 0;
+	SHA256((const unsigned char *)h + 7, strlen(h + 7), got);
+	return CRYPTO_memcmp(got, want, sizeof(got)) == 0;
 }
 
 static enum MHD_Result route(struct MHD_Connection *c, struct wreq *r,
@@ -227,13 +243,17 @@ static enum MHD_Result route(struct MHD_Connection *c, struct wreq *r,
 	int get = !strcmp(r->method, "GET") || !strcmp(r->method, "HEAD");
 	int post = !strcmp(r->method, "POST");
 
+	if (atomic_load(&r->sv->stopping))
+		/* a request on a kept-alive connection after SIGTERM */
+		return wreply_error(c, r, MHD_HTTP_SERVICE_UNAVAILABLE, NULL,
+				    "the server is stopping");
 	if (!strcmp(url, "/healthz") && get) {
 		struct MHD_Response *resp = MHD_create_response_from_buffer(
 			3, (void *)"ok\n", MHD_RESPMEM_PERSISTENT);
 
 		return wreply(c, r, MHD_HTTP_OK, resp);
 	}
-	if (r->sv->o->token && !authorized(c, r->sv->o->token))
+	if (r->sv->o->token && !authorized(c, r->sv->token_sha))
 		return wreply_error(c, r, MHD_HTTP_UNAUTHORIZED, NULL,
 				    "missing or wrong bearer token");
 	if (!get && !post)
@@ -270,6 +290,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 		r->url = strdup(url);
 		*con_cls = r;
 		atomic_fetch_add(&sv->m.inflight, 1);
+		/* the headers are in: from now on the body's timeout */
+		MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT,
+					  BODY_TIMEOUT);
 		return MHD_YES;
 	}
 	if (*upload_size) {
@@ -302,6 +325,8 @@ static void log_request(struct wserve *sv, struct MHD_Connection *c,
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	char addr[INET6_ADDRSTRLEN] = "-";
+	char *url = wescape(r->url ? r->url : "-", 0),
+	     *m = wescape(r->method, 0);
 
 	if (ci && ci->client_addr) {
 		const struct sockaddr *sa = ci->client_addr;
@@ -316,11 +341,13 @@ static void log_request(struct wserve *sv, struct MHD_Connection *c,
 				  addr, sizeof(addr));
 	}
 	pthread_mutex_lock(&sv->log_mu);
-	fprintf(stderr, "%s %s %s %u %llu %.1fms%s\n", addr, r->method,
-		r->url ? r->url : "-", r->status, (unsigned long long)bytes,
+	fprintf(stderr, "%s %s %s %u %llu %.1fms%s\n", addr, m ? m : "-",
+		url ? url : "-", r->status, (unsigned long long)bytes,
 		(wserve_now() - r->start) * 1000.0,
 		broken ? " (incomplete)" : "");
 	pthread_mutex_unlock(&sv->log_mu);
+	free(url);
+	free(m);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -346,6 +373,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	atomic_fetch_sub(&sv->m.inflight, 1);
 	*con_cls = NULL;
 	wreq_unref(r);
+	/* a kept-alive connection waits for the next headers: their
+	 * timeout again */
+	MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT,
+				  sv->header_timeout);
 }
 
 static void on_connection(void *cls, struct MHD_Connection *c, void **sctx,
@@ -431,11 +462,14 @@ bad:
 }
 
 /* libmicrohttpd's own messages (a client that hung up, a bad request
- * line), marked as the server's. */
+ * line, a connection refused at a limit), marked as the server's.  The
+ * same message again within a second is counted, not printed: a flood
+ * of refused connections makes one line a second, not one each. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	struct wserve *sv = cls;
-	char msg[512];
+	char msg[sizeof(sv->log_last)];
+	double now = wserve_now();
 	size_t n;
 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -443,7 +477,18 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
 		msg[--n] = '\0';
 	pthread_mutex_lock(&sv->log_mu);
-	fprintf(stderr, "wstore serve: %s\n", msg);
+	if (!strcmp(msg, sv->log_last) && now < sv->log_at + 1.0) {
+		sv->log_repeats++;
+	} else {
+		if (sv->log_repeats)
+			fprintf(stderr,
+				"wstore serve: (%lu more of the last)\n",
+				sv->log_repeats);
+		fprintf(stderr, "wstore serve: %s\n", msg);
+		memcpy(sv->log_last, msg, sizeof(msg));
+		sv->log_at = now;
+		sv->log_repeats = 0;
+	}
 	pthread_mutex_unlock(&sv->log_mu);
 }
 
@@ -456,57 +501,102 @@ static void drain(struct wserve *sv)
 		nanosleep(&ts, NULL);
 }
 
+/* The daemon, listening on fd (which it takes over on success). */
+static struct MHD_Daemon *start_daemon(struct wserve *sv, int fd)
+{
+	const struct wserve_options *o = sv->o;
+	unsigned max = o->max_connections ? o->max_connections : 256u;
+	unsigned per = o->max_per_client ? o->max_per_client : (max + 3) / 4;
+
+	/* the logger first: options before it would log through the
+	 * library's default logger (it says so at every start) */
+	return MHD_start_daemon(
+		MHD_USE_THREAD_PER_CONNECTION |
+			MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
+			MHD_USE_ERROR_LOG,
+		0, NULL, NULL, on_request, sv, MHD_OPTION_EXTERNAL_LOGGER,
+		mhd_log, sv, MHD_OPTION_LISTEN_SOCKET, fd,
+		MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv,
+		MHD_OPTION_NOTIFY_CONNECTION, on_connection, sv,
+		MHD_OPTION_CONNECTION_LIMIT, max,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT, per,
+		/* until its headers are in, a connection has header_timeout
+		 * seconds of silence; then BODY_TIMEOUT (on_request) */
+		MHD_OPTION_CONNECTION_TIMEOUT, sv->header_timeout,
+		MHD_OPTION_END);
+}
+
+/* Wait for SIGTERM, SIGINT or SIGHUP (a closed terminal), sweeping the
+ * resolution cache every second meanwhile (an idle checkpoint's lease
+ * ends about cache_seconds after its last request). */
+static void wait_for_stop(struct wserve *sv, const sigset_t *sigs)
+{
+	struct timespec tick = { 1, 0 };
+	int sig;
+
+	for (;;) {
+		sig = sigtimedwait(sigs, NULL, &tick);
+		if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP)
+			return;
+		if (sig < 0 && errno != EAGAIN && errno != EINTR)
+			return;
+		wcache_sweep(sv->cache);
+	}
+}
+
 int wserve_run(wstore_store *store, const struct wserve_options *o)
 {
-	struct wserve sv = { store, o };
+	struct wserve sv = { .store = store, .o = o };
 	struct MHD_Daemon *d;
 	char shown[192];
 	sigset_t sigs;
-	int fd, sig = 0;
+	int fd;
 
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
 	sigaddset(&sigs, SIGPIPE);
-	/* the server's threads inherit the mask; only sigwait sees these */
+	/* the server's threads inherit the mask; only sigtimedwait sees
+	 * these */
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	if ((fd = listen_on(o->listen, shown, sizeof(shown))) < 0)
 		return 1;
+	if (o->token)
+		SHA256((const unsigned char *)o->token, strlen(o->token),
+		       sv.token_sha);
+	sv.header_timeout = o->header_timeout ? o->header_timeout : 10u;
+	atomic_init(&sv.stopping, 0);
+	if (!(sv.cache = wcache_new(store, o->cache_seconds))) {
+		close(fd);
+		return 1;
+	}
 	wmetrics_init(&sv.m);
 	pthread_mutex_init(&sv.log_mu, NULL);
-	d = MHD_start_daemon(
-		MHD_USE_THREAD_PER_CONNECTION |
-			MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
-			MHD_USE_ERROR_LOG,
-		0, NULL, NULL, on_request, &sv, MHD_OPTION_EXTERNAL_LOGGER,
-		mhd_log, &sv, MHD_OPTION_LISTEN_SOCKET, fd,
-		MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
-		MHD_OPTION_NOTIFY_COMPLETED, on_completed, &sv,
-		MHD_OPTION_NOTIFY_CONNECTION, on_connection, &sv,
-		MHD_OPTION_CONNECTION_LIMIT,
-		o->max_connections ? o->max_connections : 256u,
-		MHD_OPTION_CONNECTION_TIMEOUT, 300u, MHD_OPTION_EXTERNAL_LOGGER,
-		mhd_log, &sv, MHD_OPTION_END);
-	if (!d) {
+	if (!(d = start_daemon(&sv, fd))) {
 		fprintf(stderr,
 			"wstore: cannot start the HTTP server on '%s'\n",
 			shown);
 		close(fd);
+		wcache_free(sv.cache);
 		wmetrics_free(&sv.m);
 		return 1;
 	}
 	fprintf(stderr, "wstore serve: listening on http://%s (store: %s)\n",
 		shown, wstore_backend_name(store));
-	while (sig != SIGTERM && sig != SIGINT)
-		if (sigwait(&sigs, &sig) != 0)
-			break;
+	wait_for_stop(&sv, &sigs);
 	fprintf(stderr, "wstore serve: stopping: finishing %d request(s)\n",
 		atomic_load(&sv.m.inflight));
+	/* stop listening at once: a new connection is refused, not left in
+	 * the backlog until the drain ends */
+	atomic_store(&sv.stopping, 1);
 	fd = MHD_quiesce_daemon(d);
-	drain(&sv);
-	MHD_stop_daemon(d);
 	if (fd >= 0)
 		close(fd);
+	drain(&sv);
+	MHD_stop_daemon(d);
+	wcache_free(sv.cache);
 	wmetrics_free(&sv.m);
 	pthread_mutex_destroy(&sv.log_mu);
 	fprintf(stderr, "wstore serve: stopped\n");

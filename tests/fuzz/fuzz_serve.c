@@ -7,7 +7,10 @@
  * Checked: a parsed route has a non-empty repository with no NUL, and a
  * resolve route has a path; a decoded string is never longer than its
  * input and decodes again to itself when it held no '%'; a satisfiable
- * range lies inside the body (a <= b < size).  Seeds in
+ * range lies inside the body (a <= b < size); an escaped string
+ * (wescape) holds no control byte, no blank when asked, and only
+ * well-formed UTF-8 (checked by escaping it again: nothing changes but
+ * its backslashes).  Seeds in
  * tests/fuzz/corpus/serve/.
  */
 /* fuzz-sources: src/serve/parse.c */
@@ -33,6 +36,26 @@ static void route(const char *s, int api)
 	wtarget_free(&t);
 }
 
+static void escaped(const char *s)
+{
+	char *e = wescape(s, 0), *again;
+	size_t backslashes = 0;
+
+	if (!e)
+		return;
+	for (const unsigned char *p = (const unsigned char *)e; *p; p++) {
+		if (*p < 0x20 || *p == 0x7f || *p == ' ')
+			abort();
+		backslashes += *p == '\\';
+	}
+	/* escaping again changes only the backslashes (\\ -> \x5c) */
+	if (!(again = wescape(e, 0)) ||
+	    strlen(again) != strlen(e) + 3 * backslashes)
+		abort();
+	free(again);
+	free(e);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const uint64_t sizes[] = { 0, 1, 1000, UINT64_MAX };
@@ -52,6 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		free(d);
 	}
+	escaped(s);
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(*sizes); i++) {
 		int rc = wparse_range(s, sizes[i], &a, &b);
 

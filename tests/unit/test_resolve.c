@@ -2,11 +2,15 @@
  * test_resolve.c - repository names (resolve.c): model id and revision to
  * the newest READY checkpoint, commit ids, checkpoint ids as repository
  * names, unknown repositories told from unknown revisions, FAILED and
- * stale index entries passed over.
+ * stale index entries passed over, and a read that fails never taken for
+ * an absent checkpoint (fault backend).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <wstore/sys/backend.h>
 
 #include "error.h"
 #include "manifest.h"
@@ -100,6 +104,69 @@ static void expect(wstore_store *s, const char *repo, const char *rev,
 	free(id);
 }
 
+/* Resolve repo at main in the file store dir through the fault backend
+ * failing its k-th get: 0 with *id, or the error. */
+static int resolve_faulty(char **id, const char *dir, int k, const char *repo)
+{
+	wstore_backend *inner = NULL, *b = NULL;
+	wstore_store *s = NULL;
+	char spec[32];
+	int rc;
+
+	*id = NULL;
+	snprintf(spec, sizeof(spec), "failop=get:%d", k);
+	CHECK_EQ_INT(wstore_backend_file_new(&inner, dir), 0);
+	CHECK_EQ_INT(wstore_backend_fault_new(&b, inner, spec), 0);
+	CHECK_EQ_INT(wstore_open_backend(&s, b), 0);
+	if (!s)
+		return -1;
+	rc = wstore_resolve(id, NULL, s, repo, "main");
+	if (rc < 0) {
+		CHECK(*id == NULL);
+		/* the store's error, named: never "not found" */
+		CHECK_EQ_INT(rc, -EIO);
+		CHECK(strstr(wstore_last_error(), "injected") != NULL);
+	}
+	wstore_free(s);
+	return rc;
+}
+
+/*
+ * A file store of three checkpoints of org/f (the newest f-3), read
+ * through the fault backend failing the k-th get, for every k: each
+ * resolution names f-3 or fails with the store's error, never another
+ * checkpoint and never "not found".  Likewise a checkpoint id.
+ */
+static void resolve_with_failing_reads(const char *src)
+{
+	char *dir = unit_tmpdir(), *id;
+	wstore_store *s = NULL;
+	int errors = 0;
+
+	CHECK_EQ_INT(wstore_open_url(&s, dir), 0);
+	CHECK_EQ_INT(import(s, "f-1", "org/f", "main", src), 0);
+	CHECK_EQ_INT(import(s, "f-3", "org/f", "main", src), 0);
+	CHECK_EQ_INT(import(s, "f-2", "org/f", "main", src), 0);
+	retime(s, "f-1", 1000, NULL);
+	retime(s, "f-2", 2000, NULL);
+	retime(s, "f-3", 3000, NULL);
+	wstore_free(s);
+	for (int k = 1; k <= 8; k++) {
+		if (resolve_faulty(&id, dir, k, "org/f") == 0)
+			CHECK_STR(id, "f-3");
+		else
+			errors++;
+		free(id);
+		if (resolve_faulty(&id, dir, k, "f-2") == 0)
+			CHECK_STR(id, "f-2");
+		free(id);
+	}
+	/* the failing read was a manifest's at least three times */
+	CHECK(errors >= 3);
+	unit_rmtree(dir);
+	free(dir);
+}
+
 void test_resolve(void)
 {
 	char *src = src_dir(), c_old[41], c_new[41], c_v2[41], again[41];
@@ -173,6 +240,7 @@ void test_resolve(void)
 		CHECK(id == NULL);
 	}
 	wstore_free(s);
+	resolve_with_failing_reads(src);
 	unit_rmtree(src);
 	free(src);
 }
