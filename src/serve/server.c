@@ -40,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/notify.h"
 #include "http.h"
 
 #define BODY_MAX (1u << 20)
@@ -497,11 +498,13 @@ int wserve_run(wstore_store *store, const struct wserve_options *o)
 	}
 	fprintf(stderr, "wstore serve: listening on http://%s (store: %s)\n",
 		shown, wstore_backend_name(store));
+	wstore_notify("READY=1"); /* a Type=notify unit: listening now */
 	while (sig != SIGTERM && sig != SIGINT)
 		if (sigwait(&sigs, &sig) != 0)
 			break;
 	fprintf(stderr, "wstore serve: stopping: finishing %d request(s)\n",
 		atomic_load(&sv.m.inflight));
+	wstore_notify("STOPPING=1");
 	fd = MHD_quiesce_daemon(d);
 	drain(&sv);
 	MHD_stop_daemon(d);
