@@ -7,7 +7,7 @@ BUILD ?= build
 PREFIX ?= /usr/local
 MESON_OPTS ?=
 
-.PHONY: all deps deps-build demo test test-unit asan tsan install bench fuzz clean format-check format
+.PHONY: all deps deps-build demo test test-unit asan tsan install uninstall deb bench fuzz clean format-check format
 
 all: $(BUILD)/build.ninja
 	ninja -C $(BUILD)
@@ -45,9 +45,27 @@ tsan:
 	TSAN_OPTIONS=halt_on_error=1:exitcode=66:suppressions=$(CURDIR)/tests/tsan.supp \
 		sh tests/run.sh build-tsan $(SUITES)
 
+# DESTDIR (staged installs) is honoured by meson install.  A root install
+# into the system refreshes the loader's cache, so that the Python binding
+# (and anything else) finds libwstore.so.0 by its soname at once.
 install: all
 	meson configure $(BUILD) --prefix=$(PREFIX)
+	ninja -C $(BUILD)
 	meson install -C $(BUILD)
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then ldconfig; fi
+
+# removes what the last `make install` of $(BUILD) installed (its log)
+uninstall:
+	ninja -C $(BUILD) uninstall
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then ldconfig; fi
+
+# Debian packages from this tree (debian/): wstore, libwstore0,
+# libwstore-dev, python3-wstore and their -dbgsym, into $(DEB_OUT).  No
+# tests inside the package build (the suites run from the tree).
+DEB_OUT ?= build-deb
+deb:
+	sh scripts/deps.sh deb
+	sh scripts/deb.sh $(DEB_OUT)
 
 bench: all
 	sh bench/run.sh $(BUILD)
@@ -58,7 +76,7 @@ fuzz:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_OUT=build-fuzz sh scripts/fuzz.sh
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz build-deb
 
 # The C sources match .clang-format (clang-format 14, Debian 12).
 FORMAT_FILES = $$(git ls-files 'src/*.[ch]' 'include/*.h' 'tests/*.[ch]' 'bench/*.c')

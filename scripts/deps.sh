@@ -2,18 +2,27 @@
 # Install the Debian 12 packages wstore needs.  As root this runs apt-get;
 # otherwise it prints the apt-get line to run.
 #   sh scripts/deps.sh build   what building every part of wstore needs
-#                              (make demo runs this: no servers, no torch)
-#   sh scripts/deps.sh test    that plus what the test suites run: Redis,
-#                              numpy and torch, FUSE, curl, node and npm
+#                              (make demo runs this: no servers, no torch);
+#                              lowdown makes the man pages
+#   sh scripts/deps.sh deb     that plus what `make deb` needs: debhelper,
+#                              dh-python, lintian
+#   sh scripts/deps.sh test    all of that plus what the test suites run:
+#                              Redis, numpy and torch, FUSE, curl, node and
+#                              npm; systemd (systemd-analyze), man-db,
+#                              bash-completion, python3-venv and
+#                              python3-wheel-whl (the deploy suite)
 #                              (make test runs this; the default)
 BUILD_PKGS="meson ninja-build pkg-config gcc libc6-dev libssl-dev \
-libjansson-dev libhiredis-dev libfuse3-dev libmicrohttpd-dev python3"
-TEST_PKGS="redis-server redis-tools python3-numpy python3-torch fuse3 curl"
+libjansson-dev libhiredis-dev libfuse3-dev libmicrohttpd-dev python3 lowdown"
+DEB_PKGS="dpkg-dev debhelper dh-python lintian fakeroot"
+TEST_PKGS="redis-server redis-tools python3-numpy python3-torch fuse3 curl \
+systemd man-db bash-completion python3-venv python3-wheel-whl"
 case ${1:-test} in
 build) PKGS=$BUILD_PKGS ;;
-test) PKGS="$BUILD_PKGS $TEST_PKGS" ;;
+deb) PKGS="$BUILD_PKGS $DEB_PKGS" ;;
+test) PKGS="$BUILD_PKGS $DEB_PKGS $TEST_PKGS" ;;
 *)
-	echo "deps: unknown profile '$1' (build or test)" >&2
+	echo "deps: unknown profile '$1' (build, deb or test)" >&2
 	exit 2
 	;;
 esac

@@ -8,16 +8,36 @@ The library is looked for, in order:
   1. ``$WSTORE_LIBRARY`` (a path to libwstore.so);
   2. ``../../build/libwstore.so`` next to this package (the repository
      layout: python/wstore/ and build/);
-  3. the system: ``ctypes.util.find_library("wstore")``, then
-     ``libwstore.so.0``.
+  3. the installed library by its soname, ``libwstore.so.0``, where the
+     dynamic loader finds it (its cache: Debian's package, or ``make
+     install`` followed by ldconfig; ``LD_LIBRARY_PATH``);
+  4. ``libwstore.so.0`` in the library directory of the prefix this
+     package was installed under (``make install PREFIX=/opt/x`` puts both
+     under /opt/x/lib), for an install the loader does not know of;
+  5. ``ctypes.util.find_library("wstore")``.
+The soname comes before any unversioned name, so that a library of
+another ABI (libwstore.so.1) is never picked up by mistake.
 """
 import ctypes
 import ctypes.util
 import os
+import sysconfig
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_int,
                     c_int64, c_size_t, c_uint, c_uint32, c_uint64, c_void_p)
 
 __all__ = ["lib", "libc", "library_path"]
+
+
+SONAME = "libwstore.so.0"
+
+
+def _prefix_libdirs(here):
+    """<prefix>/lib/<multiarch> and <prefix>/lib for a package installed
+    in <prefix>/lib/python3.X/{site,dist}-packages/wstore."""
+    lib = os.path.normpath(os.path.join(here, "..", "..", ".."))
+    multiarch = sysconfig.get_config_var("MULTIARCH")
+    out = [os.path.join(lib, multiarch)] if multiarch else []
+    return out + [lib]
 
 
 def _candidates():
@@ -28,10 +48,11 @@ def _candidates():
     here = os.path.dirname(os.path.abspath(__file__))
     out = [os.path.normpath(os.path.join(here, "..", "..", "build",
                                          "libwstore.so"))]
+    out.append(SONAME)
+    out += [os.path.join(d, SONAME) for d in _prefix_libdirs(here)]
     found = ctypes.util.find_library("wstore")
     if found:
         out.append(found)
-    out.append("libwstore.so.0")
     return out
 
 

@@ -25,6 +25,7 @@
 
 #include <wstore/wstore.h>
 
+#include "../common/notify.h"
 #include "fuse_ops.h"
 
 /* Exit statuses, as the CLI's. */
@@ -98,6 +99,7 @@ static void on_ready(void *ctx)
 	int null = open("/dev/null", O_RDWR);
 	char ok = 0;
 
+	wstore_notify("READY=1"); /* a Type=notify unit: mounted now */
 	if (dp->fd < 0)
 		return;
 	if (null >= 0) {

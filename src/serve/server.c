@@ -52,6 +52,7 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
+#include "../common/notify.h"
 #include "http.h"
 
 #define BODY_MAX (1u << 20)
@@ -585,9 +586,11 @@ int wserve_run(wstore_store *store, const struct wserve_options *o)
 	}
 	fprintf(stderr, "wstore serve: listening on http://%s (store: %s)\n",
 		shown, wstore_backend_name(store));
+	wstore_notify("READY=1"); /* a Type=notify unit: listening now */
 	wait_for_stop(&sv, &sigs);
 	fprintf(stderr, "wstore serve: stopping: finishing %d request(s)\n",
 		atomic_load(&sv.m.inflight));
+	wstore_notify("STOPPING=1");
 	/* stop listening at once: a new connection is refused, not left in
 	 * the backlog until the drain ends */
 	atomic_store(&sv.stopping, 1);

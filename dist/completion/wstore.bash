@@ -1,0 +1,104 @@
+# bash completion for wstore(1) -*- shell-script -*-
+# Commands, subcommands, options, config keys; checkpoint ids come from
+# `wstore model list --json` of the store the line names (or the default).
+
+_wstore_ids()
+{
+    local store=() i
+    for ((i = 1; i < ${#COMP_WORDS[@]} - 1; i++)); do
+        case ${COMP_WORDS[i]} in
+        --store) store=(--store "${COMP_WORDS[i + 1]}") ;;
+        --store=*) store=("${COMP_WORDS[i]}") ;;
+        esac
+    done
+    wstore "${store[@]}" --json model list 2>/dev/null |
+        sed -n 's/^ *"checkpoint_id": "\(.*\)",\{0,1\}$/\1/p'
+}
+
+_wstore()
+{
+    local cur prev words cword
+    _init_completion || return
+
+    local globals="--store --config --json --quiet --verbose --help
+        --master-server-addr --metadata-server --protocol --rdma-devices
+        --local-hostname"
+    local keys="store master_server_addr metadata_server protocol
+        rdma_devices local_hostname replica_num redis_password key_prefix
+        connect_timeout_ms command_timeout_ms mooncake_library mooncake_log
+        serve_listen serve_token quota evict chunk_size"
+
+    case $prev in
+    --store | --master-server-addr | --metadata-server | --protocol | \
+        --rdma-devices | --local-hostname | --listen | --token | \
+        --checkpoint-id | --model-id | --revision | --chunk-size | \
+        --replica-num | --jobs | --cache-size | --grace | --evict-to | \
+        --max-connections | --drain | --refresh | --threads | --include | \
+        --exclude | --path | --checkpoint)
+        return ;;
+    --config | --output)
+        _filedir
+        return ;;
+    --source | --dest)
+        _filedir -d
+        return ;;
+    esac
+
+    # the command words so far, global options and their values left out
+    local cmd=() i
+    for ((i = 1; i < cword; i++)); do
+        case ${words[i]} in
+        --store | --config | --master-server-addr | --metadata-server | \
+            --protocol | --rdma-devices | --local-hostname)
+            ((i++)) ;;
+        -*) ;;
+        *) cmd+=("${words[i]}") ;;
+        esac
+    done
+
+    if [[ $cur == -* ]]; then
+        local opts=""
+        case "${cmd[*]}" in
+        "model import"*) opts="--checkpoint-id --model-id --source --revision --chunk-size --replica-num --jobs" ;;
+        "model list"*) opts="--model" ;;
+        "model verify"*) opts="--jobs" ;;
+        "model delete"*) opts="--missing-ok --wait --force" ;;
+        "model materialize-file"*) opts="--path --output" ;;
+        "model pull"*) opts="--dest --include --exclude --jobs --no-verify --force" ;;
+        "mount"*) opts="--checkpoint --cache-size --foreground --direct-io --page-cache --refresh --threads --allow-other" ;;
+        "serve"*) opts="--listen --token --max-connections --drain --no-access-log --mmap" ;;
+        "gc"* | "admin gc"*) opts="--dry-run --grace --evict-to" ;;
+        "admin unlock"*) opts="--force" ;;
+        "config init"*) opts="--force" ;;
+        "config show"*) opts="--origin" ;;
+        "config set"* | "config unset"*) opts="--system" ;;
+        esac
+        COMPREPLY=($(compgen -W "$opts $globals --version" -- "$cur"))
+        return
+    fi
+
+    case ${#cmd[@]} in
+    0)
+        COMPREPLY=($(compgen -W "model df config mount umount serve gc admin version help" -- "$cur"))
+        return ;;
+    1)
+        case ${cmd[0]} in
+        model) COMPREPLY=($(compgen -W "import list inspect verify delete materialize-file pull pin unpin" -- "$cur")) ;;
+        config) COMPREPLY=($(compgen -W "init show get set unset" -- "$cur")) ;;
+        admin) COMPREPLY=($(compgen -W "gc unlock" -- "$cur")) ;;
+        mount | umount) _filedir -d ;;
+        esac
+        return ;;
+    2)
+        case "${cmd[*]}" in
+        "model inspect" | "model verify" | "model delete" | \
+            "model materialize-file" | "model pull" | "model pin" | \
+            "model unpin" | "admin unlock")
+            COMPREPLY=($(compgen -W "$(_wstore_ids)" -- "$cur")) ;;
+        "config get" | "config set" | "config unset")
+            COMPREPLY=($(compgen -W "$keys" -- "$cur")) ;;
+        esac
+        return ;;
+    esac
+} &&
+    complete -F _wstore wstore

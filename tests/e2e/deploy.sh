@@ -1,0 +1,250 @@
+#!/bin/sh
+# deploy.sh - wstore as operators install and run it: man pages built from
+# docs/cli (and the synopsis of wstore(1) naming every command), the
+# systemd units (systemd-analyze verify), readiness sent to systemd by the
+# serve and mount daemons, a staged `make install` and `make uninstall`,
+# `pip install ./python` into a venv offline finding libwstore by its
+# soname, and the Debian packages: built (make deb, lintian without
+# errors), installed with dpkg, used with no environment variables, then
+# purged.
+#   WSTORE_TEST_DEBS=DIR   use the packages already built in DIR
+#   WSTORE_TEST_NO_DPKG=1  skip the dpkg part (it installs into the system)
+set -u
+BUILD=${BUILD:-build}
+TAP_SUITE=deploy
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+. "$HERE/lib/tap.sh"
+
+suite_env deploy
+B=$(cd "$BUILD" && pwd)
+MNT="$T/mnt"
+cleanup() {
+	[ -n "${serve_pid:-}" ] && kill "$serve_pid" 2>/dev/null
+	fusermount3 -u -z "$MNT" 2>/dev/null
+	rm -rf "$T"
+}
+trap cleanup EXIT
+skip() { echo "# skip: $1"; }
+SRC="$T/src"
+python3 "$HERE/tools/mkckpt.py" "$SRC" --size 100000 --shards 1 >/dev/null
+check_exit "a store to serve" 0 "$W" --quiet --store "$T/s" model import \
+	--checkpoint-id c1 --model-id m/x --source "$SRC"
+
+# ---- man pages ------------------------------------------------------------
+if [ -f "$B/wstore.1" ]; then
+	for md in "$ROOT"/docs/cli/*.md; do
+		page=$(basename "$md" .md)
+		check "man page $page.1 was built" test -s "$B/$page.1"
+	done
+	OUT=$(MANWIDTH=200 man -l "$B/wstore.1" 2>/dev/null)
+	check_grep "wstore(1) renders, with a NAME section" "^NAME" "$OUT"
+	syn=$(printf '%s\n' "$OUT" | sed -n '/^SYNOPSIS/,/^DESCRIPTION/p')
+	# every command of `wstore --help` is in the synopsis
+	for cmd in "model import" "model list" "model inspect" "model verify" \
+		"model delete" "model materialize-file" "model pull" \
+		"model pin" "model unpin" "df" "mount" "umount" "serve" "gc" \
+		"admin gc" "admin unlock" "config init" "config show" \
+		"config get" "config set" "config unset" "version"; do
+		check_grep "wstore(1) synopsis lists '$cmd'" "wstore (\[global options\] )?$cmd( |$)" "$syn"
+	done
+	OUT=$(MANWIDTH=100 man -l "$B/wstore-config-set.1" 2>/dev/null)
+	check_grep "a command page renders its options" "--system" "$OUT"
+else
+	skip "man pages not built (no lowdown or pandoc)"
+fi
+
+# ---- systemd units ----------------------------------------------------------
+if command -v systemd-analyze >/dev/null; then
+	mkdir "$T/units"
+	for u in wstore-serve.service wstore-mount@.service wstore-gc.service; do
+		# the tree's binary in place of the installed one
+		sed "s|^ExecStart=[^ ]*/wstore |ExecStart=$B/wstore |" "$B/$u" \
+			> "$T/units/$u"
+	done
+	cp "$ROOT/dist/systemd/wstore-gc.timer" "$T/units/"
+	check_exit "systemd-analyze verify: the units of the tree" 0 \
+		sh -c "cd '$T/units' && systemd-analyze verify --man=no \
+		./wstore-serve.service ./wstore-gc.service ./wstore-gc.timer \
+		./wstore-mount@mnt-wstore.service"
+	check "... with nothing to say" test -z "$OUT"
+	printf '[Service]\nExecStart=/nonexistent/wstore serve\nBogus=1\n' \
+		> "$T/units/bad.service"
+	check_exit "systemd-analyze verify fails on a bad unit (the check can fail)" 1 \
+		sh -c "cd '$T/units' && systemd-analyze verify --man=no ./bad.service"
+else
+	tap_not_ok "systemd-analyze is not installed (scripts/deps.sh deploy)"
+fi
+
+# ---- readiness (sd_notify) ----------------------------------------------------
+# notify_listen SOCK OUTFILE SECONDS: collect datagrams sent to SOCK into
+# OUTFILE for at most SECONDS (background); READY=1 is what a Type=notify
+# unit waits for
+notify_listen() {
+	python3 - "$1" "$2" "$3" <<'EOF' &
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+end = time.monotonic() + float(sys.argv[3])
+with open(sys.argv[2], "a") as out:
+    while time.monotonic() < end:
+        s.settimeout(max(0.05, end - time.monotonic()))
+        try:
+            out.write(s.recv(4096).decode() + "\n")
+            out.flush()
+        except socket.timeout:
+            pass
+EOF
+	listen_pid=$!
+	wait_for 10 test -S "$1"
+}
+if [ -x "$B/wstore-serve" ]; then
+	notify_listen "$T/serve.sock" "$T/serve.notify" 60
+	NOTIFY_SOCKET="$T/serve.sock" "$W" --store "$T/s" serve \
+		--listen 127.0.0.1:0 > "$T/serve.log" 2>&1 &
+	serve_pid=$!
+	check "serve tells systemd READY=1 once listening" \
+		wait_for 30 grep -qx READY=1 "$T/serve.notify"
+	check_grep "... after it printed where it listens" "listening on" "$(cat "$T/serve.log")"
+	kill -TERM "$serve_pid"
+	wait_exit 30 "$serve_pid"; rc=$?
+	serve_pid=
+	check "serve stops on SIGTERM, exit 0 ($rc)" test "$rc" = 0
+	check "... telling systemd STOPPING=1" grep -qx STOPPING=1 "$T/serve.notify"
+	kill "$listen_pid" 2>/dev/null; wait "$listen_pid" 2>/dev/null
+	check_exit "without NOTIFY_SOCKET, serve runs as before" 0 sh -c \
+		"'$W' --store '$T/s' serve --listen 127.0.0.1:0 & p=\$!; sleep 1; kill \$p; wait \$p"
+else
+	skip "serve not built"
+fi
+if [ -x "$B/wstore-mount" ] && [ -e /dev/fuse ]; then
+	mkdir -p "$MNT"
+	notify_listen "$T/mount.sock" "$T/mount.notify" 60
+	NOTIFY_SOCKET="$T/mount.sock" "$W" --store "$T/s" mount --foreground \
+		"$MNT" > "$T/mount.log" 2>&1 &
+	mount_pid=$!
+	check "mount tells systemd READY=1 once mounted" \
+		wait_for 30 grep -qx READY=1 "$T/mount.notify"
+	check "... and the mount is there by then" test -d "$MNT/c1"
+	"$W" umount "$MNT" >/dev/null 2>&1
+	wait_exit 30 "$mount_pid"; rc=$?
+	check "mount --foreground ends on umount, exit 0 ($rc)" test "$rc" = 0
+	kill "$listen_pid" 2>/dev/null; wait "$listen_pid" 2>/dev/null
+else
+	skip "mount not built or no /dev/fuse"
+fi
+
+# ---- make install / make uninstall (staged) ----------------------------------
+D="$T/destdir"
+check_exit "meson install into DESTDIR" 0 meson install -C "$B" --destdir "$D" --quiet
+P=$(sed -n "s/^prefix=//p" "$B/meson-private/wstore.pc" 2>/dev/null)
+P=${P:-/usr/local}
+for f in bin/wstore share/man/man1/wstore.1 share/man/man1/wstore-mount.1 \
+	share/bash-completion/completions/wstore lib/systemd/system/wstore-serve.service \
+	lib/systemd/system/wstore-mount@.service lib/systemd/system/wstore-gc.timer \
+	lib/sysusers.d/wstore.conf lib/tmpfiles.d/wstore.conf include/wstore/wstore.h; do
+	check "installs $P/$f" test -f "$D$P/$f"
+done
+check "installs the zsh completion" sh -c "ls '$D$P'/share/zsh/*/_wstore"
+check_grep "the installed unit runs the installed wstore" \
+	"^ExecStart=$P/bin/wstore serve$" "$(cat "$D$P/lib/systemd/system/wstore-serve.service")"
+check_exit "make uninstall removes them" 0 env DESTDIR="$D" make -s -C "$ROOT" BUILD="$B" uninstall
+left=$(find "$D" -type f 2>/dev/null | head -5)
+check "... every file" test -z "$left"
+
+# ---- pip install ./python, offline, finding libwstore by its soname ---------
+if /usr/bin/python3 -c 'import ensurepip' 2>/dev/null &&
+	ls /usr/share/python-wheels/wheel-*.whl >/dev/null 2>&1; then
+	/usr/bin/python3 -m venv "$T/venv" >/dev/null 2>&1
+	# a copy: setuptools writes wstore.egg-info beside the sources
+	cp -r "$ROOT/python" "$T/python"
+	check_exit "pip install ./python into a venv, offline" 0 \
+		"$T/venv/bin/pip" install --no-index --find-links /usr/share/python-wheels \
+		"$T/python"
+	cd "$T"
+	check_exit "... imports, finding libwstore.so.0 through the loader" 0 \
+		env -u WSTORE_LIBRARY LD_LIBRARY_PATH="$B" "$T/venv/bin/python" -c \
+		'import wstore, wstore._native as n; print(n.library_path); print(wstore.Store("'"$T/s"'").list())'
+	check_grep "... by its soname" "^libwstore.so.0$" "$OUT"
+	check_grep "... and reads the store" "c1" "$OUT"
+	check_exit "... without the library, says how to fix it" 1 \
+		env -u WSTORE_LIBRARY "$T/venv/bin/python" -c 'import wstore'
+	check_grep "... naming the soname" "cannot load libwstore.so.*libwstore.so.0" "$OUT"
+	cd "$ROOT"
+else
+	tap_not_ok "python3-venv or python3-wheel-whl missing (scripts/deps.sh deploy)"
+fi
+
+# ---- the Debian packages ----------------------------------------------------
+debs_installed() { dpkg-query -W -f='${Status}\n' wstore libwstore0 2>/dev/null | grep -q "ok installed"; }
+if [ "${WSTORE_TEST_NO_DPKG:-}" = 1 ]; then
+	skip "dpkg part (WSTORE_TEST_NO_DPKG=1)"
+elif [ "$(id -u)" != 0 ] || ! command -v dpkg-buildpackage >/dev/null; then
+	tap_not_ok "the dpkg part needs root and dpkg-dev, debhelper (scripts/deps.sh deploy)"
+elif debs_installed; then
+	skip "wstore packages are installed on this machine already: not replaced"
+else
+	DEBS=${WSTORE_TEST_DEBS:+$(cd "$WSTORE_TEST_DEBS" && pwd)}
+	if [ -z "$DEBS" ]; then
+		DEBS="$T/debs"
+		check_exit "make deb builds the packages (lintian: no errors)" 0 \
+			sh "$ROOT/scripts/deb.sh" "$DEBS"
+		printf '%s\n' "$OUT" | grep -E "^deb:|^  " | sed 's/^/# /'
+	fi
+	for p in wstore libwstore0 libwstore-dev python3-wstore wstore-dbgsym libwstore0-dbgsym; do
+		check "package $p was built" sh -c "ls '$DEBS'/${p}_*.deb"
+	done
+	check_exit "dpkg -i installs them" 0 dpkg -i "$DEBS"/wstore_*.deb \
+		"$DEBS"/libwstore0_*.deb "$DEBS"/libwstore-dev_*.deb \
+		"$DEBS"/python3-wstore_*.deb
+	cd /
+	E="env -i"
+	check_exit "/usr/bin/wstore runs with no environment" 0 $E /usr/bin/wstore --version
+	check_grep "... its version" "^wstore [0-9]" "$OUT"
+	check "... without a RUNPATH" sh -c "! readelf -d /usr/bin/wstore | grep -q RUNPATH"
+	check_exit "... reads a store" 0 $E /usr/bin/wstore --store "$T/s" model list
+	check_grep "... listing its checkpoint" "^c1 " "$OUT"
+	check_exit "pkg-config --libs wstore" 0 $E /usr/bin/pkg-config --libs wstore
+	check_grep "... gives -lwstore" "-lwstore" "$OUT"
+	check_exit "/usr/bin/python3 -c 'import wstore' finds the packaged library" 0 \
+		$E /usr/bin/python3 -c 'import wstore, wstore._native as n; print(wstore.__file__, n.library_path)'
+	check_grep "... the packaged module and library" "^/usr/lib/python3/dist-packages/wstore/__init__.py libwstore.so.0$" "$OUT"
+	check_exit "... and reads a store with it" 0 $E /usr/bin/python3 -c \
+		'import wstore; print(wstore.Store("'"$T/s"'").list())'
+	check_exit "man wstore finds the page" 0 $E /usr/bin/man -w wstore
+	check_grep "... in /usr/share/man" "^/usr/share/man/man1/wstore.1.gz$" "$OUT"
+	check_exit "man wstore renders" 0 $E PATH=/usr/bin:/bin MANWIDTH=80 /usr/bin/man wstore
+	check_grep "... with its synopsis" "wstore \[global options\] serve" "$OUT"
+	check "man wstore-config-set" $E /usr/bin/man -w wstore-config-set
+	check "the bash completion is installed" test -f /usr/share/bash-completion/completions/wstore
+	check_exit "the bash completion completes commands" 0 bash -c \
+		'. /usr/share/bash-completion/bash_completion; . /usr/share/bash-completion/completions/wstore;
+		 COMP_WORDS=(wstore con); COMP_CWORD=1; COMP_LINE="wstore con"; COMP_POINT=10; _wstore; echo "${COMPREPLY[*]}"'
+	check_grep "... 'con' to 'config'" "^config$" "$OUT"
+	check "the zsh completion is installed" test -f /usr/share/zsh/vendor-completions/_wstore
+	check_exit "the wstore system user exists" 0 getent passwd wstore
+	check_grep "... with no login shell" "nologin" "$OUT"
+	check_exit "/var/lib/wstore exists, owned by wstore" 0 stat -c '%U %a' /var/lib/wstore
+	check_grep "... mode 755" "^wstore 755$" "$OUT"
+	if command -v systemd-analyze >/dev/null; then
+		check_exit "systemd-analyze verify: the installed units (man pages too)" 0 \
+			systemd-analyze verify /usr/lib/systemd/system/wstore-serve.service \
+			/usr/lib/systemd/system/wstore-gc.service \
+			/usr/lib/systemd/system/wstore-gc.timer
+		check "... with nothing to say" test -z "$OUT"
+	fi
+	check_exit "the service's view: as wstore, XDG_DATA_HOME=/var/lib" 0 \
+		runuser -u wstore -- env -i XDG_DATA_HOME=/var/lib /usr/bin/wstore config get store
+	check_grep "... the system store" "^/var/lib/wstore$" "$OUT"
+	check_exit "... which it can list (empty)" 0 \
+		runuser -u wstore -- env -i XDG_DATA_HOME=/var/lib /usr/bin/wstore --json model list
+	check_exit "dpkg --purge removes them" 0 dpkg --purge python3-wstore \
+		libwstore-dev wstore libwstore0
+	check "... /usr/bin/wstore is gone" test ! -e /usr/bin/wstore
+	check "... the library is gone" sh -c "! ls /usr/lib/*/libwstore.so* 2>/dev/null"
+	check "... the python module is gone" test ! -e /usr/lib/python3/dist-packages/wstore
+	check "... the empty system store is gone" test ! -e /var/lib/wstore
+	cd "$ROOT"
+fi
+
+tap_done
