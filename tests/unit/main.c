@@ -48,7 +48,12 @@ const char *unit_current = "";
 	X(test_pull_corrupt) \
 	X(test_pull_resume) \
 	X(test_pull_not_ready) \
-	X(test_resolve)
+	X(test_resolve) \
+	X(test_catalog_names) \
+	X(test_catalog_derive) \
+	X(test_catalog_list_all) \
+	X(test_source_rules) \
+	X(test_source_hub)
 /* clang-format on */
 
 #define DECL(name) void name(void);
