@@ -100,6 +100,7 @@ run_suite reliability sh "$HERE/e2e/reliability.sh"
 run_suite badinput sh "$HERE/e2e/badinput.sh"
 run_suite confine sh "$HERE/e2e/confine.sh"
 run_suite edges sh "$HERE/e2e/edges.sh"
+run_suite names sh "$HERE/e2e/names.sh"
 if [ -x "$BUILD/wstore-serve" ]; then
 	run_suite serve sh "$HERE/e2e/serve.sh"
 	run_suite serve-hub sh "$HERE/e2e/serve_hub.sh"

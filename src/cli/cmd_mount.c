@@ -20,8 +20,8 @@ int cmd_mount(struct cli *c, int argc, char **argv)
 	(void)c;
 	(void)argc;
 	(void)argv;
-	fprintf(stderr, "wstore: mount: not available, this wstore was built "
-			"without FUSE (meson setup -Dfuse=enabled)\n");
+	cli_err("mount: not available, this wstore was built "
+		"without FUSE (meson setup -Dfuse=enabled)");
 	return EXIT_ERR;
 }
 #endif
