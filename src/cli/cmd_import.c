@@ -120,10 +120,15 @@ static int report(struct cli *c, const wstore_import_options *o,
 		wstore_format_size(sz, sizeof(sz), total);
 		wstore_format_size(rate, sizeof(rate),
 				   secs > 0 ? (uint64_t)(total / secs) : 0);
-		printf("imported '%s' (%s @ %s): %zu files, %s in %.2f s (%s/s)\n",
+		const char *rev = wstore_manifest_revision(m);
+
+		printf("imported '%s' (%s @ %s%s%s): %zu files, %s in %.2f s "
+		       "(%s/s)\n",
 		       cli_text(c, o->checkpoint_id),
 		       cli_text(c, wstore_manifest_model_id(m)),
-		       cli_text(c, wstore_manifest_revision(m)),
+		       cli_text(c, rev),
+		       commit && strcmp(commit, rev) ? ", hub commit " : "",
+		       commit && strcmp(commit, rev) ? cli_text(c, commit) : "",
 		       wstore_manifest_file_count(m), sz, secs, rate);
 	}
 	wstore_manifest_free(m);

@@ -59,25 +59,25 @@ static json_t *candidates(wstore_store *s, const char *model, const char *rev,
 		if (!strcmp(wstore_manifest_model_id(m), model))
 			json_array_append_new(
 				out,
-				json_pack("{s:s, s:s, s:s, s:I, s:s}",
-					  "checkpoint_id", ids[i], "revision",
-					  wstore_manifest_revision(m), "status",
-					  wstore_manifest_status(m),
-					  "updated_at",
-					  (json_int_t)wstore_manifest_updated_at(
-						  m),
-					  "reason", why(m, chosen, rev)));
+				json_pack(
+					"{s:s, s:s, s:s, s:I, s:s}",
+					"checkpoint_id", ids[i], "revision",
+					wstore_manifest_revision(m), "status",
+					wstore_manifest_status(m), "updated_at",
+					(json_int_t)wstore_manifest_updated_at(
+						m),
+					"reason", why(m, chosen, rev)));
 		wstore_manifest_free(m);
 	}
 	wstore_strings_free(ids);
 	return out;
 }
 
-static void print_text(const struct cli *c, const char *model,
-		       const char *rev, const char *id, json_t *cands)
+static void print_text(const struct cli *c, const char *model, const char *rev,
+		       const char *id, json_t *cands)
 {
-	static const char *const head[] = { "", "CHECKPOINT", "REVISION",
-					    "STATUS", "UPDATED", "WHY" };
+	static const char *const head[] = { "",	      "CHECKPOINT", "REVISION",
+					    "STATUS", "UPDATED",    "WHY" };
 	struct cli_table t;
 	size_t i;
 	json_t *r;
@@ -132,15 +132,15 @@ int cmd_model_resolve(struct cli *c, int argc, char **argv)
 	if (rc < 0) {
 		rc = cli_fail(rc);
 	} else {
-		const char *r = rev && *rev && strcmp(rev, "HEAD") ? rev
-								   : "main";
+		const char *r =
+			rev && *rev && strcmp(rev, "HEAD") ? rev : "main";
 
 		cands = candidates(s, model, r, id);
 		if (c->json)
-			cli_print_json(json_pack(
-				"{s:s, s:s, s:s, s:s, s:o}", "name", arg,
-				"model_id", model, "revision", r,
-				"checkpoint_id", id, "candidates", cands));
+			cli_print_json(json_pack("{s:s, s:s, s:s, s:s, s:o}",
+						 "name", arg, "model_id", model,
+						 "revision", r, "checkpoint_id",
+						 id, "candidates", cands));
 		else
 			print_text(c, model, r, id, cands), json_decref(cands);
 		rc = EXIT_OK;

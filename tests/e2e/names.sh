@@ -11,7 +11,12 @@ HERE=$(cd "$(dirname "$0")/.." && pwd)
 . "$HERE/lib/tap.sh"
 
 suite_env names
-trap 'rm -rf "$T"' EXIT
+MNT="$T/mnt"
+cleanup() {
+	grep -q " $MNT fuse" /proc/mounts 2>/dev/null && "$W" umount "$MNT" 2>/dev/null
+	rm -rf "$T"
+}
+trap cleanup EXIT
 S="$T/store"
 ws() { "$W" --store "$S" "$@"; }
 # manifest_paths ID: the file paths of a checkpoint, one a line
@@ -100,9 +105,18 @@ check_grep "... the snapshot's files only, not blobs/ or refs/" "\"files\": $(ls
 check_exit "the imported bytes are those of the blobs (symlinks followed)" 0 \
 	ws model materialize-file Acme--Tiny-LM--main --path config.json --output "$T/cfg.out"
 check "... equal" cmp "$T/cfg.out" "$CK/config.json"
-check_exit "a snapshot folder imports too" 0 ws --json model import --source "$HUB/snapshots/$C1"
-check_grep "... with the model id" '"model_id": "Acme/Tiny-LM"' "$OUT"
-check_grep "... and a new id, never the taken one" '"checkpoint_id": "Acme--Tiny-LM--main-2"' "$OUT"
+check_exit "a snapshot folder imports too" 0 ws model import --source "$HUB/snapshots/$C1"
+check_grep "... with the model id, a new id (never the taken one) and the commit" \
+	"^imported 'Acme--Tiny-LM--main-2' \(Acme/Tiny-LM @ main, hub commit $C1\): " "$OUT"
+if [ -x "$(dirname "$W")/wstore-mount" ] && [ -c /dev/fuse ]; then
+	mkdir -p "$MNT"
+	check_exit "mount --checkpoint takes a model name" 0 ws mount "$MNT" \
+		--checkpoint Acme/Tiny-LM@main
+	check "... and mounts the checkpoint it resolves to" cmp "$MNT/config.json" "$CK/config.json"
+	ws umount "$MNT" >/dev/null 2>&1
+else
+	echo "# SKIP mount --checkpoint ORG/NAME: wstore-mount not built or no /dev/fuse"
+fi
 check_exit "a plain folder without --model-id is a usage error" 2 ws model import --source "$CK"
 check_grep "... naming the flag" "needs --model-id" "$OUT"
 
