@@ -58,9 +58,10 @@ int wstore_list_all(char ***out, size_t *out_count, wstore_store *s)
 	*out = NULL;
 	*out_count = 0;
 	if (!s->b->list)
-		return wstore__err(WSTORE_EUNSUPPORTED,
-				   "this store cannot list its keys, so it "
-				   "cannot list checkpoints that are not READY");
+		return wstore__err(
+			WSTORE_EUNSUPPORTED,
+			"this store cannot list its keys, so it "
+			"cannot list checkpoints that are not READY");
 	rc = s->b->list(s->b, "weight/models/", on_key, &a);
 	if (rc == 0 && !a.ids && !(a.ids = calloc(1, sizeof(char *))))
 		rc = -ENOMEM;

@@ -62,10 +62,9 @@ static void strs_free(struct strs *s)
 
 /* ---- the rules ---------------------------------------------------------- */
 
-static const char *const skip_dirs[] = { ".git",	      ".hg",
-					 ".svn",	      ".bzr",
-					 "__pycache__",	      ".ipynb_checkpoints",
-					 NULL };
+static const char *const skip_dirs[] = {
+	".git", ".hg", ".svn", ".bzr", "__pycache__", ".ipynb_checkpoints", NULL
+};
 
 static int tool_folder(const char *rel, int is_dir)
 {
@@ -114,8 +113,8 @@ static int filter(void *ctx, const char *rel, int is_dir)
 	return matches_any(&f->src->exc, rel);
 }
 
-static const char *const weight_ext[] = { ".safetensors", ".gguf", ".bin",
-					  ".pt",	  ".pth",  ".ckpt",
+static const char *const weight_ext[] = { ".safetensors", ".gguf",    ".bin",
+					  ".pt",	  ".pth",     ".ckpt",
 					  ".h5",	  ".msgpack", ".onnx",
 					  ".npz",	  NULL };
 
@@ -155,7 +154,8 @@ static int check_checkpoint(const wstore__scan *scan, const char *dir)
 		"source '%s' does not look like a checkpoint: %s%s%s; force (--force) imports it anyway",
 		dir, config ? "" : "no config.json",
 		!config && !weights ? " and " : "",
-		weights ? "" : "no weight file (*.safetensors, *.gguf, *.bin, *.pt, ...)");
+		weights ? ""
+			: "no weight file (*.safetensors, *.gguf, *.bin, *.pt, ...)");
 }
 
 /* ---- Hugging Face cache folders ----------------------------------------- */
@@ -290,8 +290,7 @@ static int walk(const wstore_source *src, wstore__scan *out, char **dir,
 	return rc;
 }
 
-int wstore__source_scan(wstore__scan *out, char **dir,
-			const wstore_source *src,
+int wstore__source_scan(wstore__scan *out, char **dir, const wstore_source *src,
 			const wstore_import_options *o)
 {
 	int rc;
@@ -304,7 +303,8 @@ int wstore__source_scan(wstore__scan *out, char **dir,
 	return rc;
 }
 
-/* ---- the public handle ---------------------------------------------------- */
+/* ---- the public handle ----------------------------------------------------
+ */
 
 int wstore_source_new(wstore_source **out, const char *path,
 		      const char *revision)
@@ -355,8 +355,8 @@ void wstore_source_free(wstore_source *s)
 static int add_pattern(struct strs *to, const char *pattern, const char *what)
 {
 	if (!pattern || !*pattern)
-		return wstore__err(WSTORE_EINVAL, "%s pattern must not be empty",
-				   what);
+		return wstore__err(WSTORE_EINVAL,
+				   "%s pattern must not be empty", what);
 	return strs_add(to, pattern);
 }
 

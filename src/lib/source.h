@@ -17,8 +17,7 @@
  * look like a checkpoint (unless forced).  *dir is the malloc'ed
  * directory actually walked (NULL when it is opts->source itself).
  */
-int wstore__source_scan(wstore__scan *out, char **dir,
-			const wstore_source *src,
+int wstore__source_scan(wstore__scan *out, char **dir, const wstore_source *src,
 			const wstore_import_options *opts);
 
 #endif

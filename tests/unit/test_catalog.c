@@ -88,8 +88,8 @@ static int import(wstore_store *s, const char *id, const char *model,
 	return wstore_import(s, &o);
 }
 
-static void expect_derived(wstore_store *s, const char *model,
-			   const char *rev, const char *want)
+static void expect_derived(wstore_store *s, const char *model, const char *rev,
+			   const char *want)
 {
 	char *id = NULL;
 
@@ -109,8 +109,7 @@ void test_catalog_derive(void)
 	CHECK_EQ_INT(wstore_open_url(&s, "mem://"), 0);
 	expect_derived(s, "Qwen/Qwen3-8B", NULL, "Qwen--Qwen3-8B--main");
 	expect_derived(s, "Qwen/Qwen3-8B", "v1.0", "Qwen--Qwen3-8B--v1.0");
-	expect_derived(s, "org/m",
-		       "0123456789abcdef0123456789abcdef01234567",
+	expect_derived(s, "org/m", "0123456789abcdef0123456789abcdef01234567",
 		       "org--m--0123456789ab");
 	expect_derived(s, "_x/y z", "refs/pr/1", "mx--y-z--refs--pr--1");
 	expect_derived(s, "组/m", "main", "m----m--main");
