@@ -106,6 +106,7 @@ run_suite confine sh "$HERE/e2e/confine.sh"
 run_suite edges sh "$HERE/e2e/edges.sh"
 run_suite config sh "$HERE/e2e/config.sh"
 run_suite deploy sh "$HERE/e2e/deploy.sh"
+run_suite names sh "$HERE/e2e/names.sh"
 if [ -x "$BUILD/wstore-serve" ]; then
 	run_suite serve sh "$HERE/e2e/serve.sh"
 	run_suite serve-hub sh "$HERE/e2e/serve_hub.sh"

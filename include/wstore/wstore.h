@@ -539,6 +539,105 @@ int wstore_lock_owner(char **out, int *out_live, wstore_store *store,
  */
 int wstore_lock_break(wstore_store *store, const char *name, int force);
 
+/* ---- import sources (source.c) ---------------------------------------- */
+
+/*
+ * What an import takes from a directory, the same for every front end:
+ *
+ * - Folders of version control and tools are skipped at any depth (.git,
+ *   .hg, .svn, .bzr, __pycache__, .ipynb_checkpoints, and
+ *   .cache/huggingface of `hf download --local-dir`); a file named .git
+ *   (a git worktree link) too.  wstore_source_skipped lists them.
+ * - Include and exclude patterns (fnmatch(3), no flags: '*' also matches
+ *   '/') select files by relative path, as `model pull` does: with any
+ *   include pattern only matching files are taken; then every file
+ *   matching an exclude pattern is left out.
+ * - A Hugging Face hub cache repo root (models--ORG--NAME holding blobs/,
+ *   refs/, snapshots/) is imported as its snapshot of the revision (refs/
+ *   names it; default "main"), and a snapshot folder
+ *   (models--ORG--NAME/snapshots/COMMIT) as it is, its symlinks followed
+ *   into blobs/.  Either gives a model id ("ORG/NAME"), a commit and a
+ *   revision (the ref naming the commit, "main" first, else the commit).
+ * - The files left must look like a checkpoint: a weight file (.safetensors,
+ *   .gguf, .bin, .pt, .pth, .ckpt, .h5, .msgpack, .onnx, .npz) and a config
+ *   (config.json, params.json or model_index.json, at any depth; GGUF
+ *   weights carry their own).  Else WSTORE_EINVAL naming what is missing,
+ *   unless forced.
+ */
+typedef struct wstore_source wstore_source;
+
+/* A source for directory path; revision picks the snapshot of a hub cache
+ * repo root (NULL: "main").  Both are copied. */
+int wstore_source_new(wstore_source **out, const char *path,
+		      const char *revision);
+void wstore_source_free(wstore_source *src);
+/* Add an include or exclude pattern (copied); WSTORE_EINVAL if empty. */
+int wstore_source_include(wstore_source *src, const char *pattern);
+int wstore_source_exclude(wstore_source *src, const char *pattern);
+/* force != 0: import a source that does not look like a checkpoint. */
+void wstore_source_set_force(wstore_source *src, int force);
+/*
+ * Walk the source under its rules and check it, without reading file
+ * contents or touching a store: 0, or an error naming the first problem
+ * (the same wstore_import_from would give).  Fills the accessors below,
+ * whose strings are valid until the next examine or the free.
+ */
+int wstore_source_examine(wstore_source *src);
+/* The directory imported (a hub repo root's snapshot), after examine. */
+const char *wstore_source_dir(const wstore_source *src);
+/* From a hub cache folder: "ORG/NAME", the snapshot's commit and the ref
+ * naming it (else the commit); NULL for other sources. */
+const char *wstore_source_model_id(const wstore_source *src);
+const char *wstore_source_commit(const wstore_source *src);
+const char *wstore_source_revision(const wstore_source *src);
+/* The i-th skipped folder ('/'-separated, relative), NULL past the end. */
+const char *wstore_source_skipped(const wstore_source *src, size_t i);
+/* Files the import would take and their total size, after examine. */
+size_t wstore_source_file_count(const wstore_source *src);
+uint64_t wstore_source_total_size(const wstore_source *src);
+
+/*
+ * wstore_import with the files of src under its rules (opts->source is
+ * ignored and may be NULL).  wstore_import(store, opts) takes every file
+ * of opts->source, as it always did.
+ */
+int wstore_import_from(wstore_store *store, const wstore_import_options *opts,
+		       const wstore_source *src);
+
+/* ---- names on the command line (catalog.c) ---------------------------- */
+
+/*
+ * A checkpoint id for model_id at revision (NULL: "main"), free in store:
+ * model_id with '/' as "--", then "--" and the revision (a 40-hex commit
+ * cut to 12), every character outside [A-Za-z0-9._-] as '-', a first
+ * character that is not a letter or digit as 'm'; "-2", "-3", ...
+ * appended while a checkpoint (READY, FAILED or unreadable) or the lock of
+ * a running import or delete has that id.  *out is malloc'ed.
+ * Two imports deriving at the same moment may pick the same id: the
+ * second then fails as any import of a busy or READY id does.
+ */
+int wstore_checkpoint_id_derive(char **out, wstore_store *store,
+				const char *model_id, const char *revision);
+
+/*
+ * Every checkpoint with a manifest, READY or FAILED, sorted (wstore_list
+ * holds only published ones).  WSTORE_EUNSUPPORTED on a store that cannot
+ * list keys (Mooncake).  Free with wstore_strings_free.
+ */
+int wstore_list_all(char ***out, size_t *out_count, wstore_store *store);
+
+/*
+ * The one rule that tells a checkpoint id from a model name: a checkpoint
+ * id cannot contain '/', a model name ("ORG/NAME", optionally followed by
+ * "@REVISION") always does.  Returns 1 for a model name (then *out_model
+ * and *out_revision, malloc'ed, are set; revision NULL when absent), 0 for
+ * a checkpoint id (nothing set), WSTORE_EINVAL for a malformed name: not
+ * exactly one '/', an org or name that is empty, "." or "..", an empty
+ * revision, invalid UTF-8.  Checkpoint ids are not checked here
+ * (wstore_validate_checkpoint_id).
+ */
+int wstore_parse_name(char **out_model, char **out_revision, const char *arg);
+
 #ifdef __cplusplus
 }
 #endif

@@ -63,9 +63,14 @@ int cmd_gc(struct cli *c, int argc, char **argv);
 int cmd_admin_unlock(struct cli *c, int argc, char **argv);
 int cmd_model_pin(struct cli *c, int argc, char **argv);
 int cmd_model_unpin(struct cli *c, int argc, char **argv);
+int cmd_model_resolve(struct cli *c, int argc, char **argv);
 int cmd_df(struct cli *c, int argc, char **argv);
 
-/* Print "wstore: <msg>" to stderr; returns EXIT_USAGE. */
+/* Print "wstore: <msg>" to stderr, after flushing stdout (so that with
+ * 2>&1 the lines come out in the order they were written).  Every message
+ * of the tool to stderr goes through it. */
+void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* cli_err, then return EXIT_USAGE. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Print "wstore: <library's last error>" and map code to an exit status. */
 int cli_fail(int code);
@@ -119,6 +124,19 @@ int cli_interrupted(void);
 int cli_parse_count(uint32_t *out, const char *opt, const char *v);
 /* Report a getopt failure (ch is ':' or '?'); returns EXIT_USAGE. */
 int cli_bad_option(int ch, char **argv, const char *cmd);
+/*
+ * Arguments naming a checkpoint: a checkpoint id, or a model name
+ * ORG/NAME[@REVISION] (a checkpoint id cannot contain '/', a model name
+ * does: wstore_parse_name).  cli_check_name checks the form before any
+ * store is opened (0, or EXIT_ERR after printing why); cli_resolve turns a
+ * model name into the checkpoint id serve and the mount would pick
+ * (wstore_resolve: the newest READY checkpoint of the model at that
+ * revision, default main) and leaves an id as it is.  *out is valid until
+ * the tool exits.  0, or EXIT_ERR after printing why.
+ */
+int cli_check_name(const char *arg);
+int cli_resolve(struct cli *c, const char **out, wstore_store *s,
+		const char *arg);
 /* Parse "CMD ID" with only --help: 0 and *out set, -1 after printing help
  * (exit 0), or EXIT_USAGE. */
 int cli_one_id(const char **out, int argc, char **argv, const char *cmd,
@@ -132,6 +150,34 @@ int cli_one_id(const char **out, int argc, char **argv, const char *cmd,
  * result is valid until the 8th next call.  NULL stays NULL.
  */
 const char *cli_text(const struct cli *c, const char *s);
+
+/*
+ * Tables: columns sized to their content, in display columns (a CJK
+ * character takes two, a combining mark none: wcwidth of the UTF-8 text).
+ * cli_width is the display width of s; cli_cell prints s padded to width
+ * (right-aligned when right), then two spaces, or a newline when last.
+ */
+int cli_width(const char *s);
+void cli_cell(const char *s, int width, int right, int last);
+/* A table printed at the end, each column as wide as its widest cell;
+ * align holds 'l' or 'r' per column (at most 16).  Cells are copied; NULL
+ * shows as "-".  Print frees it. */
+struct cli_table {
+	size_t ncols, nrows;
+	const char *align;
+	char **cells;
+	int oom;
+};
+void cli_table_init(struct cli_table *t, size_t ncols, const char *align,
+		    const char *const *headers);
+void cli_table_add(struct cli_table *t, const char *const *cells);
+void cli_table_print(struct cli_table *t);
+/*
+ * The one timestamp format of text output: UTC ISO 8601 to the second,
+ * "2026-12-03T15:16:00Z"; "-" for 0 (never).  JSON output gives times as
+ * integer Unix seconds in fields named *_at.
+ */
+void cli_time(char *buf, size_t cap, int64_t unix_seconds);
 
 /* Print a JSON value (jansson json_t *) to stdout and free it. */
 void cli_print_json(void *json);

@@ -6,6 +6,7 @@
  * read leases) is refused, waited for (--wait) or deleted anyway
  * (--force).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,11 +17,16 @@
 #include "cli.h"
 
 static const char help[] =
-	"usage: wstore model delete ID [--missing-ok] [--wait [SECONDS]] [--force]\n"
+	"usage: wstore model delete ID|ORG/NAME[@REV]... [--missing-ok]\n"
+	"                           [--wait [SECONDS]] [--force]\n"
+	"       (also: wstore model rm)\n"
 	"\n"
-	"Delete a checkpoint: take it out of the indexes, remove its chunks,\n"
+	"Delete checkpoints: take each out of the indexes, remove its chunks,\n"
 	"then its manifest.  Re-run it to finish a delete that was\n"
-	"interrupted.  An id that does not exist is an error (exit 1).\n"
+	"interrupted.  An id that does not exist is an error (exit 1).  A\n"
+	"model name (it has a '/'; a checkpoint id never does) deletes the\n"
+	"checkpoint it resolves to ('wstore model resolve' shows which).\n"
+	"Every id is tried; the exit status is that of the first failure.\n"
 	"\n"
 	"A checkpoint that is being read (pull, verify, materialize-file, a\n"
 	"mount with one of its files open, an open read handle) holds read\n"
@@ -61,10 +67,10 @@ static int is_number(const char *v)
 	return (*v >= '0' && *v <= '9') || (*v == '.' && v[1]);
 }
 
-static int parse_args(const char **id, wstore_delete_options *o,
+static int parse_args(const char ***ids, size_t *n, wstore_delete_options *o,
 		      int *missing_ok, int argc, char **argv)
 {
-	*id = NULL;
+	*n = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 
@@ -83,53 +89,89 @@ static int parse_args(const char **id, wstore_delete_options *o,
 		} else if (a[0] == '-' && a[1]) {
 			return cli_usage_error(
 				"unknown option '%s' for 'model delete'", a);
-		} else if (*id) {
-			return cli_usage_error(
-				"'model delete' takes one checkpoint id");
 		} else {
-			*id = a;
+			/* refused before any store is opened */
+			if (cli_check_name(a))
+				return EXIT_ERR;
+			(*ids)[(*n)++] = a;
 		}
 	}
-	if (!*id)
-		return cli_usage_error("'model delete' needs a checkpoint id");
+	if (!*n)
+		return cli_usage_error(
+			"'model delete' needs a checkpoint id or model name");
 	return 0;
+}
+
+/* Delete one; the exit status, after saying what happened. */
+static int delete_one(struct cli *c, wstore_store *s, const char *arg,
+		      wstore_delete_options *o, int missing_ok, json_t *out)
+{
+	const char *id;
+	int rc;
+
+	if (cli_resolve(c, &id, s, arg))
+		return EXIT_ERR;
+	rc = wstore_delete_ext(s, id, o);
+	if (rc == WSTORE_EBUSY && !o->force &&
+	    strstr(wstore_last_error(), "is being read")) {
+		cli_err("%s; %s", wstore_last_error(),
+			o->wait_ms ? "still read after --wait; try again or "
+				     "use --force"
+				   : "use --wait [SECONDS] to wait for them, "
+				     "or --force");
+		return EXIT_ERR;
+	}
+	if (rc < 0 && !(rc == WSTORE_ENOTFOUND && missing_ok))
+		return cli_fail(rc);
+	if (c->json)
+		json_array_append_new(out,
+				      json_pack("{s:s, s:b}", "checkpoint_id",
+						id, "deleted", rc == 0));
+	else if (!c->quiet && rc == 0 && strcmp(id, arg) != 0)
+		printf("deleted '%s' (%s)\n", cli_text(c, id),
+		       cli_text(c, arg));
+	else if (!c->quiet && rc == 0)
+		printf("deleted '%s'\n", cli_text(c, id));
+	else if (!c->quiet)
+		printf("no checkpoint '%s': nothing to delete\n",
+		       cli_text(c, id));
+	return EXIT_OK;
 }
 
 int cmd_model_delete(struct cli *c, int argc, char **argv)
 {
 	wstore_delete_options o = WSTORE_DELETE_OPTIONS_INIT;
 	wstore_store *s = NULL;
-	const char *id;
-	int rc, missing_ok = 0;
+	const char **ids = calloc((size_t)argc + 1, sizeof(*ids));
+	json_t *out = json_array();
+	size_t n = 0;
+	int rc, status = EXIT_OK, missing_ok = 0;
 
 	if (cli_wants_help(argc, argv)) {
 		cli_print_help(help);
-		return EXIT_OK;
+		status = EXIT_OK;
+	} else if (!ids || !out) {
+		status = cli_fail(-ENOMEM);
+	} else if ((rc = parse_args(&ids, &n, &o, &missing_ok, argc, argv))) {
+		status = rc;
+	} else if (cli_open_store(c, &s, 0)) {
+		status = EXIT_ERR;
+	} else {
+		o.progress = on_wait;
+		/* every id is tried; the status is that of the first failure */
+		for (size_t i = 0; i < n && !cli_interrupted(); i++) {
+			rc = delete_one(c, s, ids[i], &o, missing_ok, out);
+			if (rc && status == EXIT_OK)
+				status = rc;
+		}
+		cli_close_store(s);
+		/* one id: one object, as before several were accepted */
+		if (c->json && json_array_size(out) == 1 && n == 1)
+			cli_print_json(json_incref(json_array_get(out, 0)));
+		else if (c->json)
+			cli_print_json(json_incref(out));
 	}
-	if ((rc = parse_args(&id, &o, &missing_ok, argc, argv)))
-		return rc;
-	if (cli_open_store(c, &s, 0))
-		return EXIT_ERR;
-	o.progress = on_wait;
-	rc = wstore_delete_ext(s, id, &o);
-	cli_close_store(s);
-	if (rc == WSTORE_EBUSY && !o.force &&
-	    strstr(wstore_last_error(), "is being read")) {
-		fprintf(stderr, "wstore: %s; %s\n", wstore_last_error(),
-			o.wait_ms ? "still read after --wait; try again or "
-				    "use --force"
-				  : "use --wait [SECONDS] to wait for them, "
-				    "or --force");
-		return EXIT_ERR;
-	}
-	if (rc < 0 && !(rc == WSTORE_ENOTFOUND && missing_ok))
-		return cli_fail(rc);
-	if (c->json)
-		cli_print_json(json_pack("{s:s, s:b}", "checkpoint_id", id,
-					 "deleted", rc == 0));
-	else if (!c->quiet && rc == 0)
-		printf("deleted '%s'\n", id);
-	else if (!c->quiet)
-		printf("no checkpoint '%s': nothing to delete\n", id);
-	return EXIT_OK;
+	json_decref(out);
+	free(ids);
+	return status;
 }

@@ -20,17 +20,6 @@ static const char help[] =
 	"then the total, and the store's capacity and free space where the\n"
 	"backend can tell (file store: its file system; Redis: maxmemory).\n";
 
-static void when(char *buf, size_t cap, int64_t ms)
-{
-	time_t t = (time_t)(ms / 1000);
-	struct tm tm;
-
-	if (ms <= 0 || !gmtime_r(&t, &tm))
-		snprintf(buf, cap, "never");
-	else
-		strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 static json_t *as_json(const wstore_usage *u)
 {
 	json_t *rows = json_array(), *j;
@@ -42,13 +31,13 @@ static json_t *as_json(const wstore_usage *u)
 
 		wstore_usage_get(&in, u, i);
 		json_array_append_new(
-			rows,
-			json_pack("{s:s, s:s, s:s, s:I, s:b, s:I, s:I}",
-				  "checkpoint_id", in.id, "model_id",
-				  in.model_id, "status", in.status, "size",
-				  (json_int_t)in.size, "pinned", in.pinned,
-				  "leases", (json_int_t)in.leases,
-				  "last_read_ms", (json_int_t)in.last_read_ms));
+			rows, json_pack("{s:s, s:s, s:s, s:I, s:b, s:I, s:I}",
+					"checkpoint_id", in.id, "model_id",
+					in.model_id, "status", in.status,
+					"size", (json_int_t)in.size, "pinned",
+					in.pinned, "leases",
+					(json_int_t)in.leases, "last_read_at",
+					(json_int_t)(in.last_read_ms / 1000)));
 	}
 	j = json_pack("{s:o, s:I}", "checkpoints", rows, "total",
 		      (json_int_t)wstore_usage_total(u));
@@ -63,23 +52,34 @@ static json_t *as_json(const wstore_usage *u)
 	return j;
 }
 
-static void print_table(const wstore_usage *u)
+static void print_table(const struct cli *c, const wstore_usage *u)
 {
-	char sz[32], t[32];
+	static const char *const head[] = {
+		"CHECKPOINT", "SIZE", "PINNED", "LEASES", "LAST READ", "STATUS"
+	};
+	struct cli_table tab;
+	char sz[32];
 	uint64_t cap, fr;
 
-	printf("%-32s %12s %-6s %6s  %s\n", "CHECKPOINT", "SIZE", "PINNED",
-	       "LEASES", "LAST READ");
+	cli_table_init(&tab, 6, "lrlrll", head);
 	for (size_t i = 0; i < wstore_usage_count(u); i++) {
 		wstore_usage_info in;
+		char t[32], leases[16];
+		const char *cell[6];
 
 		wstore_usage_get(&in, u, i);
 		wstore_format_size(sz, sizeof(sz), in.size);
-		when(t, sizeof(t), in.last_read_ms);
-		printf("%-32s %12s %-6s %6u  %s%s\n", in.id, sz,
-		       in.pinned ? "yes" : "no", in.leases, t,
-		       in.status[0] == 'R' ? "" : "  (FAILED)");
+		cli_time(t, sizeof(t), in.last_read_ms / 1000);
+		snprintf(leases, sizeof(leases), "%u", in.leases);
+		cell[0] = cli_text(c, in.id);
+		cell[1] = sz;
+		cell[2] = in.pinned ? "yes" : "no";
+		cell[3] = leases;
+		cell[4] = in.last_read_ms > 0 ? t : "never";
+		cell[5] = in.status;
+		cli_table_add(&tab, cell);
 	}
+	cli_table_print(&tab);
 	wstore_format_size(sz, sizeof(sz), wstore_usage_total(u));
 	printf("total: %zu checkpoints, %s\n", wstore_usage_count(u), sz);
 	if (wstore_usage_space(&cap, &fr, u) == 0 && cap != UINT64_MAX) {
@@ -114,7 +114,7 @@ int cmd_df(struct cli *c, int argc, char **argv)
 	if (c->json)
 		cli_print_json(as_json(u));
 	else
-		print_table(u);
+		print_table(c, u);
 	wstore_usage_free(u);
 	return EXIT_OK;
 }

@@ -73,7 +73,7 @@ static void on_skip(const char *id, int code, const char *msg, void *ctx)
 				  "message", msg));
 		return;
 	}
-	fprintf(stderr, "wstore: skipped '%s': %s\n", id, msg);
+	cli_err("skipped '%s': %s", id, msg);
 }
 
 static int parse_grace(int64_t *out, const char *v)
@@ -123,24 +123,22 @@ static void on_evict(const char *id, uint64_t bytes, int64_t last_read_ms,
 		     int removed, int code, const char *message, void *ctx)
 {
 	struct report *r = ctx;
-	char sz[32], t[32] = "never";
-	time_t tt = (time_t)(last_read_ms / 1000);
-	struct tm tm;
+	char sz[32], t[32];
 
-	if (last_read_ms > 0 && gmtime_r(&tt, &tm))
-		strftime(t, sizeof(t), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	cli_time(t, sizeof(t), last_read_ms / 1000);
 	if (r->c->json) {
 		json_array_append_new(
 			r->orphans,
 			json_pack("{s:s, s:I, s:I, s:b, s:s}", "checkpoint_id",
 				  id, "bytes", (json_int_t)bytes,
-				  "last_read_ms", (json_int_t)last_read_ms,
-				  "evicted", removed, "message", message));
+				  "last_read_at",
+				  (json_int_t)(last_read_ms / 1000), "evicted",
+				  removed, "message", message));
 		return;
 	}
 	wstore_format_size(sz, sizeof(sz), bytes);
 	if (code)
-		fprintf(stderr, "wstore: not evicted '%s': %s\n", id, message);
+		cli_err("not evicted '%s': %s", id, message);
 	else if (!r->c->quiet)
 		printf("%s '%s' (%s, last read %s)\n",
 		       removed ? "evicted" : "would evict", id, sz, t);

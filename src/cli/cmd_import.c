@@ -1,6 +1,7 @@
 /*
  * cmd_import.c - wstore model import: import a checkpoint directory.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <time.h>
@@ -12,19 +13,34 @@
 #include "cli.h"
 
 static const char help[] =
-	"usage: wstore model import --checkpoint-id ID --model-id MODEL\n"
-	"                           --source DIR [--revision REV]\n"
-	"                           [--chunk-size SIZE] [--replica-num N]\n"
-	"                           [--jobs N]\n"
+	"usage: wstore model import --source DIR [--model-id MODEL]\n"
+	"                           [--checkpoint-id ID] [--revision REV]\n"
+	"                           [--include GLOB]... [--exclude GLOB]...\n"
+	"                           [--force] [--chunk-size SIZE]\n"
+	"                           [--replica-num N] [--jobs N]\n"
 	"\n"
-	"Import every regular file under DIR (symlinks followed) as checkpoint\n"
-	"ID.  The checkpoint is published READY only when every chunk is\n"
-	"stored; on failure or ^C it is left FAILED with its chunks removed.\n"
+	"Import the files under DIR (symlinks followed) as one checkpoint.  It\n"
+	"is published READY only when every chunk is stored; on failure or ^C\n"
+	"it is left FAILED with its chunks removed.\n"
 	"\n"
-	"  --checkpoint-id ID   1-255 chars: [A-Za-z0-9] then [A-Za-z0-9._-]\n"
-	"  --model-id MODEL     e.g. Qwen/Qwen3-8B\n"
-	"  --revision REV       default: main\n"
+	"Folders of version control and tools (.git, .hg, .svn, .bzr,\n"
+	"__pycache__, .ipynb_checkpoints, .cache/huggingface) are skipped and\n"
+	"named.  DIR must look like a checkpoint (a config.json and a weight\n"
+	"file, or a GGUF file) unless --force.  A Hugging Face cache folder\n"
+	"(models--ORG--NAME, or one of its snapshots/COMMIT) gives the model\n"
+	"id and the revision; the repo root imports the snapshot of --revision.\n"
+	"\n"
 	"  --source DIR         checkpoint directory\n"
+	"  --model-id MODEL     e.g. Qwen/Qwen3-8B (default: from a Hugging\n"
+	"                       Face cache folder)\n"
+	"  --checkpoint-id ID   1-255 chars: [A-Za-z0-9] then [A-Za-z0-9._-]\n"
+	"                       (default: MODEL and REV, '/' as '--', e.g.\n"
+	"                       Qwen--Qwen3-8B--main, then -2, -3, ... while\n"
+	"                       that id is taken)\n"
+	"  --revision REV       default: the cache's ref of the snapshot, or main\n"
+	"  --include GLOB       import only files whose path matches (repeatable)\n"
+	"  --exclude GLOB       leave out files whose path matches (repeatable)\n"
+	"  --force              import even what does not look like a checkpoint\n"
 	"  --chunk-size SIZE    default 64MiB, or the config's chunk_size\n"
 	"                       (e.g. 16MiB, 1G, 1048576; at most 4GiB)\n"
 	"  --replica-num N      copies each chunk needs (config key replica_num;\n"
@@ -46,26 +62,42 @@ static void warn_connector(const wstore_store *s, const char *id,
 	    chunk_size == WSTORE_DEFAULT_CHUNK_SIZE)
 		return;
 	if (wstore_connector_chunk_size(v, sizeof(v), NULL, chunk_size) == 0)
-		fprintf(stderr,
-			"wstore: warning: chunk size %llu bytes is not the "
+		cli_err("warning: chunk size %llu bytes is not the "
 			"64 MiB SGLang's mooncake:// connector assumes by "
 			"default; engines loading '%s' through it need "
-			"file_chunk_size \"%s\"\n",
+			"file_chunk_size \"%s\"",
 			(unsigned long long)chunk_size, id, v);
 	else
-		fprintf(stderr,
-			"wstore: warning: chunk size %llu bytes cannot be "
+		cli_err("warning: chunk size %llu bytes cannot be "
 			"written as a file_chunk_size of SGLang's mooncake:// "
 			"connector (whole KB, MB or GB), so it cannot load "
 			"'%s'; import with --chunk-size %s (file_chunk_size "
-			"\"%s\") or the default 64MiB instead\n",
+			"\"%s\") or the default 64MiB instead",
 			(unsigned long long)chunk_size, id, v, v);
 }
 
+/* Options of model import besides those of wstore_import_options. */
+struct import_args {
+	wstore_source *src;
+	const char *source;
+	int force;
+};
+
+static json_t *skipped_json(const wstore_source *src)
+{
+	json_t *a = json_array();
+	const char *p;
+
+	for (size_t i = 0; (p = wstore_source_skipped(src, i)); i++)
+		json_array_append_new(a, json_string(p));
+	return a;
+}
+
 static int report(struct cli *c, const wstore_import_options *o,
-		  wstore_store *s, double secs)
+		  const struct import_args *a, wstore_store *s, double secs)
 {
 	wstore_manifest *m = NULL;
+	const char *commit = wstore_source_commit(a->src);
 	uint64_t total;
 	char sz[32], rate[32];
 	int rc = wstore_manifest_read(&m, s, o->checkpoint_id);
@@ -75,10 +107,12 @@ static int report(struct cli *c, const wstore_import_options *o,
 	total = wstore_manifest_total_size(m);
 	if (c->json) {
 		cli_print_json(json_pack(
-			"{s:s, s:s, s:s, s:I, s:I, s:f, s:f}", "checkpoint_id",
-			o->checkpoint_id, "model_id",
-			wstore_manifest_model_id(m), "status",
-			wstore_manifest_status(m), "files",
+			"{s:s, s:s, s:s, s:s, s:s?, s:o, s:I, s:I, s:f, s:f}",
+			"checkpoint_id", o->checkpoint_id, "model_id",
+			wstore_manifest_model_id(m), "revision",
+			wstore_manifest_revision(m), "status",
+			wstore_manifest_status(m), "hub_commit", commit,
+			"skipped", skipped_json(a->src), "files",
 			(json_int_t)wstore_manifest_file_count(m), "total_size",
 			(json_int_t)total, "seconds", secs, "bytes_per_second",
 			secs > 0 ? total / secs : 0.0));
@@ -86,9 +120,15 @@ static int report(struct cli *c, const wstore_import_options *o,
 		wstore_format_size(sz, sizeof(sz), total);
 		wstore_format_size(rate, sizeof(rate),
 				   secs > 0 ? (uint64_t)(total / secs) : 0);
-		printf("imported '%s' (%s @ %s): %zu files, %s in %.2f s (%s/s)\n",
-		       o->checkpoint_id, wstore_manifest_model_id(m),
-		       wstore_manifest_revision(m),
+		const char *rev = wstore_manifest_revision(m);
+
+		printf("imported '%s' (%s @ %s%s%s): %zu files, %s in %.2f s "
+		       "(%s/s)\n",
+		       cli_text(c, o->checkpoint_id),
+		       cli_text(c, wstore_manifest_model_id(m)),
+		       cli_text(c, rev),
+		       commit && strcmp(commit, rev) ? ", hub commit " : "",
+		       commit && strcmp(commit, rev) ? cli_text(c, commit) : "",
 		       wstore_manifest_file_count(m), sz, secs, rate);
 	}
 	wstore_manifest_free(m);
@@ -99,24 +139,20 @@ static int report(struct cli *c, const wstore_import_options *o,
 static void on_evict(const char *id, uint64_t bytes, int64_t last_read_ms,
 		     int removed, int code, const char *message, void *ctx)
 {
-	char sz[32], t[32] = "never";
-	time_t tt = (time_t)(last_read_ms / 1000);
-	struct tm tm;
+	char sz[32], t[32];
 
 	(void)ctx;
-	if (last_read_ms > 0 && gmtime_r(&tt, &tm))
-		strftime(t, sizeof(t), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	cli_time(t, sizeof(t), last_read_ms / 1000);
 	wstore_format_size(sz, sizeof(sz), bytes);
 	if (removed)
-		fprintf(stderr,
-			"wstore: evicted '%s' (%s, last read %s) to make room\n",
-			id, sz, t);
+		cli_err("evicted '%s' (%s, last read %s) to make room", id, sz,
+			t);
 	else if (code)
-		fprintf(stderr, "wstore: could not evict '%s': %s\n", id,
-			message);
+		cli_err("could not evict '%s': %s", id, message);
 }
 
-int cmd_model_import(struct cli *c, int argc, char **argv)
+static int parse(struct cli *c, wstore_import_options *o, struct import_args *a,
+		 int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "checkpoint-id", required_argument, NULL, 'i' },
@@ -126,16 +162,123 @@ int cmd_model_import(struct cli *c, int argc, char **argv)
 		{ "chunk-size", required_argument, NULL, 'c' },
 		{ "replica-num", required_argument, NULL, 'n' },
 		{ "jobs", required_argument, NULL, 'j' },
+		{ "include", required_argument, NULL, 'I' },
+		{ "exclude", required_argument, NULL, 'X' },
+		{ "force", no_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
+	/* patterns are added once the source handle exists */
+	char **inc = calloc((size_t)argc + 1, sizeof(char *));
+	char **exc = calloc((size_t)argc + 1, sizeof(char *));
+	size_t ni = 0, nx = 0;
+	uint32_t copies;
+	int ch, rc = 0;
+
+	if (!inc || !exc)
+		rc = cli_fail(-ENOMEM);
+	opterr = 0;
+	while (!rc && (ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'i': o->checkpoint_id = optarg; break;
+		case 'm': o->model_id = optarg; break;
+		case 'r': o->revision = optarg; break;
+		case 's': a->source = optarg; break;
+		case 'I': inc[ni++] = optarg; break;
+		case 'X': exc[nx++] = optarg; break;
+		case 'f': a->force = 1; break;
+		case 'c':
+			if (wstore_parse_size(&o->chunk_size, optarg) < 0)
+				rc = cli_usage_error("invalid --chunk-size: %s",
+						     wstore_last_error());
+			else if (o->chunk_size > (4ull << 30))
+				rc = cli_usage_error(
+					"invalid --chunk-size '%s': at most 4GiB",
+					optarg);
+			break;
+		case 'n':
+			if (cli_parse_count(&copies, "--replica-num", optarg))
+				rc = EXIT_USAGE;
+			/* replicating backends read it when the store opens */
+			else if (wstore_config_set(c->cfg, "replica_num",
+						   optarg) < 0)
+				rc = cli_fail(WSTORE_EINVAL);
+			break;
+		case 'j':
+			if (cli_parse_count(&o->jobs, "--jobs", optarg))
+				rc = EXIT_USAGE;
+			break;
+		case 'h':
+			cli_print_help(help);
+			rc = -1;
+			break;
+		default: rc = cli_bad_option(ch, argv, "model import");
+		}
+	}
+	if (!rc && optind < argc)
+		rc = cli_usage_error(
+			"unexpected argument '%s' for 'model import'",
+			argv[optind]);
+	if (!rc && !a->source)
+		rc = cli_usage_error("model import needs --source DIR");
+	if (!rc && wstore_source_new(&a->src, a->source, o->revision) < 0)
+		rc = cli_fail(WSTORE_EINVAL);
+	for (size_t i = 0; !rc && i < ni; i++)
+		if (wstore_source_include(a->src, inc[i]) < 0)
+			rc = cli_fail(WSTORE_EINVAL);
+	for (size_t i = 0; !rc && i < nx; i++)
+		if (wstore_source_exclude(a->src, exc[i]) < 0)
+			rc = cli_fail(WSTORE_EINVAL);
+	if (!rc)
+		wstore_source_set_force(a->src, a->force);
+	free(inc);
+	free(exc);
+	return rc;
+}
+
+/* Walk the source (before any store is opened: bad input never waits for
+ * a server), say what was skipped, and fill in what it names. */
+static int examine(struct cli *c, wstore_import_options *o,
+		   struct import_args *a)
+{
+	const char *skipped;
+	wstore_import_options check;
+
+	if (wstore_source_examine(a->src) < 0)
+		return cli_fail(WSTORE_EINVAL);
+	for (size_t i = 0; (skipped = wstore_source_skipped(a->src, i)); i++)
+		if (!c->quiet)
+			cli_err("skipped '%s/' (version control or tool "
+				"folder)",
+				cli_text(c, skipped));
+	if (!o->model_id)
+		o->model_id = wstore_source_model_id(a->src);
+	if (!o->model_id)
+		return cli_usage_error(
+			"model import needs --model-id ('%s' is not a hugging "
+			"face cache folder to take it from)",
+			a->source);
+	if (!o->revision)
+		o->revision = wstore_source_revision(a->src);
+	check = *o;
+	if (!check.checkpoint_id)
+		check.checkpoint_id = "derived";
+	if (wstore_import_check(&check) < 0)
+		return cli_fail(WSTORE_EINVAL);
+	return 0;
+}
+
+int cmd_model_import(struct cli *c, int argc, char **argv)
+{
 	wstore_import_options o = WSTORE_IMPORT_OPTIONS_INIT;
+	struct import_args a = { 0 };
 	struct cli_progress p = { .c = c, .verb = "importing" };
 	wstore_store *s = NULL;
 	const char *rn = wstore_config_get(c->cfg, "replica_num");
 	const char *cs = wstore_config_get(c->cfg, "chunk_size");
+	char *derived = NULL;
 	uint32_t copies;
-	int ch, rc;
+	int rc;
 
 	if (rn && cli_parse_count(&copies, "replica_num", rn))
 		return EXIT_USAGE;
@@ -143,50 +286,22 @@ int cmd_model_import(struct cli *c, int argc, char **argv)
 	if (cs && *cs && wstore_parse_size(&o.chunk_size, cs) < 0)
 		return cli_usage_error("invalid chunk_size '%s': %s", cs,
 				       wstore_last_error());
-	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (ch) {
-		case 'i': o.checkpoint_id = optarg; break;
-		case 'm': o.model_id = optarg; break;
-		case 'r': o.revision = optarg; break;
-		case 's': o.source = optarg; break;
-		case 'c':
-			if (wstore_parse_size(&o.chunk_size, optarg) < 0)
-				return cli_usage_error(
-					"invalid --chunk-size: %s",
-					wstore_last_error());
-			if (o.chunk_size > (4ull << 30))
-				return cli_usage_error(
-					"invalid --chunk-size '%s': at most 4GiB",
-					optarg);
-			break;
-		case 'n':
-			if (cli_parse_count(&copies, "--replica-num", optarg))
-				return EXIT_USAGE;
-			/* replicating backends read it when the store opens */
-			if (wstore_config_set(c->cfg, "replica_num", optarg) <
-			    0)
-				return cli_fail(WSTORE_EINVAL);
-			break;
-		case 'j':
-			if (cli_parse_count(&o.jobs, "--jobs", optarg))
-				return EXIT_USAGE;
-			break;
-		case 'h': cli_print_help(help); return EXIT_OK;
-		default: return cli_bad_option(ch, argv, "model import");
-		}
+	rc = parse(c, &o, &a, argc, argv);
+	if (!rc)
+		rc = examine(c, &o, &a);
+	if (!rc && cli_open_store(c, &s, WSTORE_OPEN_CREATE))
+		rc = EXIT_ERR;
+	if (!rc && !o.checkpoint_id) {
+		if (wstore_checkpoint_id_derive(&derived, s, o.model_id,
+						o.revision) < 0)
+			rc = cli_fail(WSTORE_EINVAL);
+		o.checkpoint_id = derived;
 	}
-	if (optind < argc)
-		return cli_usage_error(
-			"unexpected argument '%s' for 'model import'",
-			argv[optind]);
-	if (!o.checkpoint_id || !o.model_id || !o.source)
-		return cli_usage_error(
-			"model import needs --checkpoint-id, --model-id and --source");
-	if (wstore_import_check(&o) < 0)
-		return cli_fail(WSTORE_EINVAL);
-	if (cli_open_store(c, &s, WSTORE_OPEN_CREATE))
-		return EXIT_ERR;
+	if (rc) {
+		cli_close_store(s);
+		wstore_source_free(a.src);
+		return rc < 0 ? EXIT_OK : rc;
+	}
 	if (wstore_validate_checkpoint_id(o.checkpoint_id) == 0)
 		warn_connector(s, o.checkpoint_id,
 			       o.chunk_size ? o.chunk_size
@@ -195,12 +310,14 @@ int cmd_model_import(struct cli *c, int argc, char **argv)
 	o.on_evict = on_evict;
 	o.progress_ctx = &p;
 	p.start = cli_now();
-	rc = wstore_import(s, &o);
+	rc = wstore_import_from(s, &o, a.src);
 	cli_progress_end(&p);
 	if (rc < 0)
 		rc = cli_fail(rc);
 	else
-		rc = report(c, &o, s, cli_now() - p.start);
+		rc = report(c, &o, &a, s, cli_now() - p.start);
 	cli_close_store(s);
+	wstore_source_free(a.src);
+	free(derived);
 	return rc;
 }

@@ -110,7 +110,7 @@ static void print_manifest(const struct cli *c, const wstore_manifest *m,
 			   wstore_checkpoint *ck, int tensors)
 {
 	char sz[32];
-	time_t t = (time_t)wstore_manifest_updated_at(m);
+	char t[32];
 	size_t n = wstore_manifest_file_count(m);
 	const char *err = wstore_manifest_error(m);
 	int mixed;
@@ -124,7 +124,8 @@ static void print_manifest(const struct cli *c, const wstore_manifest *m,
 	if (err)
 		printf("error:      %s\n", cli_text(c, err));
 	printf("source:     %s\n", cli_text(c, wstore_manifest_source_uri(m)));
-	printf("updated:    %s", ctime(&t));
+	cli_time(t, sizeof(t), wstore_manifest_updated_at(m));
+	printf("updated:    %s\n", t);
 	printf("size:       %s in %zu files\n", sz, n);
 	print_chunk_size(m, &mixed);
 	printf("\n%-8s %14s %7s  ", "TYPE", "SIZE", "CHUNKS");
@@ -173,13 +174,17 @@ int cmd_model_inspect(struct cli *c, int argc, char **argv)
 	}
 	if (optind + 1 != argc)
 		return cli_usage_error(
-			"'model inspect' needs exactly one checkpoint id");
+			"'model inspect' needs exactly one checkpoint id or model name");
 	id = argv[optind];
 	/* refused before any store is opened */
-	if (wstore_validate_checkpoint_id(id) < 0)
-		return cli_fail(WSTORE_EINVAL);
+	if (cli_check_name(id))
+		return EXIT_ERR;
 	if (cli_open_store(c, &s, WSTORE_OPEN_READONLY))
 		return EXIT_ERR;
+	if (cli_resolve(c, &id, s, id)) {
+		cli_close_store(s);
+		return EXIT_ERR;
+	}
 	rc = wstore_manifest_read(&m, s, id);
 	if (rc < 0) {
 		cli_close_store(s);

@@ -40,14 +40,28 @@ int cmd_model_materialize(struct cli *c, int argc, char **argv)
 			return cli_bad_option(ch, argv,
 					      "model materialize-file");
 	}
-	if (optind + 1 != argc || !path || !output)
+	if (optind == argc)
 		return cli_usage_error(
-			"'model materialize-file' needs ID, --path and --output");
+			"'model materialize-file' needs a checkpoint id");
+	if (optind + 1 < argc)
+		return cli_usage_error(
+			"unexpected argument '%s' for 'model materialize-file'",
+			argv[optind + 1]);
+	if (!path)
+		return cli_usage_error(
+			"'model materialize-file' needs --path REL");
+	if (!output)
+		return cli_usage_error(
+			"'model materialize-file' needs --output FILE");
 	id = argv[optind];
-	if (wstore_validate_checkpoint_id(id) < 0)
-		return cli_fail(WSTORE_EINVAL);
+	if (cli_check_name(id))
+		return EXIT_ERR;
 	if (cli_open_store(c, &s, WSTORE_OPEN_READONLY))
 		return EXIT_ERR;
+	if (cli_resolve(c, &id, s, id)) {
+		cli_close_store(s);
+		return EXIT_ERR;
+	}
 	rc = wstore_materialize_file(s, id, path, output);
 	cli_close_store(s);
 	if (rc < 0)

@@ -82,15 +82,25 @@ int cmd_model_pull(struct cli *c, int argc, char **argv)
 		default: return cli_bad_option(ch, argv, "model pull");
 		}
 	}
-	if (optind + 1 != argc || !dest)
-		return cli_usage_error("'model pull' needs ID and --dest DIR");
+	if (optind == argc)
+		return cli_usage_error("'model pull' needs a checkpoint id");
+	if (optind + 1 < argc)
+		return cli_usage_error(
+			"unexpected argument '%s' for 'model pull'",
+			argv[optind + 1]);
+	if (!dest)
+		return cli_usage_error("'model pull' needs --dest DIR");
 	id = argv[optind];
-	if (wstore_validate_checkpoint_id(id) < 0)
-		return cli_fail(WSTORE_EINVAL);
+	if (cli_check_name(id))
+		return EXIT_ERR;
 	o.include = ninc ? inc : NULL;
 	o.exclude = nexc ? exc : NULL;
 	if (cli_open_store(c, &s, WSTORE_OPEN_READONLY))
 		return EXIT_ERR;
+	if (cli_resolve(c, &id, s, id)) {
+		cli_close_store(s);
+		return EXIT_ERR;
+	}
 	o.progress = cli_progress_fn;
 	o.progress_ctx = &p;
 	p.start = cli_now();

@@ -68,18 +68,17 @@ int cmd_umount(struct cli *c, int argc, char **argv)
 		return cli_usage_error("'umount' needs exactly one mountpoint");
 	mp = argv[1];
 	if (!realpath(mp, rp)) {
-		fprintf(stderr, "wstore: cannot resolve '%s': %s\n", mp,
-			strerror(errno));
+		cli_err("cannot resolve '%s': %s", mp, strerror(errno));
 		return EXIT_ERR;
 	}
 	if (is_wstore_mount(rp) == 0) {
-		fprintf(stderr, "wstore: '%s' is not a wstore mount\n", mp);
+		cli_err("'%s' is not a wstore mount", mp);
 		return EXIT_ERR;
 	}
 	if (geteuid() == 0) {
 		if (umount2(rp, 0) == 0)
 			return EXIT_OK;
-		fprintf(stderr, "wstore: cannot unmount '%s': %s\n", mp,
+		cli_err("cannot unmount '%s': %s", mp,
 			errno == EBUSY ? "it is busy (files open or a process "
 					 "inside it)"
 				       : strerror(errno));
@@ -88,13 +87,12 @@ int cmd_umount(struct cli *c, int argc, char **argv)
 	if ((pid = fork()) == 0) {
 		execlp("fusermount3", "fusermount3", "-u", "--", rp,
 		       (char *)NULL);
-		fprintf(stderr, "wstore: cannot run fusermount3: %s\n",
-			strerror(errno));
+		cli_err("cannot run fusermount3: %s", strerror(errno));
 		_exit(127);
 	}
 	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) ||
 	    WEXITSTATUS(st)) {
-		fprintf(stderr, "wstore: cannot unmount '%s'\n", mp);
+		cli_err("cannot unmount '%s'", mp);
 		return EXIT_ERR;
 	}
 	return EXIT_OK;

@@ -105,10 +105,14 @@ int cmd_model_verify(struct cli *c, int argc, char **argv)
 		return cli_usage_error(
 			"'model verify' needs exactly one checkpoint id");
 	id = argv[optind];
-	if (wstore_validate_checkpoint_id(id) < 0)
-		return cli_fail(WSTORE_EINVAL);
+	if (cli_check_name(id))
+		return EXIT_ERR;
 	if (cli_open_store(c, &s, WSTORE_OPEN_READONLY))
 		return EXIT_ERR;
+	if (cli_resolve(c, &id, s, id)) {
+		cli_close_store(s);
+		return EXIT_ERR;
+	}
 	r.files = json_array();
 	r.seen = json_object();
 	o.progress = cli_progress_fn;
@@ -137,8 +141,7 @@ int cmd_model_verify(struct cli *c, int argc, char **argv)
 	json_decref(r.files);
 	json_decref(r.seen);
 	if (rc == WSTORE_EVERIFY && r.bad) {
-		fprintf(stderr,
-			"wstore: checkpoint '%s': %zu of %zu files damaged; first: %s\n",
+		cli_err("checkpoint '%s': %zu of %zu files damaged; first: %s",
 			id, r.bad, nfiles, r.first);
 		return EXIT_VERIFY;
 	}

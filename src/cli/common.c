@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <locale.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <wchar.h>
 
 #include <jansson.h>
 
@@ -41,6 +43,10 @@ void cli_catch_signals(void)
 	sigaction(SIGTERM, &sa, NULL);
 }
 
+/* Ids resolved from model names (cli_resolve), freed at exit. */
+static char *resolved[64];
+static size_t nresolved;
+
 /* a store was closed with wstore_free_exiting: no exit() after it */
 static int fast_exit;
 
@@ -57,11 +63,12 @@ void cli_close_store(wstore_store *s)
 void cli_exit(int rc)
 {
 	if (fflush(stdout) != 0 && rc == EXIT_OK) {
-		fprintf(stderr, "wstore: cannot write the output: %s\n",
-			strerror(errno));
+		cli_err("cannot write the output: %s", strerror(errno));
 		rc = EXIT_ERR;
 	}
 	fflush(stderr);
+	while (nresolved)
+		free(resolved[--nresolved]);
 	if (fast_exit)
 		_exit(rc);
 	exit(rc);
@@ -72,15 +79,32 @@ int cli_interrupted(void)
 	return interrupted;
 }
 
+/* stdout first: with `2>&1 | tee` a message must come after the lines
+ * printed before it, not ahead of them from stdout's buffer */
+static void vcli_err(const char *fmt, va_list ap)
+{
+	fflush(stdout);
+	fputs("wstore: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
+void cli_err(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vcli_err(fmt, ap);
+	va_end(ap);
+}
+
 int cli_usage_error(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("wstore: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vcli_err(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	return EXIT_USAGE;
 }
 
@@ -88,7 +112,7 @@ int cli_fail(int code)
 {
 	const char *msg = wstore_last_error();
 
-	fprintf(stderr, "wstore: %s\n", *msg ? msg : wstore_strerror(code));
+	cli_err("%s", *msg ? msg : wstore_strerror(code));
 	if (code == WSTORE_EVERIFY)
 		return EXIT_VERIFY;
 	return EXIT_ERR;
@@ -97,7 +121,7 @@ int cli_fail(int code)
 static void on_notice(const char *message, void *ctx)
 {
 	(void)ctx;
-	fprintf(stderr, "wstore: %s\n", message);
+	cli_err("%s", message);
 }
 
 /* No store configured and the default one never created (no import
@@ -126,7 +150,7 @@ int cli_open_store(struct cli *c, wstore_store **out, unsigned flags)
 	if (rc < 0)
 		return cli_fail(rc);
 	if (wstore_warning(*out))
-		fprintf(stderr, "wstore: warning: %s\n", wstore_warning(*out));
+		cli_err("warning: %s", wstore_warning(*out));
 	/* even with --quiet: a wait of many seconds needs its reason */
 	wstore_set_notice(*out, on_notice, NULL);
 	return 0;
@@ -173,6 +197,7 @@ int cli_progress_fn(uint64_t done, uint64_t total, const char *path, void *ctx)
 		return 0;
 	p->last = now;
 	el = now - p->t0;
+	fflush(stdout);
 	wstore_format_size(d, sizeof(d), done);
 	wstore_format_size(t, sizeof(t), total);
 	if (el < 1.0 || done <= p->d0) {
@@ -267,6 +292,43 @@ int cli_bad_option(int ch, char **argv, const char *cmd)
 			       cmd);
 }
 
+int cli_check_name(const char *arg)
+{
+	char *model = NULL, *rev = NULL;
+	int rc = wstore_parse_name(&model, &rev, arg);
+
+	free(model);
+	free(rev);
+	if (rc == 0 && wstore_validate_checkpoint_id(arg) < 0)
+		rc = WSTORE_EINVAL;
+	return rc < 0 ? cli_fail(rc) : 0;
+}
+
+int cli_resolve(struct cli *c, const char **out, wstore_store *s,
+		const char *arg)
+{
+	char *model = NULL, *rev = NULL, *id = NULL;
+	int rc = wstore_parse_name(&model, &rev, arg);
+
+	(void)c;
+	*out = arg;
+	if (rc == 1) {
+		rc = wstore_resolve(&id, NULL, s, model, rev);
+		if (rc == 0 &&
+		    nresolved == sizeof(resolved) / sizeof(*resolved))
+			rc = -ENOMEM;
+	}
+	free(model);
+	free(rev);
+	if (rc < 0) {
+		free(id);
+		return cli_fail(rc);
+	}
+	if (id)
+		*out = resolved[nresolved++] = id;
+	return 0;
+}
+
 /* Commands taking one checkpoint id and no options besides --help. */
 int cli_one_id(const char **out, int argc, char **argv, const char *cmd,
 	       const char *help)
@@ -288,8 +350,8 @@ int cli_one_id(const char **out, int argc, char **argv, const char *cmd,
 		return cli_usage_error("'%s' needs exactly one checkpoint id",
 				       cmd);
 	/* refused before any store is opened */
-	if (wstore_validate_checkpoint_id(argv[optind]) < 0)
-		return cli_fail(WSTORE_EINVAL);
+	if (cli_check_name(argv[optind]))
+		return EXIT_ERR;
 	*out = argv[optind];
 	return 0;
 }
@@ -349,21 +411,127 @@ int cli_exec_daemon(struct cli *c, const char *cmd, const char *name,
 	char path[PATH_MAX];
 
 	if (find_daemon(path, sizeof(path), name, installed) < 0) {
-		fprintf(stderr,
-			"wstore: %s: cannot find %s (looked beside wstore "
-			"and at %s)\n",
+		cli_err("%s: cannot find %s (looked beside wstore "
+			"and at %s)",
 			cmd, name, installed);
 		return EXIT_ERR;
 	}
 	if (export_config(c->cfg) < 0) {
-		fprintf(stderr,
-			"wstore: %s: cannot pass the configuration to %s\n",
-			cmd, name);
+		cli_err("%s: cannot pass the configuration to %s", cmd, name);
 		return EXIT_ERR;
 	}
 	argv[0] = (char *)name;
 	execv(path, argv);
-	fprintf(stderr, "wstore: %s: cannot run %s: %s\n", cmd, path,
-		strerror(errno));
+	cli_err("%s: cannot run %s: %s", cmd, path, strerror(errno));
 	return EXIT_ERR;
+}
+
+int cli_width(const char *s)
+{
+	/* widths of UTF-8 text whatever the user's locale (ids and names
+	 * are UTF-8 by contract); without C.UTF-8, one column a byte */
+	static locale_t utf8;
+	locale_t old;
+	mbstate_t st;
+	wchar_t wc;
+	int w = 0;
+
+	if (!utf8)
+		utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+	if (!utf8)
+		return (int)strlen(s);
+	old = uselocale(utf8);
+	memset(&st, 0, sizeof(st));
+	while (*s) {
+		size_t n = mbrtowc(&wc, s, strlen(s), &st);
+		int k;
+
+		if (n == (size_t)-1 || n == (size_t)-2 || n == 0) {
+			memset(&st, 0, sizeof(st));
+			w++;
+			s++;
+			continue;
+		}
+		k = wcwidth(wc);
+		w += k < 0 ? 1 : k;
+		s += n;
+	}
+	uselocale(old);
+	return w;
+}
+
+void cli_cell(const char *s, int width, int right, int last)
+{
+	int pad = width - cli_width(s);
+
+	if (right)
+		printf("%*s%s", pad > 0 ? pad : 0, "", s);
+	else if (last)
+		fputs(s, stdout);
+	else
+		printf("%s%*s", s, pad > 0 ? pad : 0, "");
+	fputs(last ? "\n" : "  ", stdout);
+}
+
+void cli_time(char *buf, size_t cap, int64_t unix_seconds)
+{
+	time_t t = (time_t)unix_seconds;
+	struct tm tm;
+
+	if (unix_seconds <= 0 || !gmtime_r(&t, &tm))
+		snprintf(buf, cap, "-");
+	else
+		strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+void cli_table_init(struct cli_table *t, size_t ncols, const char *align,
+		    const char *const *headers)
+{
+	memset(t, 0, sizeof(*t));
+	t->ncols = ncols;
+	t->align = align;
+	cli_table_add(t, headers);
+}
+
+void cli_table_add(struct cli_table *t, const char *const *cells)
+{
+	char **p;
+
+	if (t->oom)
+		return;
+	p = realloc(t->cells, (t->nrows + 1) * t->ncols * sizeof(*p));
+	if (!p) {
+		t->oom = 1;
+		return;
+	}
+	t->cells = p;
+	p += t->nrows * t->ncols;
+	for (size_t i = 0; i < t->ncols; i++)
+		if (!(p[i] = strdup(cells[i] ? cells[i] : "-")))
+			t->oom = 1;
+	t->nrows++;
+}
+
+void cli_table_print(struct cli_table *t)
+{
+	int w[16] = { 0 };
+
+	for (size_t r = 0; r < t->nrows; r++)
+		for (size_t i = 0; i < t->ncols && i < 16; i++) {
+			int k = t->cells[r * t->ncols + i]
+					? cli_width(t->cells[r * t->ncols + i])
+					: 0;
+			if (k > w[i])
+				w[i] = k;
+		}
+	for (size_t r = 0; r < t->nrows && !t->oom; r++)
+		for (size_t i = 0; i < t->ncols; i++)
+			cli_cell(t->cells[r * t->ncols + i], w[i < 16 ? i : 15],
+				 t->align[i] == 'r', i + 1 == t->ncols);
+	if (t->oom)
+		cli_err("out of memory");
+	for (size_t k = 0; k < t->nrows * t->ncols; k++)
+		free(t->cells[k]);
+	free(t->cells);
+	memset(t, 0, sizeof(*t));
 }

@@ -17,15 +17,19 @@ static const struct cli_cmd commands[] = {
 	{ "model", "import", cmd_model_import,
 	  "import a checkpoint directory" },
 	{ "model", "list", cmd_model_list, "list checkpoints" },
+	{ "model", "ls", cmd_model_list, "same as 'model list'" },
+	{ "model", "resolve", cmd_model_resolve,
+	  "which checkpoint a model name resolves to, and why" },
 	{ "model", "inspect", cmd_model_inspect,
 	  "show a checkpoint's manifest" },
 	{ "model", "verify", cmd_model_verify, "re-read and check every file" },
-	{ "model", "delete", cmd_model_delete, "delete a checkpoint" },
+	{ "model", "delete", cmd_model_delete, "delete checkpoints" },
+	{ "model", "rm", cmd_model_delete, "same as 'model delete'" },
 	{ "model", "materialize-file", cmd_model_materialize,
 	  "write one file of a checkpoint" },
 	{ "model", "pull", cmd_model_pull,
 	  "write a whole checkpoint to a directory" },
-	{ "model", "pin", cmd_model_pin, "never evict a checkpoint" },
+	{ "model", "pin", cmd_model_pin, "never evict checkpoints" },
 	{ "model", "unpin", cmd_model_unpin, "allow evicting it again" },
 	{ NULL, "df", cmd_df, "space used, by checkpoint" },
 	{ "config", "init", cmd_config_init, "write the configuration file" },
@@ -62,17 +66,20 @@ static const char main_help[] =
 	"usage: wstore [global options] <command> [options]\n"
 	"\n"
 	"commands:\n"
-	"  model import --checkpoint-id ID --model-id MODEL --source DIR\n"
-	"               [--revision REV] [--chunk-size SIZE] [--replica-num N]\n"
+	"  model import --source DIR [--model-id MODEL] [--checkpoint-id ID]\n"
+	"               [--revision REV] [--include GLOB]... [--exclude GLOB]...\n"
+	"               [--force] [--chunk-size SIZE] [--replica-num N]\n"
 	"               [--jobs N]\n"
-	"  model list [--model MODEL]\n"
+	"  model list [--model MODEL] [--all]           (also: model ls)\n"
+	"  model resolve ORG/NAME[@REV]\n"
 	"  model inspect ID\n"
 	"  model verify ID [--jobs N]\n"
-	"  model delete ID [--missing-ok] [--wait [SECONDS]] [--force]\n"
+	"  model delete ID... [--missing-ok] [--wait [SECONDS]] [--force]\n"
+	"                                               (also: model rm)\n"
 	"  model materialize-file ID --path REL --output FILE\n"
 	"  model pull ID --dest DIR [--include GLOB]... [--exclude GLOB]...\n"
 	"             [--jobs N] [--no-verify] [--force]\n"
-	"  model pin ID | model unpin ID\n"
+	"  model pin ID... | model unpin ID...\n"
 	"  df\n"
 	"  config init [--force]\n"
 	"  config show [--origin] | config get KEY\n"
@@ -102,6 +109,11 @@ static const char main_help[] =
 	"  --local-hostname       Mooncake connection settings\n"
 	"  -h, --help             help (also after any command)\n"
 	"  --version              print the version\n"
+	"\n"
+	"Wherever a command takes a checkpoint ID it also takes a model name\n"
+	"ORG/NAME[@REV]: a checkpoint id never contains '/', a model name\n"
+	"always does.  A name stands for the newest READY checkpoint of that\n"
+	"model at REV (default main), as 'wstore model resolve' shows.\n"
 	"\n"
 	"exit status: 0 ok, 1 error, 2 usage, 3 verification failed\n";
 
@@ -249,6 +261,98 @@ static void free_config(struct cli *c)
 	free(c->user_path);
 }
 
+static int is_group(const char *name)
+{
+	return !strcmp(name, "model") || !strcmp(name, "config") ||
+	       !strcmp(name, "admin");
+}
+
+/* The commands of one group, from the table. */
+static void group_help(const char *group)
+{
+	size_t n = sizeof(commands) / sizeof(*commands);
+
+	printf("usage: wstore %s <command> [options]\n\ncommands:\n", group);
+	for (size_t i = 0; i < n; i++)
+		if (commands[i].group && !strcmp(commands[i].group, group))
+			printf("  %-18s %s\n", commands[i].name,
+			       commands[i].summary);
+	printf("\n'wstore %s <command> --help' for its options; 'wstore "
+	       "--help' for global options\n",
+	       group);
+}
+
+/* Edit distance (insert, delete, substitute, swap of neighbours). */
+static size_t distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), d[32][32];
+
+	if (la >= 32 || lb >= 32)
+		return 99;
+	for (size_t i = 0; i <= la; i++)
+		for (size_t j = 0; j <= lb; j++) {
+			size_t v;
+
+			if (!i || !j) {
+				d[i][j] = i + j;
+				continue;
+			}
+			v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+			if (d[i - 1][j] + 1 < v)
+				v = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < v)
+				v = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] &&
+			    a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
+				v = d[i - 2][j - 2] + 1;
+			d[i][j] = v;
+		}
+	return d[la][lb];
+}
+
+/* The closest command of group (NULL: top level and the group names) to
+ * word, or NULL when none is close. */
+static const char *closest(const char *group, const char *word)
+{
+	static const char *const groups[] = { "model", "config", "admin" };
+	size_t n = sizeof(commands) / sizeof(*commands), best = 3;
+	const char *out = NULL;
+
+	for (size_t i = 0; i < n + 3; i++) {
+		const char *name;
+		size_t k;
+
+		if (i >= n)
+			name = group ? NULL : groups[i - n];
+		else if (!group == !commands[i].group &&
+			 (!group || !strcmp(group, commands[i].group)))
+			name = commands[i].name;
+		else
+			name = NULL;
+		if (!name || (k = distance(word, name)) >= best ||
+		    k * 2 > strlen(name))
+			continue;
+		best = k;
+		out = name;
+	}
+	return out;
+}
+
+static int unknown(const char *group, const char *word)
+{
+	const char *near = closest(group, word);
+
+	if (near)
+		return cli_usage_error(
+			"unknown command '%s%s%s'; did you mean '%s%s%s'?",
+			group ? group : "", group ? " " : "", word,
+			group ? group : "", group ? " " : "", near);
+	return cli_usage_error(
+		"unknown command '%s%s%s'; see 'wstore %s%s--help'",
+		group ? group : "", group ? " " : "", word, group ? group : "",
+		group ? " " : "");
+}
+
 static int dispatch(struct cli *c, int argc, char **argv)
 {
 	size_t n = sizeof(commands) / sizeof(*commands);
@@ -268,21 +372,18 @@ static int dispatch(struct cli *c, int argc, char **argv)
 		if (!strcmp(argv[2], commands[i].name))
 			return commands[i].run(c, argc - 2, argv + 2);
 	}
-	if ((!strcmp(argv[1], "model") || !strcmp(argv[1], "config") ||
-	     !strcmp(argv[1], "admin")) &&
-	    argc > 2 &&
-	    (!strcmp(argv[2], "-h") || !strcmp(argv[2], "--help"))) {
-		cli_print_help(main_help);
+	if (!is_group(argv[1]))
+		return unknown(NULL, argv[1]);
+	if (argc > 2 && (!strcmp(argv[2], "-h") || !strcmp(argv[2], "--help") ||
+			 !strcmp(argv[2], "help"))) {
+		group_help(argv[1]);
 		return EXIT_OK;
 	}
-	if (!strcmp(argv[1], "model") || !strcmp(argv[1], "config") ||
-	    !strcmp(argv[1], "admin"))
-		return cli_usage_error(
-			"unknown or missing %s subcommand%s%s%s; see 'wstore --help'",
-			argv[1], argc > 2 ? " '" : "", argc > 2 ? argv[2] : "",
-			argc > 2 ? "'" : "");
-	return cli_usage_error("unknown command '%s'; see 'wstore --help'",
-			       argv[1]);
+	if (argc < 3) {
+		group_help(argv[1]);
+		return EXIT_USAGE;
+	}
+	return unknown(argv[1], argv[2]);
 }
 
 static int is_config_edit(int argc, char **argv)

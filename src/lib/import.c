@@ -41,6 +41,7 @@
 #include "store.h"
 #include "safetensors.h"
 #include "scan.h"
+#include "source.h"
 #include "usage.h"
 
 /* Bytes read and hashed at a time: fits in a core's L2 cache. */
@@ -852,6 +853,12 @@ static int import_locked(struct import *im, const char *source_uri)
 
 int wstore_import(wstore_store *s, const wstore_import_options *o)
 {
+	return wstore_import_from(s, o, NULL);
+}
+
+int wstore_import_from(wstore_store *s, const wstore_import_options *o,
+		       const wstore_source *src)
+{
 	struct import im = { .s = s, .o = o };
 	char lockname[WSTORE__KEY_MAX], *token = NULL, *source_uri = NULL;
 	char *hub = NULL;
@@ -864,9 +871,7 @@ int wstore_import(wstore_store *s, const wstore_import_options *o)
 	pthread_mutex_init(&im.mu, NULL);
 	pthread_cond_init(&im.cv_free, NULL);
 	pthread_cond_init(&im.cv_job, NULL);
-	rc = wstore__resolve_hub_source(&hub, o->source, o->revision);
-	if (rc == 0)
-		rc = wstore__scan_source(&im.scan, hub ? hub : o->source);
+	rc = wstore__source_scan(&im.scan, &hub, src, o);
 	for (size_t i = 0; rc == 0 && i < im.scan.n; i++)
 		if (wstore_validate_path(im.scan.files[i].rel) < 0)
 			rc = wstore__err(WSTORE_EINVAL, "source file '%s': %s",

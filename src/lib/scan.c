@@ -25,6 +25,8 @@ struct walk {
 	dev_t dev[64]; /* directories on the current path, for loops */
 	ino_t ino[64];
 	int depth;
+	wstore__scan_filter_fn filter; /* may be NULL */
+	void *filter_ctx;
 };
 
 int wstore__source_open(const char *path, struct stat *st)
@@ -98,12 +100,16 @@ static int walk_entry(struct walk *w, const char *abs, const char *rel)
 	if (stat(abs, &st) < 0) {
 		int e = errno;
 
+		if (w->filter && w->filter(w->filter_ctx, rel, 0))
+			return 0;
 		if (lstat(abs, &lst) == 0 && S_ISLNK(lst.st_mode))
 			return wstore__err(e == ELOOP ? -ELOOP : -ENOENT,
 					   "source '%s' is a %s symlink", abs,
 					   e == ELOOP ? "looping" : "dangling");
 		return wstore__errc(-e, "cannot stat source '%s'", abs);
 	}
+	if (w->filter && w->filter(w->filter_ctx, rel, S_ISDIR(st.st_mode)))
+		return 0;
 	if (S_ISREG(st.st_mode))
 		return add_file(w, rel, abs, &st);
 	if (S_ISDIR(st.st_mode)) {
@@ -169,7 +175,13 @@ static int cmp_rel(const void *a, const void *b)
 
 int wstore__scan_source(wstore__scan *out, const char *source)
 {
-	struct walk w = { .out = out };
+	return wstore__scan_source_filtered(out, source, NULL, NULL);
+}
+
+int wstore__scan_source_filtered(wstore__scan *out, const char *source,
+				 wstore__scan_filter_fn filter, void *ctx)
+{
+	struct walk w = { .out = out, .filter = filter, .filter_ctx = ctx };
 	struct stat st;
 	int rc;
 

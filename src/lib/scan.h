@@ -32,6 +32,12 @@ int wstore__source_open(const char *path, struct stat *st);
 /* Every regular file under source (symlinks followed), or an error naming
  * the first entry that cannot be imported. */
 int wstore__scan_source(wstore__scan *out, const char *source);
+/* The same, leaving out every entry for which filter(ctx, rel, is_dir)
+ * returns non-zero (a directory is then not entered); a dangling symlink
+ * is offered as a file before it is an error. */
+typedef int (*wstore__scan_filter_fn)(void *ctx, const char *rel, int is_dir);
+int wstore__scan_source_filtered(wstore__scan *out, const char *source,
+				 wstore__scan_filter_fn filter, void *ctx);
 void wstore__scan_free(wstore__scan *scan);
 /*
  * A Hugging Face hub cache repo root ("models--org--name" holding blobs/,

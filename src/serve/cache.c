@@ -229,7 +229,8 @@ static void add_name(struct wcache *c, const char *repo, const char *rev,
 {
 	struct wname *n = calloc(1, sizeof(*n));
 
-	if (!n || !(n->repo = strdup(repo)) || (rev && !(n->rev = strdup(rev)))) {
+	if (!n || !(n->repo = strdup(repo)) ||
+	    (rev && !(n->rev = strdup(rev)))) {
 		if (n)
 			free(n->repo);
 		free(n);
@@ -242,8 +243,8 @@ static void add_name(struct wcache *c, const char *repo, const char *rev,
 	c->names = n;
 }
 
-int wcache_get(struct wck **out, int *known, struct wcache *c,
-	       const char *repo, const char *rev)
+int wcache_get(struct wck **out, int *known, struct wcache *c, const char *repo,
+	       const char *rev)
 {
 	struct wck *k, *mine = NULL;
 	char *id = NULL;

@@ -99,8 +99,9 @@ setup failed"
 			fi
 			runner=$AS_USER
 		fi
+		# --force: these sources are not whole checkpoints on purpose
 		expect_fail import "$want" "$text" $runner "$W" --store "$S" model import \
-			--checkpoint-id bad --model-id M --source "$src"
+			--checkpoint-id bad --model-id M --source "$src" --force
 		no_ckpt_state bad
 		if ws model list 2>/dev/null | grep -q '^bad '; then
 			FAILS="$FAILS

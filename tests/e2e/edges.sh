@@ -192,7 +192,7 @@ printf 'x' >"$CC/$(printf 'a\033[2Jb.txt')"
 printf '{}' >"$CC/config.json"
 ESCM=$(printf 'Org/M\033]0;pwned\007')
 check_exit "import a model id and a path with control characters" 0 ws model import \
-	--checkpoint-id ctl --model-id "$ESCM" --source "$CC" --revision "$(printf 'r\033[31m')"
+	--checkpoint-id ctl --model-id "$ESCM" --source "$CC" --revision "$(printf 'r\033[31m')" --force
 # any ESC but wstore's own "erase the progress line" (ESC [ K)
 has_esc() { printf '%s' "$1" | sed 's/\x1b\[K//g' | od -An -c | grep -q '033'; }
 for cmd in "model list" "model inspect ctl" "model verify ctl" "--json model list" "--json model inspect ctl"; do
@@ -231,7 +231,7 @@ assert paths == sorted(['config.json', 'model.safetensors.index.json', 'model-00
 assert m['source_uri'].endswith('/snapshots/$C1'), m['source_uri']
 "
 check_exit "hub repo root: --revision <commit> picks that snapshot" 0 ws model import \
-	--checkpoint-id hub2 --model-id org/tiny --revision $C2 --source "$HUB"
+	--checkpoint-id hub2 --model-id org/tiny --revision $C2 --source "$HUB" --force
 check_grep "with its one file" '"files": 1' "$(ws --json model list)"
 check_exit "hub repo root: an unknown revision is refused" 1 ws model import \
 	--checkpoint-id hub3 --model-id org/tiny --revision nosuch --source "$HUB"
@@ -298,7 +298,7 @@ import resource, subprocess, sys
 subprocess.run(sys.argv[1:], check=True)
 print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)" \
 	"$W" --quiet --store "$S" model import --checkpoint-id onechunk --model-id X/one \
-	--source "$BIGSRC" --chunk-size 1GiB --jobs 4
+	--source "$BIGSRC" --chunk-size 1GiB --jobs 4 --force
 if [ "$OUT" -lt 131072 ] 2>/dev/null; then
 	tap_ok "it streamed: peak RSS ${OUT} KiB, below 128 MiB (a chunk buffer would be 300 MB)"
 else

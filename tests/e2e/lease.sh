@@ -341,9 +341,9 @@ check_exit "pin of a missing checkpoint fails" 1 ws model pin nosuch
 check_grep "... saying so" "checkpoint 'nosuch' not found" "$OUT"
 check_exit "unpin" 0 ws model unpin p
 check_grep "df --json shows it unpinned" '"pinned": false' "$(ws --json df)"
-check_grep "never read: last read 0" '"last_read_ms": 0' "$(ws --json df)"
+check_grep "never read: last read 0" '"last_read_at": 0' "$(ws --json df)"
 ws -q model verify p >/dev/null
-check_grep "a verify records the last read" '"last_read_ms": [1-9]' "$(ws --json df)"
+check_grep "a verify records the last read" '"last_read_at": [1-9]' "$(ws --json df)"
 check_grep "df prints a table with the total" "^total: [0-9]+ checkpoints, " "$(ws df)"
 case $KIND in
 file) check_grep "df shows the file system's free space" "^store: .* free of " "$(ws df)" ;;

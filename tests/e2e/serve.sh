@@ -212,7 +212,7 @@ check_grep "api/models/.../revision/refs%2Fpr%2F1: its checkpoint" '^tiny-pr$' \
 mkdir -p "$T/bigsrc"
 head -c 33554432 /dev/urandom > "$T/bigsrc/big.bin"
 check "import a 32 MiB file" ws model import --checkpoint-id bigck \
-	--model-id org/big --source "$T/bigsrc" --chunk-size 4MiB --quiet
+	--model-id org/big --source "$T/bigsrc" --chunk-size 4MiB --quiet --force
 fds_before=$(ls /proc/"$SERVE_PID"/fd | wc -l)
 rss_before=$(rss_kb "$SERVE_PID")
 for i in 1 2 3 4 5 6 7 8; do

@@ -62,7 +62,12 @@ const char *unit_current = "";
 	X(test_replace_verify) \
 	X(test_replace_threads) \
 	X(test_core_nofollow) \
-	X(test_core_urls)
+	X(test_core_urls) \
+	X(test_catalog_names) \
+	X(test_catalog_derive) \
+	X(test_catalog_list_all) \
+	X(test_source_rules) \
+	X(test_source_hub)
 /* clang-format on */
 
 #define DECL(name) void name(void);

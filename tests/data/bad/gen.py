@@ -37,8 +37,10 @@ def case(name, kind, exit_, error, files=None, setup=None, source=None):
 
 # ---- checkpoint ids --------------------------------------------------------
 INVALID_ID = "invalid checkpoint id"
+# "a/b" is a model name (ORG/NAME), which every command taking an id
+# also takes: ids with a slash are refused as malformed names here
 for name, arg in [
-    ("id-empty", ""), ("id-slash", "a/b"), ("id-double-slash", "a//b"),
+    ("id-empty", ""), ("id-slash", "a/b/c"), ("id-double-slash", "a//b"),
     ("id-leading-slash", "/a"), ("id-trailing-slash", "a/"),
     ("id-dot", "."), ("id-dotdot", ".."), ("id-traversal", "../etc"),
     ("id-hidden", ".hidden"), ("id-space", "a b"), ("id-question", "a?b"),
