@@ -105,6 +105,7 @@ run_suite() {
 cd "$HERE/.."
 run_suite unit "$BUILD/unit-tests"
 run_suite layout sh "$HERE/layout/check.sh" "$BUILD"
+run_suite abi sh "$HERE/abi/run.sh" "$BUILD"
 run_suite e2e-file env WSTORE_TEST_KIND=file sh "$HERE/e2e/cli.sh"
 run_suite faults sh "$HERE/e2e/faults.sh"
 if [ -x "$BUILD/wstore-mount" ]; then

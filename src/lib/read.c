@@ -36,6 +36,7 @@
 
 #include <jansson.h>
 
+#include "abi.h"
 #include "error.h"
 #include "manifest.h"
 #include "readv.h"
@@ -90,18 +91,16 @@ int wstore_checkpoint_open_ext(wstore_checkpoint **out, wstore_store *store,
 			       const char *id,
 			       const wstore_checkpoint_options *o)
 {
-	wstore_checkpoint_options defaults = WSTORE_CHECKPOINT_OPTIONS_INIT;
+	wstore_checkpoint_options oc;
 	wstore_lease *lease = NULL;
 	wstore_checkpoint *ck;
 	wstore_manifest *m;
 	int rc;
 
 	*out = NULL;
-	if (!o)
-		o = &defaults;
-	if (o->version != WSTORE_CHECKPOINT_OPTIONS_VERSION)
-		return wstore__err(WSTORE_EINVAL,
-				   "checkpoint options of another version");
+	if ((rc = wstore__checkpoint_opts(&oc, o)) < 0)
+		return rc;
+	o = &oc;
 	/* the lease comes first: a delete that sees none has already
 	 * stopped the manifest saying READY */
 	rc = o->no_lease

@@ -98,7 +98,7 @@ static int open_backend(wstore_backend **out, const char *url,
 
 		if (rc < 0)
 			return rc;
-		rc = wstore_backend_fault_new(out, inner, spec ? spec : "");
+		rc = wstore__backend_fault_new(out, inner, spec ? spec : "");
 		if (rc < 0)
 			inner->free(inner);
 		return rc;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi.h"
 #include "error.h"
 #include "util.h"
 #include "manifest.h"
@@ -124,14 +125,13 @@ static int run(struct verify *v)
 int wstore_verify(wstore_store *s, const char *id,
 		  const wstore_verify_options *o)
 {
-	wstore_verify_options defaults = WSTORE_VERIFY_OPTIONS_INIT;
-	struct verify v = { .s = s, .o = o ? o : &defaults };
+	wstore_verify_options oc;
+	struct verify v = { .s = s, .o = &oc };
 	wstore_lease *lease = NULL;
 	int rc;
 
-	if (v.o->version != WSTORE_VERIFY_OPTIONS_VERSION)
-		return wstore__err(WSTORE_EINVAL,
-				   "verify options of another version");
+	if ((rc = wstore__verify_opts(&oc, o)) < 0)
+		return rc;
 	/* the lease first, then the manifest (lease.h) */
 	rc = wstore__lease_read_ready(&lease, &v.m, s, id, "verify");
 	if (rc < 0)

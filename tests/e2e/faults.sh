@@ -1,7 +1,7 @@
 #!/bin/sh
 # faults.sh - failure handling of import, delete and materialize on the
 # file store wrapped in the fault-injecting backend (URL "fault+DIR",
-# faults from $WSTORE_FAULTS, see include/wstore/sys/backend.h):
+# faults from $WSTORE_FAULTS, see src/lib/backends/helpers.h):
 # a failure at each put, SIGINT mid-import, a crash (as if SIGKILLed) at
 # every call of a delete, and a write-once store holding stale chunks.
 TAP_SUITE=faults
