@@ -15,7 +15,8 @@
 /* bytes of a struct up to and including field */
 #define UPTO(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
 
-/* ---- option structs in ---------------------------------------------------- */
+/* ---- option structs in ----------------------------------------------------
+ */
 
 /* sizes[v - 1] is the size of version v's struct (n versions) */
 static int opts_in(void *dst, size_t dst_size, const void *src,

@@ -22,8 +22,7 @@ int wstore__import_opts(wstore_import_options *dst,
 int wstore__verify_opts(wstore_verify_options *dst,
 			const wstore_verify_options *src);
 int wstore__gc_opts(wstore_gc_options *dst, const wstore_gc_options *src);
-int wstore__pull_opts(wstore_pull_options *dst,
-		      const wstore_pull_options *src);
+int wstore__pull_opts(wstore_pull_options *dst, const wstore_pull_options *src);
 int wstore__checkpoint_opts(wstore_checkpoint_options *dst,
 			    const wstore_checkpoint_options *src);
 int wstore__delete_opts(wstore_delete_options *dst,

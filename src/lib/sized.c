@@ -17,7 +17,8 @@
 /* bytes of a struct up to and including field */
 #define UPTO(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
 
-/* ---- sized structs out ---------------------------------------------------- */
+/* ---- sized structs out ----------------------------------------------------
+ */
 
 /* The caller's out_size against the first layout (min bytes). */
 static int size_ok(size_t out_size, size_t min, const char *what)
@@ -32,8 +33,7 @@ static int size_ok(size_t out_size, size_t min, const char *what)
 
 /* What of full (size bytes) fits in out (out_size bytes); a tail this
  * library does not know is zeroed. */
-static void copy_out(void *out, size_t out_size, const void *full,
-		     size_t size)
+static void copy_out(void *out, size_t out_size, const void *full, size_t size)
 {
 	memcpy(out, full, out_size < size ? out_size : size);
 	if (out_size > size)

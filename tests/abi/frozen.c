@@ -138,8 +138,8 @@ static void check_file_info(const wstore_manifest *m)
 	/* a later program's larger struct: the tail it knows and we do not
 	 * reads as zero */
 	memset(big, 0xA5, sizeof(big));
-	CHECK_EQ(wstore_manifest_file_sized((wstore_file_info *)big, sizeof(big),
-					    m, (size_t)i),
+	CHECK_EQ(wstore_manifest_file_sized((wstore_file_info *)big,
+					    sizeof(big), m, (size_t)i),
 		 0);
 	CHECK(big[sizeof(wstore_file_info)] == 0 && big[sizeof(big) - 1] == 0);
 }
@@ -282,7 +282,8 @@ int main(int argc, char **argv)
 		wstore_checkpoint_free(ck);
 	}
 	cp->version = 99;
-	CHECK_EQ(wstore_checkpoint_open_ext(&ck, s, "frozen", cp), WSTORE_EINVAL);
+	CHECK_EQ(wstore_checkpoint_open_ext(&ck, s, "frozen", cp),
+		 WSTORE_EINVAL);
 	free(cp);
 	check_options(s, argv[1]);
 	check_current = "delete options";

@@ -76,7 +76,7 @@ static inline int check_bool_(int ok, const char *file, int line,
 }
 
 static inline int check_eq_int_(long long a, long long b, const char *file,
-				 int line, const char *ea, const char *eb)
+				int line, const char *ea, const char *eb)
 {
 	if (a == b) {
 		check_pass();
