@@ -5,7 +5,10 @@
 # (Mooncake's against the stand-in and, when Mooncake is installed, against
 # a real cluster), the HTTP server (serve).  Servers the suites need are
 # started here on free loopback ports and stopped on exit.  Ends with the line
-# "N passed, N failed" summed over every suite.
+# "N passed, N failed, N skipped" summed over every suite: a check that could
+# not run (a tool missing, a case that cannot apply) is counted as skipped,
+# never as passed, and so is a suite that was not built or whose servers are
+# not installed.
 # Every suite is bounded by timeout(1): WSTORE_SUITE_TIMEOUT seconds (600
 # unless set); a suite that runs over is killed, named, and counts failed.
 #   sh tests/run.sh [BUILD_DIR] [SUITE...]
@@ -19,6 +22,7 @@ BUILD=$(cd "$BUILD" && pwd)
 export BUILD
 TOTAL_PASS=0
 TOTAL_FAIL=0
+TOTAL_SKIP=0
 RESULTS=""
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/wstore-tests-XXXXXX")
 # suites make their temporary directories in here: a suite killed by its
@@ -28,6 +32,12 @@ mkdir "$WORK/tmp" && export TMPDIR="$WORK/tmp"
 . "$HERE/lib/redis.sh"
 . "$HERE/lib/mooncake.sh"
 NOT_RUN=""
+# not_run NAME REASON: a suite that cannot run here counts as one skip
+not_run() {
+	echo "== $1: not run: $2"
+	NOT_RUN="$NOT_RUN $1"
+	TOTAL_SKIP=$((TOTAL_SKIP + 1))
+}
 cleanup() {
 	redis_stop_all >/dev/null 2>&1
 	# mounts a killed suite left under $WORK
@@ -47,7 +57,8 @@ wanted() {
 }
 
 # run_suite NAME CMD...: run a suite, echo its output to a log, and add the
-# counts of its "N passed, N failed" line; no such line is a failure.
+# counts of its "N passed, N failed[, N skipped]" line; no such line is a
+# failure, and so is a line with nothing passed, failed or skipped.
 run_suite() {
 	name=$1; shift
 	wanted "$name" || return 0
@@ -60,9 +71,13 @@ run_suite() {
 	# failed checks with their detail lines
 	awk '/^(not ok|FAIL)/ { show = 1; print; next }
 	     /^#   / { if (show) print; next } { show = 0 }' "$log" | head -60
+	# skipped checks with their reasons
+	grep -E '# SKIP |^SKIP ' "$log" | head -20 | sed 's/^/   /'
 	line=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
 	p=$(echo "$line" | sed -E 's/^(.*[^0-9])?([0-9]+) passed.*/\2/')
 	f=$(echo "$line" | sed -E 's/^.*[^0-9]([0-9]+) failed.*/\1/')
+	s=$(echo "$line" | sed -nE 's/^.*[^0-9]([0-9]+) skipped.*/\1/p')
+	s=${s:-0}
 	if [ "$rc" = 124 ] || [ "$rc" = 137 ] && [ "$secs" -ge "$SUITE_TIMEOUT" ]; then
 		p=${p:-0}; f=$((${f:-0} + 1))
 		echo "   suite '$name' timed out after $SUITE_TIMEOUT s (killed); last lines:"
@@ -71,7 +86,7 @@ run_suite() {
 		p=0; f=1
 		echo "   suite '$name' printed no summary (exit $rc); last lines:"
 		tail -15 "$log" | sed 's/^/   | /'
-	elif [ "$p" = 0 ] && [ "$f" = 0 ]; then
+	elif [ "$p" = 0 ] && [ "$f" = 0 ] && [ "$s" = 0 ]; then
 		f=1
 		echo "   suite '$name' ran no test; last lines:"
 		tail -15 "$log" | sed 's/^/   | /'
@@ -80,15 +95,17 @@ run_suite() {
 		echo "   suite '$name' exited $rc; last lines:"
 		tail -15 "$log" | sed 's/^/   | /'
 	fi
-	echo "   $name: $p passed, $f failed (${secs} s)"
+	echo "   $name: $p passed, $f failed, $s skipped (${secs} s)"
 	TOTAL_PASS=$((TOTAL_PASS + p))
 	TOTAL_FAIL=$((TOTAL_FAIL + f))
+	TOTAL_SKIP=$((TOTAL_SKIP + s))
 	RESULTS="$RESULTS $name:$f"
 }
 
 cd "$HERE/.."
 run_suite unit "$BUILD/unit-tests"
 run_suite layout sh "$HERE/layout/check.sh" "$BUILD"
+run_suite abi sh "$HERE/abi/run.sh" "$BUILD"
 run_suite e2e-file env WSTORE_TEST_KIND=file sh "$HERE/e2e/cli.sh"
 run_suite faults sh "$HERE/e2e/faults.sh"
 if [ -x "$BUILD/wstore-mount" ]; then
@@ -96,9 +113,10 @@ if [ -x "$BUILD/wstore-mount" ]; then
 	run_suite mount-chunks sh "$HERE/e2e/mount_chunks.sh"
 	run_suite mount-stop sh "$HERE/e2e/mount_stop.sh"
 	run_suite mount-faults sh "$HERE/e2e/mount_faults.sh"
-elif wanted mount || wanted mount-chunks || wanted mount-stop ||
-	wanted mount-faults; then
-	echo "== mount: not built (meson setup -Dfuse=disabled or no libfuse3): not run"
+else
+	for s in mount mount-chunks mount-stop mount-faults; do
+		wanted $s && not_run $s "not built (meson setup -Dfuse=disabled or no libfuse3)"
+	done
 fi
 run_suite reliability sh "$HERE/e2e/reliability.sh"
 run_suite badinput sh "$HERE/e2e/badinput.sh"
@@ -111,8 +129,10 @@ if [ -x "$BUILD/wstore-serve" ]; then
 	run_suite serve sh "$HERE/e2e/serve.sh"
 	run_suite serve-hub sh "$HERE/e2e/serve_hub.sh"
 	run_suite serve-guard sh "$HERE/e2e/serve_guard.sh"
-elif wanted serve || wanted serve-hub || wanted serve-guard; then
-	echo "== serve: not built (meson setup -Dserve=disabled or no libmicrohttpd): not run"
+else
+	for s in serve serve-hub serve-guard; do
+		wanted $s && not_run $s "not built (meson setup -Dserve=disabled or no libmicrohttpd)"
+	done
 fi
 run_suite python sh "$HERE/python/run.sh" "$BUILD"
 run_suite replace sh "$HERE/e2e/replace.sh"
@@ -122,9 +142,14 @@ run_suite lease-mooncake env WSTORE_TEST_KIND=mooncake \
 	WSTORE_MOONCAKE_LIBRARY="$BUILD/libmooncake_store.so" \
 	MOONCAKE_STANDIN_LEASE_MS=300 sh "$HERE/e2e/lease.sh"
 
-if wanted redis-backend || wanted e2e-redis || wanted e2e-cluster || wanted redis-faults || wanted redis-edges || wanted lease-redis || [ -z "$ONLY" ]; then
+REDIS_SUITES="redis-backend e2e-redis e2e-cluster redis-faults redis-edges lease-redis"
+redis_wanted=0
+for s in $REDIS_SUITES; do wanted "$s" && redis_wanted=1; done
+if [ $redis_wanted = 1 ]; then
 	if [ ! -x "$BUILD/redis-backend-tests" ]; then
-		echo "== redis: not built (meson setup -Dredis=disabled or no hiredis): not run"
+		for s in $REDIS_SUITES; do
+			wanted $s && not_run $s "not built (meson setup -Dredis=disabled or no hiredis)"
+		done
 	elif ! command -v redis-server >/dev/null; then
 		echo "== redis: redis-server is not installed (run scripts/deps.sh)"
 		TOTAL_FAIL=$((TOTAL_FAIL + 1))
@@ -151,13 +176,14 @@ run_suite conformance sh "$HERE/conformance/run.sh" "$BUILD"
 # Suites against a real Mooncake Store (a master and a storage node started
 # here; the master discards a dead writer's half-written objects after 2 s
 # instead of 30).  Without Mooncake installed they are not run, and say
-# so: they count neither as passed nor as failed.
+# so: each counts as skipped.
 MC_SUITES="mooncake-real conformance-mooncake e2e-mooncake mooncake-faults"
 mc_wanted=0
 for s in $MC_SUITES; do wanted "$s" && mc_wanted=1; done
 if [ $mc_wanted = 1 ] && ! mooncake_installed; then
-	echo "== mooncake: not installed in $MOONCAKE_HOME; not run: $MC_SUITES"
-	NOT_RUN="$NOT_RUN $MC_SUITES"
+	for s in $MC_SUITES; do
+		wanted $s && not_run $s "Mooncake is not installed in $MOONCAKE_HOME"
+	done
 elif [ $mc_wanted = 1 ]; then
 	MOONCAKE_TEST_MASTER_ARGS=--put_start_discard_timeout_sec=2
 	if ! mooncake_start "$WORK/mooncake" 500ms; then
@@ -177,6 +203,6 @@ fi
 
 echo
 echo "suites:$RESULTS"
-[ -n "$NOT_RUN" ] && echo "not run (neither passed nor failed):$NOT_RUN"
-echo "$TOTAL_PASS passed, $TOTAL_FAIL failed"
+[ -n "$NOT_RUN" ] && echo "not run (counted as skipped):$NOT_RUN"
+echo "$TOTAL_PASS passed, $TOTAL_FAIL failed, $TOTAL_SKIP skipped"
 [ "$TOTAL_FAIL" = 0 ]

@@ -68,8 +68,11 @@ int wstore_leases_read(wstore_leases **out, wstore_store *store,
 		       const char *id);
 size_t wstore_leases_count(const wstore_leases *ls);
 /* WSTORE_ERANGE if i is out of range. */
-int wstore_leases_get(wstore_lease_info *out, const wstore_leases *ls,
-		      size_t i);
+int wstore_leases_get_sized(wstore_lease_info *out, size_t out_size,
+			    const wstore_leases *ls, size_t i);
+WSTORE__SIZED(int wstore_leases_get(wstore_lease_info *out,
+				    const wstore_leases *ls, size_t i),
+	      wstore_leases_get_sized(out, sizeof(*out), ls, i))
 void wstore_leases_free(wstore_leases *ls);
 
 /* ---- delete with leases -------------------------------------------------- */
@@ -141,7 +144,11 @@ typedef struct wstore_usage wstore_usage;
  */
 int wstore_usage_read(wstore_usage **out, wstore_store *store);
 size_t wstore_usage_count(const wstore_usage *u);
-int wstore_usage_get(wstore_usage_info *out, const wstore_usage *u, size_t i);
+int wstore_usage_get_sized(wstore_usage_info *out, size_t out_size,
+			   const wstore_usage *u, size_t i);
+WSTORE__SIZED(int wstore_usage_get(wstore_usage_info *out,
+				   const wstore_usage *u, size_t i),
+	      wstore_usage_get_sized(out, sizeof(*out), u, i))
 /* Sum of the sizes. */
 uint64_t wstore_usage_total(const wstore_usage *u);
 /* Capacity and free bytes (UINT64_MAX each when unknown); returns 0 when

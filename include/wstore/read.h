@@ -142,8 +142,12 @@ uint64_t wstore_safetensors_header_size(const wstore_safetensors *ws);
 /* Number of tensors; they are indexed in file order (by offset). */
 size_t wstore_safetensors_count(const wstore_safetensors *ws);
 /* Fill info for tensor i; WSTORE_ERANGE if out of range. */
-int wstore_safetensors_tensor(wstore_tensor_info *out,
-			      const wstore_safetensors *ws, size_t i);
+int wstore_safetensors_tensor_sized(wstore_tensor_info *out, size_t out_size,
+				    const wstore_safetensors *ws, size_t i);
+WSTORE__SIZED(int wstore_safetensors_tensor(wstore_tensor_info *out,
+					    const wstore_safetensors *ws,
+					    size_t i),
+	      wstore_safetensors_tensor_sized(out, sizeof(*out), ws, i))
 /* Index of the tensor with this name, or -1. */
 int64_t wstore_safetensors_find(const wstore_safetensors *ws, const char *name);
 /* Value of a __metadata__ key, or NULL (owned by the handle). */
@@ -175,7 +179,11 @@ typedef struct wstore_file_summary_info {
  * and validated (an invalid one returns its error), anything else is
  * "other" with zero counts.
  */
-int wstore_file_summary(wstore_file_summary_info *out, wstore_file *f);
+int wstore_file_summary_sized(wstore_file_summary_info *out, size_t out_size,
+			      wstore_file *f);
+WSTORE__SIZED(int wstore_file_summary(wstore_file_summary_info *out,
+				      wstore_file *f),
+	      wstore_file_summary_sized(out, sizeof(*out), f))
 
 /*
  * Check what a byte-level verify cannot: each .safetensors header is valid,

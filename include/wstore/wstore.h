@@ -16,7 +16,18 @@
  *  - Output parameters come first and are named out.
  *  - Handles are opaque; every _free() accepts NULL.
  *  - Option structs carry a version field; initialise them with their
- *    _INIT macro so that fields added later get their defaults.
+ *    _INIT macro so that fields added later get their defaults (zero is
+ *    the default of every field added after the first version).  The
+ *    library accepts every version it ever defined, reading only the
+ *    fields that version has.
+ *  - Structs the library fills (wstore_file_info, wstore_gc_stats, ...)
+ *    are passed with their size: each call is a static inline function
+ *    here that passes sizeof(*out), as the caller was compiled, to the
+ *    exported *_sized function, which fills the fields that fit and
+ *    zeroes any tail it does not know.  So a program built against this
+ *    header keeps working with a later library whose structs grew
+ *    (docs/architecture.md, "Interfaces and ABI").
+ *  - Exported symbols carry the version node WSTORE_0 (libwstore.map).
  *  - Strings returned through const char * are owned by the object they
  *    came from and live as long as it does, unless said otherwise.
  *  - A wstore_store may be used from several threads at once.
@@ -32,6 +43,18 @@ extern "C" {
 #endif
 
 #define WSTORE_VERSION "0.1.0"
+
+/* The library itself is compiled with WSTORE__BUILDING: there the sized
+ * calls' short forms are the library's own internal functions. */
+#ifdef WSTORE__BUILDING
+#define WSTORE__SIZED(decl, call) decl;
+#else
+#define WSTORE__SIZED(decl, call)                                              \
+	static inline decl                                                     \
+	{                                                                      \
+		return call;                                                   \
+	}
+#endif
 
 /* ---- errors ------------------------------------------------------------ */
 
@@ -284,8 +307,11 @@ uint64_t wstore_manifest_total_size(const wstore_manifest *m);
 size_t wstore_manifest_file_count(const wstore_manifest *m);
 /* Fill info for file i (0-based, files sorted by path); pointers in info
  * are owned by m.  WSTORE_ERANGE if i is out of range. */
-int wstore_manifest_file(wstore_file_info *out, const wstore_manifest *m,
-			 size_t i);
+int wstore_manifest_file_sized(wstore_file_info *out, size_t out_size,
+			       const wstore_manifest *m, size_t i);
+WSTORE__SIZED(int wstore_manifest_file(wstore_file_info *out,
+				       const wstore_manifest *m, size_t i),
+	      wstore_manifest_file_sized(out, sizeof(*out), m, i))
 /* Chunk key j of file i; NULL if out of range.  Owned by m. */
 const char *wstore_manifest_chunk_key(const wstore_manifest *m, size_t i,
 				      uint64_t j);
@@ -512,8 +538,11 @@ typedef struct wstore_gc_stats {
  * out (may be NULL) receives counts, also when an error is returned.
  * Returns 0, or the first error (gc goes on past failed removes).
  */
-int wstore_gc(wstore_gc_stats *out, wstore_store *store,
-	      const wstore_gc_options *opts);
+int wstore_gc_sized(wstore_gc_stats *out, size_t out_size, wstore_store *store,
+		    const wstore_gc_options *opts);
+WSTORE__SIZED(int wstore_gc(wstore_gc_stats *out, wstore_store *store,
+			    const wstore_gc_options *opts),
+	      wstore_gc_sized(out, sizeof(*out), store, opts))
 
 /*
  * Locks are store objects "weight/locks/<name>" holding an owner record

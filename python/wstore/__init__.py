@@ -546,7 +546,8 @@ class Checkpoint(_Handle):
         self._info = {}
         for i in range(lib.wstore_manifest_file_count(m)):
             fi = _native.FileInfo()
-            _check(lib.wstore_manifest_file(byref(fi), m, i))
+            _check(lib.wstore_manifest_file_sized(byref(fi), ctypes.sizeof(fi),
+                                                  m, i))
             self._info[_dec(fi.path)] = {
                 "path": _dec(fi.path), "type": _dec(fi.type),
                 "key": _dec(fi.key), "sha256": _dec(fi.sha256),
@@ -730,7 +731,8 @@ class File(_Handle):
         """Per-file summary: format ("safetensors", "gguf", "other"),
         tensor_count, param_count, kv_count, gguf_version, dtypes (list)."""
         s = _native.FileSummaryInfo()
-        _check(_fn("wstore_file_summary")(byref(s), self._handle()))
+        _check(_fn("wstore_file_summary_sized")(byref(s), ctypes.sizeof(s),
+                                                self._handle()))
         d = _dec(s.dtypes)
         return {"format": _dec(s.format), "tensor_count": s.tensor_count,
                 "param_count": s.param_count, "kv_count": s.kv_count,
@@ -751,7 +753,8 @@ class File(_Handle):
             out = []
             ti = _native.TensorInfo()
             for i in range(lib.wstore_safetensors_count(st)):
-                _check(lib.wstore_safetensors_tensor(byref(ti), st, i))
+                _check(lib.wstore_safetensors_tensor_sized(
+                    byref(ti), ctypes.sizeof(ti), st, i))
                 out.append(Tensor(self.path, _dec(ti.name), _dec(ti.dtype),
                                   tuple(ti.shape[k] for k in range(ti.ndim)),
                                   ti.offset, ti.nbytes))

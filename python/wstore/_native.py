@@ -125,6 +125,9 @@ class DeleteOptions(Structure):
                 ("progress", PROGRESS_FN), ("progress_ctx", c_void_p)]
 
 
+# The versions of the option structs as defined here: the library accepts
+# every version it ever defined (ImportOptions is import's version 1, which
+# has no eviction callback).
 DELETE_OPTIONS_VERSION = 1
 IMPORT_OPTIONS_VERSION = 1
 VERIFY_OPTIONS_VERSION = 1
@@ -160,7 +163,10 @@ _PROTOS = {
                                           POINTER(c_size_t), _P]),
     "wstore_manifest_free": (None, [_P]),
     "wstore_manifest_file_count": (c_size_t, [_P]),
-    "wstore_manifest_file": (c_int, [POINTER(FileInfo), _P, c_size_t]),
+    # the sized forms: the struct's size as defined here goes with it, so
+    # that a later library with larger structs fills only what fits
+    "wstore_manifest_file_sized": (c_int, [POINTER(FileInfo), c_size_t, _P,
+                                           c_size_t]),
     "wstore_manifest_checkpoint_id": (c_char_p, [_P]),
     "wstore_manifest_model_id": (c_char_p, [_P]),
     "wstore_manifest_total_size": (c_uint64, [_P]),
@@ -185,14 +191,15 @@ _PROTOS = {
     "wstore_file_pread": (c_int, [_P, c_void_p, c_size_t, c_uint64,
                                   POINTER(c_size_t)]),
     "wstore_file_free": (None, [_P]),
-    "wstore_file_summary": (c_int, [POINTER(FileSummaryInfo), _P]),
+    "wstore_file_summary_sized": (c_int, [POINTER(FileSummaryInfo),
+                                          c_size_t, _P]),
     "wstore_check_structure": (c_int, [_P, VERIFY_FILE_FN, c_void_p]),
     # safetensors
     "wstore_safetensors_open": (c_int, [_PP, _P]),
     "wstore_safetensors_header_size": (c_uint64, [_P]),
     "wstore_safetensors_count": (c_size_t, [_P]),
-    "wstore_safetensors_tensor": (c_int, [POINTER(TensorInfo), _P,
-                                          c_size_t]),
+    "wstore_safetensors_tensor_sized": (c_int, [POINTER(TensorInfo),
+                                                c_size_t, _P, c_size_t]),
     "wstore_safetensors_find": (c_int64, [_P, c_char_p]),
     "wstore_safetensors_metadata": (c_char_p, [_P, c_char_p]),
     "wstore_safetensors_read": (c_int, [_P, _STRV, POINTER(c_void_p),

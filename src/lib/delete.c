@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "abi.h"
 #include "../common/clock.h"
 #include "delete.h"
 #include "error.h"
@@ -333,19 +334,15 @@ int wstore_delete(wstore_store *s, const char *id)
 }
 
 int wstore_delete_ext(wstore_store *s, const char *id,
-		      const wstore_delete_options *o)
+		      const wstore_delete_options *src)
 {
-	wstore_delete_options defaults = WSTORE_DELETE_OPTIONS_INIT;
+	wstore_delete_options oc;
+	const wstore_delete_options *o = &oc;
 	char lockname[WSTORE__KEY_MAX], *token = NULL;
 	int rc = wstore_validate_checkpoint_id(id);
 
-	if (rc < 0)
+	if (rc < 0 || (rc = wstore__delete_opts(&oc, src)) < 0)
 		return rc;
-	if (!o)
-		o = &defaults;
-	if (o->version != WSTORE_DELETE_OPTIONS_VERSION)
-		return wstore__err(WSTORE_EINVAL,
-				   "delete options of another version");
 	snprintf(lockname, sizeof(lockname), "models/%s", id);
 	rc = wstore__lock(s, lockname, &token);
 	if (is_full(rc))

@@ -35,6 +35,7 @@
 
 #include <jansson.h>
 
+#include "abi.h"
 #include "backends/helpers.h"
 #include "error.h"
 #include "intent.h"
@@ -429,8 +430,11 @@ static void on_temp(const char *path, uint64_t bytes, int removed, void *ctx)
 		g->o->on_orphan(path, bytes, removed, g->o->on_orphan_ctx);
 }
 
-int wstore_gc(wstore_gc_stats *out, wstore_store *s, const wstore_gc_options *o)
+int wstore_gc(wstore_gc_stats *out, wstore_store *s,
+	      const wstore_gc_options *src)
 {
+	wstore_gc_options oc;
+	const wstore_gc_options *o = &oc;
 	struct gc g = { .s = s, .o = o };
 	wstore_gc_stats stats = { 0 };
 	int64_t grace;
@@ -439,9 +443,10 @@ int wstore_gc(wstore_gc_stats *out, wstore_store *s, const wstore_gc_options *o)
 	g.st = &stats;
 	if (out)
 		memset(out, 0, sizeof(*out));
-	if (!o || o->version != WSTORE_GC_OPTIONS_VERSION)
-		return wstore__err(WSTORE_EINVAL,
-				   "gc options missing or of another version");
+	if (!src)
+		return wstore__err(WSTORE_EINVAL, "gc options missing");
+	if ((rc = wstore__gc_opts(&oc, src)) < 0)
+		return rc;
 	if (!s->b->list)
 		return wstore__err(
 			WSTORE_EUNSUPPORTED,

@@ -28,6 +28,7 @@
 
 #include <jansson.h>
 
+#include "abi.h"
 #include "delete.h"
 #include "digest.h"
 #include "error.h"
@@ -666,13 +667,16 @@ static void leave_failed(struct import *im, int err, const char *msg)
 	wstore__err(err, "%s", msg);
 }
 
-int wstore_import_check(const wstore_import_options *o)
+int wstore_import_check(const wstore_import_options *src)
 {
-	if (!o ||
-	    (o->version != 1 && o->version != WSTORE_IMPORT_OPTIONS_VERSION))
-		return wstore__err(
-			WSTORE_EINVAL,
-			"import options missing or of another version");
+	wstore_import_options oc;
+	const wstore_import_options *o = &oc;
+	int rc;
+
+	if (!src)
+		return wstore__err(WSTORE_EINVAL, "import options missing");
+	if ((rc = wstore__import_opts(&oc, src)) < 0)
+		return rc;
 	if (o->reserved)
 		return wstore__err(
 			WSTORE_EINVAL,
@@ -856,15 +860,17 @@ int wstore_import(wstore_store *s, const wstore_import_options *o)
 	return wstore_import_from(s, o, NULL);
 }
 
-int wstore_import_from(wstore_store *s, const wstore_import_options *o,
+int wstore_import_from(wstore_store *s, const wstore_import_options *given,
 		       const wstore_source *src)
 {
+	wstore_import_options oc;
+	const wstore_import_options *o = &oc;
 	struct import im = { .s = s, .o = o };
 	char lockname[WSTORE__KEY_MAX], *token = NULL, *source_uri = NULL;
 	char *hub = NULL;
-	int rc = wstore_import_check(o);
+	int rc = wstore_import_check(given);
 
-	if (rc < 0)
+	if (rc < 0 || (rc = wstore__import_opts(&oc, given)) < 0)
 		return rc;
 	im.chunk_size =
 		o->chunk_size ? o->chunk_size : WSTORE_DEFAULT_CHUNK_SIZE;

@@ -37,6 +37,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "abi.h"
 #include "durable.h"
 #include "digest.h"
 #include "error.h"
@@ -402,17 +403,14 @@ static int run_workers(struct pull *p)
 int wstore_pull(wstore_store *store, const char *id, const char *dest,
 		const wstore_pull_options *opts)
 {
-	static const wstore_pull_options defaults = WSTORE_PULL_OPTIONS_INIT;
-	struct pull p = { .s = store, .o = opts ? opts : &defaults, .dfd = -1 };
+	wstore_pull_options oc;
+	struct pull p = { .s = store, .o = &oc, .dfd = -1 };
 	wstore_checkpoint *ck;
 	wstore_checkpoint_options ckopts = WSTORE_CHECKPOINT_OPTIONS_INIT;
 	int rc;
 
-	if (p.o->version != WSTORE_PULL_OPTIONS_VERSION)
-		return wstore__err(WSTORE_EINVAL,
-				   "pull options version %u "
-				   "not supported",
-				   p.o->version);
+	if ((rc = wstore__pull_opts(&oc, opts)) < 0)
+		return rc;
 	if (!dest || !*dest)
 		return wstore__err(WSTORE_EINVAL, "pull needs a destination "
 						  "directory");

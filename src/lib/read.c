@@ -36,6 +36,7 @@
 
 #include <jansson.h>
 
+#include "abi.h"
 #include "error.h"
 #include "generation.h"
 #include "manifest.h"
@@ -128,7 +129,7 @@ int wstore_checkpoint_open_ext(wstore_checkpoint **out, wstore_store *store,
 			       const char *id,
 			       const wstore_checkpoint_options *o)
 {
-	wstore_checkpoint_options defaults = WSTORE_CHECKPOINT_OPTIONS_INIT;
+	wstore_checkpoint_options oc;
 	wstore_lease *lease = NULL;
 	wstore__guard *g = NULL;
 	wstore_checkpoint *ck;
@@ -136,11 +137,9 @@ int wstore_checkpoint_open_ext(wstore_checkpoint **out, wstore_store *store,
 	int rc;
 
 	*out = NULL;
-	if (!o)
-		o = &defaults;
-	if (o->version != WSTORE_CHECKPOINT_OPTIONS_VERSION)
-		return wstore__err(WSTORE_EINVAL,
-				   "checkpoint options of another version");
+	if ((rc = wstore__checkpoint_opts(&oc, o)) < 0)
+		return rc;
+	o = &oc;
 	if ((rc = open_guarded(&lease, &m, &g, store, id, o)) < 0)
 		return rc;
 	if (!(ck = calloc(1, sizeof(*ck)))) {

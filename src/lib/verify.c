@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi.h"
 #include "error.h"
 #include "util.h"
 #include "manifest.h"
@@ -129,14 +130,13 @@ static int run(struct verify *v)
 int wstore_verify(wstore_store *s, const char *id,
 		  const wstore_verify_options *o)
 {
-	wstore_verify_options defaults = WSTORE_VERIFY_OPTIONS_INIT;
+	wstore_verify_options oc;
 	wstore_checkpoint_options ckopts = WSTORE_CHECKPOINT_OPTIONS_INIT;
-	struct verify v = { .s = s, .o = o ? o : &defaults };
+	struct verify v = { .s = s, .o = &oc };
 	int rc;
 
-	if (v.o->version != WSTORE_VERIFY_OPTIONS_VERSION)
-		return wstore__err(WSTORE_EINVAL,
-				   "verify options of another version");
+	if ((rc = wstore__verify_opts(&oc, o)) < 0)
+		return rc;
 	/* the lease, the manifest and the guard of a read handle */
 	ckopts.what = "verify";
 	if ((rc = wstore_checkpoint_open_ext(&v.ck, s, id, &ckopts)) < 0)

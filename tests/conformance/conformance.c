@@ -3,7 +3,7 @@
  * struct wstore_backend (include/wstore/sys/backend.h) checked against its
  * written contract, through the public API only, on whatever store a URL
  * names.  Optional callbacks a backend leaves NULL are reported as not
- * offered (not counted); the weaknesses a backend declares in its flags
+ * offered (counted as skipped); the weaknesses a backend declares in its flags
  * (WRITE_ONCE, EMPTY_MISSING) widen what counts as a correct answer, and
  * nothing else does.
  *
@@ -13,8 +13,9 @@
  *   WSTORE_<KEY> environment variables; or mem, mem+writeonce,
  *   mem+emptymissing for the process-local backend.
  * Keys are written under "wstore-conformance/<pid>-<n>/" and removed at
- * the end.  Prints "<URL>: N passed, N failed" per store and
- * "conformance: N passed, N failed" last.
+ * the end.  Prints "<URL>: N passed, N failed, N skipped" per store (a
+ * callback not offered skips its checks) and "conformance: N passed,
+ * N failed, N skipped" last.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -29,25 +30,16 @@
 #include <wstore/sys/backend.h>
 #include <wstore/wstore.h>
 
-static int passed, failed, total_passed, total_failed;
+#include "../lib/check.h"
+
+CHECK_COUNTERS;
 static const char *url_now = "";
 static char ns[96];
 
-#define CHECK(cond)                                                            \
-	do {                                                                   \
-		if (cond) {                                                    \
-			passed++;                                              \
-		} else {                                                       \
-			failed++;                                              \
-			printf("FAIL %s: %s:%d: %s (last error: %s)\n",        \
-			       url_now, __FILE__, __LINE__, #cond,             \
-			       wstore_last_error());                           \
-		}                                                              \
-	} while (0)
-
+/* An optional callback the backend leaves NULL: its checks are skipped. */
 static void not_offered(const char *what)
 {
-	printf("-- %s: %s not offered (optional)\n", url_now, what);
+	check_skip("%s not offered (optional)", what);
 }
 
 static char *key(const char *name)
@@ -672,16 +664,18 @@ static void run(const char *url, int n)
 	static char label[512];
 	wstore_store *s = NULL;
 	wstore_backend *b;
+	int p0, f0, s0;
 
 	redact(label, sizeof(label), url);
 	url_now = label;
-	passed = failed = 0;
+	check_current = label;
+	p0 = check_passed;
+	f0 = check_failed;
+	s0 = check_skipped;
 	snprintf(ns, sizeof(ns), "wstore-conformance/%ld-%d-%ld/",
 		 (long)getpid(), n, (long)time(NULL));
 	if (open_store(&s, url) < 0) {
-		printf("FAIL %s: cannot open: %s\n", label,
-		       wstore_last_error());
-		failed++;
+		check_fail("cannot open: %s", wstore_last_error());
 	} else {
 		b = wstore_store_backend(s);
 		printf("-- %s: backend '%s', flags %#x\n", label, b->name,
@@ -702,9 +696,8 @@ static void run(const char *url, int n)
 		cleanup(b);
 		wstore_free(s);
 	}
-	printf("%s: %d passed, %d failed\n", label, passed, failed);
-	total_passed += passed;
-	total_failed += failed;
+	printf("%s: %d passed, %d failed, %d skipped\n", label,
+	       check_passed - p0, check_failed - f0, check_skipped - s0);
 }
 
 int main(int argc, char **argv)
@@ -716,7 +709,5 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	for (int i = 1; i < argc; i++)
 		run(argv[i], i);
-	printf("conformance: %d passed, %d failed\n", total_passed,
-	       total_failed);
-	return total_failed ? 1 : 0;
+	return check_summary("conformance");
 }

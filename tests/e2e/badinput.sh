@@ -7,28 +7,11 @@
 # file, nothing written outside the destination for a hostile manifest.
 # Also: a Hugging Face cache snapshot (files symlinked into ../../blobs)
 # imports as its files.
-set -u
-BUILD=${BUILD:-build}
 TAP_SUITE=badinput
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-. "$HERE/lib/tap.sh"
-
-suite_env bad
+. "$(dirname "$0")/../lib/suite.sh"
 CORPUS="$HERE/data/bad"
-trap 'chmod -R u+rwx "$T" 2>/dev/null; rm -rf "$T"' EXIT
-chmod 755 "$T"
 S="$T/store"
 ws() { "$W" --store "$S" "$@"; }
-
-# Root reads files whatever their mode: cases that need an unreadable entry
-# run the import as nobody when we are root and setpriv exists.
-AS_USER=""
-if [ "$(id -u)" = 0 ]; then
-	if command -v setpriv >/dev/null &&
-		setpriv --reuid=65534 --regid=65534 --clear-groups test -x "$W" 2>/dev/null; then
-		AS_USER="setpriv --reuid=65534 --regid=65534 --clear-groups"
-	fi
-fi
 
 field() { sed -n "s/^$1 //p" "$2/expect"; }
 fresh_store() { rm -rf "$S"; mkdir -p "$S"; chmod 777 "$S"; }
@@ -61,7 +44,7 @@ partial state left: $(cd "$S" && find "weight/models/$1" "weight/locks/models/$1
 run_case() { # run_case DIR: 0 if the case behaves
 	c=$1
 	kind=$(field kind "$c") want=$(field exit "$c") text=$(field error "$c")
-	FAILS=""
+	FAILS="" SKIP_WHY=""
 	fresh_store
 	case $kind in
 	id)
@@ -82,32 +65,38 @@ a key was written"
 		expect_fail list "$want" "$text" "$W" --config "$c/config.json" --store "$S" model list
 		;;
 	source)
-		rm -rf "$T/case"
-		cp -R "$c" "$T/case"
-		chmod -R a+rX "$T/case"
-		if [ -f "$T/case/setup" ]; then
-			(cd "$T/case" && sh ./setup) || FAILS="$FAILS
-setup failed"
-		fi
-		src="$T/case/src"
-		[ -f "$c/source" ] && src="$T/case/$(cat "$c/source")"
-		runner=""
-		if grep -q chmod "$T/case/setup" 2>/dev/null && [ "$(id -u)" = 0 ]; then
-			if [ -z "$AS_USER" ]; then
-				echo "# $(basename "$c"): skipped, root without setpriv cannot make a file unreadable"
+		# root reads files whatever their mode: a case that makes an
+		# entry unreadable runs its import as an unprivileged user, on a
+		# copy of the case and a store that user can reach
+		cdir="$T/case" runner="" wbin=$W
+		if grep -q chmod "$c/setup" 2>/dev/null && [ "$(id -u)" = 0 ]; then
+			if ! suite_share; then
+				SKIP_WHY="root cannot make a file unreadable to itself, and $SHARE_WHY"
 				return 0
 			fi
-			runner=$AS_USER
+			cdir="$SHARE/case" runner=$AS_USER wbin=$WU
+			S="$SHARE/store"
+			fresh_store
 		fi
+		rm -rf "$cdir"
+		cp -R "$c" "$cdir"
+		chmod -R a+rX "$cdir"
+		if [ -f "$cdir/setup" ]; then
+			(cd "$cdir" && sh ./setup) || FAILS="$FAILS
+setup failed"
+		fi
+		src="$cdir/src"
+		[ -f "$c/source" ] && src="$cdir/$(cat "$c/source")"
 		# --force: these sources are not whole checkpoints on purpose
-		expect_fail import "$want" "$text" $runner "$W" --store "$S" model import \
+		expect_fail import "$want" "$text" $runner "$wbin" --store "$S" model import \
 			--checkpoint-id bad --model-id M --source "$src" --force
 		no_ckpt_state bad
 		if ws model list 2>/dev/null | grep -q '^bad '; then
 			FAILS="$FAILS
 refused id is listed"
 		fi
-		chmod -R u+rwx "$T/case" 2>/dev/null
+		chmod -R u+rwx "$cdir" 2>/dev/null
+		S="$T/store"
 		;;
 	manifest)
 		ws model import --checkpoint-id hm --model-id M --source "$CORPUS/_good" \
@@ -120,9 +109,7 @@ cannot import the good checkpoint"
 		expect_fail verify "$want" "$text" ws model verify hm
 		expect_fail materialize "$want" "$text" ws model materialize-file hm \
 			--path weights.bin --output "$T/out/weights.bin"
-		if "$W" model pull --help >/dev/null 2>&1; then
-			expect_fail pull "$want" "$text" ws model pull hm --dest "$T/dest/d"
-		fi
+		expect_fail pull "$want" "$text" ws model pull hm --dest "$T/dest/d"
 		[ -z "$(ls -A "$T/out")" ] || FAILS="$FAILS
 materialize wrote: $(ls -A "$T/out")"
 		[ -z "$(find "$T/dest" -type f 2>/dev/null)" ] || FAILS="$FAILS
@@ -149,7 +136,9 @@ for c in "$CORPUS"/*/; do
 	[ -f "$c/expect" ] || continue
 	n=$((n + 1))
 	name=$(basename "$c")
-	if run_case "$c"; then
+	if run_case "$c" && [ -n "$SKIP_WHY" ]; then
+		tap_skip "$name: $(field kind "$c") refused" "$SKIP_WHY"
+	elif [ -z "$SKIP_WHY" ] && [ -z "$FAILS" ]; then
 		tap_ok "$name: $(field kind "$c") refused, exit $(field exit "$c"), '$(field error "$c")'"
 	else
 		tap_not_ok "$name" "$(printf '%s' "$FAILS" | sed 1d)"

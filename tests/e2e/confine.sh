@@ -11,24 +11,16 @@
 #  - file names near NAME_MAX import, pull and materialize; two pulls of
 #    one checkpoint into one directory from two threads of one process both
 #    succeed; modes come from the umask without process-wide games.
-set -u
-BUILD=${BUILD:-build}
 TAP_SUITE=confine
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-. "$HERE/lib/tap.sh"
-
-suite_env confine
+. "$(dirname "$0")/../lib/suite.sh"
 MNT=
-cleanup() {
+suite_cleanup() {
 	for m in "$MNT" "$T/nomnt"; do
 		if [ -n "$MNT" ] && grep -q " $m fuse" /proc/mounts 2>/dev/null; then
 			"$W" umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
 		fi
 	done
-	rm -rf "$T"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 S="$T/store"
 ws() { "$W" --store "$S" "$@"; }
 # bounded: opening a FIFO for writing would block forever
@@ -140,6 +132,8 @@ if [ "$(id -u)" = 0 ]; then
 	mknod "$T/pe/config.json" c 1 3
 	check_exit "pull onto a character device entry fails" 1 wsb model pull ck --dest "$T/pe"
 	check "the device entry is still a device" test -c "$T/pe/config.json"
+else
+	tap_skip "pull onto a character device entry fails" "mknod needs root"
 fi
 check "pull left no temp file" test -z "$(find "$T/pd" "$T/pe" -name '*wstore-tmp*' 2>/dev/null)"
 

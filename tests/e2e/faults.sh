@@ -1,30 +1,18 @@
 #!/bin/sh
 # faults.sh - failure handling of import, delete and materialize on the
 # file store wrapped in the fault-injecting backend (URL "fault+DIR",
-# faults from $WSTORE_FAULTS, see include/wstore/sys/backend.h):
+# faults from $WSTORE_FAULTS, see src/lib/backends/helpers.h):
 # a failure at each put, SIGINT mid-import, a crash (as if SIGKILLed) at
 # every call of a delete, and a write-once store holding stale chunks.
-set -u
-BUILD=${BUILD:-build}
 TAP_SUITE=faults
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-. "$HERE/lib/tap.sh"
-
-suite_env faults
-trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/../lib/suite.sh"
 S="$T/store"
 ws() { "$W" --store "$S" "$@"; }
 wf() { WSTORE_FAULTS="$1" "$W" --store "fault+$S" "$@"; }
 chunks() { (cd "$S" && find weight/models -path '*/chunks/*' -type f 2>/dev/null | wc -l); }
 tmps() { find "$S" -name '.tmp-*' | wc -l; }
 # wait_lock ID: until an import of ID holds its lock (at most 10 s)
-wait_lock() {
-	_i=0
-	while [ ! -f "$S/weight/locks/models/$1" ] && [ $_i -lt 200 ]; do
-		sleep 0.05
-		_i=$((_i + 1))
-	done
-}
+wait_lock() { wait_for 10 test -f "$S/weight/locks/models/$1"; }
 
 SRC="$T/src"
 python3 "$HERE/tools/mkckpt.py" "$SRC" --size 60000 --shards 2

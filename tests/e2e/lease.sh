@@ -16,31 +16,23 @@
 #    chosen read order, pinned and leased checkpoints surviving; the
 #    quota refusing an import before its first write, and evicting with
 #    "evict": "lru"; an import that cannot fit the store's free space
-set -u
-BUILD=${BUILD:-build}
 KIND=${WSTORE_TEST_KIND:-file}
 TAP_SUITE=lease-$KIND
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-. "$HERE/lib/tap.sh"
+. "$(dirname "$0")/../lib/suite.sh"
 . "$HERE/lib/redis.sh"
 . "$HERE/lib/serve.sh"
 . "$HERE/lib/mooncake.sh"
-
-suite_env lease
 PY=/usr/bin/python3
 MNT="$T/mnt"
 SMALL="$T/small"
 PIDS=""
-cleanup() {
+suite_cleanup() {
 	for p in $PIDS; do kill -KILL "$p" 2>/dev/null; done
 	serve_stop_all
 	mooncake_stop_all >/dev/null 2>&1
 	grep -q " $MNT fuse" /proc/mounts 2>/dev/null && "$W" umount "$MNT" 2>/dev/null
 	grep -q " $SMALL " /proc/mounts 2>/dev/null && umount "$SMALL" 2>/dev/null
-	rm -rf "$T"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 case $KIND in
 file) S="$T/store" ;;
@@ -117,6 +109,8 @@ check "... and it is still READY" is_ready a
 if [ "$KIND" != mooncake ]; then
 	check_exit "gc runs while it is read" 0 ws gc --grace 0
 	check_grep "... and leaves it alone, saying why" "skipped 'a': being read: pull by pid $P" "$OUT"
+else
+	tap_skip "gc runs while it is read" "mooncake cannot list keys (no gc)"
 fi
 ws model delete a --wait 120 >"$T/del.out" 2>&1 & D=$!
 check_wait "the pull finishes" 0 120 "$P"
@@ -256,6 +250,8 @@ if [ "$KIND" = file ]; then
 		tap_not_ok "cannot mount (no /dev/fuse or no permission)"
 		ws model delete a --force >/dev/null 2>&1
 	fi
+else
+	tap_skip "a file held open in a mount holds a lease" "the mount suites run on the file store"
 fi
 
 # ---- 16 concurrent readers and one deleter ------------------------------------
@@ -381,7 +377,11 @@ check_exit "an import over the quota is refused" 1 env WSTORE_QUOTA=$((7 * SZ / 
 check_grep "... with the sizes" "cannot import 'q4': .* would exceed the quota: .* used of " "$OUT"
 check_one_line "... in one line" "$OUT"
 check "... before its first write" gone q4
-[ "$KIND" = file ] && check "... leaving no key of it" sh -c "! ls '$S/weight/models/q4' 2>/dev/null"
+if [ "$KIND" = file ]; then
+	check "... leaving no key of it" sh -c "! ls '$S/weight/models/q4' 2>/dev/null"
+else
+	tap_skip "... leaving no key of it" "looks at the files of the file store"
+fi
 for q in q2 q1 q3; do ws -q model verify $q >/dev/null; done
 export WSTORE_QUOTA=$((7 * SZ / 2)) WSTORE_EVICT=lru
 check_exit "with evict lru the import evicts first" 0 ws -q model import \

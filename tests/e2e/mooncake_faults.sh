@@ -17,28 +17,21 @@
 # it on exit.  Raw keys
 # are looked at with build/mooncake-probe.
 #   BUILD=build sh tests/e2e/mooncake_faults.sh
-set -u
-BUILD=${BUILD:-build}
 TAP_SUITE=mooncake-faults
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-. "$HERE/lib/tap.sh"
+. "$(dirname "$0")/../lib/suite.sh"
 . "$HERE/lib/mooncake.sh"
-
-suite_env mooncake-faults
 MNT="$T/mnt"
-cleanup() {
+suite_cleanup() {
 	if grep -q " $MNT fuse" /proc/mounts 2>/dev/null; then
 		"$W" umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
 	fi
 	mooncake_stop_all >/dev/null 2>&1
-	rm -rf "$T"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 PROBE=$(cd "$BUILD" && pwd)/mooncake-probe
 
 if ! mooncake_installed; then
-	echo "mooncake-faults: Mooncake is not installed in $MOONCAKE_HOME; not run"
+	tap_skip "the suite" "Mooncake is not installed in $MOONCAKE_HOME"
+	tap_done
 	exit 0
 fi
 # a dead node's objects are dropped 3 s after its last heartbeat
@@ -51,15 +44,6 @@ if ! mooncake_start "$T/cluster" 2s; then
 fi
 ws() { "$W" --store mooncake "$@"; }
 
-# wait_for SECONDS CMD...: poll CMD every 0.1 s
-wait_for() {
-	n=$(($1 * 10)); shift
-	while [ "$n" -gt 0 ]; do
-		"$@" >/dev/null 2>&1 && return 0
-		sleep 0.1; n=$((n - 1))
-	done
-	return 1
-}
 status_of() {
 	ws --json model inspect "$1" 2>/dev/null |
 		python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])' 2>/dev/null ||

@@ -7,20 +7,15 @@
 # --checkpoint, SIGTERM, umount.
 # Needs /dev/fuse and root (or fusermount3); fails loudly without them.
 #   BUILD  the build directory holding wstore
-set -u
-BUILD=${BUILD:-build}
 TAP_SUITE=mount
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-. "$HERE/lib/tap.sh"
+. "$(dirname "$0")/../lib/suite.sh"
 
-W=$(cd "$BUILD" && pwd)/wstore
 PY=/usr/bin/python3
-T=$(mktemp -d "${TMPDIR:-/tmp}/wstore-mount-XXXXXX")
 MNT="$T/mnt"
 MNT2="$T/mnt2"
 MNT3="$T/mnt3"
 FGPID=
-cleanup() {
+suite_cleanup() {
 	[ -n "$FGPID" ] && kill "$FGPID" 2>/dev/null
 	for m in "$MNT" "$MNT2" "$MNT3"; do
 		if grep -q " $m fuse" /proc/mounts 2>/dev/null; then
@@ -28,12 +23,8 @@ cleanup() {
 				fusermount3 -u -z "$m" 2>/dev/null
 		fi
 	done
-	rm -rf "$T"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-export HOME="$T/home" WSTORE_CONFIG= WSTORE_HOME="$T/home-store"
-mkdir -p "$HOME" "$MNT" "$MNT2" "$MNT3"
+mkdir -p "$MNT" "$MNT2" "$MNT3"
 STORE="$T/store"
 ws() { "$W" --store "$STORE" "$@"; }
 

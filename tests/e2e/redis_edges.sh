@@ -7,17 +7,14 @@
 #    whose chunks are evicted is never left READY;
 #  - a listener that accepts and never answers: "timed out after N s";
 #  - replica_num: an import needs that many copies acknowledged.
-set -u
-BUILD=${BUILD:-build}
 TAP_SUITE=redis-edges
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-. "$HERE/lib/tap.sh"
+. "$(dirname "$0")/../lib/suite.sh"
 . "$HERE/lib/redis.sh"
-
-suite_env redis-edges
 MUTE=
-trap '[ -n "$MUTE" ] && kill $MUTE 2>/dev/null; redis_stop_all >/dev/null 2>&1; rm -rf "$T"' EXIT
-trap 'exit 130' INT TERM
+suite_cleanup() {
+	[ -n "$MUTE" ] && kill $MUTE 2>/dev/null
+	redis_stop_all >/dev/null 2>&1
+}
 unset WSTORE_REDIS_PASSWORD WSTORE_STORE
 
 SMALL="$T/small"
@@ -119,8 +116,7 @@ while True:
     held.append(s.accept()[0])
 ' >"$T/mute.port" &
 MUTE=$!
-i=0
-while [ ! -s "$T/mute.port" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+wait_for 5 test -s "$T/mute.port"
 MP=$(cat "$T/mute.port")
 t0=$(date +%s)
 check_exit "mute server: list fails" 1 env WSTORE_COMMAND_TIMEOUT_MS=1500 \
@@ -171,10 +167,8 @@ except TypeError:
     pass
 "
 	if _redis_start "$T/rreplica" --replicaof 127.0.0.1 "$P"; then
-		i=0
-		while ! redis_cli "$P" info replication | grep -q 'connected_slaves:1' && [ $i -lt 100 ]; do
-			sleep 0.1; i=$((i + 1))
-		done
+		has_replica() { redis_cli "$P" info replication | grep -q 'connected_slaves:1'; }
+		wait_for 10 has_replica
 		check_exit "replica_num 2 with one replica: import succeeds" 0 "$W" --store "$U" \
 			model import --checkpoint-id r --model-id M --source "$SMALL" --replica-num 2
 		RP=$_REDIS_LAST_PORT

@@ -15,16 +15,10 @@
 # Starts its own servers (tests/lib/redis.sh) and stops them on exit, so
 # the servers tests/run.sh shares between suites are left alone.
 #   BUILD=build sh tests/e2e/redis_faults.sh
-set -u
-BUILD=${BUILD:-build}
 TAP_SUITE=redis-faults
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-. "$HERE/lib/tap.sh"
+. "$(dirname "$0")/../lib/suite.sh"
 . "$HERE/lib/redis.sh"
-
-suite_env redis-faults
-trap 'redis_stop_all >/dev/null 2>&1; rm -rf "$T"' EXIT
-trap 'exit 130' INT TERM
+suite_cleanup() { redis_stop_all >/dev/null 2>&1; }
 unset WSTORE_REDIS_PASSWORD WSTORE_STORE
 ALL="$T/all-output"	# every output of wstore, searched for the password
 : > "$ALL"

@@ -14,14 +14,8 @@
 #    lease; forced, they fail cleanly).
 #  - corruption of a chunk (flip, truncate, remove), of a manifest and of
 #    the index object.
-set -u
-BUILD=${BUILD:-build}
 TAP_SUITE=reliability
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-. "$HERE/lib/tap.sh"
-
-suite_env rel
-trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/../lib/suite.sh"
 S="$T/store"
 ws() { "$W" --store "$S" "$@"; }
 wf() { f=$1; shift; WSTORE_FAULTS="$f" "$W" --store "fault+$S" "$@"; }
@@ -82,7 +76,6 @@ dest_ok() {
 }
 
 KILLS=0
-NOTE=""
 killed() { # killed RC LABEL: count a kill point that really killed
 	if [ "$1" = 137 ]; then KILLS=$((KILLS + 1)); fi
 }
@@ -187,35 +180,26 @@ DELETE_KILLS=$((KILLS - before))
 [ $ok = 1 ] && tap_ok "delete killed at each of $DELETE_KILLS calls: re-run succeeds, nothing left"
 
 # ---- crash at every call of a pull ---------------------------------------
-if "$W" model pull --help >/dev/null 2>&1; then
-	ws model import --checkpoint-id cp --model-id M --source "$SRC" --chunk-size $CS >/dev/null
-	k=1
-	ok=1
-	before=$KILLS
-	while [ "$k" -le "$((nchunks + 6))" ]; do
-		rm -rf "$T/dest"
-		wf "crash=$k" model pull cp --dest "$T/dest" --jobs 1 >/dev/null 2>&1
-		killed $?
-		msg=$(dest_ok "$T/dest") || { ok=0; tap_not_ok "pull killed at call $k: $msg"; }
-		# the killed pull's temp files stay: a pid in a name proves
-		# neither who made it nor that its writer is gone
-		ntmp=$(find "$T/dest" -name '*wstore-tmp*' 2>/dev/null | wc -l)
-		ws model pull cp --dest "$T/dest" >/dev/null 2>"$T/err" ||
-			{ ok=0; tap_not_ok "re-run pull after kill $k" "$(cat "$T/err")"; }
-		diff -r -x '.wstore-tmp-*' "$SRC" "$T/dest" >/dev/null 2>&1 ||
-			{ ok=0; tap_not_ok "pull after kill $k: dest differs from source" "$(diff -r -x '.wstore-tmp-*' "$SRC" "$T/dest" 2>&1 | head -3)"; }
-		if [ "$(find "$T/dest" -name '*wstore-tmp*' | wc -l)" != "$ntmp" ]; then
-			ok=0; tap_not_ok "pull after kill $k: the re-run left a temp file, or removed one it cannot prove its own"
-		fi
-		k=$((k + 1))
-	done
-	PULL_KILLS=$((KILLS - before))
-	[ $ok = 1 ] && tap_ok "pull killed at each of $PULL_KILLS calls: final paths absent or complete, re-run completes"
-else
-	PULL_KILLS=0
-	NOTE="model pull is not available: pull kill points skipped"
-	echo "# $NOTE"
-fi
+ws model import --checkpoint-id cp --model-id M --source "$SRC" --chunk-size $CS >/dev/null
+k=1
+ok=1
+before=$KILLS
+while [ "$k" -le "$((nchunks + 6))" ]; do
+	rm -rf "$T/dest"
+	wf "crash=$k" model pull cp --dest "$T/dest" --jobs 1 >/dev/null 2>&1
+	killed $?
+	msg=$(dest_ok "$T/dest") || { ok=0; tap_not_ok "pull killed at call $k: $msg"; }
+	ws model pull cp --dest "$T/dest" >/dev/null 2>"$T/err" ||
+		{ ok=0; tap_not_ok "re-run pull after kill $k" "$(cat "$T/err")"; }
+	diff -r "$SRC" "$T/dest" >/dev/null 2>&1 ||
+		{ ok=0; tap_not_ok "pull after kill $k: dest differs from source" "$(diff -r "$SRC" "$T/dest" 2>&1 | head -3)"; }
+	if [ -n "$(find "$T/dest" -name '*wstore-tmp*')" ]; then
+		ok=0; tap_not_ok "pull after kill $k left a temp file in dest"
+	fi
+	k=$((k + 1))
+done
+PULL_KILLS=$((KILLS - before))
+[ $ok = 1 ] && tap_ok "pull killed at each of $PULL_KILLS calls: final paths absent or complete, re-run completes"
 
 # ---- real SIGKILL after a random delay (calls slowed) ---------------------
 ok=1
@@ -473,5 +457,4 @@ check_exit "list --model after that" 0 sh -c '
 ws model delete cor >/dev/null
 check_exit "final gc" 0 ws admin gc --grace 0
 check "no orphans at the end ($(orphans))" test "$(orphans)" = 0
-[ -n "$NOTE" ] && echo "# NOTE: $NOTE"
 tap_done

@@ -9,26 +9,18 @@
 # download finish.
 #   BUILD  the build directory holding wstore
 #   SERVE_LOAD_SECONDS  length of the load test (default 4)
-set -u
-BUILD=${BUILD:-build}
 TAP_SUITE=serve
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-. "$HERE/lib/tap.sh"
+. "$(dirname "$0")/../lib/suite.sh"
 . "$HERE/lib/redis.sh"
 . "$HERE/lib/mooncake.sh"
 . "$HERE/lib/serve.sh"
 . "$HERE/lib/mooncake.sh"
-
-suite_env serve
-cleanup() {
+suite_cleanup() {
 	serve_stop_all
 	redis_stop_all >/dev/null 2>&1
 	mooncake_stop_all >/dev/null 2>&1
 	mooncake_stop_all >/dev/null 2>&1
-	rm -rf "$T"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 STORE="$T/store"
 ws() { "$W" --store "$STORE" "$@"; }
 
@@ -376,7 +368,8 @@ if mooncake_installed; then
 		tap_not_ok "cannot start the installed Mooncake Store" "$(tail -3 "$T/mc/master.log" 2>/dev/null)"
 	fi
 else
-	echo "# real Mooncake Store not installed in $MOONCAKE_HOME: that part not run"
+	tap_skip "real mooncake: files, concurrent clients, exit" \
+		"Mooncake Store is not installed in $MOONCAKE_HOME"
 fi
 
 tap_done

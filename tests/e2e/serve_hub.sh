@@ -8,24 +8,16 @@
 #   BUILD            the build directory holding wstore
 #   WSTORE_NPM_DIR   where the npm package is installed (default
 #                    $BUILD/npm-hub; reused across runs)
-set -u
-BUILD=${BUILD:-build}
 TAP_SUITE=serve-hub
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-. "$HERE/lib/tap.sh"
+. "$(dirname "$0")/../lib/suite.sh"
 . "$HERE/lib/redis.sh"
 . "$HERE/lib/serve.sh"
 HUB_PKG=@huggingface/hub@2.17.5
 NPM_DIR=${WSTORE_NPM_DIR:-$(cd "$BUILD" && pwd)/npm-hub}
-
-suite_env serve-hub
-cleanup() {
+suite_cleanup() {
 	serve_stop_all
 	redis_stop_all >/dev/null 2>&1
-	rm -rf "$T"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 	tap_not_ok "node and npm are needed (apt-get install nodejs npm)"

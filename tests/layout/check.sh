@@ -1,8 +1,13 @@
 #!/bin/sh
 # check.sh - the architecture as the build and the tree must keep it: the
-# library exports only the public API, has a soname, backends and front
-# ends include only what their layer may, headers have no include cycle,
-# modules no call cycle, and the CLI does not link libfuse3.
+# library exports only the public API, every symbol under the version node
+# WSTORE_0, has a soname; every quoted include names an existing file
+# relative to the file that includes it, inside what its layer may include
+# (a backend naming a core header bare, "manifest.h", fails here and does
+# not build: the backends are compiled with include/ as their only include
+# path); headers have no include cycle, modules no call cycle, and the CLI
+# does not link libfuse3.  A source file over 1,000 lines is named in a
+# warning (not a failure).
 #   sh tests/layout/check.sh [BUILD_DIR]
 set -u
 BUILD=${1:-${BUILD:-build}}
@@ -13,9 +18,28 @@ TAP_SUITE=layout
 cd "$ROOT"
 LIB="$BUILD/libwstore.so"
 
-syms=$(nm -D --defined-only "$LIB" | awk '{print $3}' | sort)
+# exported symbols with their version ("name@@WSTORE_0"), less the node's
+# own absolute symbol
+vsyms=$(nm -D --defined-only "$LIB" | awk '$3 != "WSTORE_0" {print $3}' | sort)
+syms=$(printf '%s\n' "$vsyms" | sed 's/@.*//')
+unversioned=$(printf '%s\n' "$vsyms" | grep -v '@@WSTORE_0$' || true)
+if [ -z "$unversioned" ]; then tap_ok "every exported symbol has the version node WSTORE_0"
+else tap_not_ok "every exported symbol has the version node WSTORE_0" "$unversioned"; fi
+# the functions include/wstore/ declares; the short forms of the sized
+# calls (WSTORE__SIZED) are inline functions of the header, not exports
 decl=$(cat include/wstore/*.h include/wstore/sys/*.h |
+	grep -v '^[[:space:]]*/\?\*' |
+	sed '/WSTORE__SIZED(/s/wstore_[a-z0-9_]*(//g' |
 	grep -o '\bwstore_[a-z0-9_]*(' | tr -d '(' | sort -u)
+mapped=$(sed -n 's/^ *\(wstore_[a-z0-9_]*\);$/\1/p' src/lib/libwstore.map | sort)
+if [ "$mapped" = "$decl" ]; then tap_ok "libwstore.map lists exactly the functions include/wstore/ declares"
+else tap_not_ok "libwstore.map lists exactly the functions include/wstore/ declares" \
+	"$(printf '%s\n' "$mapped" >"${TMPDIR:-/tmp}/layout-m.$$"; printf '%s\n' "$decl" |
+		diff "${TMPDIR:-/tmp}/layout-m.$$" - | grep '^[<>]'; rm -f "${TMPDIR:-/tmp}/layout-m.$$")"; fi
+out=$(grep -n 'wstore_backend_fault\|fault_new' include/wstore/*.h include/wstore/sys/*.h || true)
+if [ -z "$out" ] && ! printf '%s\n' "$syms" | grep -q '_fault_'; then
+	tap_ok "the fault-injecting backend of the tests is neither declared nor exported"
+else tap_not_ok "the fault-injecting backend of the tests is neither declared nor exported" "$out"; fi
 check_grep "libwstore.so exports something" '^wstore_open$' "$syms"
 other=$(printf '%s\n' "$syms" | grep -v '^wstore_[a-z]' || true)
 if [ -z "$other" ]; then tap_ok "libwstore.so exports only wstore_ symbols"
@@ -29,21 +53,31 @@ else tap_not_ok "every public function is exported" "$missing"; fi
 check_grep "libwstore.so has soname libwstore.so.0" 'SONAME.*\[libwstore\.so\.0\]' \
 	"$(readelf -d "$LIB")"
 
-# includes: quoted ones must resolve inside the allowed folder (or
-# src/common, the header-only helpers every part shares); angle ones
-# naming wstore/ come from include/wstore
+# includes: quoted ones must name an existing file relative to the
+# including file (never one found through an include path), inside the
+# allowed folder or src/common (the header-only helpers every part
+# shares); angle ones naming wstore/ must exist in include/wstore
 bad_includes() { # DIR ALLOWED_DIR
 	for f in $(find "$1" -name '*.[ch]'); do
 		d=$(dirname "$f")
 		grep -o '^#include "[^"]*"' "$f" | sed 's/^#include "//; s/"$//' |
 		while read -r inc; do
 			p=$(realpath -m "$d/$inc")
+			case "$inc" in wstore/*) [ -f "include/$inc" ] && continue ;; esac
+			if [ ! -f "$p" ]; then
+				echo "$f: \"$inc\" is no file beside it (found only through an include path)"
+				continue
+			fi
 			case "$p" in "$ROOT/$2"/*|"$ROOT/src/common"/*) ;; *) echo "$f: \"$inc\"" ;; esac
+		done
+		grep -o '^#include <wstore/[^>]*>' "$f" | sed 's/^#include <//; s/>$//' |
+		while read -r inc; do
+			[ -f "include/$inc" ] || echo "$f: <$inc> is not in include/"
 		done
 	done
 }
-for spec in src/lib/backends:src/lib/backends src/cli:src/cli src/mount:src/mount \
-	src/serve:src/serve; do
+for spec in src/lib:src/lib src/lib/backends:src/lib/backends src/cli:src/cli \
+	src/mount:src/mount src/serve:src/serve; do
 	dir=${spec%%:*}; allowed=${spec#*:}
 	out=$(bad_includes "$dir" "$allowed")
 	if [ -z "$out" ]; then tap_ok "$dir includes only include/wstore/ and $allowed"
@@ -65,6 +99,16 @@ check_grep "every core header opens with a comment naming itself" '^ok$' \
 	"$(for h in src/lib/*.h src/lib/backends/*.h src/lib/backends/redis/*.h; do
 		head -2 "$h" | grep -q "$(basename "$h") - " || echo "$h"
 	done | grep . || echo ok)"
+
+# rooms: a source file over 1,000 lines is named (a warning, not a failure)
+big=$(find src include tests bench python -name '*.[ch]' -o -name '*.py' -o -name '*.sh' |
+	sort | while read -r f; do
+		n=$(wc -l < "$f")
+		[ "$n" -gt 1000 ] && echo "$f: $n lines"
+	done)
+if [ -n "$big" ]; then
+	printf '%s\n' "$big" | sed 's/^/# warning: over 1,000 lines: /'
+fi
 
 needed=$(readelf -d "$BUILD/wstore" | grep NEEDED)
 if printf '%s\n' "$needed" | grep -q fuse; then

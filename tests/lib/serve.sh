@@ -9,7 +9,6 @@
 #   serve_stop                   SIGTERM it and wait (bounded); SERVE_RC
 #   serve_wait_exit              wait (bounded) for it to exit; SERVE_RC
 #   serve_stop_all               SIGKILL every server still running
-#   wait_for SECONDS CMD...      poll CMD every 0.1 s until it succeeds
 #   json_get KEY                 a top-level string of the JSON on stdin
 #   urlenc PATH                  percent-encode a path (keeps '/')
 #   rss_kb PID                   resident set size in kB
@@ -17,16 +16,8 @@
 #                                N clients download URL in a loop for
 #                                SECONDS, each result compared with FILE;
 #                                sets LOAD_OK and LOAD_BAD
+# (wait_for is tap.sh's.)
 _SERVE_PIDS=""
-
-wait_for() {
-	_n=$(($1 * 10)); shift
-	while [ "$_n" -gt 0 ]; do
-		"$@" >/dev/null 2>&1 && return 0
-		sleep 0.1; _n=$((_n - 1))
-	done
-	return 1
-}
 
 serve_start() {
 	_name=$1; _store=$2; shift 2

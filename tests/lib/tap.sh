@@ -1,8 +1,12 @@
 # tap.sh - tiny assertion helpers for the shell test suites.  Each check
-# prints "ok - name" or "not ok - name" (with details); tap_done prints the
-# "N passed, N failed" line and returns non-zero if anything failed.
+# prints "ok - name" or "not ok - name" (with details); a check that cannot
+# run prints "ok - name # SKIP reason" (TAP's form) and counts as skipped,
+# never as passed; tap_done prints the "N passed, N failed, N skipped" line
+# and returns non-zero if anything failed.  The e2e scripts source it
+# through tests/lib/suite.sh (the shared prologue).
 TAP_PASS=0
 TAP_FAIL=0
+TAP_SKIP=0
 TAP_SUITE=${TAP_SUITE:-suite}
 
 # suite_env NAME: W, the wstore binary of $BUILD; T, a fresh temporary
@@ -18,15 +22,18 @@ suite_env() {
 	mkdir -p "$HOME"
 }
 
-# wait_for SECONDS CMD...: poll CMD every 0.05 s until it succeeds; returns 1
-# if it never did within SECONDS
+# wait_for SECONDS CMD...: the one bounded wait of the suites.  Runs CMD
+# (output discarded) every 0.05 s until it succeeds; returns 0 as soon as
+# it did, 1 if it still fails after SECONDS (a whole number; the wait
+# lasts at least SECONDS and at most SECONDS + 1, plus one run of CMD).
 wait_for() {
-	_wf_n=$(($1 * 20)); shift
-	while [ "$_wf_n" -gt 0 ]; do
+	_wf_end=$(($(date +%s) + $1 + 1)); shift
+	while [ "$(date +%s)" -lt "$_wf_end" ]; do
 		"$@" >/dev/null 2>&1 && return 0
-		sleep 0.05; _wf_n=$((_wf_n - 1))
+		sleep 0.05
 	done
-	"$@" >/dev/null 2>&1
+	"$@" >/dev/null 2>&1 && return 0
+	return 1
 }
 
 # wait_exit SECONDS PID: the exit status of the background job PID, waiting
@@ -60,6 +67,13 @@ wait_all() {
 tap_ok() {
 	TAP_PASS=$((TAP_PASS + 1))
 	echo "ok - $TAP_SUITE: $1"
+}
+
+# tap_skip NAME REASON: a check that could not run (a tool or module
+# missing, a case that cannot apply here), printed and counted as a skip
+tap_skip() {
+	TAP_SKIP=$((TAP_SKIP + 1))
+	echo "ok - $TAP_SUITE: $1 # SKIP $2"
 }
 
 tap_not_ok() {
@@ -99,6 +113,6 @@ check_one_line() {
 }
 
 tap_done() {
-	echo "$TAP_SUITE: $TAP_PASS passed, $TAP_FAIL failed"
+	echo "$TAP_SUITE: $TAP_PASS passed, $TAP_FAIL failed, $TAP_SKIP skipped"
 	[ "$TAP_FAIL" = 0 ]
 }

@@ -2,7 +2,8 @@
 # run.sh - contract tests of the Mooncake backend against the stand-in
 # library (tests/mooncake/standin.c; NOT Mooncake).  Usage:
 #   sh tests/mooncake/run.sh [BUILD_DIR] [TEST_NAME_SUBSTRING]
-# Prints "mooncake: N passed, N failed"; exits non-zero on any failure.
+# Prints "mooncake: N passed, N failed, N skipped"; exits non-zero on any
+# failure.
 #
 # The CLI can use the same stand-in, shared between processes through a
 # directory:

@@ -17,7 +17,7 @@
  * Usage: mooncake-backend-tests [BUILD_DIR]   (default "build"); expects
  * BUILD_DIR/libmooncake_store.so and BUILD_DIR/libmooncake_store_partial.so
  * (the stand-in without mooncake_store_get_into).  Prints
- * "mooncake: N passed, N failed".
+ * "mooncake: N passed, N failed, N skipped".
  */
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -40,58 +40,15 @@
 #include "manifest.h"
 #include "names.h"
 #include "store.h"
+#include "../lib/check.h"
 #include "../lib/child.h"
 
-static int passed, failed;
-static const char *current = "";
+CHECK_COUNTERS;
 static const char *build_dir = "build";
 static char *tmp_root;
 static int real;	     /* MOONCAKE_TEST_REAL=1: a real cluster */
 static char fake_master[64]; /* stand-in runs: a loopback port that
 			      * accepts, as a master's would */
-
-#define CHECK(cond)                                                            \
-	do {                                                                   \
-		if (cond) {                                                    \
-			passed++;                                              \
-		} else {                                                       \
-			failed++;                                              \
-			fprintf(stderr,                                        \
-				"FAIL %s: %s:%d: %s (last error: "             \
-				"%s)\n",                                       \
-				current, __FILE__, __LINE__, #cond,            \
-				wstore_last_error());                          \
-		}                                                              \
-	} while (0)
-
-#define CHECK_EQ(a, b)                                                         \
-	do {                                                                   \
-		long long a_ = (long long)(a), b_ = (long long)(b);            \
-		if (a_ == b_) {                                                \
-			passed++;                                              \
-		} else {                                                       \
-			failed++;                                              \
-			fprintf(stderr,                                        \
-				"FAIL %s: %s:%d: %s == %s (%lld != "           \
-				"%lld; last error: %s)\n",                     \
-				current, __FILE__, __LINE__, #a, #b, a_, b_,   \
-				wstore_last_error());                          \
-		}                                                              \
-	} while (0)
-
-#define CHECK_MSG(text)                                                        \
-	do {                                                                   \
-		const char *m_ = wstore_last_error();                          \
-		if (strstr(m_, (text))) {                                      \
-			passed++;                                              \
-		} else {                                                       \
-			failed++;                                              \
-			fprintf(stderr,                                        \
-				"FAIL %s: %s:%d: message '%s' "                \
-				"lacks '%s'\n",                                \
-				current, __FILE__, __LINE__, m_, (text));      \
-		}                                                              \
-	} while (0)
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -591,12 +548,15 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(tests) / sizeof(*tests); i++) {
 		int skip = 0;
 
+		if (argc > 2 && !strstr(tests[i].name, argv[2]))
+			continue;
+		check_current = tests[i].name;
 		for (size_t k = 0; real && standin_only[k]; k++)
 			skip |= !strcmp(standin_only[k], tests[i].name);
-		if (skip || (argc > 2 && !strstr(tests[i].name, argv[2])))
-			continue;
-		current = tests[i].name;
-		tests[i].fn();
+		if (skip)
+			check_skip("needs the stand-in, not a real cluster");
+		else
+			tests[i].fn();
 	}
 	if (asprintf(&cmd, "rm -rf '%s'", tmp_root) < 0)
 		cmd = NULL;
@@ -604,7 +564,5 @@ int main(int argc, char **argv)
 		fprintf(stderr, "warning: cannot remove %s\n", tmp_root);
 	free(cmd);
 	free(tmp_root);
-	printf("mooncake%s: %d passed, %d failed\n", real ? " (real)" : "",
-	       passed, failed);
-	return failed ? 1 : 0;
+	return check_summary(real ? "mooncake (real)" : "mooncake");
 }

@@ -14,7 +14,7 @@ if ! out=$("$PY" -c 'import torch, numpy' 2>&1); then
 	echo "not ok - python: $PY cannot import torch and numpy" \
 		"(apt-get install python3-torch python3-numpy)"
 	printf '%s\n' "$out" | tail -3 | sed 's/^/#   /'
-	echo "python: 0 passed, 1 failed"
+	echo "python: 0 passed, 1 failed, 0 skipped"
 	exit 1
 fi
 export BUILD

@@ -16,7 +16,7 @@
  *   redis-backend-tests URL bench MIB N        put/get N values of MIB MiB
  *
  * Keys live under "wstore-test/<pid>/" so runs do not collide.  Prints
- * "redis: N passed, N failed"; exits non-zero on any failure.
+ * "redis: N passed, N failed, N skipped"; exits non-zero on any failure.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -39,22 +39,11 @@
 #include "names.h"
 #include "store.h"
 #include "backends/redis/proto.h"
+#include "../lib/check.h"
 #include "../lib/child.h"
 
-static int passed, failed;
+CHECK_COUNTERS;
 static char ns[64]; /* "wstore-test/<pid>/" */
-
-#define CHECK(cond)                                                            \
-	do {                                                                   \
-		if (cond) {                                                    \
-			passed++;                                              \
-		} else {                                                       \
-			failed++;                                              \
-			fprintf(stderr, "FAIL %s:%d: %s (last error: %s)\n",   \
-				__FILE__, __LINE__, #cond,                     \
-				wstore_last_error());                          \
-		}                                                              \
-	} while (0)
 
 static char *key(const char *name)
 {
@@ -229,7 +218,7 @@ static int many(wstore_backend *b, int write, int count)
 		else
 			CHECK(b->get(b, key(name), w, len, &n) == 0 &&
 			      n == len && memcmp(v, w, len) == 0);
-		if (failed)
+		if (check_failed)
 			break; /* one clear error, not thousands */
 	}
 	free(v);
@@ -420,7 +409,7 @@ int main(int argc, char **argv)
 	}
 	snprintf(ns, sizeof(ns), "wstore-test/%d/", (int)getpid());
 	if (!(b = open_url(argv[1], NULL))) {
-		failed++;
+		check_fail("cannot open %s: %s", argv[1], wstore_last_error());
 	} else if (argc == 4 && !strcmp(argv[2], "write-many")) {
 		many(b, 1, atoi(argv[3]));
 	} else if (argc == 4 && !strcmp(argv[2], "check-many")) {
@@ -446,6 +435,5 @@ int main(int argc, char **argv)
 	}
 	if (b)
 		b->free(b);
-	printf("redis: %d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return check_summary("redis");
 }

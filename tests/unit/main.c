@@ -9,8 +9,7 @@
 
 #include "unit.h"
 
-int unit_passed, unit_failed;
-const char *unit_current = "";
+CHECK_COUNTERS;
 
 /* clang-format off */
 #define UNIT_TESTS(X) \
@@ -162,9 +161,8 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(tests) / sizeof(*tests); i++) {
 		if (argc > 1 && !strstr(tests[i].name, argv[1]))
 			continue;
-		unit_current = tests[i].name;
+		check_current = tests[i].name;
 		tests[i].fn();
 	}
-	printf("unit: %d passed, %d failed\n", unit_passed, unit_failed);
-	return unit_failed ? 1 : 0;
+	return check_summary("unit");
 }

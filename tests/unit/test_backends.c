@@ -453,7 +453,7 @@ static wstore_backend *fault_over_mem(const char *spec)
 
 	if (wstore_backend_mem_new(&inner, 0))
 		return NULL;
-	if (wstore_backend_fault_new(&b, inner, spec)) {
+	if (wstore__backend_fault_new(&b, inner, spec)) {
 		inner->free(inner);
 		return NULL;
 	}
@@ -476,7 +476,7 @@ static void check_fault_fail(void)
 	CHECK_STR(wstore_last_error(), "injected fault at call 3 (size 'k')");
 	CHECK_EQ_INT(get_str(b, "k", buf), 0); /* 4 */
 	CHECK_EQ_INT(b->remove(b, "k", 1), 0); /* 5 */
-	CHECK_EQ_INT(wstore_backend_fault_calls(b), 5);
+	CHECK_EQ_INT(wstore__backend_fault_calls(b), 5);
 	b->free(b);
 
 	b = fault_over_mem("fail=2+");
@@ -485,7 +485,7 @@ static void check_fault_fail(void)
 	CHECK_EQ_INT(get_str(b, "k", buf), -EIO);
 	CHECK_EQ_INT(b->remove(b, "k", 1), -EIO);
 	CHECK_EQ_INT(b->update(b, "k", append_x, NULL), -EIO);
-	CHECK_EQ_INT(wstore_backend_fault_calls(b), 5);
+	CHECK_EQ_INT(wstore__backend_fault_calls(b), 5);
 	b->free(b);
 
 	b = fault_over_mem(" failop=get:2 , failop=put_new:1");
@@ -581,10 +581,10 @@ static void check_fault_modes(void)
 	CHECK_EQ_INT(wstore_backend_mem_new(&inner, 0), 0);
 	inner->list = NULL;
 	inner->get_range = NULL;
-	CHECK_EQ_INT(wstore_backend_fault_new(&b, inner, ""), 0);
+	CHECK_EQ_INT(wstore__backend_fault_new(&b, inner, ""), 0);
 	CHECK(b->list == NULL && b->get_range == NULL);
 	CHECK(b->update != NULL && b->put_new != NULL && b->upsert != NULL);
-	CHECK_EQ_INT(wstore_backend_fault_calls(inner), 0);
+	CHECK_EQ_INT(wstore__backend_fault_calls(inner), 0);
 	b->free(b);
 }
 
@@ -621,7 +621,7 @@ static void check_fault_spec_errors(void)
 		char spec[64];
 
 		snprintf(spec, sizeof(spec), "fail=1,%s", bad[i]);
-		CHECK_EQ_INT(wstore_backend_fault_new(&b, inner, spec),
+		CHECK_EQ_INT(wstore__backend_fault_new(&b, inner, spec),
 			     WSTORE_EINVAL);
 		CHECK(b == NULL);
 		CHECK(strstr(wstore_last_error(), bad[i]) != NULL);
@@ -663,7 +663,7 @@ static void check_fault_threads(void)
 		failures += w[i].failures;
 	}
 	CHECK_EQ_INT(failures, 1);
-	CHECK_EQ_INT(wstore_backend_fault_calls(b), 401);
+	CHECK_EQ_INT(wstore__backend_fault_calls(b), 401);
 	b->free(b);
 }
 
@@ -680,7 +680,7 @@ void test_backend_fault(void)
 	check_fault_threads();
 	/* a transparent wrapper passes the contract, on file and mem */
 	CHECK_EQ_INT(wstore_backend_file_new(&inner, dir), 0);
-	CHECK_EQ_INT(wstore_backend_fault_new(&b, inner, NULL), 0);
+	CHECK_EQ_INT(wstore__backend_fault_new(&b, inner, NULL), 0);
 	if (b) {
 		b->free(b);
 	}

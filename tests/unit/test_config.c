@@ -125,13 +125,11 @@ static void check_bad(const char *dir, const char *name)
 	rc = wstore_config_load(&c, json);
 	CHECK_EQ_INT(rc, WSTORE_EINVAL);
 	CHECK(c == NULL);
-	if (want && !strstr(wstore_last_error(), want)) {
-		unit_failed++;
-		fprintf(stderr, "FAIL %s: %s: error '%s' lacks '%s'\n",
-			unit_current, name, wstore_last_error(), want);
-	} else {
-		unit_passed++;
-	}
+	if (want && !strstr(wstore_last_error(), want))
+		check_fail("%s: error '%s' lacks '%s'", name,
+			   wstore_last_error(), want);
+	else
+		check_pass();
 	/* the message names the file */
 	CHECK(strstr(wstore_last_error(), json) != NULL);
 	free(want);

@@ -116,7 +116,7 @@ static int resolve_faulty(char **id, const char *dir, int k, const char *repo)
 	*id = NULL;
 	snprintf(spec, sizeof(spec), "failop=get:%d", k);
 	CHECK_EQ_INT(wstore_backend_file_new(&inner, dir), 0);
-	CHECK_EQ_INT(wstore_backend_fault_new(&b, inner, spec), 0);
+	CHECK_EQ_INT(wstore__backend_fault_new(&b, inner, spec), 0);
 	CHECK_EQ_INT(wstore_open_backend(&s, b), 0);
 	if (!s)
 		return -1;

@@ -1,7 +1,8 @@
 /*
- * unit.h - the tiny unit-test harness.  Each test file defines functions
- * registered in main.c's table; CHECK records a pass or a failure with the
- * expression and line; the runner prints "unit: N passed, N failed".
+ * unit.h - the unit-test program's helpers.  Each test file defines functions
+ * registered in main.c's table and asserts with the CHECK macros of
+ * tests/lib/check.h; the runner prints "unit: N passed, N failed,
+ * N skipped".
  */
 #ifndef WSTORE_UNIT_H
 #define WSTORE_UNIT_H
@@ -9,47 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-extern int unit_passed, unit_failed;
-extern const char *unit_current;
-
-#define CHECK(cond)                                                            \
-	do {                                                                   \
-		if (cond) {                                                    \
-			unit_passed++;                                         \
-		} else {                                                       \
-			unit_failed++;                                         \
-			fprintf(stderr, "FAIL %s: %s:%d: %s\n", unit_current,  \
-				__FILE__, __LINE__, #cond);                    \
-		}                                                              \
-	} while (0)
-
-#define CHECK_EQ_INT(a, b)                                                     \
-	do {                                                                   \
-		long long _a = (long long)(a), _b = (long long)(b);            \
-		if (_a == _b) {                                                \
-			unit_passed++;                                         \
-		} else {                                                       \
-			unit_failed++;                                         \
-			fprintf(stderr,                                        \
-				"FAIL %s: %s:%d: %s == %s (%lld != %lld)\n",   \
-				unit_current, __FILE__, __LINE__, #a, #b, _a,  \
-				_b);                                           \
-		}                                                              \
-	} while (0)
-
-#define CHECK_STR(a, b)                                                        \
-	do {                                                                   \
-		const char *_a = (a), *_b = (b);                               \
-		if (_a && _b && strcmp(_a, _b) == 0) {                         \
-			unit_passed++;                                         \
-		} else {                                                       \
-			unit_failed++;                                         \
-			fprintf(stderr,                                        \
-				"FAIL %s: %s:%d: %s == %s ('%s' != '%s')\n",   \
-				unit_current, __FILE__, __LINE__, #a, #b,      \
-				_a ? _a : "(null)", _b ? _b : "(null)");       \
-		}                                                              \
-	} while (0)
+#include "../lib/check.h"
 
 /* Path of rel under the test data directory ($WSTORE_TEST_DATA, else
  * ./tests/data, else found from the source path); caller frees. */

@@ -311,29 +311,9 @@ int wstore_backend_file_open(wstore_backend **out, const char *root,
  * act like a weaker store. */
 int wstore_backend_mem_new(wstore_backend **out, unsigned flags);
 
-/*
- * Fault injection around another backend (which it then owns).  Faults are
- * configured with a spec string of comma-separated items:
- *   fail=N        the N-th call (1-based, counting every callback) fails
- *                 with -EIO; fail=N+ fails it and every later call
- *   failop=OP:N   the N-th call of one operation (put, upsert, put_new,
- *                 get, get_range, size, remove, list, update, sync)
- *   short=N       the N-th get returns one byte less than the value
- *   corrupt=N     the N-th get flips one byte
- *   writeonce     put never overwrites an existing key
- *   emptymissing  get of a missing key returns an empty value
- *   forget=N      the N-th put reports success but stores nothing
- *   crash=N       the process exits immediately (_exit(137)) at the N-th
- *                 call, as if killed
- *   delay=MS      every call first sleeps MS milliseconds (for races and
- *                 interruption tests)
- * The spec may also come from $WSTORE_FAULTS when a store is opened with
- * the URL "fault+<inner URL>".
- */
-int wstore_backend_fault_new(wstore_backend **out, wstore_backend *inner,
-			     const char *spec);
-/* Calls counted so far by a fault backend (for tests). */
-uint64_t wstore_backend_fault_calls(wstore_backend *b);
+/* The fault-injecting backend of the tests is not part of the API: stores
+ * reach it by the URL "fault+<inner URL>" (faults from $WSTORE_FAULTS,
+ * see src/lib/backends/helpers.h). */
 
 #ifdef __cplusplus
 }

@@ -427,8 +427,8 @@ static void set_callbacks(fault_backend *fb)
 #undef INNER_HAS
 }
 
-int wstore_backend_fault_new(wstore_backend **out, wstore_backend *inner,
-			     const char *spec)
+int wstore__backend_fault_new(wstore_backend **out, wstore_backend *inner,
+			      const char *spec)
 {
 	fault_backend *fb;
 	int rc;
@@ -452,7 +452,7 @@ int wstore_backend_fault_new(wstore_backend **out, wstore_backend *inner,
 	return 0;
 }
 
-uint64_t wstore_backend_fault_calls(wstore_backend *b)
+uint64_t wstore__backend_fault_calls(wstore_backend *b)
 {
 	if (!b || b->free != fault_free)
 		return 0;
@@ -468,7 +468,7 @@ static int fault_kind_wrap(wstore_backend **out, wstore_backend *inner,
 	const char *spec = getenv("WSTORE_FAULTS");
 
 	(void)cfg;
-	return wstore_backend_fault_new(out, inner, spec ? spec : "");
+	return wstore__backend_fault_new(out, inner, spec ? spec : "");
 }
 
 const wstore__backend_kind wstore__kind_fault = {

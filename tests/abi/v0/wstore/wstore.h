@@ -1,0 +1,554 @@
+/*
+ * wstore.h - public API of libwstore, a file-level model weight store.
+ *
+ * A store holds checkpoints: a directory of files (safetensors shards,
+ * config, tokenizer...) cut into fixed-size chunks, plus one manifest per
+ * checkpoint that lists paths, sizes, SHA-256 digests and chunk keys.  The
+ * layout is a contract shared with other tools; see docs/format.md.
+ *
+ * Conventions (read these once):
+ *  - Fallible calls return int: 0 on success, a negative code on failure.
+ *    OS errors are kept as -errno; wstore's own codes (WSTORE_E*) lie far
+ *    below errno.  wstore_strerror() covers both.  After a failure,
+ *    wstore_last_error() returns a one-line message naming the key, file
+ *    or server at fault; it is thread-local and valid until the next wstore
+ *    call on the same thread.
+ *  - Output parameters come first and are named out.
+ *  - Handles are opaque; every _free() accepts NULL.
+ *  - Option structs carry a version field; initialise them with their
+ *    _INIT macro so that fields added later get their defaults (zero is
+ *    the default of every field added after the first version).  The
+ *    library accepts every version it ever defined, reading only the
+ *    fields that version has.
+ *  - Structs the library fills (wstore_file_info, wstore_gc_stats, ...)
+ *    are passed with their size: each call is a static inline function
+ *    here that passes sizeof(*out), as the caller was compiled, to the
+ *    exported *_sized function, which fills the fields that fit and
+ *    zeroes any tail it does not know.  So a program built against this
+ *    header keeps working with a later library whose structs grew
+ *    (docs/architecture.md, "Interfaces and ABI").
+ *  - Exported symbols carry the version node WSTORE_0 (libwstore.map).
+ *  - Strings returned through const char * are owned by the object they
+ *    came from and live as long as it does, unless said otherwise.
+ *  - A wstore_store may be used from several threads at once.
+ */
+#ifndef WSTORE_WSTORE_H
+#define WSTORE_WSTORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WSTORE_VERSION "0.1.0"
+
+/* The library itself is compiled with WSTORE__BUILDING: there the sized
+ * calls' short forms are the library's own internal functions. */
+#ifdef WSTORE__BUILDING
+#define WSTORE__SIZED(decl, call) decl;
+#else
+#define WSTORE__SIZED(decl, call)                                              \
+	static inline decl                                                     \
+	{                                                                      \
+		return call;                                                   \
+	}
+#endif
+
+/* ---- errors ------------------------------------------------------------ */
+
+#define WSTORE_ERR_BASE (-30800)
+enum wstore_error {
+	WSTORE_ENOTFOUND = WSTORE_ERR_BASE,    /* no such checkpoint/file/key */
+	WSTORE_EEXISTS = WSTORE_ERR_BASE - 1,  /* id already taken */
+	WSTORE_EINVAL = WSTORE_ERR_BASE - 2,   /* bad argument or input */
+	WSTORE_ECORRUPT = WSTORE_ERR_BASE - 3, /* stored data is damaged */
+	WSTORE_EUNAVAIL = WSTORE_ERR_BASE - 4, /* backend unreachable */
+	WSTORE_EBUSY = WSTORE_ERR_BASE - 5,    /* locked by someone else */
+	WSTORE_EVERIFY = WSTORE_ERR_BASE - 6,  /* verification found damage */
+	WSTORE_ENOTREADY = WSTORE_ERR_BASE - 7, /* checkpoint is not READY */
+	WSTORE_ECANCELED = WSTORE_ERR_BASE - 8, /* interrupted by the caller */
+	WSTORE_ERANGE = WSTORE_ERR_BASE - 9,	/* value larger than buffer */
+	WSTORE_EUNSUPPORTED = WSTORE_ERR_BASE - 10, /* backend lacks feature */
+	/* the checkpoint being read was deleted or replaced by another import
+	 * of the same id since it was opened: nothing of the new one is
+	 * returned; open it again to read the new one */
+	WSTORE_ECHANGED = WSTORE_ERR_BASE - 11,
+	WSTORE_ERR_LAST = WSTORE_ERR_BASE - 11
+};
+
+/* Static text for a code (never NULL). */
+const char *wstore_strerror(int code);
+/* One-line message of the last failure on this thread ("" if none). */
+const char *wstore_last_error(void);
+
+/* ---- small helpers ----------------------------------------------------- */
+
+/*
+ * Parse a size: plain bytes or a number with B, K/KB/KiB, M/MB/MiB,
+ * G/GB/GiB, T/TB/TiB, P/PB/PiB (binary multiples, case-insensitive,
+ * decimals allowed, e.g. "1.5GiB").  Zero, negatives, overflow and garbage
+ * give WSTORE_EINVAL.
+ */
+int wstore_parse_size(uint64_t *out, const char *text);
+/* Format bytes as "1.50 GiB" into buf (always NUL-terminated). */
+void wstore_format_size(char *buf, size_t cap, uint64_t bytes);
+
+/*
+ * The chunk size wstore_import uses when none is given: 64 MiB.  It is
+ * also the default file_chunk_size ("64MB") of SGLang's mooncake://
+ * connector, which must equal a checkpoint's chunk size to load it.
+ */
+#define WSTORE_DEFAULT_CHUNK_SIZE (64ull << 20)
+
+/*
+ * The file_chunk_size setting SGLang's mooncake:// connector needs to load
+ * a checkpoint imported with chunk_size bytes.  The connector maps file
+ * offsets to chunks with its own setting, not with the manifest's
+ * chunk_size, and reads the setting as a whole number with a unit KB, MB
+ * or GB meaning 1024, 1024^2 and 1024^3 bytes.
+ *
+ * Writes into out (cap bytes, always NUL-terminated; 24 is enough) the
+ * setting with the largest exact unit ("64MB", "1000KB", "4GB") and
+ * returns 0.  A chunk_size that cannot be written so (not a multiple of
+ * 1 KiB, or 0) returns WSTORE_EINVAL with a message saying so; out then
+ * holds the nearest size that can (at least "1KB"), a size to import with
+ * instead (wstore_parse_size reads it as the same number of bytes).
+ * Either way *out_bytes (may be NULL) gets the bytes out stands for.
+ * WSTORE_ERANGE, and out "", if cap is too small.
+ */
+int wstore_connector_chunk_size(char *out, size_t cap, uint64_t *out_bytes,
+				uint64_t chunk_size);
+
+/* Checkpoint id rule of the contract: 0 if valid, else WSTORE_EINVAL. */
+int wstore_validate_checkpoint_id(const char *id);
+/* Relative path rule of the contract: 0 if valid, else WSTORE_EINVAL. */
+int wstore_validate_path(const char *path);
+
+/* ---- configuration ----------------------------------------------------- */
+
+/*
+ * A configuration is a set of string keys and values.  Known keys:
+ *   store                 URL: file:///dir, a plain path, redis://...,
+ *                         redis+unix://..., redis-cluster://..., mooncake
+ *   master_server_addr, metadata_server, protocol, rdma_devices,
+ *   local_hostname        Mooncake connection settings
+ *   replica_num           copies a write needs: Mooncake puts that many
+ *                         replicas; Redis needs that many - 1 replicas
+ *                         connected to each master and acknowledging
+ *                         (WAIT) before import publishes READY
+ *   redis_password        kept out of URLs; never printed
+ *   key_prefix            namespace prepended to every key (redis)
+ *   connect_timeout_ms, command_timeout_ms
+ *   mooncake_library      file name or path of libmooncake_store.so
+ *   serve_listen          `wstore serve` address (ADDR:PORT)
+ *   serve_token           bearer token `wstore serve` requires; never
+ *                         printed
+ *   quota                 most bytes the checkpoints may hold ("100GiB")
+ *   evict                 "lru": make room under the quota by evicting
+ *                         least recently read checkpoints; "none"
+ * An unknown key is an error naming it.
+ */
+typedef struct wstore_config wstore_config;
+
+int wstore_config_new(wstore_config **out);
+/* Load a JSON object file; values may be strings, integers or null. */
+int wstore_config_load(wstore_config **out, const char *path);
+/* Set (value != NULL) or clear (value == NULL) a key.  Copies both. */
+int wstore_config_set(wstore_config *cfg, const char *key, const char *value);
+/* Value of key or NULL; owned by cfg, valid until the key is set again. */
+const char *wstore_config_get(const wstore_config *cfg, const char *key);
+/* Overlay: every key set in src is set in dst. */
+int wstore_config_merge(wstore_config *dst, const wstore_config *src);
+/* Overlay environment variables: for each known key, WSTORE_<KEY in upper
+ * case> (e.g. WSTORE_STORE, WSTORE_MASTER_SERVER_ADDR) if set. */
+int wstore_config_load_env(wstore_config *cfg);
+/* Names of all known keys, NULL-terminated (static). */
+const char *const *wstore_config_keys(void);
+/* Write as a JSON file atomically (temp file, fsync, rename), mode 0600. */
+int wstore_config_save(const wstore_config *cfg, const char *path);
+/* The default config path: $WSTORE_CONFIG, else ~/.config/wstore/config.json.
+ * Returns a malloc'ed string the caller frees. */
+char *wstore_config_default_path(void);
+void wstore_config_free(wstore_config *cfg);
+
+/* ---- store ------------------------------------------------------------- */
+
+typedef struct wstore_store wstore_store;
+
+/*
+ * Open the store that cfg describes (its "store" key; unset means the
+ * embedded file store at $WSTORE_HOME, else ~/.local/share/wstore).
+ * cfg may be NULL.  cfg is not retained.
+ */
+int wstore_open(wstore_store **out, const wstore_config *cfg);
+/* Shorthand: open by URL alone. */
+int wstore_open_url(wstore_store **out, const char *url);
+
+/*
+ * How wstore_open_flags opens a store.  wstore_open is
+ * wstore_open_flags(out, cfg, WSTORE_OPEN_CREATE).
+ *  - WSTORE_OPEN_CREATE: a file store directory that does not exist is
+ *    created (importers).  Without it, a missing directory is an error
+ *    naming it (-ENOENT), so a mistyped path never yields an empty store.
+ *  - WSTORE_OPEN_READONLY: the caller only reads (list, inspect, verify,
+ *    materialize, pull, mount): a file store need not be writable (a
+ *    read-only mount, or a directory of another user), and a Redis server
+ *    that may evict keys is accepted, since reads check what is there.
+ *    Writes through such a store may fail.  Implies no CREATE.
+ */
+#define WSTORE_OPEN_CREATE 0x1u
+#define WSTORE_OPEN_READONLY 0x2u
+int wstore_open_flags(wstore_store **out, const wstore_config *cfg,
+		      unsigned flags);
+void wstore_free(wstore_store *store);
+/* What the backend warned about when the store was opened (one line, for
+ * example a Redis server that does not let wstore check its eviction
+ * policy), or NULL.  Owned by store. */
+const char *wstore_warning(const wstore_store *store);
+/*
+ * Like wstore_free, for a process that is about to end: client teardown
+ * that only frees process memory and threads is skipped (Mooncake's client
+ * takes about a second to stop its threads, in its destroy call or at
+ * exit).  Returns 1 when teardown was skipped: the caller must then end
+ * the process with _exit, after flushing its own output, so that no atexit
+ * handler or static destructor runs while the skipped threads are still
+ * alive.  Returns 0 when the store was freed as by wstore_free (nothing was
+ * skipped, e.g. on the file store; a normal exit is fine).
+ */
+int wstore_free_exiting(wstore_store *store);
+/*
+ * Notices: one-line messages about a long wait while it lasts (e.g. "object
+ * '...' was left half-written by a writer that died; waiting up to 45 s
+ * for Mooncake to discard it").  Not errors; fn may be called from any
+ * thread that uses the store, and message is valid only during the call.
+ * fn NULL turns notices off (the default).
+ */
+typedef void (*wstore_notice_fn)(const char *message, void *ctx);
+void wstore_set_notice(wstore_store *store, wstore_notice_fn fn, void *ctx);
+/* Backend name ("file", "mem", "redis", ...). */
+const char *wstore_backend_name(const wstore_store *store);
+
+/* What a store can do (wstore_store_caps), so that front ends can choose
+ * a path without looking at the backend. */
+/* keys can be listed (gc works) */
+#define WSTORE_CAP_LIST (1u << 0)
+/* part of a chunk can be read without fetching the whole chunk */
+#define WSTORE_CAP_RANGE_READS (1u << 1)
+/* several chunks are fetched in one request */
+#define WSTORE_CAP_BATCH_READS (1u << 2)
+/* chunks are trusted local files: wstore_file_chunk_fd works (zero-copy) */
+#define WSTORE_CAP_LOCAL_FILES (1u << 3)
+/* put may keep an old value (write-once store) */
+#define WSTORE_CAP_WRITE_ONCE (1u << 4)
+/* data read back may be stale or damaged: readers check digests */
+#define WSTORE_CAP_UNTRUSTED (1u << 5)
+/* WSTORE_CAP_* bits of a store. */
+unsigned wstore_store_caps(const wstore_store *store);
+
+/* ---- manifests --------------------------------------------------------- */
+
+typedef struct wstore_manifest wstore_manifest;
+
+typedef struct wstore_file_info {
+	const char *path;   /* relative path */
+	const char *type;   /* "WEIGHT" or "METADATA" */
+	const char *key;    /* file key */
+	const char *sha256; /* lower-case hex, "" if unknown */
+	uint64_t size;
+	uint64_t chunk_size; /* 0 = unknown (legacy) */
+	uint64_t chunk_count;
+} wstore_file_info;
+
+/* Read and validate the manifest of id.  WSTORE_ENOTFOUND if absent,
+ * WSTORE_ECORRUPT if unreadable. */
+int wstore_manifest_read(wstore_manifest **out, wstore_store *store,
+			 const char *id);
+/* Parse manifest JSON bytes (validates schema, names, paths, chunks). */
+int wstore_manifest_parse(wstore_manifest **out, const void *json, size_t len);
+/* Serialise exactly as the contract wants (sorted keys, compact).  The
+ * returned string is malloc'ed; the caller frees it with free(). */
+int wstore_manifest_serialize(char **out, size_t *out_len,
+			      const wstore_manifest *m);
+void wstore_manifest_free(wstore_manifest *m);
+
+const char *wstore_manifest_checkpoint_id(const wstore_manifest *m);
+const char *wstore_manifest_model_id(const wstore_manifest *m);
+const char *wstore_manifest_revision(const wstore_manifest *m);
+const char *wstore_manifest_status(const wstore_manifest *m);
+const char *wstore_manifest_source_uri(const wstore_manifest *m);
+/* NULL when READY */
+const char *wstore_manifest_error(const wstore_manifest *m);
+int64_t wstore_manifest_created_at(const wstore_manifest *m);
+int64_t wstore_manifest_updated_at(const wstore_manifest *m);
+uint64_t wstore_manifest_total_size(const wstore_manifest *m);
+size_t wstore_manifest_file_count(const wstore_manifest *m);
+/* Fill info for file i (0-based, files sorted by path); pointers in info
+ * are owned by m.  WSTORE_ERANGE if i is out of range. */
+int wstore_manifest_file_sized(wstore_file_info *out, size_t out_size,
+			       const wstore_manifest *m, size_t i);
+WSTORE__SIZED(int wstore_manifest_file(wstore_file_info *out,
+				       const wstore_manifest *m, size_t i),
+	      wstore_manifest_file_sized(out, sizeof(*out), m, i))
+/* Chunk key j of file i; NULL if out of range.  Owned by m. */
+const char *wstore_manifest_chunk_key(const wstore_manifest *m, size_t i,
+				      uint64_t j);
+/* Index of the file with this path, or -1. */
+int64_t wstore_manifest_find(const wstore_manifest *m, const char *path);
+
+/* ---- repository names, as Hugging Face Hub clients use them (resolve.c) */
+
+/* Length of a commit id in hex digits (that of a git commit id). */
+#define WSTORE_COMMIT_LEN 40
+
+/*
+ * The commit id of a checkpoint: the first 40 hex digits (lower case) of
+ * the SHA-256 of its manifest's canonical serialisation
+ * (wstore_manifest_serialize).  Stable for as long as the manifest is
+ * unchanged, different for every re-import.  out must hold
+ * WSTORE_COMMIT_LEN + 1 bytes (WSTORE_ERANGE otherwise).
+ */
+int wstore_manifest_commit(char *out, size_t cap, const wstore_manifest *m);
+
+/*
+ * Resolve a repository name and a revision to a READY checkpoint.
+ * repo is a model id (the manifests' model_id) or, when no READY
+ * checkpoint carries that model id, a checkpoint id.  revision is a
+ * manifest's revision or a checkpoint's commit id; NULL, "" and "HEAD"
+ * mean "main".  For a model id, the newest matching checkpoint wins
+ * (greatest updated_at, then created_at, then checkpoint id), so a new
+ * import under the same model id and revision takes the name over.  A
+ * checkpoint id used as repo matches its own revision, its commit id and
+ * "main".
+ *
+ * *out_id is the checkpoint id, malloc'ed (free with wstore_string_free or
+ * free).  out_repo_known (may be NULL) gets 1 when some READY checkpoint
+ * goes by repo, also when the revision did not match, so that a caller can
+ * tell an unknown repository from an unknown revision.  WSTORE_ENOTFOUND
+ * when nothing matches; other codes when the store could not be read.
+ */
+int wstore_resolve(char **out_id, int *out_repo_known, wstore_store *store,
+		   const char *repo, const char *revision);
+
+/* ---- progress and cancellation ---------------------------------------- */
+
+/*
+ * Called from the calling thread or a worker (serialised by the library)
+ * after each chunk.  done/total are bytes.  Return non-zero to cancel: the
+ * operation stops with WSTORE_ECANCELED and cleans up as on any failure.
+ */
+typedef int (*wstore_progress_fn)(uint64_t done, uint64_t total,
+				  const char *path, void *ctx);
+
+/* ---- import ------------------------------------------------------------ */
+
+/*
+ * Called for each checkpoint an eviction picks, least recently read first
+ * (a checkpoint never read counts from its import): removed is 1 once it
+ * was deleted, 0 on a dry run or when the delete failed (then code and
+ * message say why, e.g. a lease taken meanwhile: it is skipped).  id and
+ * message are valid only for the call.  See wstore/lease.h.
+ */
+typedef void (*wstore_evict_fn)(const char *id, uint64_t bytes,
+				int64_t last_read_ms, int removed, int code,
+				const char *message, void *ctx);
+
+typedef struct wstore_import_options {
+	unsigned version;
+	const char *checkpoint_id; /* required */
+	const char *model_id;	   /* required */
+	const char *revision;	   /* default "main" */
+	const char *source;	   /* required: a directory */
+	uint64_t chunk_size;	   /* 0: WSTORE_DEFAULT_CHUNK_SIZE */
+	/* was replica_num, never read: copies are a store setting (config
+	 * key replica_num, read when the store opens); must be 0 */
+	uint32_t reserved;
+	uint32_t jobs; /* worker threads; 0 = number of cores */
+	wstore_progress_fn progress;
+	void *progress_ctx;
+	/* version 2: told of each checkpoint evicted to make room (the
+	 * store's quota with "evict": "lru"); may be NULL */
+	wstore_evict_fn on_evict;
+	void *on_evict_ctx;
+} wstore_import_options;
+#define WSTORE_IMPORT_OPTIONS_VERSION 2
+#define WSTORE_IMPORT_OPTIONS_INIT                                             \
+	{                                                                      \
+		WSTORE_IMPORT_OPTIONS_VERSION                                  \
+	}
+
+/*
+ * Import a checkpoint directory (docs/format.md, "Lifecycle").  Before
+ * anything is written the import must fit: under the store's quota
+ * ("quota" in the config; with "evict": "lru" least recently read
+ * checkpoints that are neither pinned nor leased are evicted first) and in
+ * the backend's free space where it can tell; else WSTORE_EBUSY with the
+ * sizes.  On success the READY manifest is published and the id is in both
+ * indexes.  On failure or cancellation the chunks written are removed and a
+ * FAILED manifest records any that could not be; the return value says why.
+ */
+int wstore_import(wstore_store *store, const wstore_import_options *opts);
+/* The checks wstore_import makes of opts before it touches the source or
+ * the store (version, ids, revision, chunk size): 0, or WSTORE_EINVAL with
+ * the last error saying what is wrong.  Front ends call it before opening
+ * a store, so that bad input never waits for a server. */
+int wstore_import_check(const wstore_import_options *opts);
+
+/* ---- list / delete ----------------------------------------------------- */
+
+/* Ids in the global index, sorted.  *out is a NULL-terminated malloc'ed
+ * array; free it with wstore_strings_free(). */
+int wstore_list(char ***out, size_t *out_count, wstore_store *store);
+/* Ids of one model id (per-model index). */
+int wstore_list_model(char ***out, size_t *out_count, wstore_store *store,
+		      const char *model_id);
+void wstore_strings_free(char **strings);
+/* Free a string the library returned as malloc'ed (serialize, paths), for
+ * callers that cannot reach the C library's free() (e.g. ctypes). */
+void wstore_string_free(char *s);
+
+/* Delete a checkpoint (docs/format.md, "Lifecycle").  WSTORE_ENOTFOUND
+ * when it has no manifest (a stale global index entry is dropped anyway). */
+int wstore_delete(wstore_store *store, const char *id);
+
+/* ---- verify ------------------------------------------------------------ */
+
+/* Called once per file checked: result 0 when good, else a code and a
+ * one-line message. */
+typedef void (*wstore_verify_file_fn)(const char *path, int result,
+				      const char *message, void *ctx);
+
+typedef struct wstore_verify_options {
+	unsigned version;
+	uint32_t jobs; /* 0 = number of cores */
+	wstore_progress_fn progress;
+	void *progress_ctx;
+	wstore_verify_file_fn on_file;
+	void *on_file_ctx;
+} wstore_verify_options;
+#define WSTORE_VERIFY_OPTIONS_VERSION 1
+#define WSTORE_VERIFY_OPTIONS_INIT                                             \
+	{                                                                      \
+		WSTORE_VERIFY_OPTIONS_VERSION                                  \
+	}
+
+/*
+ * Re-read every chunk of every file and check sizes and SHA-256.
+ * 0 when all good; WSTORE_EVERIFY when some file is damaged (the last error
+ * names the first one); WSTORE_ENOTREADY for a FAILED checkpoint; other
+ * codes when the check itself could not run.
+ */
+int wstore_verify(wstore_store *store, const char *id,
+		  const wstore_verify_options *opts);
+
+/* ---- materialize ------------------------------------------------------- */
+
+/*
+ * Write one file of a READY checkpoint to output: a temp file next to it,
+ * checked against the manifest's size and SHA-256, fsynced and renamed into
+ * place.  On failure output is left as it was and no temp file remains.
+ */
+int wstore_materialize_file(wstore_store *store, const char *id,
+			    const char *path, const char *output);
+
+/* ---- garbage collection and locks (gc.c) ------------------------------ */
+
+/*
+ * Called once per orphan gc finds: key is the store key, or for a stale
+ * temp file of the file store its path relative to the store root (it
+ * starts with ".tmp-" in its last segment).  removed is 1 when it was
+ * removed, 0 on a dry run or when removing failed.  key is valid only for
+ * the duration of the call.
+ */
+typedef void (*wstore_gc_fn)(const char *key, uint64_t bytes, int removed,
+			     void *ctx);
+/* Called once per checkpoint gc leaves alone: code is WSTORE_EBUSY (an
+ * import or delete holds its lock) or WSTORE_ECORRUPT (its manifest is
+ * unreadable, so what it references is unknown; `model delete` cleans it);
+ * message is a one-line reason, valid only for the call. */
+typedef void (*wstore_gc_skip_fn)(const char *id, int code, const char *message,
+				  void *ctx);
+
+typedef struct wstore_gc_options {
+	unsigned version;
+	int dry_run; /* report, remove nothing */
+	/* temp files younger than this are left alone (a put may be
+	 * writing them); < 0 = the default, 3600 */
+	int64_t grace_seconds;
+	wstore_gc_fn on_orphan;
+	void *on_orphan_ctx;
+	wstore_gc_skip_fn on_skip;
+	void *on_skip_ctx;
+} wstore_gc_options;
+#define WSTORE_GC_OPTIONS_VERSION 1
+#define WSTORE_GC_OPTIONS_INIT                                                 \
+	{                                                                      \
+		WSTORE_GC_OPTIONS_VERSION, 0, -1                               \
+	}
+
+typedef struct wstore_gc_stats {
+	uint64_t checkpoints; /* checkpoint ids examined */
+	uint64_t orphans;     /* orphaned objects found (not temp files) */
+	uint64_t orphan_bytes;
+	uint64_t temps; /* stale temp files found (file store) */
+	uint64_t temp_bytes;
+	uint64_t removed; /* orphans and temps removed (0 on dry run) */
+	uint64_t skipped; /* checkpoints left alone (see on_skip) */
+} wstore_gc_stats;
+
+/*
+ * Remove what no manifest references, on stores that can list keys
+ * (file, redis); elsewhere WSTORE_EUNSUPPORTED.
+ *
+ * An orphan is a key under "weight/models/{ckpt}/" that is neither the
+ * manifest nor a chunk listed in a manifest (READY or FAILED; chunks a
+ * FAILED manifest lists are kept for `model delete`).  Each checkpoint is
+ * handled while holding its lock, the lock every import and delete holds
+ * from before its first write until after its manifest is published or
+ * removed: a checkpoint whose lock is held by a live owner is skipped, so
+ * the chunks of a running import are never touched, and a READY manifest
+ * keeps every chunk it lists.  On the file store, temp files of puts
+ * ("<dir>/.tmp-*") older than grace_seconds are removed too, except,
+ * whatever the grace, those of a checkpoint whose lock a live owner holds
+ * and those whose writer (the pid in the name) is a live process.
+ * A dry run takes no lock and removes nothing.
+ *
+ * out (may be NULL) receives counts, also when an error is returned.
+ * Returns 0, or the first error (gc goes on past failed removes).
+ */
+int wstore_gc_sized(wstore_gc_stats *out, size_t out_size, wstore_store *store,
+		    const wstore_gc_options *opts);
+WSTORE__SIZED(int wstore_gc(wstore_gc_stats *out, wstore_store *store,
+			    const wstore_gc_options *opts),
+	      wstore_gc_sized(out, sizeof(*out), store, opts))
+
+/*
+ * Locks are store objects "weight/locks/<name>" holding an owner record
+ * (JSON {"host","pid","time","token"}).  Names: "catalog" (index updates
+ * on stores without an atomic update) and "models/<checkpoint id>"
+ * (imports and deletes of that id).  A lock whose owner process died on
+ * this host is taken over automatically; one held from another host stays
+ * until broken here.
+ *
+ * wstore_lock_owner: *out is the owner record (malloc'ed, caller frees;
+ * the raw bytes if unparsable), *out_live 1 if the owner is a live process
+ * on this host, 0 if it is a dead one on this host or the record is
+ * unreadable, -1 if it ran on another host (cannot tell).  WSTORE_ENOTFOUND
+ * when the lock is not held.
+ */
+int wstore_lock_owner(char **out, int *out_live, wstore_store *store,
+		      const char *name);
+/*
+ * Remove lock name.  Without force, a lock whose owner is alive on this
+ * host is refused with WSTORE_EBUSY.  WSTORE_ENOTFOUND if not held.
+ * Breaking the lock of a running import or delete lets another one run
+ * beside it: use only for owners that are gone.
+ */
+int wstore_lock_break(wstore_store *store, const char *name, int force);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
