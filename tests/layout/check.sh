@@ -66,6 +66,14 @@ check_grep "every core header opens with a comment naming itself" '^ok$' \
 		head -2 "$h" | grep -q "$(basename "$h") - " || echo "$h"
 	done | grep . || echo ok)"
 
+# the core opens backends through backends/table.c, never by name: a
+# constructor or kind named outside src/lib/backends/ means adding a
+# backend would edit the core again
+out=$(grep -n 'wstore__kind_[a-z]\|wstore__backend_[a-z]*_open\|wstore_backend_[a-z]*_\(new\|open\)' \
+	src/lib/*.c src/lib/*.h || true)
+if [ -z "$out" ]; then tap_ok "the core names no backend (backends/table.c does)"
+else tap_not_ok "the core names no backend (backends/table.c does)" "$out"; fi
+
 needed=$(readelf -d "$BUILD/wstore" | grep NEEDED)
 if printf '%s\n' "$needed" | grep -q fuse; then
 	tap_not_ok "the wstore CLI does not link libfuse3" "$needed"
