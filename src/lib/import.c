@@ -11,14 +11,11 @@
  *   once -> drop the intent record -> add the id to both indexes.
  *
  * On any failure or cancellation the chunks written are removed and a
- * FAILED manifest lists those that could not be.  Chunk buffers come from
- * a pool allocated once per import (fresh memory is slow to touch); see
- * "the pipeline" below.
+ * FAILED manifest lists those that could not be.  The workers that read,
+ * hash and store the chunks are pipeline.c's; this file keeps the
+ * lifecycle around them.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +27,6 @@
 
 #include "abi.h"
 #include "delete.h"
-#include "digest.h"
 #include "error.h"
 #include "generation.h"
 #include "index.h"
@@ -38,18 +34,13 @@
 #include "lock.h"
 #include "manifest.h"
 #include "names.h"
+#include "pipeline.h"
 #include "util.h"
 #include "store.h"
 #include "safetensors.h"
 #include "scan.h"
 #include "source.h"
 #include "usage.h"
-
-/* Bytes read and hashed at a time: fits in a core's L2 cache. */
-#define PIECE ((size_t)512 << 10)
-#define STREAM_CHUNK ((uint64_t)256 << 20) /* stream chunks this large */
-
-struct job;
 
 struct import {
 	wstore_store *s;
@@ -59,445 +50,22 @@ struct import {
 	uint64_t chunk_size;
 	uint64_t *attempted; /* per file: chunks put (or tried) */
 	char *done;	     /* per file: finished and hashed */
-	pthread_mutex_t mu;
-	pthread_cond_t cv_free; /* a buffer came back to the pool */
-	pthread_cond_t cv_job;	/* a filled buffer was queued */
-	void **free_bufs;	/* the pool: nfree of nbufs buffers free */
-	size_t nfree, nbufs;
-	struct job *q; /* filled buffers, a ring of nbufs */
-	size_t qhead, qlen;
-	int readers_left;
-	int stream;  /* readers put each chunk themselves, with put_stream */
-	size_t next; /* next file index to hand out */
-	uint64_t bytes_done;
-	wstore__first_err err; /* stops every worker */
 };
 
-static void fail(struct import *im, int rc)
-{
-	pthread_mutex_lock(&im->mu);
-	wstore__first_err_keep(&im->err, rc);
-	/* wake readers waiting for a buffer: they stop now */
-	pthread_cond_broadcast(&im->cv_free);
-	pthread_mutex_unlock(&im->mu);
-}
-
-static int stopped(struct import *im)
-{
-	int e;
-
-	pthread_mutex_lock(&im->mu);
-	e = im->err.code;
-	pthread_mutex_unlock(&im->mu);
-	return e;
-}
-
-static int progress(struct import *im, uint64_t n, const char *path)
-{
-	int rc = 0;
-
-	pthread_mutex_lock(&im->mu);
-	im->bytes_done += n;
-	if (im->o->progress && im->o->progress(im->bytes_done, im->scan.total,
-					       path, im->o->progress_ctx))
-		rc = wstore__err(WSTORE_ECANCELED, "import interrupted");
-	pthread_mutex_unlock(&im->mu);
-	return rc;
-}
-
-static int read_full(int fd, void *buf, size_t n, uint64_t off,
-		     const char *path)
-{
-	size_t got = 0;
-
-	while (got < n) {
-		ssize_t r = pread(fd, (char *)buf + got, n - got,
-				  (off_t)(off + got));
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return wstore__errc(-errno, "cannot read '%s'", path);
-		if (r == 0)
-			return wstore__err(
-				WSTORE_EINVAL,
-				"source file '%s' shrank during import", path);
-		got += (size_t)r;
-	}
-	return 0;
-}
-
-/*
- * Read n bytes at off into buf and hash them, a cache-sized piece at a
- * time: each piece is hashed while the read has left it in the CPU cache,
- * instead of the whole chunk going out to memory and being read back.
- */
-static int read_hash(int fd, char *buf, size_t n, uint64_t off,
-		     const char *path, wstore__sha256 *h)
-{
-	for (size_t done = 0; done < n;) {
-		size_t k = n - done < PIECE ? n - done : PIECE;
-		int rc = read_full(fd, buf + done, k, off + done, path);
-
-		if (rc < 0)
-			return rc;
-		wstore__sha256_update(h, buf + done, k);
-		done += k;
-	}
-	return 0;
-}
-
-/*
- * Store one chunk.  On a write-once store a put on a key that still holds
- * bytes of an earlier import would keep them, so every key was removed
- * before the first put (clear_keys); with the checkpoint's lock held nobody
- * else writes them, so each put writes fresh bytes and needs no read back.
- */
-static int put_chunk(struct import *im, const char *key, const void *data,
-		     size_t n)
-{
-	wstore_backend *b = im->s->b;
-
-	return b->put(b, key, data, n);
-}
-
-/* ---- the pipeline -------------------------------------------------------
- *
- * Readers (one per file being imported, up to jobs) read each chunk into a
- * buffer from a shared pool and hash it, in file order; putters (jobs of
- * them) store filled buffers in any order and give them back.  Reading and
- * hashing thus overlap with storing, and memory is bounded by the pool:
- * readers + 2 chunk buffers, allocated once.
- *
- * On a backend with put_stream (the file store), when there are at least
- * as many large files as jobs, there are no putters and no pool: each
- * reader streams its chunks into the store itself through one PIECE-sized
- * buffer, every piece read, hashed and written while it is in the CPU
- * cache (use_stream).  That halves the memory traffic (a 64 MiB chunk
- * buffer goes out to memory and back for the hash and again for the
- * write) and measured 3.3-5.5 s of system time down to 0.9-1.0 s for
- * 2 GiB, near cp's 0.7.
- */
-
-struct job {
-	void *buf;
-	size_t n;
-	const char *key;
-	const char *path;
-};
-
-static void *take_buf(struct import *im)
-{
-	void *b = NULL;
-
-	pthread_mutex_lock(&im->mu);
-	while (im->nfree == 0 && !im->err.code)
-		pthread_cond_wait(&im->cv_free, &im->mu);
-	if (!im->err.code)
-		b = im->free_bufs[--im->nfree];
-	pthread_mutex_unlock(&im->mu);
-	return b;
-}
-
-static void give_buf(struct import *im, void *b)
-{
-	pthread_mutex_lock(&im->mu);
-	im->free_bufs[im->nfree++] = b;
-	pthread_cond_signal(&im->cv_free);
-	pthread_mutex_unlock(&im->mu);
-}
-
-static void push_job(struct import *im, const struct job *j)
-{
-	pthread_mutex_lock(&im->mu);
-	im->q[(im->qhead + im->qlen++) % im->nbufs] = *j;
-	pthread_cond_signal(&im->cv_job);
-	pthread_mutex_unlock(&im->mu);
-}
-
-/* Next job, or 0 when every reader is done and the queue is empty. */
-static int pop_job(struct import *im, struct job *j)
-{
-	int got = 0;
-
-	pthread_mutex_lock(&im->mu);
-	while (im->qlen == 0 && im->readers_left > 0)
-		pthread_cond_wait(&im->cv_job, &im->mu);
-	if (im->qlen > 0) {
-		*j = im->q[im->qhead];
-		im->qhead = (im->qhead + 1) % im->nbufs;
-		im->qlen--;
-		got = 1;
-	}
-	pthread_mutex_unlock(&im->mu);
-	return got;
-}
-
-static int open_source(const wstore__scan_file *sf, int *out)
-{
-	struct stat st;
-	int fd = wstore__source_open(sf->abs, &st);
-
-	if (fd < 0)
-		return fd;
-	if ((uint64_t)st.st_size != sf->size) {
-		close(fd);
-		return wstore__err(WSTORE_EINVAL,
-				   "source file '%s' changed during import",
-				   sf->abs);
-	}
-	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-	*out = fd;
-	return 0;
-}
-
-/* A chunk streamed from the source: fill_piece reads the next piece into
- * buf, hashes it and hands it to the backend's put_stream. */
-struct stream {
-	int fd;
-	char *buf;
-	uint64_t off, left;
-	const char *path;
-	wstore__sha256 *h;
-};
-
-static int fill_piece(void *ctx, const void **out, size_t *out_n)
-{
-	struct stream *st = ctx;
-	size_t k = st->left < PIECE ? (size_t)st->left : PIECE;
-	int rc = read_full(st->fd, st->buf, k, st->off, st->path);
-
-	if (rc < 0)
-		return rc;
-	wstore__sha256_update(st->h, st->buf, k);
-	st->off += k;
-	st->left -= k;
-	*out = st->buf;
-	*out_n = k;
-	return 0;
-}
-
-/* Chunk i of file idx (n bytes at off) read, hashed and stored by the
- * reader itself through buf (PIECE bytes). */
-static int stream_chunk(struct import *im, size_t idx, uint64_t i, int fd,
-			uint64_t off, size_t n, char *buf, wstore__sha256 *h)
-{
-	const wstore__scan_file *sf = &im->scan.files[idx];
-	wstore_backend *b = im->s->b;
-	struct stream st = { fd, buf, off, n, sf->abs, h };
-	int rc = stopped(im);
-
-	if (rc)
-		return rc;
-	im->attempted[idx] = i + 1;
-	rc = b->put_stream(b, im->m->files[idx].chunks[i], n, fill_piece, &st);
-	return rc < 0 ? rc : progress(im, n, sf->rel);
-}
-
-/* Read and hash every chunk of file idx, handing each to the putters (or
- * storing it, when streaming through piece, a PIECE-byte buffer). */
-static int read_file(struct import *im, size_t idx, wstore__sha256 *h,
-		     char *piece)
-{
-	const wstore__scan_file *sf = &im->scan.files[idx];
-	wstore__file_rec *rec = &im->m->files[idx];
-	struct stat st;
-	int fd = -1, rc = open_source(sf, &fd);
-
-	if (rc < 0)
-		return rc;
-	wstore__sha256_reset(h);
-	for (uint64_t i = 0; i < rec->nchunks && rc == 0; i++) {
-		uint64_t off = i * im->chunk_size;
-		struct job j = { NULL,
-				 (size_t)(sf->size - off < im->chunk_size
-						  ? sf->size - off
-						  : im->chunk_size),
-				 rec->chunks[i], sf->rel };
-
-		if (im->stream) {
-			rc = stream_chunk(im, idx, i, fd, off, j.n, piece, h);
-			continue;
-		}
-		if (!(j.buf = take_buf(im))) {
-			rc = stopped(im);
-			break;
-		}
-		rc = read_hash(fd, j.buf, j.n, off, sf->abs, h);
-		if (rc < 0) {
-			give_buf(im, j.buf);
-			break;
-		}
-		im->attempted[idx] = i + 1;
-		push_job(im, &j);
-	}
-	if (rc == 0 && (fstat(fd, &st) < 0 || (uint64_t)st.st_size != sf->size))
-		rc = wstore__err(WSTORE_EINVAL,
-				 "source file '%s' changed during import",
-				 sf->abs);
-	close(fd);
-	if (rc == 0) {
-		char hex[65];
-
-		wstore__sha256_hex(h, hex);
-		rc = wstore__set_str(&rec->sha256, hex);
-		im->done[idx] = 1;
-	}
-	return rc;
-}
-
-static void *reader(void *arg)
-{
-	struct import *im = arg;
-	wstore__sha256 *h = wstore__sha256_new();
-	char *piece = im->stream ? malloc(PIECE) : NULL;
-
-	if (!h || (im->stream && !piece)) {
-		fail(im,
-		     wstore__err(-ENOMEM, "cannot allocate a hash context"));
-		wstore__sha256_free(h);
-		h = NULL;
-	}
-	while (h && !stopped(im)) {
-		size_t idx;
-		int rc;
-
-		pthread_mutex_lock(&im->mu);
-		idx = im->next++;
-		pthread_mutex_unlock(&im->mu);
-		if (idx >= im->scan.n)
-			break;
-		rc = read_file(im, idx, h, piece);
-		if (rc < 0)
-			fail(im, rc);
-	}
-	wstore__sha256_free(h);
-	free(piece);
-	pthread_mutex_lock(&im->mu);
-	im->readers_left--;
-	pthread_cond_broadcast(&im->cv_job);
-	pthread_mutex_unlock(&im->mu);
-	return NULL;
-}
-
-static void *putter(void *arg)
-{
-	struct import *im = arg;
-	struct job j;
-
-	while (pop_job(im, &j)) {
-		/* after a failure the queue is only drained */
-		if (!stopped(im)) {
-			int rc = put_chunk(im, j.key, j.buf, j.n);
-
-			if (rc == 0)
-				rc = progress(im, j.n, j.path);
-			if (rc < 0)
-				fail(im, rc);
-		}
-		give_buf(im, j.buf);
-	}
-	return NULL;
-}
-
-static int alloc_pool(struct import *im, unsigned readers)
-{
-	im->nbufs = readers + 2;
-	im->free_bufs = calloc(im->nbufs, sizeof(void *));
-	im->q = calloc(im->nbufs, sizeof(struct job));
-	if (!im->free_bufs || !im->q)
-		return -ENOMEM;
-	for (size_t i = 0; i < im->nbufs; i++) {
-		void *b = wstore__store_buf_alloc(im->s, im->chunk_size);
-
-		if (!b)
-			return wstore__err(
-				-ENOMEM,
-				"cannot allocate a %llu-byte chunk buffer",
-				(unsigned long long)im->chunk_size);
-		im->free_bufs[im->nfree++] = b;
-	}
-	return 0;
-}
-
-static void free_pool(struct import *im)
-{
-	for (size_t i = 0; i < im->nfree; i++)
-		wstore__store_buf_free(im->s, im->free_bufs[i]);
-	/* left queued only if no putter ever ran */
-	for (size_t i = 0; i < im->qlen; i++)
-		wstore__store_buf_free(im->s,
-				       im->q[(im->qhead + i) % im->nbufs].buf);
-	free(im->free_bufs);
-	free(im->q);
-}
-
-/*
- * Whether readers should store chunks themselves (put_stream): each piece
- * is then read, hashed and written while it is in the CPU cache, which
- * costs about half the memory traffic of handing whole chunks to putters.
- * Only when there are at least as many large files as jobs, so that the
- * readers alone keep every core busy; with fewer, putters writing in
- * parallel with the (per-file sequential) hash are faster, unless chunks
- * are so large (STREAM_CHUNK) that their buffers cost more.
- */
-static int use_stream(const struct import *im, unsigned jobs)
-{
-	const wstore_backend *b = im->s->b;
-	uint64_t large = im->scan.total / (2 * (uint64_t)jobs);
-	unsigned big = 0;
-
-	if (!WSTORE__HAS(b, put_stream) ||
-	    (b->flags & WSTORE_BACKEND_WRITE_ONCE))
-		return 0;
-	/* chunk buffers that large cost more to allocate (first touch of
-	 * fresh memory) than the putters win: 1 GB in one 4 GiB chunk took
-	 * 6.1 s and 960 MiB of memory through the pool */
-	if (im->chunk_size >= STREAM_CHUNK)
-		return 1;
-	/* large: a chunk, or a 2*jobs-th of the checkpoint if that is less */
-	if (large > im->chunk_size)
-		large = im->chunk_size;
-	for (size_t i = 0; i < im->scan.n && big < jobs; i++)
-		big += im->scan.files[i].size >= large && large > 0;
-	return big >= jobs;
-}
-
+/* Read, hash and store every chunk (pipeline.c). */
 static int run_workers(struct import *im)
 {
-	unsigned jobs = wstore__jobs(im->o->jobs), nread = jobs, nput,
-		 started = 0;
-	pthread_t *t;
-	int rc;
+	wstore__pipeline p = { .s = im->s,
+			       .scan = &im->scan,
+			       .m = im->m,
+			       .chunk_size = im->chunk_size,
+			       .jobs = im->o->jobs,
+			       .progress = im->o->progress,
+			       .progress_ctx = im->o->progress_ctx,
+			       .attempted = im->attempted,
+			       .done = im->done };
 
-	if (nread > im->scan.n)
-		nread = (unsigned)im->scan.n;
-	im->stream = use_stream(im, jobs);
-	nput = im->stream ? 0 : jobs;
-	t = calloc(nread + nput, sizeof(*t));
-	rc = !t ? -ENOMEM : im->stream ? 0 : alloc_pool(im, nread);
-	im->readers_left = nread;
-	for (unsigned i = 0; rc == 0 && i < nread + nput; i++, started++)
-		if (wstore__thread_start(&t[i], i < nread ? reader : putter,
-					 im) != 0)
-			break;
-	if (rc == 0 && started < nread + nput) {
-		/* the threads that did start still drain and exit */
-		pthread_mutex_lock(&im->mu);
-		im->readers_left -=
-			(int)(started < nread ? nread - started : 0);
-		pthread_mutex_unlock(&im->mu);
-		fail(im, wstore__err(-EAGAIN, "cannot start import threads"));
-	}
-	for (unsigned i = 0; i < started; i++)
-		pthread_join(t[i], NULL);
-	free(t);
-	free_pool(im);
-	if (rc < 0)
-		return rc;
-	if (im->err.code)
-		return wstore__first_err_raise(&im->err);
-	return 0;
+	return wstore__pipeline_run(&p);
 }
 
 /* Every file named in model.safetensors.index.json's weight_map must be in
@@ -874,9 +442,6 @@ int wstore_import_from(wstore_store *s, const wstore_import_options *given,
 		return rc;
 	im.chunk_size =
 		o->chunk_size ? o->chunk_size : WSTORE_DEFAULT_CHUNK_SIZE;
-	pthread_mutex_init(&im.mu, NULL);
-	pthread_cond_init(&im.cv_free, NULL);
-	pthread_cond_init(&im.cv_job, NULL);
 	rc = wstore__source_scan(&im.scan, &hub, src, o);
 	for (size_t i = 0; rc == 0 && i < im.scan.n; i++)
 		if (wstore_validate_path(im.scan.files[i].rel) < 0)
@@ -917,8 +482,5 @@ int wstore_import_from(wstore_store *s, const wstore_import_options *given,
 	free(im.done);
 	wstore_manifest_free(im.m);
 	wstore__scan_free(&im.scan);
-	pthread_mutex_destroy(&im.mu);
-	pthread_cond_destroy(&im.cv_free);
-	pthread_cond_destroy(&im.cv_job);
 	return rc;
 }

@@ -109,6 +109,13 @@ big=$(find src include tests bench python -name '*.[ch]' -o -name '*.py' -o -nam
 if [ -n "$big" ]; then
 	printf '%s\n' "$big" | sed 's/^/# warning: over 1,000 lines: /'
 fi
+# the core opens backends through backends/table.c, never by name: a
+# constructor or kind named outside src/lib/backends/ means adding a
+# backend would edit the core again
+out=$(grep -n 'wstore__kind_[a-z]\|wstore__backend_[a-z]*_open\|wstore_backend_[a-z]*_\(new\|open\)' \
+	src/lib/*.c src/lib/*.h || true)
+if [ -z "$out" ]; then tap_ok "the core names no backend (backends/table.c does)"
+else tap_not_ok "the core names no backend (backends/table.c does)" "$out"; fi
 
 needed=$(readelf -d "$BUILD/wstore" | grep NEEDED)
 if printf '%s\n' "$needed" | grep -q fuse; then

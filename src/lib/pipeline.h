@@ -1,0 +1,44 @@
+/*
+ * pipeline.h - the import's data path (pipeline.c): reader threads read
+ * and hash the source files chunk by chunk, putter threads store the
+ * chunks (or, on a store with put_stream, the readers store them as they
+ * read), with memory bounded by a pool of chunk buffers.
+ *
+ * Owns: threads, buffers and the order of reads and puts.  Knows nothing
+ * of locks, intent records, manifests on the store or indexes: import.c
+ * runs it between writing the intent record and publishing the manifest.
+ */
+#ifndef WSTORE_PIPELINE_H
+#define WSTORE_PIPELINE_H
+
+#include <stdint.h>
+
+#include "wstore/wstore.h"
+#include "manifest.h"
+#include "scan.h"
+
+typedef struct wstore__pipeline {
+	wstore_store *s;
+	/* the source files; scan->files[i] is m->files[i] (both sorted by
+	 * path), whose chunk keys say where each chunk goes */
+	const wstore__scan *scan;
+	wstore_manifest *m;
+	uint64_t chunk_size;
+	uint32_t jobs; /* threads of each kind; 0: one per core */
+	/* called with the bytes stored so far (may be NULL); non-zero
+	 * cancels with WSTORE_ECANCELED */
+	wstore_progress_fn progress;
+	void *progress_ctx;
+	/* out, scan->n zeroed entries each, allocated by the caller:
+	 * chunks of file i put or tried (what a failure must remove), and
+	 * 1 once file i was read whole and m->files[i].sha256 set */
+	uint64_t *attempted;
+	char *done;
+} wstore__pipeline;
+
+/* Store every chunk of every file.  0, or the first error of any thread
+ * (the others stop), with the last error set; on error some chunks may be
+ * stored (attempted says which may be). */
+int wstore__pipeline_run(const wstore__pipeline *p);
+
+#endif
