@@ -1,8 +1,9 @@
 #!/bin/sh
 # deploy.sh - wstore as operators install and run it: man pages built from
-# docs/cli (and the synopsis of wstore(1) naming every command), the
-# systemd units (systemd-analyze verify), readiness sent to systemd by the
-# serve and mount daemons, a staged `make install` and `make uninstall`,
+# docs/cli (and the synopsis of wstore(1) naming every command), bash and
+# zsh completion, the systemd units (systemd-analyze verify), readiness
+# sent to systemd by the serve and mount daemons, a staged `make install`
+# and `make uninstall`,
 # `pip install ./python` into a venv offline finding libwstore by its
 # soname, and the Debian packages: built (make deb, lintian without
 # errors), installed with dpkg, used with no environment variables, then
@@ -52,6 +53,33 @@ if [ -f "$B/wstore.1" ]; then
 	check_grep "a command page renders its options" "--system" "$OUT"
 else
 	skip "man pages not built (no lowdown or pandoc)"
+fi
+
+# ---- shell completion ---------------------------------------------------------
+# complete LINE: what the bash completion offers for LINE (cursor at end)
+complete_bash() {
+	bash -c '. /usr/share/bash-completion/bash_completion; . "$1"
+		line=$2; read -ra COMP_WORDS <<< "$line"
+		[ "${line: -1}" = " " ] && COMP_WORDS+=("")
+		COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMP_LINE=$line
+		COMP_POINT=${#line}; _wstore; echo "${COMPREPLY[*]}"' \
+		sh "$ROOT/dist/completion/wstore.bash" "$1"
+}
+if [ -f /usr/share/bash-completion/bash_completion ]; then
+	check_grep "bash: 'wstore mod' completes to model" "^model$" "$(complete_bash "wstore mod")"
+	check_grep "bash: model subcommands" "^import list inspect .*pin unpin$" "$(complete_bash "wstore model ")"
+	check_grep "bash: config keys" "^store$" "$(complete_bash "wstore config get sto")"
+	check_grep "bash: --system after a global option" "^--system$" \
+		"$(complete_bash "wstore --store /x config set --sys")"
+	check_grep "bash: checkpoint ids from the store" "^c1$" \
+		"$(PATH="$B:$PATH" complete_bash "wstore --store $T/s model inspect c")"
+else
+	tap_not_ok "bash-completion is not installed (scripts/deps.sh test)"
+fi
+if command -v zsh >/dev/null; then
+	check "zsh: the completion parses" zsh -n "$ROOT/dist/completion/_wstore"
+else
+	tap_not_ok "zsh is not installed (scripts/deps.sh test)"
 fi
 
 # ---- systemd units ----------------------------------------------------------
