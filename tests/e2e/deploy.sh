@@ -205,24 +205,28 @@ fi
 
 # ---- the Debian packages ----------------------------------------------------
 debs_installed() { dpkg-query -W -f='${Status}\n' wstore libwstore0 2>/dev/null | grep -q "ok installed"; }
-if [ "${WSTORE_TEST_NO_DPKG:-}" = 1 ]; then
-	skip "dpkg part (WSTORE_TEST_NO_DPKG=1)"
-elif [ "$(id -u)" != 0 ] || ! command -v dpkg-buildpackage >/dev/null; then
-	tap_not_ok "the dpkg part needs root and dpkg-dev, debhelper (scripts/deps.sh deploy)"
-elif debs_installed; then
-	skip "wstore packages are installed on this machine already: not replaced"
-else
-	DEBS=${WSTORE_TEST_DEBS:+$(cd "$WSTORE_TEST_DEBS" && pwd)}
-	if [ -z "$DEBS" ]; then
-		DEBS="$T/debs"
-		check_exit "make deb builds the packages (lintian: no errors)" 0 \
-			sh "$ROOT/scripts/deb.sh" "$DEBS"
-		printf '%s\n' "$OUT" | grep -E "^deb:|^  " | sed 's/^/# /'
-	fi
+# dpkg_wait ARGS...: dpkg ARGS, tried again while another process (an
+# apt-get of someone else) holds dpkg's lock, for at most 120 s
+dpkg_wait() {
+	_dw=0
+	while :; do
+		_out=$(dpkg "$@" 2>&1); _rc=$?
+		case $_out in
+		*"lock was locked by another process"*) ;;
+		*) printf '%s\n' "$_out"; return $_rc ;;
+		esac
+		if [ $_dw -ge 1200 ]; then printf '%s\n' "$_out"; return $_rc; fi
+		sleep 0.1; _dw=$((_dw + 1))
+	done
+}
+
+# The packages built, installed into the system, used and purged (one
+# deploy suite at a time on a machine: the lock below).
+dpkg_part() {
 	for p in wstore libwstore0 libwstore-dev python3-wstore wstore-dbgsym libwstore0-dbgsym; do
 		check "package $p was built" sh -c "ls '$DEBS'/${p}_*.deb"
 	done
-	check_exit "dpkg -i installs them" 0 dpkg -i "$DEBS"/wstore_*.deb \
+	check_exit "dpkg -i installs them" 0 dpkg_wait -i "$DEBS"/wstore_*.deb \
 		"$DEBS"/libwstore0_*.deb "$DEBS"/libwstore-dev_*.deb \
 		"$DEBS"/python3-wstore_*.deb
 	cd /
@@ -266,13 +270,38 @@ else
 	check_grep "... the system store" "^/var/lib/wstore$" "$OUT"
 	check_exit "... which it can list (empty)" 0 \
 		runuser -u wstore -- env -i XDG_DATA_HOME=/var/lib /usr/bin/wstore --json model list
-	check_exit "dpkg --purge removes them" 0 dpkg --purge python3-wstore \
+	check_exit "dpkg --purge removes them" 0 dpkg_wait --purge python3-wstore \
 		libwstore-dev wstore libwstore0
 	check "... /usr/bin/wstore is gone" test ! -e /usr/bin/wstore
 	check "... the library is gone" sh -c "! ls /usr/lib/*/libwstore.so* 2>/dev/null"
 	check "... the python module is gone" test ! -e /usr/lib/python3/dist-packages/wstore
 	check "... the empty system store is gone" test ! -e /var/lib/wstore
 	cd "$ROOT"
+}
+
+if [ "${WSTORE_TEST_NO_DPKG:-}" = 1 ]; then
+	skip "dpkg part (WSTORE_TEST_NO_DPKG=1)"
+elif [ "$(id -u)" != 0 ] || ! command -v dpkg-buildpackage >/dev/null; then
+	tap_not_ok "the dpkg part needs root and dpkg-dev, debhelper (scripts/deps.sh deploy)"
+else
+	DEBS=${WSTORE_TEST_DEBS:+$(cd "$WSTORE_TEST_DEBS" && pwd)}
+	if [ -z "$DEBS" ]; then
+		DEBS="$T/debs"
+		check_exit "make deb builds the packages (lintian: no errors)" 0 \
+			sh "$ROOT/scripts/deb.sh" "$DEBS"
+		printf '%s\n' "$OUT" | grep -E "^deb:|^  " | sed 's/^/# /'
+	fi
+	# another deploy suite (another tree's `make test`) installing the
+	# same packages at the same time would pull them from under this one
+	exec 9>/run/lock/wstore-deploy-suite.lock
+	if ! flock -w 500 9; then
+		tap_not_ok "another deploy suite held /run/lock/wstore-deploy-suite.lock for 500 s"
+	elif debs_installed; then
+		skip "wstore packages are installed on this machine already: not replaced"
+	else
+		dpkg_part
+	fi
+	exec 9>&-
 fi
 
 tap_done
