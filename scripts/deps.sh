@@ -9,14 +9,14 @@
 #   sh scripts/deps.sh test    all of that plus what the test suites run:
 #                              Redis, numpy and torch, FUSE, curl, node and
 #                              npm; systemd (systemd-analyze), man-db,
-#                              bash-completion, python3-venv and
+#                              bash-completion, zsh, python3-venv and
 #                              python3-wheel-whl (the deploy suite)
 #                              (make test runs this; the default)
 BUILD_PKGS="meson ninja-build pkg-config gcc libc6-dev libssl-dev \
 libjansson-dev libhiredis-dev libfuse3-dev libmicrohttpd-dev python3 lowdown"
 DEB_PKGS="dpkg-dev debhelper dh-python lintian fakeroot"
 TEST_PKGS="redis-server redis-tools python3-numpy python3-torch fuse3 curl \
-systemd man-db bash-completion python3-venv python3-wheel-whl"
+systemd man-db bash-completion zsh python3-venv python3-wheel-whl"
 case ${1:-test} in
 build) PKGS=$BUILD_PKGS ;;
 deb) PKGS="$BUILD_PKGS $DEB_PKGS" ;;

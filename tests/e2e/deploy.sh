@@ -1,8 +1,9 @@
 #!/bin/sh
 # deploy.sh - wstore as operators install and run it: man pages built from
-# docs/cli (and the synopsis of wstore(1) naming every command), the
-# systemd units (systemd-analyze verify), readiness sent to systemd by the
-# serve and mount daemons, a staged `make install` and `make uninstall`,
+# docs/cli (and the synopsis of wstore(1) naming every command), bash and
+# zsh completion, the systemd units (systemd-analyze verify), readiness
+# sent to systemd by the serve and mount daemons, a staged `make install`
+# and `make uninstall`,
 # `pip install ./python` into a venv offline finding libwstore by its
 # soname, and the Debian packages: built (make deb, lintian without
 # errors), installed with dpkg, used with no environment variables, then
@@ -52,6 +53,33 @@ if [ -f "$B/wstore.1" ]; then
 	check_grep "a command page renders its options" "--system" "$OUT"
 else
 	skip "man pages not built (no lowdown or pandoc)"
+fi
+
+# ---- shell completion ---------------------------------------------------------
+# complete LINE: what the bash completion offers for LINE (cursor at end)
+complete_bash() {
+	bash -c '. /usr/share/bash-completion/bash_completion; . "$1"
+		line=$2; read -ra COMP_WORDS <<< "$line"
+		[ "${line: -1}" = " " ] && COMP_WORDS+=("")
+		COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMP_LINE=$line
+		COMP_POINT=${#line}; _wstore; echo "${COMPREPLY[*]}"' \
+		sh "$ROOT/dist/completion/wstore.bash" "$1"
+}
+if [ -f /usr/share/bash-completion/bash_completion ]; then
+	check_grep "bash: 'wstore mod' completes to model" "^model$" "$(complete_bash "wstore mod")"
+	check_grep "bash: model subcommands" "^import list inspect .*pin unpin$" "$(complete_bash "wstore model ")"
+	check_grep "bash: config keys" "^store$" "$(complete_bash "wstore config get sto")"
+	check_grep "bash: --system after a global option" "^--system$" \
+		"$(complete_bash "wstore --store /x config set --sys")"
+	check_grep "bash: checkpoint ids from the store" "^c1$" \
+		"$(PATH="$B:$PATH" complete_bash "wstore --store $T/s model inspect c")"
+else
+	tap_not_ok "bash-completion is not installed (scripts/deps.sh test)"
+fi
+if command -v zsh >/dev/null; then
+	check "zsh: the completion parses" zsh -n "$ROOT/dist/completion/_wstore"
+else
+	tap_not_ok "zsh is not installed (scripts/deps.sh test)"
 fi
 
 # ---- systemd units ----------------------------------------------------------
@@ -177,24 +205,28 @@ fi
 
 # ---- the Debian packages ----------------------------------------------------
 debs_installed() { dpkg-query -W -f='${Status}\n' wstore libwstore0 2>/dev/null | grep -q "ok installed"; }
-if [ "${WSTORE_TEST_NO_DPKG:-}" = 1 ]; then
-	skip "dpkg part (WSTORE_TEST_NO_DPKG=1)"
-elif [ "$(id -u)" != 0 ] || ! command -v dpkg-buildpackage >/dev/null; then
-	tap_not_ok "the dpkg part needs root and dpkg-dev, debhelper (scripts/deps.sh deploy)"
-elif debs_installed; then
-	skip "wstore packages are installed on this machine already: not replaced"
-else
-	DEBS=${WSTORE_TEST_DEBS:+$(cd "$WSTORE_TEST_DEBS" && pwd)}
-	if [ -z "$DEBS" ]; then
-		DEBS="$T/debs"
-		check_exit "make deb builds the packages (lintian: no errors)" 0 \
-			sh "$ROOT/scripts/deb.sh" "$DEBS"
-		printf '%s\n' "$OUT" | grep -E "^deb:|^  " | sed 's/^/# /'
-	fi
+# dpkg_wait ARGS...: dpkg ARGS, tried again while another process (an
+# apt-get of someone else) holds dpkg's lock, for at most 120 s
+dpkg_wait() {
+	_dw=0
+	while :; do
+		_out=$(dpkg "$@" 2>&1); _rc=$?
+		case $_out in
+		*"lock was locked by another process"*) ;;
+		*) printf '%s\n' "$_out"; return $_rc ;;
+		esac
+		if [ $_dw -ge 1200 ]; then printf '%s\n' "$_out"; return $_rc; fi
+		sleep 0.1; _dw=$((_dw + 1))
+	done
+}
+
+# The packages built, installed into the system, used and purged (one
+# deploy suite at a time on a machine: the lock below).
+dpkg_part() {
 	for p in wstore libwstore0 libwstore-dev python3-wstore wstore-dbgsym libwstore0-dbgsym; do
 		check "package $p was built" sh -c "ls '$DEBS'/${p}_*.deb"
 	done
-	check_exit "dpkg -i installs them" 0 dpkg -i "$DEBS"/wstore_*.deb \
+	check_exit "dpkg -i installs them" 0 dpkg_wait -i "$DEBS"/wstore_*.deb \
 		"$DEBS"/libwstore0_*.deb "$DEBS"/libwstore-dev_*.deb \
 		"$DEBS"/python3-wstore_*.deb
 	cd /
@@ -238,13 +270,38 @@ else
 	check_grep "... the system store" "^/var/lib/wstore$" "$OUT"
 	check_exit "... which it can list (empty)" 0 \
 		runuser -u wstore -- env -i XDG_DATA_HOME=/var/lib /usr/bin/wstore --json model list
-	check_exit "dpkg --purge removes them" 0 dpkg --purge python3-wstore \
+	check_exit "dpkg --purge removes them" 0 dpkg_wait --purge python3-wstore \
 		libwstore-dev wstore libwstore0
 	check "... /usr/bin/wstore is gone" test ! -e /usr/bin/wstore
 	check "... the library is gone" sh -c "! ls /usr/lib/*/libwstore.so* 2>/dev/null"
 	check "... the python module is gone" test ! -e /usr/lib/python3/dist-packages/wstore
 	check "... the empty system store is gone" test ! -e /var/lib/wstore
 	cd "$ROOT"
+}
+
+if [ "${WSTORE_TEST_NO_DPKG:-}" = 1 ]; then
+	skip "dpkg part (WSTORE_TEST_NO_DPKG=1)"
+elif [ "$(id -u)" != 0 ] || ! command -v dpkg-buildpackage >/dev/null; then
+	tap_not_ok "the dpkg part needs root and dpkg-dev, debhelper (scripts/deps.sh deploy)"
+else
+	DEBS=${WSTORE_TEST_DEBS:+$(cd "$WSTORE_TEST_DEBS" && pwd)}
+	if [ -z "$DEBS" ]; then
+		DEBS="$T/debs"
+		check_exit "make deb builds the packages (lintian: no errors)" 0 \
+			sh "$ROOT/scripts/deb.sh" "$DEBS"
+		printf '%s\n' "$OUT" | grep -E "^deb:|^  " | sed 's/^/# /'
+	fi
+	# another deploy suite (another tree's `make test`) installing the
+	# same packages at the same time would pull them from under this one
+	exec 9>/run/lock/wstore-deploy-suite.lock
+	if ! flock -w 500 9; then
+		tap_not_ok "another deploy suite held /run/lock/wstore-deploy-suite.lock for 500 s"
+	elif debs_installed; then
+		skip "wstore packages are installed on this machine already: not replaced"
+	else
+		dpkg_part
+	fi
+	exec 9>&-
 fi
 
 tap_done
