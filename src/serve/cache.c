@@ -60,6 +60,8 @@ struct wcache *wcache_new(wstore_store *store, double ttl)
 
 static void wck_close(struct wck *k)
 {
+	pthread_mutex_destroy(&k->mu);
+	free(k->oids);
 	wstore_checkpoint_free(k->ck);
 	free(k->id);
 	free(k);
@@ -205,6 +207,7 @@ static int open_ck(struct wck **out, wstore_store *s, const char *id)
 		free(k);
 		return -ENOMEM;
 	}
+	pthread_mutex_init(&k->mu, NULL);
 	o.what = "serve";
 	rc = wstore_checkpoint_open_ext(&k->ck, s, id, &o);
 	/* deleted between resolving and opening */
@@ -229,7 +232,8 @@ static void add_name(struct wcache *c, const char *repo, const char *rev,
 {
 	struct wname *n = calloc(1, sizeof(*n));
 
-	if (!n || !(n->repo = strdup(repo)) || (rev && !(n->rev = strdup(rev)))) {
+	if (!n || !(n->repo = strdup(repo)) ||
+	    (rev && !(n->rev = strdup(rev)))) {
 		if (n)
 			free(n->repo);
 		free(n);
@@ -242,8 +246,8 @@ static void add_name(struct wcache *c, const char *repo, const char *rev,
 	c->names = n;
 }
 
-int wcache_get(struct wck **out, int *known, struct wcache *c,
-	       const char *repo, const char *rev)
+int wcache_get(struct wck **out, int *known, struct wcache *c, const char *repo,
+	       const char *rev)
 {
 	struct wck *k, *mine = NULL;
 	char *id = NULL;
