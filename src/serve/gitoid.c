@@ -99,8 +99,7 @@ struct mem {
 	size_t n;
 };
 
-static int mem_read(void *ctx, char *buf, size_t cap, uint64_t off,
-		    size_t *got)
+static int mem_read(void *ctx, char *buf, size_t cap, uint64_t off, size_t *got)
 {
 	const struct mem *m = ctx;
 	size_t left = m->n - (size_t)off;
