@@ -6,7 +6,7 @@ them into TAP lines): snapshot_download compared byte for byte with SRC,
 hf_hub_download of one file, a revision given as commit id, list_repo_refs,
 HfFileSystem, a wrong token reported as an authentication problem, the
 cached blobs named by the Hub's object ids (git blob SHA-1 of files kept in
-git, SHA-256 of LFS files), and on 1.x `hf cache verify`.
+git, SHA-256 of LFS files), and on 1.x `hf cache verify` and `hf download`.
 """
 import hashlib
 import os
@@ -139,6 +139,24 @@ def wrong_token():
     return None
 
 
+def hf_download():
+    dest = cache + "-cli"
+    out = subprocess.run([sys.executable, "-m", "huggingface_hub.cli.hf", "download",
+                          repo, "--local-dir", dest],
+                         capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, HF_TOKEN=token))
+    if out.returncode != 0:
+        return "exit %d: %s" % (out.returncode, (out.stdout + out.stderr).strip().splitlines()[-1:])
+    # --local-dir keeps its own metadata in .cache/huggingface
+    have = {k: v for k, v in files_of(dest).items() if not k.startswith(".cache")}
+    if set(have) != set(SRC):
+        return "files %s" % sorted(have)
+    for rel, p in SRC.items():
+        if open(p, "rb").read() != open(have[rel], "rb").read():
+            return "bytes of %s differ" % rel
+    return None
+
+
 def cache_verify():
     out = subprocess.run([sys.executable, "-m", "huggingface_hub.cli.hf", "cache",
                           "verify", repo, "--cache-dir", cache],
@@ -158,3 +176,4 @@ check("cache blobs named by git blob SHA-1 / SHA-256", blobs)
 check("a wrong token: an authentication error, not a connection one", wrong_token)
 if VERSION.startswith("1."):
     check("hf cache verify", cache_verify)
+    check("hf download --local-dir: every file byte for byte", hf_download)
