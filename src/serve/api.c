@@ -20,8 +20,6 @@
 
 #include "http.h"
 
-/* Size of an LFS pointer file as the Hub reports it. */
-#define LFS_POINTER_SIZE 134
 /* Paths one paths-info request may ask about: each costs a pass over the
  * manifest's files (directories are prefixes), so a body of a megabyte
  * of short names would cost as many passes. */
@@ -55,34 +53,23 @@ struct wck *wopen_target(struct MHD_Connection *c, struct wreq *r,
 	return NULL;
 }
 
-static void hex40(char out[WSTORE_COMMIT_LEN + 1], const unsigned char *d)
+/* The store failed while a file's oid was computed: 503. */
+static enum MHD_Result store_failed(struct MHD_Connection *c, struct wreq *r,
+				    int rc)
 {
-	static const char hex[] = "0123456789abcdef";
-
-	for (int i = 0; i < WSTORE_COMMIT_LEN / 2; i++) {
-		out[2 * i] = hex[d[i] >> 4];
-		out[2 * i + 1] = hex[d[i] & 15];
-	}
-	out[WSTORE_COMMIT_LEN] = '\0';
+	return wreply_error(c, r,
+			    rc == WSTORE_ECORRUPT
+				    ? MHD_HTTP_INTERNAL_SERVER_ERROR
+				    : MHD_HTTP_SERVICE_UNAVAILABLE,
+			    NULL, wstore_last_error());
 }
 
-void wfile_oid(char out[WSTORE_COMMIT_LEN + 1], const wstore_file_info *fi)
+/* Size of f's LFS pointer: 125 bytes and the digits of its size. */
+static json_int_t pointer_size(const wstore_file_info *fi)
 {
-	unsigned char d[SHA256_DIGEST_LENGTH];
+	char ptr[256];
 
-	if (strlen(fi->sha256) >= WSTORE_COMMIT_LEN) {
-		memcpy(out, fi->sha256, WSTORE_COMMIT_LEN);
-		out[WSTORE_COMMIT_LEN] = '\0';
-		return;
-	}
-	/* legacy record without a digest: the key is unique per file */
-	SHA256((const unsigned char *)fi->key, strlen(fi->key), d);
-	hex40(out, d);
-}
-
-int wfile_is_lfs(const wstore_file_info *fi)
-{
-	return !strcmp(fi->type, "WEIGHT") && fi->sha256[0];
+	return (json_int_t)wlfs_pointer(ptr, sizeof(ptr), fi);
 }
 
 static void iso_time(char out[32], int64_t t)
@@ -104,13 +91,16 @@ static json_t *last_commit(const wstore_manifest *m, const char *commit)
 			 "wstore import", "date", when);
 }
 
-/* A tree / paths-info entry for file fi. */
-static json_t *file_entry(const wstore_file_info *fi, const json_t *lc)
+/* A tree / paths-info entry for file fi of k; NULL with *err set when
+ * its oid cannot be computed (the store failed). */
+static json_t *file_entry(struct wck *k, const wstore_file_info *fi,
+			  const json_t *lc, int *err)
 {
-	char oid[WSTORE_COMMIT_LEN + 1];
+	char oid[41];
 	json_t *e;
 
-	wfile_oid(oid, fi);
+	if ((*err = wfile_oid(oid, k, fi)) < 0)
+		return NULL;
 	e = json_pack("{s:s, s:s, s:I, s:s}", "type", "file", "oid", oid,
 		      "size", (json_int_t)fi->size, "path", fi->path);
 	if (e && wfile_is_lfs(fi))
@@ -118,7 +108,7 @@ static json_t *file_entry(const wstore_file_info *fi, const json_t *lc)
 				    json_pack("{s:s, s:I, s:i}", "oid",
 					      fi->sha256, "size",
 					      (json_int_t)fi->size,
-					      "pointerSize", LFS_POINTER_SIZE));
+					      "pointerSize", pointer_size(fi)));
 	if (e && lc)
 		json_object_set(e, "lastCommit", (json_t *)lc);
 	return e;
@@ -146,6 +136,7 @@ enum MHD_Result wapi_info(struct MHD_Connection *c, struct wreq *r,
 	const char *slash = strchr(t->repo, '/');
 	json_t *j, *sib;
 	size_t n;
+	int err = 0;
 
 	if (!k)
 		return ret;
@@ -155,13 +146,13 @@ enum MHD_Result wapi_info(struct MHD_Connection *c, struct wreq *r,
 	iso_time(upd, wstore_manifest_updated_at(m));
 	sib = json_array();
 	n = wstore_manifest_file_count(m);
-	for (size_t i = 0; sib && i < n; i++) {
+	for (size_t i = 0; sib && i < n && err == 0; i++) {
 		wstore_file_info fi;
 		json_t *e;
 
-		if (wstore_manifest_file(&fi, m, i) < 0)
+		if (wstore_manifest_file(&fi, m, i) < 0 ||
+		    (err = wfile_oid(oid, k, &fi)) < 0)
 			continue;
-		wfile_oid(oid, &fi);
 		e = json_pack("{s:s, s:I, s:s}", "rfilename", fi.path, "size",
 			      (json_int_t)fi.size, "blobId", oid);
 		if (e && wfile_is_lfs(&fi))
@@ -170,8 +161,13 @@ enum MHD_Result wapi_info(struct MHD_Connection *c, struct wreq *r,
 						      (json_int_t)fi.size,
 						      "sha256", fi.sha256,
 						      "pointerSize",
-						      LFS_POINTER_SIZE));
+						      pointer_size(&fi)));
 		json_array_append_new(sib, e);
+	}
+	if (err < 0) {
+		json_decref(sib);
+		wck_put(r->sv->cache, k);
+		return store_failed(c, r, err);
 	}
 	j = json_pack("{s:s, s:s, s:s, s:s?, s:s, s:s, s:s, s:b, s:b, s:b, "
 		      "s:i, s:i, s:[s], s:o, s:I}",
@@ -212,15 +208,19 @@ static void add_dirs(json_t *out, const char *path, size_t plen,
 	}
 }
 
-/* The tree of m under dir ("" = the root). */
-static json_t *tree(const wstore_manifest *m, const char *dir, int recursive,
-		    const char *commit, const json_t *lc)
+/* The tree of k's checkpoint under dir ("" = the root); *err set when
+ * an oid could not be computed. */
+static json_t *tree(struct wck *k, const char *dir, int recursive,
+		    const json_t *lc, int *err)
 {
+	const wstore_manifest *m = wstore_checkpoint_manifest(k->ck);
 	size_t n = wstore_manifest_file_count(m), dl = strlen(dir);
+	const char *commit = k->commit;
 	json_t *out = json_array();
 	char *last = NULL;
 
-	for (size_t i = 0; out && i < n; i++) {
+	*err = 0;
+	for (size_t i = 0; out && i < n && *err == 0; i++) {
 		wstore_file_info fi;
 		size_t plen = dl ? dl + 1 : 0;
 
@@ -231,7 +231,7 @@ static json_t *tree(const wstore_manifest *m, const char *dir, int recursive,
 		add_dirs(out, fi.path, plen, recursive ? (size_t)-1 : 1, &last,
 			 commit, lc);
 		if (recursive || !strchr(fi.path + plen, '/'))
-			json_array_append_new(out, file_entry(&fi, lc));
+			json_array_append_new(out, file_entry(k, &fi, lc, err));
 	}
 	free(last);
 	return out;
@@ -262,6 +262,7 @@ enum MHD_Result wapi_tree(struct MHD_Connection *c, struct wreq *r,
 	const wstore_manifest *m;
 	json_t *lc = NULL, *out;
 	size_t dl;
+	int err;
 
 	if (!k)
 		return ret;
@@ -280,8 +281,13 @@ enum MHD_Result wapi_tree(struct MHD_Connection *c, struct wreq *r,
 	} else {
 		if (wquery_true(c, "expand"))
 			lc = last_commit(m, commit);
-		out = tree(m, dir, wquery_true(c, "recursive"), commit, lc);
-		ret = wreply_json(c, r, MHD_HTTP_OK, out);
+		out = tree(k, dir, wquery_true(c, "recursive"), lc, &err);
+		if (err < 0) {
+			json_decref(out);
+			ret = store_failed(c, r, err);
+		} else {
+			ret = wreply_json(c, r, MHD_HTTP_OK, out);
+		}
 	}
 	json_decref(lc);
 	free(dir);
@@ -346,7 +352,7 @@ enum MHD_Result wapi_paths_info(struct MHD_Connection *c, struct wreq *r,
 	const char *commit;
 	const wstore_manifest *m;
 	json_t *paths, *out, *lc = NULL, *v;
-	int expand;
+	int expand, err = 0;
 	size_t i;
 
 	if (!k)
@@ -366,11 +372,14 @@ enum MHD_Result wapi_paths_info(struct MHD_Connection *c, struct wreq *r,
 	json_array_foreach(paths, i, v)
 	{
 		const char *p = json_string_value(v);
-		int64_t k = wstore_manifest_find(m, p);
+		int64_t fk = wstore_manifest_find(m, p);
 		wstore_file_info fi;
 
-		if (k >= 0 && wstore_manifest_file(&fi, m, (size_t)k) == 0)
-			json_array_append_new(out, file_entry(&fi, lc));
+		if (err < 0)
+			break;
+		if (fk >= 0 && wstore_manifest_file(&fi, m, (size_t)fk) == 0)
+			json_array_append_new(out,
+					      file_entry(k, &fi, lc, &err));
 		else if (*p && has_dir(m, p))
 			json_array_append_new(
 				out, dir_entry(p, strlen(p), commit, lc));
@@ -378,5 +387,74 @@ enum MHD_Result wapi_paths_info(struct MHD_Connection *c, struct wreq *r,
 	json_decref(lc);
 	json_decref(paths);
 	wck_put(r->sv->cache, k);
+	if (err < 0) {
+		json_decref(out);
+		return store_failed(c, r, err);
+	}
+	return wreply_json(c, r, MHD_HTTP_OK, out);
+}
+
+/* Add rev -> commit to the refs answer out (a branch, or a pull request
+ * for "refs/pr/N"), unless listed already. */
+static int add_ref(json_t *out, struct wreq *r, const char *repo,
+		   const char *rev)
+{
+	int pr = !strncmp(rev, "refs/pr/", 8), known = 0, rc;
+	json_t *list = json_object_get(out, pr ? "pullRequests" : "branches");
+	char ref[300];
+	struct wck *k = NULL;
+	size_t i;
+	json_t *v;
+
+	json_array_foreach(
+		list, i,
+		v) if (!strcmp(json_string_value(json_object_get(v, "name")),
+			       rev)) return 0;
+	if ((rc = wcache_get(&k, &known, r->sv->cache, repo, rev)) < 0)
+		return rc == WSTORE_ENOTFOUND ? 0 : rc;
+	snprintf(ref, sizeof(ref), "%s%s", pr ? "" : "refs/heads/", rev);
+	json_array_append_new(list,
+			      json_pack("{s:s, s:s, s:s}", "name", rev, "ref",
+					ref, "targetCommit", k->commit));
+	wck_put(r->sv->cache, k);
+	return 0;
+}
+
+enum MHD_Result wapi_refs(struct MHD_Connection *c, struct wreq *r,
+			  const struct wtarget *t)
+{
+	json_t *out = json_pack("{s:[], s:[], s:[], s:[]}", "branches",
+				"converts", "tags", "pullRequests");
+	char **ids = NULL;
+	size_t n = 0;
+	int rc = wstore_list_model(&ids, &n, r->sv->store, t->repo);
+
+	/* each revision a READY checkpoint of the model has, at the commit
+	 * the name resolves to (the newest) */
+	for (size_t i = 0; rc >= 0 && out && i < n; i++) {
+		wstore_manifest *m = NULL;
+
+		rc = wstore_manifest_read(&m, r->sv->store, ids[i]);
+		if (rc == WSTORE_ENOTFOUND || rc == WSTORE_ECORRUPT) {
+			rc = 0;
+			continue;
+		}
+		if (rc == 0 && !strcmp(wstore_manifest_status(m), "READY") &&
+		    !strcmp(wstore_manifest_model_id(m), t->repo))
+			rc = add_ref(out, r, t->repo,
+				     wstore_manifest_revision(m));
+		wstore_manifest_free(m);
+	}
+	wstore_strings_free(ids);
+	if (rc < 0) {
+		json_decref(out);
+		return store_failed(c, r, rc);
+	}
+	if (out && !json_array_size(json_object_get(out, "branches")) &&
+	    !json_array_size(json_object_get(out, "pullRequests"))) {
+		json_decref(out);
+		return wreply_error(c, r, MHD_HTTP_NOT_FOUND, "RepoNotFound",
+				    "no READY checkpoint has that model id");
+	}
 	return wreply_json(c, r, MHD_HTTP_OK, out);
 }

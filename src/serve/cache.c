@@ -60,6 +60,8 @@ struct wcache *wcache_new(wstore_store *store, double ttl)
 
 static void wck_close(struct wck *k)
 {
+	pthread_mutex_destroy(&k->mu);
+	free(k->oids);
 	wstore_checkpoint_free(k->ck);
 	free(k->id);
 	free(k);
@@ -205,6 +207,7 @@ static int open_ck(struct wck **out, wstore_store *s, const char *id)
 		free(k);
 		return -ENOMEM;
 	}
+	pthread_mutex_init(&k->mu, NULL);
 	o.what = "serve";
 	rc = wstore_checkpoint_open_ext(&k->ck, s, id, &o);
 	/* deleted between resolving and opening */

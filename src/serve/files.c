@@ -139,12 +139,13 @@ static void body_free(void *cls)
 	free(b);
 }
 
+/* The Hub's headers of a file: ETag (oid: its git blob id, or for an LFS
+ * file its SHA-256, with X-Linked-Etag and X-Linked-Size) and the rest. */
 static void add_headers(struct MHD_Response *resp, const wstore_file_info *fi,
-			const char *commit)
+			const char *oid, const char *commit)
 {
-	char oid[WSTORE_COMMIT_LEN + 1], etag[80], sz[24];
+	char etag[80], sz[24];
 
-	wfile_oid(oid, fi);
 	snprintf(etag, sizeof(etag), "\"%s\"",
 		 wfile_is_lfs(fi) ? fi->sha256 : oid);
 	MHD_add_response_header(resp, "ETag", etag);
@@ -331,11 +332,37 @@ static enum MHD_Result first_chunk_failed(struct MHD_Connection *c,
 			    NULL, msg);
 }
 
+/* /raw/ of an LFS file: its pointer, as the Hub answers (the whole of
+ * it, whatever the Range). */
+static enum MHD_Result raw_pointer(struct MHD_Connection *c, struct wreq *r,
+				   struct wck *k, const wstore_file_info *fi)
+{
+	char ptr[256], oid[41], etag[48];
+	size_t n = wlfs_pointer(ptr, sizeof(ptr), fi);
+	struct MHD_Response *resp;
+	int rc = wfile_oid(oid, k, fi);
+
+	resp = rc < 0 ? NULL
+		      : MHD_create_response_from_buffer(n, ptr,
+							MHD_RESPMEM_MUST_COPY);
+	if (resp) {
+		snprintf(etag, sizeof(etag), "\"%s\"", oid);
+		MHD_add_response_header(resp, "ETag", etag);
+		MHD_add_response_header(resp, "X-Repo-Commit", k->commit);
+		MHD_add_response_header(resp, "Content-Type",
+					"text/plain; charset=utf-8");
+		r->whole_len = n;
+	}
+	wck_put(r->sv->cache, k);
+	return wreply(c, r, MHD_HTTP_OK, resp);
+}
+
 enum MHD_Result wfiles_resolve(struct MHD_Connection *c, struct wreq *r,
-			       const struct wtarget *t)
+			       const struct wtarget *t, int raw)
 {
 	enum MHD_Result ret = MHD_NO;
 	int head = !strcmp(r->method, "HEAD"), rg, err;
+	const char *range;
 	const wstore_manifest *m;
 	struct MHD_Response *resp;
 	struct wck *k;
@@ -343,7 +370,7 @@ enum MHD_Result wfiles_resolve(struct MHD_Connection *c, struct wreq *r,
 	wstore_file_info fi;
 	uint64_t size, a = 0, b = 0;
 	int64_t i;
-	char cr[80];
+	char cr[80], oid[41] = "";
 
 	if (wstore_validate_path(t->path) < 0)
 		return wreply_error(c, r, MHD_HTTP_NOT_FOUND, "EntryNotFound",
@@ -358,16 +385,26 @@ enum MHD_Result wfiles_resolve(struct MHD_Connection *c, struct wreq *r,
 		return wreply_error(c, r, MHD_HTTP_NOT_FOUND, "EntryNotFound",
 				    "no such file in the repository");
 	}
+	if (raw && wfile_is_lfs(&fi)) {
+		wstore_file_free(f);
+		return raw_pointer(c, r, k, &fi);
+	}
+	/* a file kept in git: its ETag is its blob id, from its bytes */
+	if (!wfile_is_lfs(&fi) && (err = wfile_oid(oid, k, &fi)) < 0) {
+		wstore_file_free(f);
+		ret = first_chunk_failed(c, r, k, fi.path, err);
+		wck_put(r->sv->cache, k);
+		return ret;
+	}
 	size = wstore_file_size(f);
-	rg = wparse_range(
-		MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Range"), size,
-		&a, &b);
+	range = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Range");
+	rg = wparse_range(range, size, &a, &b);
 	if (rg < 0) {
 		resp = MHD_create_response_from_buffer(0, NULL,
 						       MHD_RESPMEM_PERSISTENT);
 		snprintf(cr, sizeof(cr), "bytes */%" PRIu64, size);
 		if (resp) {
-			add_headers(resp, &fi, k->commit);
+			add_headers(resp, &fi, oid, k->commit);
 			MHD_add_response_header(resp, "Content-Range", cr);
 		}
 		wstore_file_free(f);
@@ -386,7 +423,7 @@ enum MHD_Result wfiles_resolve(struct MHD_Connection *c, struct wreq *r,
 		resp = make_body(r, &k, &f, a, size ? b - a + 1 : 0, head,
 				 &err);
 		if (resp)
-			add_headers(resp, &fi, keep->commit);
+			add_headers(resp, &fi, oid, keep->commit);
 		else if (err)
 			ret = first_chunk_failed(c, r, keep, fi.path, err);
 	}
@@ -398,6 +435,10 @@ enum MHD_Result wfiles_resolve(struct MHD_Connection *c, struct wreq *r,
 		snprintf(cr, sizeof(cr),
 			 "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, a, b, size);
 		MHD_add_response_header(resp, "Content-Range", cr);
+	} else if (range && size == 0) {
+		/* a client that asks bytes=0-0 to learn the size (the JS
+		 * client) reads it from Content-Range, even for no bytes */
+		MHD_add_response_header(resp, "Content-Range", "bytes */0");
 	}
 	return wreply(c, r, rg > 0 ? MHD_HTTP_PARTIAL_CONTENT : MHD_HTTP_OK,
 		      resp);

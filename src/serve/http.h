@@ -44,8 +44,10 @@ struct wck {
 	wstore_checkpoint *ck; /* with its read lease */
 	char *id;
 	char commit[WSTORE_COMMIT_LEN + 1];
-	int refs; /* under the cache's lock */
-	int dead; /* a read failed: handed to no new request */
+	int refs;	    /* under the cache's lock */
+	int dead;	    /* a read failed: handed to no new request */
+	pthread_mutex_t mu; /* guards oids */
+	char (*oids)[41];   /* git blob ids of files, "" until known */
 };
 
 struct wserve {
@@ -134,15 +136,22 @@ void wcache_sweep(struct wcache *c);
  */
 struct wck *wopen_target(struct MHD_Connection *c, struct wreq *r,
 			 const struct wtarget *t, enum MHD_Result *ret);
-/* The oid of a file: first 40 hex digits of its SHA-256 (of its key when
- * the manifest has none); the ETag of non-LFS files. */
-void wfile_oid(char out[WSTORE_COMMIT_LEN + 1], const wstore_file_info *fi);
-/* Weight files are what the Hub stores in LFS: they get an lfs record and
- * their SHA-256 as ETag. */
+/* ---- gitoid.c ---------------------------------------------------------- */
+
+/* Weight files and files over 10 MiB (with a SHA-256) are what the Hub
+ * keeps in LFS: an lfs record, their SHA-256 as ETag, a pointer on /raw/. */
 int wfile_is_lfs(const wstore_file_info *fi);
+/* The LFS pointer text of fi into out (cap >= 256); its length. */
+size_t wlfs_pointer(char *out, size_t cap, const wstore_file_info *fi);
+/* The git blob id of fi in k (of its pointer for an LFS file): the tree
+ * oid, and the ETag of a file kept in git.  0, or the store's error. */
+int wfile_oid(char out[41], struct wck *k, const wstore_file_info *fi);
 
 /* GET /api/models/{repo}[/revision/{rev}] */
 enum MHD_Result wapi_info(struct MHD_Connection *c, struct wreq *r,
+			  const struct wtarget *t);
+/* GET /api/models/{repo}/refs */
+enum MHD_Result wapi_refs(struct MHD_Connection *c, struct wreq *r,
 			  const struct wtarget *t);
 /* GET /api/models/{repo}/tree/{rev}[/{path}] */
 enum MHD_Result wapi_tree(struct MHD_Connection *c, struct wreq *r,
@@ -153,9 +162,9 @@ enum MHD_Result wapi_paths_info(struct MHD_Connection *c, struct wreq *r,
 
 /* ---- files.c ----------------------------------------------------------- */
 
-/* GET/HEAD /{repo}/resolve/{rev}/{path} */
+/* GET/HEAD /{repo}/resolve/{rev}/{path}, and /raw/ (raw != 0) */
 enum MHD_Result wfiles_resolve(struct MHD_Connection *c, struct wreq *r,
-			       const struct wtarget *t);
+			       const struct wtarget *t, int raw);
 
 /* ---- metrics.c --------------------------------------------------------- */
 

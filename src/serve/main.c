@@ -57,7 +57,8 @@ static const char help[] =
 	"                        the server's RSS)\n"
 	"\n"
 	"Endpoints: /api/models/{repo}[/revision/{rev}], /api/models/{repo}/tree/\n"
-	"{rev}[/{path}], /{repo}/resolve/{rev}/{path}, /metrics, /healthz.\n";
+	"{rev}[/{path}], /api/models/{repo}/refs, /{repo}/resolve/{rev}/{path},\n"
+	"/{repo}/raw/{rev}/{path}, /metrics, /healthz.\n";
 
 /* Print "wstore: <msg>" to stderr; returns EXIT_USAGE. */
 __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt,

@@ -118,7 +118,7 @@ int wparse_target(struct wtarget *t, enum wverb *verb, const char *rest,
 		  int api)
 {
 	static const char *const api_verbs[] = { "revision", "tree",
-						 "paths-info", NULL };
+						 "paths-info", "refs", NULL };
 	static const char *const file_verbs[] = { "resolve", "raw", NULL };
 	const char *seg[5];
 	size_t len[5], n = split(rest, seg, len, 5), k;
@@ -126,6 +126,9 @@ int wparse_target(struct wtarget *t, enum wverb *verb, const char *rest,
 	memset(t, 0, sizeof(*t));
 	/* an API call may stop after the revision; a file needs a path */
 	k = verb_at(seg, len, n, api ? api_verbs : file_verbs, api ? 1 : 3);
+	/* "refs" ends the path ({repo}/refs), and takes no revision */
+	if (api && k && seg_is(seg[k], len[k], "refs") && n != k + 1)
+		k = 0;
 	if (api && k == 0 && n <= 2)
 		k = n;
 	if (k == 0 || len[0] == 0 || (k == 2 && len[1] == 0))
@@ -139,11 +142,14 @@ int wparse_target(struct wtarget *t, enum wverb *verb, const char *rest,
 		return WPARSE_BAD_ESCAPE;
 	}
 	if (!api)
-		*verb = WVERB_RESOLVE;
+		*verb = seg_is(seg[k], len[k], "raw") ? WVERB_RAW
+						      : WVERB_RESOLVE;
 	else if (k == n || seg_is(seg[k], len[k], "revision"))
 		*verb = WVERB_INFO;
 	else if (seg_is(seg[k], len[k], "tree"))
 		*verb = WVERB_TREE;
+	else if (seg_is(seg[k], len[k], "refs"))
+		*verb = WVERB_REFS;
 	else
 		*verb = WVERB_PATHS_INFO;
 	return 0;

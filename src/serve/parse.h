@@ -22,7 +22,9 @@ enum wverb {
 	WVERB_INFO,	  /* /api/models/{repo}[/revision/{rev}] */
 	WVERB_TREE,	  /* /api/models/{repo}/tree/{rev}[/{path}] */
 	WVERB_PATHS_INFO, /* /api/models/{repo}/paths-info/{rev} */
-	WVERB_RESOLVE,	  /* /{repo}/resolve|raw/{rev}/{path} */
+	WVERB_RESOLVE,	  /* /{repo}/resolve/{rev}/{path} */
+	WVERB_RAW,	  /* /{repo}/raw/{rev}/{path} */
+	WVERB_REFS,	  /* /api/models/{repo}/refs */
 };
 
 #define WPARSE_NO_ROUTE (-1)   /* not an endpoint: 404 */

@@ -5,8 +5,10 @@
  * client) loads checkpoints with HF_ENDPOINT pointed at it.
  *
  * The folder builds wstore-serve, which `wstore serve` execs: main.c (the
- * command line), server.c (daemon, routing, auth, access log, shutdown),
- * api.c (the JSON endpoints), files.c (file downloads), metrics.c
+ * command line), server.c (daemon, routing, auth, access log, limits,
+ * shutdown), cache.c (resolved names, one handle per open checkpoint),
+ * gitoid.c (the Hub's object ids), api.c (the JSON endpoints), files.c
+ * (file downloads), metrics.c
  * (/metrics), http.h (what they share).  It uses only the public API of
  * include/wstore/.  docs/serve.md describes the protocol as served.
  */

@@ -211,11 +211,13 @@ static enum MHD_Result route_repo(struct MHD_Connection *c, struct wreq *r,
 		ret = wapi_tree(c, r, &t);
 	else if (verb == WVERB_PATHS_INFO)
 		ret = wapi_paths_info(c, r, &t);
+	else if (verb == WVERB_REFS)
+		ret = wapi_refs(c, r, &t);
 	else if (!t.path || !*t.path)
 		ret = wreply_error(c, r, MHD_HTTP_NOT_FOUND, "EntryNotFound",
 				   "no file named");
 	else
-		ret = wfiles_resolve(c, r, &t);
+		ret = wfiles_resolve(c, r, &t, verb == WVERB_RAW);
 	wtarget_free(&t);
 	return ret;
 }
@@ -255,8 +257,11 @@ static enum MHD_Result route(struct MHD_Connection *c, struct wreq *r,
 		return wreply(c, r, MHD_HTTP_OK, resp);
 	}
 	if (r->sv->o->token && !authorized(c, r->sv->token_sha))
-		return wreply_error(c, r, MHD_HTTP_UNAUTHORIZED, NULL,
-				    "missing or wrong bearer token");
+		/* the code the Hub sends with a 401: without one, 0.x
+		 * clients report a connection problem */
+		return wreply_error(c, r, MHD_HTTP_UNAUTHORIZED, "RepoNotFound",
+				    "Invalid credentials in Authorization "
+				    "header: missing or wrong bearer token");
 	if (!get && !post)
 		return wreply_error(c, r, MHD_HTTP_METHOD_NOT_ALLOWED, NULL,
 				    "method not allowed");

@@ -14,7 +14,8 @@
 #   rss_kb PID                   resident set size in kB
 #   load_clients URL FILE N SECONDS DIR
 #                                N clients download URL in a loop for
-#                                SECONDS, each result compared with FILE;
+#                                SECONDS (each at least once), each result
+#                                compared with FILE;
 #                                sets LOAD_OK and LOAD_BAD
 # (wait_for is tap.sh's.)
 _SERVE_PIDS=""
@@ -75,7 +76,11 @@ load_clients() {
 	while [ "$_i" -lt "$_n" ]; do
 		(
 			ok=0; bad=0
-			while [ "$(date +%s)" -lt "$_end" ]; do
+			# at least one download each, however late the client
+			# starts on a loaded machine
+			_first=1
+			while [ "$_first" = 1 ] || [ "$(date +%s)" -lt "$_end" ]; do
+				_first=0
 				if curl -sf "$_url" | cmp -s - "$_file"; then
 					ok=$((ok + 1))
 				else
