@@ -84,7 +84,7 @@ py_run() { # VERSION
 	pp="$HFHUB/huggingface_hub-$1/src"
 	case $1 in 1.*) pp="$pp:$HFHUB/deps-for-1.x" ;; esac
 	if [ ! -d "$HFHUB/huggingface_hub-$1/src/huggingface_hub" ]; then
-		echo "# SKIP python client $1: not unpacked in $HFHUB (set WSTORE_HFHUB_HOME)"
+		tap_skip "python client $1" "huggingface_hub $1 is not unpacked in $HFHUB (run the hfhub installer or set WSTORE_HFHUB_HOME)"
 		return 0
 	fi
 	export WSTORE_SERVE_TOKEN=$TOKEN
