@@ -153,7 +153,8 @@ EOF
 reader_python() {
 	imp h1 "$T/A"
 	check_exit "$KIND: a Python read handle raises Changed after the replacement" 0 \
-		env PYTHONPATH="$HERE/../python" WSTORE_LIBRARY="$BUILD_ABS/libwstore.so" \
+		sh -c '. "$1"; pyenv_for "$2"; shift 2; PYTHONPATH="$0" exec "$@"' \
+		"$HERE/../python" "$HERE/lib/pyenv.sh" "$BUILD_ABS/libwstore.so" \
 		$PY "$T/handle.py" "$URL" "$W" h1 "$T/B"
 	check_grep "$KIND: ... and a new handle reads the new bytes" "new handle reads the new" "$OUT"
 }

@@ -18,14 +18,7 @@ if ! out=$("$PY" -c 'import torch, numpy' 2>&1); then
 	exit 1
 fi
 export BUILD
-export WSTORE_LIBRARY="$BUILD/libwstore.so"
-# a sanitizer build (make asan): its runtime must come first in python
-asan=$(ldd "$WSTORE_LIBRARY" 2>/dev/null | awk '/libasan/ { print $3 }')
-if [ -n "$asan" ]; then
-	export LD_PRELOAD="$asan${LD_PRELOAD:+:$LD_PRELOAD}"
-	# the interpreter itself is not leak-clean; the library is checked by
-	# the C suites
-	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-fi
+. "$HERE/../lib/pyenv.sh"
+pyenv_for "$BUILD/libwstore.so"
 export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
 exec "$PY" "$HERE/test_binding.py"
