@@ -843,7 +843,8 @@ static int import_locked(struct import *im, const char *source_uri)
 int wstore_import(wstore_store *s, const wstore_import_options *o)
 {
 	struct import im = { .s = s, .o = o };
-	char lockname[WSTORE__KEY_MAX], *token = NULL, *source_uri = NULL;
+	char lockname[WSTORE__KEY_MAX], *source_uri = NULL;
+	wstore__held *token = NULL;
 	char *hub = NULL;
 	int rc = wstore_import_check(o);
 
@@ -888,7 +889,7 @@ int wstore_import(wstore_store *s, const wstore_import_options *o)
 	}
 	if (rc == 0) {
 		rc = import_locked(&im, source_uri);
-		wstore__unlock(s, lockname, token);
+		wstore__unlock(s, token);
 	}
 	free(source_uri);
 	free(hub);

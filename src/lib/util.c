@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,4 +31,17 @@ int wstore__thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
 	rc = pthread_create(t, NULL, fn, arg);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return rc;
+}
+
+/* lock-free, so that a signal handler may set it */
+static atomic_int interrupted;
+
+void wstore_interrupt(void)
+{
+	atomic_store(&interrupted, 1);
+}
+
+int wstore__interrupted(void)
+{
+	return atomic_load(&interrupted);
 }

@@ -20,4 +20,8 @@ int wstore__set_str(char **field, const char *value);
  */
 int wstore__thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 
+/* Whether wstore_interrupt was called: every wait for another process
+ * polls it. */
+int wstore__interrupted(void);
+
 #endif

@@ -832,13 +832,14 @@ static int lock_key(file_backend *fb, const char *key)
 	if (fd < 0)
 		return wstore__errc(-err, "cannot open lock of '%s' ('%s')",
 				    key, path);
-	while (flock(fd, LOCK_EX) < 0) {
-		if (errno == EINTR)
-			continue;
-		int err = errno;
-
+	err = wstore__flock_wait(fd);
+	if (err < 0) {
 		close(fd);
-		return wstore__errc(-err, "cannot lock '%s' ('%s')", key, path);
+		return err == WSTORE_EBUSY || err == WSTORE_ECANCELED
+			       ? wstore__err(err, "cannot lock '%s' ('%s'): %s",
+					     key, path, wstore_last_error())
+			       : wstore__errc(err, "cannot lock '%s' ('%s')",
+					      key, path);
 	}
 	return fd;
 }
@@ -1022,16 +1023,15 @@ struct sweep {
 
 static int sweep_dir(struct sweep *sw, int dfd, size_t len, int depth);
 
-/* Is the writer of temp file name (".tmp-<base>-<pid>-<16 hex>", made by
+/* Is the writer of temp file name (".tmp-<base>-<pid>-<tag><n>", made by
  * open_temp through durable.c) a live process?  Then its put may be
- * running, whatever the file's age: the writer renames it when done. */
+ * running, whatever the file's age: the writer renames it when done.  One
+ * that cannot be judged (another PID namespace or machine) gets the grace
+ * period like a dead one's. */
 static int temp_writer_live(const char *name)
 {
-	long pid = wstore__tmp_writer(name, WSTORE__DURABLE_KEY_TEMP);
-
-	if (pid <= 0)
-		return 0;
-	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+	return wstore__tmp_writer_state(name, WSTORE__DURABLE_KEY_TEMP) ==
+	       WSTORE__TMP_ALIVE;
 }
 
 /* One entry of the directory open as dfd, whose path is sw->path[0..len):
