@@ -28,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,7 +35,6 @@
 #include <jansson.h>
 
 #include "../common/clock.h"
-#include "backends/helpers.h"
 #include "error.h"
 #include "lock.h"
 #include "names.h"
@@ -569,17 +567,6 @@ void wstore__unlock(wstore_store *s, wstore__held *h)
 	wstore__first_err_raise(&saved);
 }
 
-/* wstore__lock_nowait: this thread's waits give up at once */
-static _Thread_local int no_wait;
-
-int wstore__lock_nowait(int on)
-{
-	int was = no_wait;
-
-	no_wait = on;
-	return was;
-}
-
 /* ---- waiting for a lock, and read-modify-write under one ---------------- */
 
 int wstore__lock_wait(wstore_store *s, const char *name, wstore__held **out)
@@ -589,7 +576,8 @@ int wstore__lock_wait(wstore_store *s, const char *name, wstore__held **out)
 
 	for (;;) {
 		rc = wstore__lock(s, name, out);
-		if (rc != WSTORE_EBUSY || no_wait || wclock_passed(&deadline))
+		if (rc != WSTORE_EBUSY || wstore__nowait() ||
+		    wclock_passed(&deadline))
 			return rc;
 		/* held only for one read and one write: poll */
 		for (int i = 0; i < 10; i++) {
@@ -601,30 +589,6 @@ int wstore__lock_wait(wstore_store *s, const char *name, wstore__held **out)
 			wclock_sleep_ms(10);
 		}
 	}
-}
-
-/* For the file store (backends/helpers.h): its update() holds a flock for
- * one read and one write. */
-int wstore__flock_wait(int fd)
-{
-	struct timespec deadline = wclock_deadline_in(30000);
-	uint64_t nap = 1;
-
-	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		if (errno != EWOULDBLOCK && errno != EINTR)
-			return -errno;
-		if (wstore__interrupted())
-			return wstore__err(WSTORE_ECANCELED,
-					   "interrupted while waiting for "
-					   "another process");
-		if (no_wait || wclock_passed(&deadline))
-			return wstore__err(WSTORE_EBUSY,
-					   "held by another process%s",
-					   no_wait ? "" : " for over 30 s");
-		wclock_sleep_ms(nap);
-		nap = nap < 32 ? nap * 2 : 50;
-	}
-	return 0;
 }
 
 int wstore__rmw(wstore_store *s, const char *key, const char *lockname,

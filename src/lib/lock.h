@@ -39,11 +39,6 @@ int wstore__lock_lost(const wstore__held *h);
  * within 100 ms of wstore_interrupt. */
 int wstore__lock_wait(wstore_store *s, const char *name, wstore__held **out);
 
-/* While on (non-zero), every wait of this thread for a lock or a file lock
- * gives up at once with WSTORE_EBUSY (for advisory writes that must never
- * hold a reader up).  Returns the previous setting. */
-int wstore__lock_nowait(int on);
-
 /* Whether the lock record rec (len bytes, may be NULL) holds its lock at
  * Unix ms now (see wstore__lock); if so its owner is described in owner. */
 int wstore__lock_record_held(const void *rec, size_t len, int64_t now,

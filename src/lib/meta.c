@@ -27,6 +27,7 @@
 #include "meta.h"
 #include "names.h"
 #include "store.h"
+#include "util.h"
 #include "wstore/lease.h"
 
 #define TOUCH_SLOTS 64

@@ -243,7 +243,8 @@ static void test_lock_stale_race(void)
 	CHECK(h2 == NULL);
 	CHECK(strstr(wstore_last_error(), "locked by pid") != NULL);
 	/* h1's record is still there */
-	CHECK_EQ_INT(wstore__get_alloc(s, "weight/locks/models/x", &cur, &n), 0);
+	CHECK_EQ_INT(wstore__get_alloc(s, "weight/locks/models/x", &cur, &n),
+		     0);
 	CHECK(cur && strstr(cur, "\"token\"") != NULL);
 	free(cur);
 	CHECK_EQ_INT(wstore__lock_lost(h1), 0);

@@ -83,7 +83,7 @@ void wstore__durable_abort(wstore__durable *d);
  * Take an exclusive flock on fd, waiting at most 30 s for another process
  * that holds it (it may be stopped: a holder's flock lasts one read and one
  * write), and never past wstore_interrupt: 0, WSTORE_EBUSY or
- * WSTORE_ECANCELED (last error set), or -errno (lock.c).
+ * WSTORE_ECANCELED (last error set), or -errno (util.c).
  */
 int wstore__flock_wait(int fd);
 
