@@ -244,10 +244,22 @@ int wstore_free_exiting(wstore_store *store);
  * '...' was left half-written by a writer that died; waiting up to 45 s
  * for Mooncake to discard it").  Not errors; fn may be called from any
  * thread that uses the store, and message is valid only during the call.
- * fn NULL turns notices off (the default).
+ * fn NULL turns notices off (the default).  May be called at any time,
+ * also while other threads use the store: once it returns, the previous
+ * fn is no longer called (so its ctx may be freed).  fn must not call
+ * wstore_set_notice itself.
  */
 typedef void (*wstore_notice_fn)(const char *message, void *ctx);
 void wstore_set_notice(wstore_store *store, wstore_notice_fn fn, void *ctx);
+/*
+ * Interrupt every wait of the library for another process (a lock, a
+ * busy record): from the next poll, within 100 ms, such waits give up with
+ * WSTORE_ECANCELED, in every thread and for every store, and keep doing
+ * so for the rest of the process.  Async-signal-safe: meant for a
+ * SIGINT/SIGTERM handler (the wstore CLI calls it).  Work that is not
+ * waiting (an import's chunks) is stopped through its progress callback.
+ */
+void wstore_interrupt(void);
 /* Backend name ("file", "mem", "redis", ...). */
 const char *wstore_backend_name(const wstore_store *store);
 
@@ -546,25 +558,28 @@ WSTORE__SIZED(int wstore_gc(wstore_gc_stats *out, wstore_store *store,
 
 /*
  * Locks are store objects "weight/locks/<name>" holding an owner record
- * (JSON {"host","pid","time","token"}).  Names: "catalog" (index updates
- * on stores without an atomic update) and "models/<checkpoint id>"
- * (imports and deletes of that id).  A lock whose owner process died on
- * this host is taken over automatically; one held from another host stays
- * until broken here.
+ * (JSON: the owner's host, pid, boot id, PID namespace and start time, a
+ * token and a lease time its holder renews; docs/format.md, "Locks").
+ * Names: "catalog" (index updates on stores without an atomic update) and
+ * "models/<checkpoint id>" (imports and deletes of that id).  A lock whose
+ * owner process is gone is taken over automatically; one whose owner
+ * cannot be judged from here (another machine or PID namespace) once its
+ * lease time has run out unrenewed.
  *
  * wstore_lock_owner: *out is the owner record (malloc'ed, caller frees;
  * the raw bytes if unparsable), *out_live 1 if the owner is a live process
- * on this host, 0 if it is a dead one on this host or the record is
- * unreadable, -1 if it ran on another host (cannot tell).  WSTORE_ENOTFOUND
+ * of this machine and PID namespace, 0 if it is a dead one, -1 if it
+ * cannot be told (another machine or PID namespace, a record of an older
+ * wstore whose pid is not found, an unreadable record).  WSTORE_ENOTFOUND
  * when the lock is not held.
  */
 int wstore_lock_owner(char **out, int *out_live, wstore_store *store,
 		      const char *name);
 /*
- * Remove lock name.  Without force, a lock whose owner is alive on this
- * host is refused with WSTORE_EBUSY.  WSTORE_ENOTFOUND if not held.
- * Breaking the lock of a running import or delete lets another one run
- * beside it: use only for owners that are gone.
+ * Remove lock name.  Without force, a lock whose owner is alive (as
+ * wstore_lock_owner says 1) is refused with WSTORE_EBUSY.  WSTORE_ENOTFOUND if
+ * not held. Breaking the lock of a running import or delete lets another one
+ * run beside it: use only for owners that are gone.
  */
 int wstore_lock_break(wstore_store *store, const char *name, int force);
 

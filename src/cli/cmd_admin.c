@@ -66,9 +66,10 @@ int cmd_admin_unlock(struct cli *c, int argc, char **argv)
 	if (rc == 0) {
 		if (!c->json)
 			printf("lock '%s' owner: %s%s\n", name, rec,
-			       live == 1   ? " (alive on this host)"
-			       : live == 0 ? " (gone)"
-					   : " (another host)");
+			       live == 1 ? " (alive on this host)"
+			       : live == 0
+				       ? " (gone)"
+				       : " (cannot tell: another host or PID namespace)");
 		rc = wstore_lock_break(s, name, force);
 	}
 	cli_close_store(s);

@@ -28,6 +28,8 @@ static void on_signal(int sig)
 {
 	(void)sig;
 	interrupted = 1;
+	/* waits for other processes (locks) end too */
+	wstore_interrupt();
 }
 
 void cli_catch_signals(void)

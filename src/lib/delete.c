@@ -99,10 +99,12 @@ static int mark_deleting(wstore_store *s, wstore_manifest *m, const char *mkey,
 }
 
 /*
- * Wait until id has no live read lease; deadline_ms is Unix ms (< 0: no
- * limit).  WSTORE_EBUSY naming the holders once the deadline has passed.
+ * Wait until id has no live read lease; deadline is a monotonic deadline
+ * (clock.h; NULL: no limit).  WSTORE_EBUSY naming the holders once it has
+ * passed.
  */
-static int drain(wstore_store *s, const char *id, int64_t deadline_ms,
+static int drain(wstore_store *s, const char *id,
+		 const struct timespec *deadline,
 		 const wstore_delete_options *o)
 {
 	char desc[1024];
@@ -115,7 +117,7 @@ static int drain(wstore_store *s, const char *id, int64_t deadline_ms,
 			return rc;
 		if (n == 0)
 			return 0;
-		if (deadline_ms >= 0 && wclock_wall_ms() >= deadline_ms)
+		if (deadline && wclock_passed(deadline))
 			return wstore__err(WSTORE_EBUSY,
 					   "checkpoint '%s' is being read "
 					   "(%zu lease%s): %s",
@@ -125,7 +127,7 @@ static int drain(wstore_store *s, const char *id, int64_t deadline_ms,
 					   "delete of '%s' interrupted while "
 					   "waiting for readers: %s",
 					   id, desc);
-		usleep(100000); /* poll: leases end in other processes */
+		wclock_sleep_ms(100); /* poll: leases end in other processes */
 	}
 }
 
@@ -178,9 +180,8 @@ static int delete_locked(wstore_store *s, const char *id,
 			 const wstore_delete_options *o)
 {
 	char mkey[WSTORE__KEY_MAX], key[WSTORE__KEY_MAX], *orig = NULL;
-	int64_t deadline = !o		    ? 0
-			   : o->wait_ms < 0 ? -1
-					    : wclock_wall_ms() + o->wait_ms;
+	struct timespec deadline = wclock_deadline_in(
+		o && o->wait_ms > 0 ? (uint64_t)o->wait_ms : 0);
 	wstore_manifest *m = NULL;
 	size_t olen = 0;
 	int rc;
@@ -232,7 +233,7 @@ static int delete_locked(wstore_store *s, const char *id,
 		wstore_manifest_free(copy);
 	}
 	if (rc == 0 && o && !o->force) {
-		rc = drain(s, id, deadline, o);
+		rc = drain(s, id, o->wait_ms < 0 ? NULL : &deadline, o);
 		if (rc == WSTORE_EBUSY || rc == WSTORE_ECANCELED)
 			rc = restore(rc, s, m, mkey, orig, olen);
 	}
@@ -271,14 +272,17 @@ static int delete_when_full(wstore_store *s, const char *id,
 			    const char *lockname, int full_rc,
 			    const wstore_delete_options *o)
 {
-	char mkey[WSTORE__KEY_MAX], key[WSTORE__KEY_MAX], *token = NULL;
+	char mkey[WSTORE__KEY_MAX], key[WSTORE__KEY_MAX];
+	wstore__held *token = NULL;
 	char why[512];
 	wstore_manifest *m = NULL;
-	int64_t deadline = o->wait_ms < 0 ? -1 : wclock_wall_ms() + o->wait_ms;
+	struct timespec deadline =
+		wclock_deadline_in(o->wait_ms > 0 ? (uint64_t)o->wait_ms : 0);
 	int rc;
 
 	/* leases are only read here: readers go first, full or not */
-	if (!o->force && (rc = drain(s, id, deadline, o)) < 0)
+	if (!o->force &&
+	    (rc = drain(s, id, o->wait_ms < 0 ? NULL : &deadline, o)) < 0)
 		return rc;
 	rc = wstore_manifest_read(&m, s, id);
 	snprintf(why, sizeof(why), "%s", wstore_last_error());
@@ -318,7 +322,7 @@ static int delete_when_full(wstore_store *s, const char *id,
 	}
 	if (rc == 0)
 		delete_extras(s, id);
-	wstore__unlock(s, lockname, token);
+	wstore__unlock(s, token);
 	wstore_manifest_free(m);
 	return rc;
 }
@@ -338,7 +342,9 @@ int wstore_delete_ext(wstore_store *s, const char *id,
 {
 	wstore_delete_options oc;
 	const wstore_delete_options *o = &oc;
-	char lockname[WSTORE__KEY_MAX], *token = NULL;
+	char lockname[WSTORE__KEY_MAX];
+	struct timespec now = wclock_deadline_in(0);
+	wstore__held *token = NULL;
 	int rc = wstore_validate_checkpoint_id(id);
 
 	if (rc < 0 || (rc = wstore__delete_opts(&oc, src)) < 0)
@@ -356,9 +362,9 @@ int wstore_delete_ext(wstore_store *s, const char *id,
 		return rc;
 	/* refuse before touching anything when there is no waiting */
 	if (!o->force && o->wait_ms == 0)
-		rc = drain(s, id, 0, NULL);
+		rc = drain(s, id, &now, NULL);
 	if (rc == 0)
 		rc = delete_locked(s, id, o);
-	wstore__unlock(s, lockname, token);
+	wstore__unlock(s, token);
 	return rc;
 }

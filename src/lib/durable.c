@@ -5,11 +5,19 @@
  *
  * The temp name does not contain the final name (the file store's form
  * holds at most 200 bytes of it), so a final name as long as NAME_MAX
- * still gets a temp name that fits; it is unique per writer (pid and a
- * process-wide counter, or random bits), so two threads writing the same
- * final name never touch each other's partial file, and it names the pid
- * so that gc and pull tell a live writer's temp file from a dead one's.  The
- * mode is given to openat: no process-wide umask games in a threaded library.
+ * still gets a temp name that fits; it is unique per writer (pid, owner
+ * tag and a process-wide counter), so two threads writing the same final
+ * name never touch each other's partial file, and it names its writer
+ * (pid and owner tag, owner.h) so that gc and pull tell a live writer's
+ * temp file from a dead one's, also across PID namespaces:
+ *
+ *   file store   .tmp-<name>-<pid>-<12 hex tag><4 hex counter>
+ *   local files  .wstore-tmp-<pid>-<12 hex tag>-<counter>
+ *
+ * (older versions wrote 16 random hex digits, and ".wstore-tmp-<pid>-<n>";
+ * both parse as before, the first judged UNKNOWN, the second by its pid.)
+ * The mode is given to openat: no process-wide umask games in a threaded
+ * library.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,28 +37,19 @@
 
 static atomic_uint tmp_seq;
 
-/* The 16 hex digits of a file store temp name: random, so that writers
- * with one pid in different pid namespaces rarely meet (O_EXCL settles
- * it when they do). */
-static uint64_t rand64(void)
-{
-	static _Atomic uint64_t counter;
-	uint64_t r;
-
-	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
-		r = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull;
-	return r ^ atomic_fetch_add(&counter, 1);
-}
-
 static void tmp_name(wstore__durable *d, const char *name)
 {
+	char tag[WSTORE__OWNER_TAG_LEN + 1];
+	unsigned n = atomic_fetch_add(&tmp_seq, 1);
+
+	wstore__owner_tag(tag);
 	if (d->flags & WSTORE__DURABLE_KEY_TEMP)
 		/* keep the name below NAME_MAX whatever name's length */
-		snprintf(d->tmp, sizeof(d->tmp), ".tmp-%.200s-%ld-%016llx",
-			 name, (long)getpid(), (unsigned long long)rand64());
+		snprintf(d->tmp, sizeof(d->tmp), ".tmp-%.200s-%ld-%s%04x", name,
+			 (long)getpid(), tag, n & 0xffffu);
 	else
-		snprintf(d->tmp, sizeof(d->tmp), WSTORE__TMP_TAG "%ld-%u",
-			 (long)getpid(), atomic_fetch_add(&tmp_seq, 1));
+		snprintf(d->tmp, sizeof(d->tmp), WSTORE__TMP_TAG "%ld-%s-%u",
+			 (long)getpid(), tag, n);
 }
 
 int wstore__durable_open_flags(wstore__durable *d, int dirfd, const char *name,
@@ -202,11 +200,54 @@ long wstore__tmp_writer(const char *name, unsigned flags)
 						: local_tmp_pid(name);
 }
 
+/* The owner tag of a temp name whose pid is known: the 12 hex digits
+ * after "-<pid>-" at the end (file store) or before "-<counter>" (local);
+ * NULL when the name has none. */
+static const char *tmp_tag(const char *name, unsigned flags, char *out)
+{
+	const char *p;
+	size_t n = strlen(name);
+
+	if (flags & WSTORE__DURABLE_KEY_TEMP) {
+		p = name + n - 16;
+	} else {
+		p = strstr(name, WSTORE__TMP_TAG) + strlen(WSTORE__TMP_TAG);
+		p += strspn(p, "0123456789");
+		if (*p++ != '-')
+			return NULL;
+	}
+	if (strspn(p, "0123456789abcdef") < WSTORE__OWNER_TAG_LEN)
+		return NULL;
+	if (!(flags & WSTORE__DURABLE_KEY_TEMP) &&
+	    p[WSTORE__OWNER_TAG_LEN] != '-')
+		return NULL;
+	memcpy(out, p, WSTORE__OWNER_TAG_LEN);
+	out[WSTORE__OWNER_TAG_LEN] = '\0';
+	return out;
+}
+
+int wstore__tmp_writer_state(const char *name, unsigned flags)
+{
+	char tag[WSTORE__OWNER_TAG_LEN + 1];
+	long pid = wstore__tmp_writer(name, flags);
+
+	if (pid <= 0)
+		return WSTORE__TMP_NOT;
+	if (tmp_tag(name, flags, tag)) {
+		switch (wstore__owner_tag_judge(pid, tag)) {
+		case WSTORE__OWNER_ALIVE: return WSTORE__TMP_ALIVE;
+		case WSTORE__OWNER_DEAD: return WSTORE__TMP_DEAD;
+		default: return WSTORE__TMP_UNKNOWN;
+		}
+	}
+	/* an older local name: its pid, as that version judged it */
+	if (!(flags & WSTORE__DURABLE_KEY_TEMP))
+		return wstore__pid_gone(pid) ? WSTORE__TMP_DEAD
+					     : WSTORE__TMP_ALIVE;
+	return WSTORE__TMP_UNKNOWN;
+}
+
 int wstore__tmp_is_stale(const char *name)
 {
-	long pid = local_tmp_pid(name);
-
-	if (pid <= 0 || pid == (long)getpid())
-		return 0;
-	return wstore__pid_gone(pid);
+	return wstore__tmp_writer_state(name, 0) == WSTORE__TMP_DEAD;
 }

@@ -17,10 +17,11 @@
 
 #include "backends/helpers.h"
 
-/* Temp names are ".wstore-tmp-<pid>-<n>": short enough to fit in any
- * directory whatever the final name's length, unique per writer (n is a
- * per-process counter, so threads never share one), and naming the pid so
- * that leftovers of a dead process can be found (wstore__tmp_is_stale). */
+/* Temp names are ".wstore-tmp-<pid>-<owner tag>-<n>": short enough to fit
+ * in any directory whatever the final name's length, unique per writer (n
+ * is a per-process counter, so threads never share one), and naming the
+ * writer (owner.h) so that leftovers of a dead process can be found
+ * (wstore__tmp_is_stale, wstore__tmp_writer_state in backends/helpers.h). */
 #define WSTORE__TMP_TAG ".wstore-tmp-"
 
 /* wstore__durable_open_flags with no flags: a regular target, synced. */
@@ -35,7 +36,8 @@ int wstore__durable_open(wstore__durable *d, int dirfd, mode_t mode,
 int wstore__check_target(int dirfd, const char *name, const char *what);
 
 /* Whether name is a temp file of this module left by a process that is
- * gone (also the older ".<name>.wstore-tmp-<pid>" form). */
+ * provably gone (wstore__tmp_writer_state says WSTORE__TMP_DEAD; also the
+ * older ".<name>.wstore-tmp-<pid>" form, by its pid). */
 int wstore__tmp_is_stale(const char *name);
 
 #endif

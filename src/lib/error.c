@@ -5,6 +5,7 @@
  * failed (key, file, server); the code itself says what kind of failure it
  * was.  Codes >= WSTORE_ERR_LAST and < 0 that are not wstore's are -errno.
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -153,19 +154,42 @@ int wstore_backend_error(int code, const char *fmt, ...)
 }
 
 /* Here and not in store.c: backends call it, and store.c calls backends. */
+/* Guards every backend's notice and notice_ctx: set from the caller's
+ * thread, read from any thread of the store.  A delivery holds it for
+ * reading during the call, so that once wstore_set_notice returns no
+ * thread calls the previous fn any more (its ctx may then be freed). */
+static pthread_rwlock_t notice_lock = PTHREAD_RWLOCK_INITIALIZER;
+
+static int has_notice_fields(const wstore_backend *b)
+{
+	/* a backend built before the field has no room for it */
+	return b && offsetof(wstore_backend, notice_ctx) + sizeof(void *) <=
+			    b->struct_size;
+}
+
+void wstore__notice_set(wstore_backend *b, void (*fn)(const char *, void *),
+			void *ctx)
+{
+	if (!has_notice_fields(b))
+		return;
+	pthread_rwlock_wrlock(&notice_lock);
+	b->notice = fn;
+	b->notice_ctx = ctx;
+	pthread_rwlock_unlock(&notice_lock);
+}
+
 void wstore_backend_notice(wstore_backend *b, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
 
-	/* a backend built before the field has no room for it */
-	if (!b ||
-	    offsetof(wstore_backend, notice_ctx) + sizeof(void *) >
-		    b->struct_size ||
-	    !b->notice)
+	if (!has_notice_fields(b))
 		return;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	b->notice(msg, b->notice_ctx);
+	pthread_rwlock_rdlock(&notice_lock);
+	if (b->notice)
+		b->notice(msg, b->notice_ctx);
+	pthread_rwlock_unlock(&notice_lock);
 }

@@ -36,4 +36,9 @@ void wstore__redact(char *s);
  * NULL), cleared; wstore_open_flags moves it to the store. */
 char *wstore__take_warning(void);
 
+/* Set b's notice callback (wstore_set_notice): safe while other threads
+ * of the store deliver notices; returns once none calls the old one. */
+void wstore__notice_set(wstore_backend *b, void (*fn)(const char *, void *),
+			void *ctx);
+
 #endif

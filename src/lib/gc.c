@@ -5,7 +5,9 @@
  * What gc removes: keys under "weight/models/{ckpt}/" that are neither the
  * checkpoint's manifest nor a chunk listed by some manifest (READY or
  * FAILED), the import intent records "weight/intents/models/{ckpt}" of
- * imports that are no longer running, and on the file store the temp
+ * imports that are no longer running, the pin and last-read records
+ * "weight/meta/models/{ckpt}" of checkpoints without a manifest, and on
+ * the file store the temp
  * files of puts older than the grace period.  Crashed imports leave the
  * first two kinds (chunks written before the FAILED manifest could be, and
  * their intent record), crashed puts the third.
@@ -35,6 +37,7 @@
 
 #include <jansson.h>
 
+#include "../common/clock.h"
 #include "abi.h"
 #include "backends/helpers.h"
 #include "error.h"
@@ -51,6 +54,7 @@
 static const char models_prefix[] = "weight/models/";
 static const char locks_prefix[] = "weight/locks/models/";
 static const char intents_prefix[] = "weight/intents/models/";
+static const char meta_prefix[] = "weight/meta/models/";
 
 /* A growable array of strings, sorted once filled. */
 struct strv {
@@ -184,6 +188,17 @@ static int on_intent_key(const char *key, void *ctx)
 	return add_id(g, key, sizeof(intents_prefix) - 1);
 }
 
+/* a pin and last-read record whose checkpoint may be gone (a delete cut
+ * short, or a reader of an id that never existed, before readers checked) */
+static int on_meta_key(const char *key, void *ctx)
+{
+	struct gc *g = ctx;
+
+	if (strchr(key + sizeof(meta_prefix) - 1, '/'))
+		return 0;
+	return add_id(g, key, sizeof(meta_prefix) - 1);
+}
+
 /* Pass 1 and 2: what exists, and what every readable manifest lists. */
 static int collect(struct gc *g)
 {
@@ -194,6 +209,8 @@ static int collect(struct gc *g)
 		rc = b->list(b, locks_prefix, on_lock_key, g);
 	if (rc == 0)
 		rc = b->list(b, intents_prefix, on_intent_key, g);
+	if (rc == 0)
+		rc = b->list(b, meta_prefix, on_meta_key, g);
 	if (rc)
 		return rc;
 	strv_sort(&g->keys);
@@ -213,32 +230,6 @@ static int collect(struct gc *g)
 	strv_sort(&g->refs);
 	wstore__clear_err();
 	return 0;
-}
-
-/* ---- lock owner records ---------------------------------------------- */
-
-/* 1 alive on this host, 0 dead here or unreadable, -1 another host. */
-static int owner_live(const char *rec, size_t len)
-{
-	char host[256];
-	json_t *j = json_loadb(rec, len, 0, NULL);
-	const char *h;
-	long long pid;
-	int live = 0;
-
-	if (!j)
-		return 0;
-	h = json_string_value(json_object_get(j, "host"));
-	pid = json_integer_value(json_object_get(j, "pid"));
-	wstore__owner_host(host, sizeof(host));
-	if (h && pid > 0) {
-		if (strcmp(h, host) != 0)
-			live = -1;
-		else if (!wstore__owner_gone(h, pid))
-			live = 1;
-	}
-	json_decref(j);
-	return live;
 }
 
 static void skip(struct gc *g, const char *id, int code, const char *msg)
@@ -318,18 +309,29 @@ static void drop_intent(struct gc *g, const char *id)
 	remove_orphan(g, key);
 }
 
+/* With the id's lock held and no manifest, nothing can pin or read the
+ * checkpoint: its pin and last-read record goes. */
+static void drop_meta(struct gc *g, const char *id)
+{
+	char key[WSTORE__KEY_MAX];
+
+	wstore__key_meta(key, id);
+	remove_orphan(g, key);
+}
+
 /* Dry run: no lock taken; a live owner's checkpoint is skipped. */
 static int lock_is_live(struct gc *g, const char *id, char *owner, size_t cap)
 {
-	char key[WSTORE__KEY_MAX], *rec = NULL;
+	char key[WSTORE__KEY_MAX], *rec = NULL, who[320];
 	size_t n = 0;
 	int live = 0;
 
 	snprintf(key, sizeof(key), "%s%s", locks_prefix, id);
-	if (wstore__get_alloc(g->s, key, &rec, &n) == 0) {
-		live = owner_live(rec, n) != 0;
-		snprintf(owner, cap, "locked by %.*s", (int)(n < 300 ? n : 300),
-			 rec);
+	if (wstore__get_alloc(g->s, key, &rec, &n) == 0 &&
+	    wstore__lock_record_held(rec, n, wclock_wall_ms(), who,
+				     sizeof(who))) {
+		live = 1;
+		snprintf(owner, cap, "locked by %s", who);
 	}
 	free(rec);
 	wstore__clear_err();
@@ -353,7 +355,8 @@ static int being_read(struct gc *g, const char *id, char *msg, size_t cap)
 
 static void gc_id(struct gc *g, const char *id)
 {
-	char lockname[WSTORE__KEY_MAX], *token = NULL, msg[1024];
+	char lockname[WSTORE__KEY_MAX], msg[1024];
+	wstore__held *token = NULL;
 	wstore_manifest *m = NULL;
 	int rc;
 
@@ -377,7 +380,7 @@ static void gc_id(struct gc *g, const char *id)
 	}
 	if (being_read(g, id, msg, sizeof(msg))) {
 		skip(g, id, WSTORE_EBUSY, msg);
-		wstore__unlock(g->s, lockname, token);
+		wstore__unlock(g->s, token);
 		return;
 	}
 	rc = wstore_manifest_read(&m, g->s, id);
@@ -386,17 +389,21 @@ static void gc_id(struct gc *g, const char *id)
 			 wstore_last_error(), id);
 		skip(g, id, rc, msg);
 	} else if (rc == 0 || rc == WSTORE_ENOTFOUND) {
+		int absent = rc == WSTORE_ENOTFOUND;
+
 		rc = sweep_id(g, id, m);
 		if (rc < 0)
 			gc_fail(g, rc);
 		else
 			drop_intent(g, id);
+		if (rc >= 0 && absent)
+			drop_meta(g, id);
 	} else {
 		gc_fail(g, rc);
 	}
 	wstore_manifest_free(m);
 	/* also removes a stale lock of a dead owner, taken over above */
-	wstore__unlock(g->s, lockname, token);
+	wstore__unlock(g->s, token);
 }
 
 /* ---- temp files ------------------------------------------------------- */
@@ -507,6 +514,19 @@ static int lock_record(char **out, size_t *out_len, wstore_store *s,
 	return rc;
 }
 
+/* 1 alive, 0 dead, -1 cannot tell (another kernel or PID namespace, an
+ * older record, an unreadable one) (owner.c) */
+static int owner_state(const char *rec, size_t len)
+{
+	json_t *j = json_loadb(rec, len, 0, NULL);
+	enum wstore__liveness live = wstore__owner_judge_json(j);
+
+	json_decref(j);
+	return live == WSTORE__OWNER_ALIVE  ? 1
+	       : live == WSTORE__OWNER_DEAD ? 0
+					    : -1;
+}
+
 int wstore_lock_owner(char **out, int *out_live, wstore_store *s,
 		      const char *name)
 {
@@ -520,7 +540,7 @@ int wstore_lock_owner(char **out, int *out_live, wstore_store *s,
 	if (rc)
 		return rc;
 	if (out_live)
-		*out_live = owner_live(rec, n);
+		*out_live = owner_state(rec, n);
 	/* for display on one line: no control bytes, no trailing space */
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)rec[i] < 0x20 || rec[i] == 0x7f)
@@ -539,7 +559,7 @@ int wstore_lock_break(wstore_store *s, const char *name, int force)
 
 	if (rc)
 		return rc;
-	live = owner_live(rec, n);
+	live = owner_state(rec, n);
 	if (live == 1 && !force) {
 		free(rec);
 		return wstore__err(

@@ -434,7 +434,8 @@ int wstore_import_from(wstore_store *s, const wstore_import_options *given,
 	wstore_import_options oc;
 	const wstore_import_options *o = &oc;
 	struct import im = { .s = s, .o = o };
-	char lockname[WSTORE__KEY_MAX], *token = NULL, *source_uri = NULL;
+	char lockname[WSTORE__KEY_MAX], *source_uri = NULL;
+	wstore__held *token = NULL;
 	char *hub = NULL;
 	int rc = wstore_import_check(given);
 
@@ -474,7 +475,7 @@ int wstore_import_from(wstore_store *s, const wstore_import_options *given,
 	}
 	if (rc == 0) {
 		rc = import_locked(&im, source_uri);
-		wstore__unlock(s, lockname, token);
+		wstore__unlock(s, token);
 	}
 	free(source_uri);
 	free(hub);

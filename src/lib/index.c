@@ -179,7 +179,8 @@ static int edit_fn(void **out, size_t *out_len, const void *old, size_t old_len,
 /* Without an atomic update: read-modify-write under the catalog lock. */
 static int update_locked(wstore_store *s, const char *key, struct edit *e)
 {
-	char *token = NULL, *old = NULL;
+	wstore__held *token = NULL;
+	char *old = NULL;
 	void *nv = NULL;
 	size_t old_len = 0, nlen = 0;
 	int rc;
@@ -199,7 +200,7 @@ static int update_locked(wstore_store *s, const char *key, struct edit *e)
 		rc = wstore__replace(s, key, nv, nlen);
 	free(old);
 	free(nv);
-	wstore__unlock(s, "catalog", token);
+	wstore__unlock(s, token);
 	return rc > 0 ? 0 : rc;
 }
 

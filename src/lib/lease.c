@@ -15,8 +15,9 @@
  *    one under the lock "weight/locks/leases/{ckpt}" (lock.c).  Every
  *    write also drops the records that have expired.
  *
- * A record is one line of JSON: {"expires_ms","holder","host","pid",
- * "since_ms","ttl_ms","what"}.  The reader takes its lease before it reads
+ * A record is one line of JSON: {"boot_id","expires_ms","holder","host",
+ * "pid","pidns","since_ms","start","ttl_ms","what"}, the owner fields those
+ * of owner.h.  The reader takes its lease before it reads
  * the manifest, and a delete (delete.c) checks for leases after it has
  * marked the manifest FAILED: so every reader that saw READY is seen by
  * the delete.  Reading and judging the leases of a checkpoint is leases.c;
@@ -54,7 +55,7 @@ struct wstore_lease {
 	char holder[WSTORE__KEY_MAX / 2];
 	char key[WSTORE__KEY_MAX];
 	char what[65];
-	char host[256];
+	wstore__owner me;
 	int64_t since_ms;
 	uint64_t ttl_ms;
 	pthread_t thread;
@@ -92,19 +93,21 @@ void wstore__lease_set_lock(char *out, const char *id)
 
 static json_t *record_json(const wstore_lease *l, int64_t now)
 {
-	return json_pack("{s:I, s:s, s:s, s:I, s:I, s:I, s:s}", "expires_ms",
-			 (json_int_t)(now + (int64_t)l->ttl_ms), "holder",
-			 l->holder, "host", l->host, "pid",
-			 (json_int_t)getpid(), "since_ms",
-			 (json_int_t)l->since_ms, "ttl_ms",
-			 (json_int_t)l->ttl_ms, "what", l->what);
+	json_t *j = json_pack("{s:I, s:s, s:I, s:I, s:s}", "expires_ms",
+			      (json_int_t)(now + (int64_t)l->ttl_ms), "holder",
+			      l->holder, "since_ms", (json_int_t)l->since_ms,
+			      "ttl_ms", (json_int_t)l->ttl_ms, "what", l->what);
+
+	if (j && wstore__owner_to_json(j, &l->me) < 0) {
+		json_decref(j);
+		return NULL;
+	}
+	return j;
 }
 
 int wstore__lease_holder_dead(json_t *j)
 {
-	return wstore__owner_gone(
-		json_string_value(json_object_get(j, "host")),
-		json_integer_value(json_object_get(j, "pid")));
+	return wstore__owner_judge_json(j) == WSTORE__OWNER_DEAD;
 }
 
 /* ---- the lease set (stores without list) --------------------------------- */
@@ -233,11 +236,10 @@ static void *renew_main(void *arg)
 static void make_holder(wstore_lease *l)
 {
 	unsigned char r[8] = { 0 };
-	char host[256] = "", hex[17];
+	const char *host = l->me.host;
+	char hex[17];
 	size_t j = 0;
 
-	wstore__owner_host(host, sizeof(host));
-	snprintf(l->host, sizeof(l->host), "%s", host);
 	/* the holder is a key segment: letters, digits, '-' and '_' only */
 	for (size_t i = 0; host[i] && j < 100; i++)
 		l->holder[j++] =
@@ -258,7 +260,7 @@ static void make_holder(wstore_lease *l)
 	for (int i = 0; i < 8; i++)
 		sprintf(hex + 2 * i, "%02x", r[i]);
 	snprintf(l->holder + j, sizeof(l->holder) - j, ".%ld.%s",
-		 (long)getpid(), hex);
+		 (long)l->me.pid, hex);
 }
 
 static int check_what(const char *what)
@@ -292,6 +294,7 @@ int wstore_lease_take(wstore_lease **out, wstore_store *s, const char *id,
 	l->s = s;
 	snprintf(l->id, sizeof(l->id), "%s", id);
 	snprintf(l->what, sizeof(l->what), "%s", what ? what : "read");
+	wstore__owner_self(&l->me);
 	make_holder(l);
 	wstore__key_lease(l->key, id, l->holder);
 	l->ttl_ms = lease_ttl();

@@ -40,8 +40,8 @@ int wstore__leases_purge(wstore_store *s, const char *id);
 /* The lease set of id (stores that cannot list) and the name of its lock. */
 void wstore__lease_set_key(char *out, const char *id);
 void wstore__lease_set_lock(char *out, const char *id);
-/* A record whose holder ran on this host and is gone holds nothing,
- * whatever its expiry says (as for locks). */
+/* A record whose holder is judged dead (owner.h: same machine and PID
+ * namespace, process gone) holds nothing, whatever its expiry says. */
 int wstore__lease_holder_dead(json_t *rec);
 
 #endif

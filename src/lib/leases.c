@@ -238,7 +238,9 @@ size_t wstore_leases_count(const wstore_leases *ls)
 int wstore_leases_get(wstore_lease_info *out, const wstore_leases *ls, size_t i)
 {
 	if (!ls || i >= ls->n)
-		return WSTORE_ERANGE;
+		return wstore__err(WSTORE_ERANGE,
+				   "no lease %zu: the list holds %zu", i,
+				   ls ? ls->n : 0);
 	out->holder = ls->v[i].holder;
 	out->host = ls->v[i].host;
 	out->pid = ls->v[i].pid;

@@ -2,19 +2,29 @@
  * lock.c - exclusive locks stored in the store itself, so that they work
  * across processes and machines: one per checkpoint id (import and delete
  * of an id never run at once) and one for the catalog on stores that lack
- * an atomic update (index objects are then updated under it).
+ * an atomic update (index objects are then updated under it).  Also the
+ * wait for a lock and the read-modify-write of small records under one.
  *
- * A lock is the object "weight/locks/<name>" holding an owner record
- * {"host","pid","time","token"}.  It is taken with the backend's atomic
- * update where there is one, else with put_new, else (write-once stores)
- * with put and a read back: the first writer's record is the one kept.
- * A lock whose owner ran on this host and whose pid is gone is stale and
- * is taken over; a lock held by another host is only broken by an explicit
- * `wstore admin unlock` (docs/format.md).
+ * A lock is the object "weight/locks/<name>" holding an owner record, one
+ * line of JSON built with jansson: the owner's identity (owner.h: host,
+ * pid, boot id, PID namespace, start time), "time" (Unix s when taken),
+ * "token" (128 random bits) and a lease time, "expires_ms" and "ttl_ms",
+ * that a thread of the holder renews every TTL/3 for as long as it holds
+ * the lock.  It is taken with the backend's atomic update where there is
+ * one, else with put_new, else (write-once stores) with put and a read
+ * back: the first writer's record is the one kept.
+ *
+ * A lock is free when absent or empty, when its owner is DEAD (owner.c),
+ * or when its owner is UNKNOWN (another kernel, another PID namespace)
+ * and its lease time has run out.  An unparsable record holds the lock
+ * (until `wstore admin unlock`): a record we cannot read is never free.
+ * Records of older versions (no lease time) are judged in
+ * docs/format.md, "Locks".
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,15 +34,41 @@
 
 #include <jansson.h>
 
+#include "../common/clock.h"
 #include "error.h"
 #include "lock.h"
 #include "names.h"
 #include "owner.h"
 #include "store.h"
+#include "util.h"
+
+#define LOCK_TTL_DEFAULT_MS 60000
+#define LOCK_TTL_MIN_MS 100
+#define LOCK_TTL_MAX_MS (24LL * 3600 * 1000)
+/* how long wstore__lock_wait waits for a lock held by others */
+#define LOCK_WAIT_MS 30000
+
+struct wstore__held {
+	wstore_store *s;
+	char name[WSTORE__KEY_MAX];
+	char key[WSTORE__KEY_MAX];
+	unsigned renewals;
+	char token[33];
+	wstore__owner me;
+	int64_t since_s;
+	uint64_t ttl_ms;
+	pthread_t thread;
+	int started;
+	pthread_mutex_t mu; /* guards stop */
+	pthread_cond_t cv;
+	int stop;
+	atomic_int lost;
+};
 
 struct lock_ctx {
-	const char *record;
-	char owner[256]; /* description of a live owner, for messages */
+	wstore__held *h;
+	int64_t now;
+	char owner[320]; /* description of a live owner, for messages */
 };
 
 static void lock_key(char *out, const char *name)
@@ -40,200 +76,526 @@ static void lock_key(char *out, const char *name)
 	snprintf(out, WSTORE__KEY_MAX, "weight/locks/%s", name);
 }
 
-static char *make_record(char token[33])
+/* The two renewal slots of lock name on stores without an atomic update
+ * (see renew_plain). */
+static void beat_key(char *out, const char *name, unsigned slot)
+{
+	snprintf(out, WSTORE__KEY_MAX, "weight/leases/locks/%.400s.%u", name,
+		 slot & 1u);
+}
+
+static uint64_t lock_ttl(void)
+{
+	const char *e = getenv("WSTORE_LOCK_TTL_MS");
+	char *end;
+	long long v;
+
+	if (!e || !*e)
+		return LOCK_TTL_DEFAULT_MS;
+	v = strtoll(e, &end, 10);
+	if (*end || v < LOCK_TTL_MIN_MS || v > LOCK_TTL_MAX_MS)
+		return LOCK_TTL_DEFAULT_MS;
+	return (uint64_t)v;
+}
+
+static void make_token(char token[33])
 {
 	unsigned char r[16];
-	char host[256] = "";
-	char *rec;
 
 	if (getrandom(r, sizeof(r), 0) != sizeof(r)) {
 		uint64_t t = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 
 		memcpy(r, &t, sizeof(t));
+		t ^= (uint64_t)wclock_mono_ms();
 		memcpy(r + 8, &t, sizeof(t));
 	}
 	for (int i = 0; i < 16; i++)
 		sprintf(token + 2 * i, "%02x", r[i]);
-	wstore__owner_host(host, sizeof(host));
-	if (asprintf(
-		    &rec,
-		    "{\"host\":\"%s\",\"pid\":%ld,\"time\":%lld,\"token\":\"%s\"}",
-		    host, (long)getpid(), (long long)time(NULL), token) < 0)
-		return NULL;
-	return rec;
 }
 
-/*
- * Is the lock record old (len bytes) free to take?  Absent, empty or
- * unparsable records are free; so is one whose owner ran on this host and
- * no longer exists.  Otherwise describe the owner in ctx->owner.
- */
-static int record_is_free(const void *old, size_t len, struct lock_ctx *ctx)
+/* h's record with a lease time from now, as compact JSON. */
+static char *record_text(const wstore__held *h)
 {
-	const char *h;
-	json_t *j;
-	long long pid, when;
-	int is_free = 1;
+	json_t *j = json_object();
+	char *txt = NULL;
 
-	if (!old || len == 0)
-		return 1;
-	j = json_loadb(old, len, 0, NULL);
-	if (!j)
-		return 1;
-	h = json_string_value(json_object_get(j, "host"));
-	pid = json_integer_value(json_object_get(j, "pid"));
-	when = json_integer_value(json_object_get(j, "time"));
-	if (!h || pid <= 0)
-		goto out;
-	if (!wstore__owner_gone(h, pid)) {
-		is_free = 0;
-		time_t t = (time_t)when;
-		struct tm tm;
-		char ts[32] = "?";
-
-		if (gmtime_r(&t, &tm))
-			strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
-		snprintf(ctx->owner, sizeof(ctx->owner),
-			 "pid %lld on host '%s' since %s", pid, h, ts);
-	}
-out:
+	if (j && wstore__owner_to_json(j, &h->me) == 0 &&
+	    json_object_set_new(j, "time", json_integer(h->since_s)) == 0 &&
+	    json_object_set_new(j, "token", json_string(h->token)) == 0 &&
+	    json_object_set_new(j, "ttl_ms",
+				json_integer((json_int_t)h->ttl_ms)) == 0 &&
+	    json_object_set_new(j, "expires_ms",
+				json_integer(wclock_wall_ms() +
+					     (json_int_t)h->ttl_ms)) == 0)
+		txt = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(j);
-	return is_free;
+	return txt;
 }
+
+/* When a record without a lease time (an older wstore's) stops holding
+ * its lock if its owner cannot be judged: another host's never (it was
+ * never broken before either: `admin unlock`), this host's a TTL after it
+ * was taken. */
+static int64_t old_expiry(json_t *j, const wstore__owner *o)
+{
+	char host[256];
+	json_int_t t = json_integer_value(json_object_get(j, "time"));
+
+	wstore__owner_host(host, sizeof(host));
+	if (o->host[0] && strcmp(o->host, host) != 0)
+		return INT64_MAX;
+	return (int64_t)t * 1000 + (int64_t)lock_ttl();
+}
+
+static void describe(char *out, size_t cap, const wstore__owner *o,
+		     json_int_t when)
+{
+	time_t t = (time_t)when;
+	struct tm tm;
+	char ts[32] = "?";
+
+	if (gmtime_r(&t, &tm))
+		strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	snprintf(out, cap, "pid %lld on host '%.200s' since %s", o->pid,
+		 o->host, ts);
+}
+
+int wstore__lock_record_held(const void *rec, size_t len, int64_t now,
+			     char *owner, size_t cap)
+{
+	json_t *j, *exp;
+	wstore__owner o;
+	enum wstore__liveness live;
+	int64_t until;
+
+	if (cap)
+		owner[0] = '\0';
+	if (!rec || len == 0)
+		return 0;
+	j = json_loadb(rec, len, 0, NULL);
+	if (!json_is_object(j)) {
+		json_decref(j);
+		snprintf(owner, cap,
+			 "an unreadable owner record (if no import or delete "
+			 "of it runs, remove it with 'wstore admin unlock')");
+		return 1;
+	}
+	wstore__owner_from_json(&o, j);
+	exp = json_object_get(j, "expires_ms");
+	until = json_is_integer(exp) ? (int64_t)json_integer_value(exp)
+				     : old_expiry(j, &o);
+	live = wstore__owner_judge(&o);
+	if (live == WSTORE__OWNER_DEAD ||
+	    (live == WSTORE__OWNER_UNKNOWN && now >= until)) {
+		json_decref(j);
+		return 0;
+	}
+	describe(owner, cap, &o,
+		 json_integer_value(json_object_get(j, "time")));
+	json_decref(j);
+	return 1;
+}
+
+/* The token of a record (into out), or "" when it has none. */
+static void record_token(char out[33], const void *rec, size_t len)
+{
+	json_t *j = rec && len ? json_loadb(rec, len, 0, NULL) : NULL;
+	const char *t = json_string_value(json_object_get(j, "token"));
+
+	snprintf(out, 33, "%s", t ? t : "");
+	json_decref(j);
+}
+
+static int ours(const wstore__held *h, const void *rec, size_t len)
+{
+	char t[33];
+
+	record_token(t, rec, len);
+	return strcmp(t, h->token) == 0;
+}
+
+/* ---- taking ------------------------------------------------------------- */
 
 static int take_fn(void **out, size_t *out_len, const void *old, size_t old_len,
 		   void *vctx)
 {
 	struct lock_ctx *ctx = vctx;
+	char *txt;
 
 	/* may run more than once (optimistic retries): judge the last value */
-	ctx->owner[0] = '\0';
-	if (!record_is_free(old, old_len, ctx))
+	if (wstore__lock_record_held(old, old_len, wclock_wall_ms(), ctx->owner,
+				     sizeof(ctx->owner)))
 		return 1;
-	*out = strdup(ctx->record);
-	if (!*out)
+	if (!(txt = record_text(ctx->h)))
 		return -ENOMEM;
-	*out_len = strlen(ctx->record);
+	*out = txt;
+	*out_len = strlen(txt);
 	return 0;
 }
 
-/* Stores without update: put_new, or put + read back on write-once ones. */
-static int take_plain(wstore_store *s, const char *key, struct lock_ctx *ctx)
+/*
+ * After taking over a stale record on a store without an atomic update:
+ * another taker that judged the same stale record may remove ours and put
+ * its own.  Wait longer than such a taker's remove and put take, then
+ * read again: a record that is no longer ours means we back off.
+ */
+static int settled(wstore__held *h, uint64_t took_ms)
 {
-	size_t len = strlen(ctx->record);
+	char *cur = NULL;
+	size_t n = 0;
+	int rc, mine;
+
+	wclock_sleep_ms(took_ms * 2 > 50 ? took_ms * 2 : 50);
+	rc = wstore__get_alloc(h->s, h->key, &cur, &n);
+	if (rc < 0 && rc != WSTORE_ENOTFOUND)
+		return rc;
+	mine = rc == 0 && ours(h, cur, n);
+	free(cur);
+	return mine ? 0 : 1;
+}
+
+/*
+ * On a store without an atomic update the holder renews its lease time in
+ * two slots, never in the record itself (see renew_plain): a record whose
+ * own lease time has run out still holds while a slot with its token has
+ * time left, unless its owner is known to be dead.
+ */
+static int beat_fresh(wstore_store *s, const char *name, const char *rec,
+		      size_t n, int64_t now)
+{
+	json_t *j = json_loadb(rec, n, 0, NULL);
+	const char *tok = json_string_value(json_object_get(j, "token"));
+	int fresh = 0;
+
+	if (tok && wstore__owner_judge_json(j) != WSTORE__OWNER_DEAD)
+		for (unsigned slot = 0; slot < 2 && !fresh; slot++) {
+			char key[WSTORE__KEY_MAX], *b = NULL;
+			size_t bn = 0;
+			json_t *bj;
+
+			beat_key(key, name, slot);
+			if (wstore__get_alloc(s, key, &b, &bn) != 0)
+				continue;
+			bj = json_loadb(b, bn, 0, NULL);
+			fresh = !strcmp(json_string_value(
+						json_object_get(bj, "token"))
+						?: "",
+					tok) &&
+				json_integer_value(json_object_get(
+					bj, "expires_ms")) > now;
+			json_decref(bj);
+			free(b);
+		}
+	json_decref(j);
+	wstore__clear_err();
+	return fresh;
+}
+
+static int held_plain(wstore__held *h, const char *rec, size_t n,
+		      struct lock_ctx *ctx)
+{
+	int64_t now = wclock_wall_ms();
+	json_t *j;
+
+	if (wstore__lock_record_held(rec, n, now, ctx->owner,
+				     sizeof(ctx->owner)))
+		return 1;
+	if (!rec || !n || !beat_fresh(h->s, h->name, rec, n, now))
+		return 0;
+	j = json_loadb(rec, n, 0, NULL);
+	{
+		wstore__owner o;
+
+		wstore__owner_from_json(&o, j);
+		describe(ctx->owner, sizeof(ctx->owner), &o,
+			 json_integer_value(json_object_get(j, "time")));
+	}
+	json_decref(j);
+	return 1;
+}
+
+/* The renewal slots a dead or expired holder left (ours are not written
+ * yet); best effort. */
+static void drop_beats(wstore_store *s, const char *name)
+{
+	char key[WSTORE__KEY_MAX];
+
+	for (unsigned slot = 0; slot < 2; slot++) {
+		beat_key(key, name, slot);
+		wstore__remove(s, key);
+	}
+	wstore__clear_err();
+}
+
+/* Stores without update: put_new, or put + read back on write-once ones. */
+static int take_plain(wstore__held *h, struct lock_ctx *ctx)
+{
+	wstore_store *s = h->s;
 
 	for (int tries = 0; tries < 3; tries++) {
-		char *cur = NULL;
-		size_t n = 0;
-		int rc = wstore__get_alloc(s, key, &cur, &n);
+		uint64_t t0 = wclock_mono_ms();
+		char *cur = NULL, *again = NULL, *rec;
+		size_t n = 0, n2 = 0;
+		int rc = wstore__get_alloc(s, h->key, &cur, &n), stale = 0;
 
 		if (rc < 0 && rc != WSTORE_ENOTFOUND)
 			return rc;
-		if (rc == 0 && !record_is_free(cur, n, ctx)) {
+		if (rc == 0 && held_plain(h, cur, n, ctx)) {
 			free(cur);
 			return 1;
 		}
 		if (rc == 0) {
-			/* stale: clear it, then race for it like anyone */
-			rc = wstore__remove(s, key);
+			/* stale: clear it if it is still the record judged
+			 * (never a fresh one another taker put meanwhile) */
+			rc = wstore__get_alloc(s, h->key, &again, &n2);
+			stale = rc == 0 && n2 == n &&
+				memcmp(again, cur, n) == 0;
+			free(again);
 			free(cur);
-			if (rc < 0)
+			if (rc < 0 && rc != WSTORE_ENOTFOUND)
+				return rc;
+			if (rc == 0 && !stale)
+				continue;
+			if (stale && (rc = wstore__remove(s, h->key)) < 0)
 				return rc;
 		}
+		if (!(rec = record_text(h)))
+			return -ENOMEM;
 		if (s->b->put_new) {
-			rc = s->b->put_new(s->b, key, ctx->record, len);
-			if (rc == WSTORE_EEXISTS)
-				continue;
-			return rc;
+			rc = s->b->put_new(s->b, h->key, rec, strlen(rec));
+		} else {
+			rc = s->b->put(s->b, h->key, rec, strlen(rec));
+			if (rc == 0) {
+				rc = wstore__get_alloc(s, h->key, &cur, &n);
+				if (rc == 0 && !ours(h, cur, n))
+					rc = WSTORE_EEXISTS;
+				free(cur);
+				if (rc == WSTORE_ENOTFOUND)
+					rc = WSTORE_EEXISTS;
+			}
 		}
-		rc = s->b->put(s->b, key, ctx->record, len);
-		if (rc < 0)
-			return rc;
-		rc = wstore__get_alloc(s, key, &cur, &n);
-		if (rc < 0 && rc != WSTORE_ENOTFOUND)
-			return rc;
-		if (rc == 0 && n == len && memcmp(cur, ctx->record, n) == 0) {
-			free(cur);
-			return 0;
+		free(rec);
+		if (rc == WSTORE_EEXISTS)
+			continue;
+		if (rc == 0 && stale) {
+			rc = settled(h, wclock_mono_ms() - t0);
+			if (rc == 1)
+				break;
+			if (rc == 0)
+				drop_beats(s, h->name);
 		}
-		free(cur);
+		return rc;
 	}
 	snprintf(ctx->owner, sizeof(ctx->owner), "another writer");
 	return 1;
 }
 
-int wstore__lock(wstore_store *s, const char *name, char **out_token)
+/* ---- renewal --------------------------------------------------------------
+ */
+
+static int renew_fn(void **out, size_t *out_len, const void *old,
+		    size_t old_len, void *vctx)
 {
-	char key[WSTORE__KEY_MAX], token[33];
+	wstore__held *h = vctx;
+	char *txt;
+
+	if (!ours(h, old, old_len)) {
+		atomic_store(&h->lost, 1);
+		return 1;
+	}
+	if (!(txt = record_text(h)))
+		return -ENOMEM;
+	*out = txt;
+	*out_len = strlen(txt);
+	return 0;
+}
+
+/*
+ * Without an atomic update a record can only be replaced by remove and
+ * put, and a taker that looked in between would find the lock free.  So
+ * the record stays as written, and the fresh lease time goes to one of two
+ * slots, "weight/leases/locks/{name}.0" and ".1", in turn: while one is
+ * being replaced the other still has at least 2/3 of a TTL left.  The
+ * record is read first: one that is no longer ours means the lock was lost.
+ */
+static void renew_plain(wstore__held *h)
+{
+	char key[WSTORE__KEY_MAX], *cur = NULL, *txt;
+	size_t n = 0;
+	json_t *j;
+	int rc = wstore__get_alloc(h->s, h->key, &cur, &n);
+
+	if (rc == 0 && !ours(h, cur, n))
+		rc = WSTORE_ENOTFOUND;
+	free(cur);
+	if (rc == WSTORE_ENOTFOUND)
+		atomic_store(&h->lost, 1);
+	if (rc < 0)
+		return;
+	j = json_pack("{s:I, s:s}", "expires_ms",
+		      (json_int_t)(wclock_wall_ms() + (int64_t)h->ttl_ms),
+		      "token", h->token);
+	txt = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	json_decref(j);
+	beat_key(key, h->name, h->renewals++);
+	if (txt)
+		wstore__replace(h->s, key, txt, strlen(txt));
+	free(txt);
+}
+
+/* Rewrite h's record with a fresh lease time, if it is still h's (on the
+ * renewal thread: its errors are nobody's, the next tick tries again). */
+static void renew(wstore__held *h)
+{
+	if (h->s->b->update)
+		h->s->b->update(h->s->b, h->key, renew_fn, h);
+	else
+		renew_plain(h);
+	wstore__clear_err();
+}
+
+static void *renew_main(void *arg)
+{
+	wstore__held *h = arg;
+
+	pthread_mutex_lock(&h->mu);
+	while (!h->stop) {
+		struct timespec dl = wclock_deadline_in(h->ttl_ms / 3);
+
+		while (!h->stop &&
+		       wclock_cond_wait_until(&h->cv, &h->mu, &dl) == 0)
+			;
+		if (h->stop)
+			break;
+		pthread_mutex_unlock(&h->mu);
+		renew(h);
+		pthread_mutex_lock(&h->mu);
+	}
+	pthread_mutex_unlock(&h->mu);
+	return NULL;
+}
+
+static void stop_renewal(wstore__held *h)
+{
+	if (h->started) {
+		pthread_mutex_lock(&h->mu);
+		h->stop = 1;
+		pthread_cond_signal(&h->cv);
+		pthread_mutex_unlock(&h->mu);
+		pthread_join(h->thread, NULL);
+		h->started = 0;
+	}
+}
+
+static void held_free(wstore__held *h)
+{
+	stop_renewal(h);
+	pthread_cond_destroy(&h->cv);
+	pthread_mutex_destroy(&h->mu);
+	free(h);
+}
+
+int wstore__lock(wstore_store *s, const char *name, wstore__held **out)
+{
 	struct lock_ctx ctx = { 0 };
-	char *rec = make_record(token);
+	wstore__held *h = calloc(1, sizeof(*h));
 	int rc;
 
-	*out_token = NULL;
-	if (!rec)
+	*out = NULL;
+	if (!h)
 		return -ENOMEM;
-	lock_key(key, name);
-	ctx.record = rec;
+	h->s = s;
+	snprintf(h->name, sizeof(h->name), "%s", name);
+	lock_key(h->key, name);
+	make_token(h->token);
+	wstore__owner_self(&h->me);
+	h->since_s = (int64_t)time(NULL);
+	h->ttl_ms = lock_ttl();
+	pthread_mutex_init(&h->mu, NULL);
+	wclock_cond_init(&h->cv);
+	ctx.h = h;
 	if (s->b->update) {
-		rc = s->b->update(s->b, key, take_fn, &ctx);
+		rc = s->b->update(s->b, h->key, take_fn, &ctx);
 		/* update() reports "left as it was" as success: the owner
 		 * that take_fn found is what tells a held lock apart */
 		if (rc == 0 && ctx.owner[0])
 			rc = 1;
 	} else {
-		rc = take_plain(s, key, &ctx);
+		rc = take_plain(h, &ctx);
+	}
+	if (rc == 0 && wstore__thread_start(&h->thread, renew_main, h) != 0) {
+		wstore__unlock(s, h);
+		return wstore__err(-EAGAIN, "cannot start the lock renewal "
+					    "thread");
 	}
 	if (rc == 0) {
-		*out_token = rec;
+		h->started = 1;
+		*out = h;
 		return 0;
 	}
-	free(rec);
+	held_free(h);
 	if (rc > 0)
 		return wstore__err(WSTORE_EBUSY, "locked by %s", ctx.owner);
 	return rc;
 }
 
-void wstore__unlock(wstore_store *s, const char *name, char *record)
+int wstore__lock_lost(const wstore__held *h)
 {
-	char key[WSTORE__KEY_MAX];
+	return h && atomic_load(&h->lost);
+}
+
+void wstore__unlock(wstore_store *s, wstore__held *h)
+{
 	char *cur = NULL;
 	size_t n = 0;
-
 	wstore__first_err saved = { 0 };
 
-	if (!record)
+	if (!h)
 		return;
 	/* unlock runs on error paths: keep the caller's error message */
 	wstore__first_err_keep(&saved, 1);
-	lock_key(key, name);
+	stop_renewal(h);
 	/* only our own record is removed: a lock broken as stale and taken
 	 * by someone else stays theirs */
-	if (wstore__get_alloc(s, key, &cur, &n) == 0 && n == strlen(record) &&
-	    memcmp(cur, record, n) == 0)
-		wstore__remove(s, key);
+	if (wstore__get_alloc(s, h->key, &cur, &n) == 0 && ours(h, cur, n)) {
+		wstore__remove(s, h->key);
+		if (h->renewals)
+			drop_beats(s, h->name);
+	}
 	free(cur);
-	free(record);
+	held_free(h);
 	wstore__first_err_raise(&saved);
 }
 
 /* ---- waiting for a lock, and read-modify-write under one ---------------- */
 
-int wstore__lock_wait(wstore_store *s, const char *name, char **out_token)
+int wstore__lock_wait(wstore_store *s, const char *name, wstore__held **out)
 {
+	struct timespec deadline = wclock_deadline_in(LOCK_WAIT_MS);
 	int rc;
 
-	for (int tries = 0;; tries++) {
-		rc = wstore__lock(s, name, out_token);
-		if (rc != WSTORE_EBUSY || tries >= 300)
+	for (;;) {
+		rc = wstore__lock(s, name, out);
+		if (rc != WSTORE_EBUSY || wstore__nowait() ||
+		    wclock_passed(&deadline))
 			return rc;
-		usleep(100000); /* held only for one read and one write */
+		/* held only for one read and one write: poll */
+		for (int i = 0; i < 10; i++) {
+			if (wstore__interrupted())
+				return wstore__err(WSTORE_ECANCELED,
+						   "interrupted while waiting "
+						   "for the lock '%s'",
+						   name);
+			wclock_sleep_ms(10);
+		}
 	}
 }
 
 int wstore__rmw(wstore_store *s, const char *key, const char *lockname,
 		wstore_update_fn fn, void *ctx)
 {
-	char *token = NULL, *old = NULL;
+	wstore__held *token = NULL;
+	char *old = NULL;
 	void *nv = NULL;
 	size_t old_len = 0, nlen = 0;
 	int rc;
@@ -255,14 +617,14 @@ int wstore__rmw(wstore_store *s, const char *key, const char *lockname,
 		rc = wstore__replace(s, key, nv, nlen);
 	free(old);
 	free(nv);
-	wstore__unlock(s, lockname, token);
+	wstore__unlock(s, token);
 	return rc > 0 ? 0 : rc;
 }
 
 int wstore__get_locked(wstore_store *s, const char *key, const char *lockname,
 		       char **out, size_t *out_len)
 {
-	char *token = NULL;
+	wstore__held *token = NULL;
 	int rc = 0;
 
 	rc = wstore__get_alloc(s, key, out, out_len);
@@ -276,6 +638,6 @@ int wstore__get_locked(wstore_store *s, const char *key, const char *lockname,
 	if (rc < 0)
 		return rc;
 	rc = wstore__get_alloc(s, key, out, out_len);
-	wstore__unlock(s, lockname, token);
+	wstore__unlock(s, token);
 	return rc;
 }

@@ -11,19 +11,38 @@
 #define WSTORE_LOCK_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "wstore/wstore.h"
 #include "wstore/sys/backend.h"
 
-/* Exclusive per-checkpoint lock (import/delete): put_new of an owner record
- * under "weight/locks/{ckpt}".  A lock whose owner process is gone (same
- * host, pid dead) is broken. */
-int wstore__lock(wstore_store *s, const char *name, char **out_token);
-void wstore__unlock(wstore_store *s, const char *name, char *token);
+/* A lock this process holds. */
+typedef struct wstore__held wstore__held;
+
+/*
+ * Take the lock "weight/locks/{name}" (models/{ckpt}, catalog, ...) at
+ * once, or fail with WSTORE_EBUSY naming its owner.  A lock whose owner is
+ * dead, or unknown (another PID namespace or kernel) and past its lease
+ * time, is taken over.  While held, a thread renews its lease time every
+ * TTL/3 (60 s, $WSTORE_LOCK_TTL_MS).  *out is the caller's until
+ * wstore__unlock (NULL is fine), which stops the renewal and removes the
+ * record if it is still ours; unlock keeps the caller's last error.
+ */
+int wstore__lock(wstore_store *s, const char *name, wstore__held **out);
+void wstore__unlock(wstore_store *s, wstore__held *h);
+/* 1 if h's record was found replaced by someone else's while held (on
+ * stores without an atomic update, or after a pause longer than the TTL). */
+int wstore__lock_lost(const wstore__held *h);
 
 /* wstore__lock, tried again every 100 ms for up to 30 s while it is busy
- * (for locks held only for one read and one write). */
-int wstore__lock_wait(wstore_store *s, const char *name, char **out_token);
+ * (for locks held only for one read and one write); WSTORE_ECANCELED
+ * within 100 ms of wstore_interrupt. */
+int wstore__lock_wait(wstore_store *s, const char *name, wstore__held **out);
+
+/* Whether the lock record rec (len bytes, may be NULL) holds its lock at
+ * Unix ms now (see wstore__lock); if so its owner is described in owner. */
+int wstore__lock_record_held(const void *rec, size_t len, int64_t now,
+			     char *owner, size_t cap);
 
 /* Atomic read-modify-write of key on any store: the backend's update, or
  * get + fn + replace under the lock lockname. */

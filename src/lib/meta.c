@@ -6,6 +6,11 @@
  * wrote, and the update leaves a fresh enough record alone).  The record
  * is read-modified-written (lock.c), so a pin and a reader never lose each
  * other's field.
+ *
+ * The last-read time is advisory: a reader never waits for it.  Its write
+ * is skipped when the record is busy (another process holds its lock or
+ * its file lock, be it stopped or slow: wstore__lock_nowait), and when the
+ * checkpoint has no manifest (a mistyped id leaves no record behind).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -22,6 +27,7 @@
 #include "meta.h"
 #include "names.h"
 #include "store.h"
+#include "util.h"
 #include "wstore/lease.h"
 
 #define TOUCH_SLOTS 64
@@ -125,18 +131,47 @@ static int recently_touched(const wstore_store *s, const char *id, int64_t now,
 	return 0;
 }
 
+/* Whether the record needs a write at all: not when it is fresh enough
+ * (a plain read: the common case costs no lock), nor when the checkpoint
+ * has no manifest. */
+static int touch_needed(wstore_store *s, const char *id, const char *key,
+			const struct touch_edit *t)
+{
+	char mkey[WSTORE__KEY_MAX], *txt = NULL;
+	size_t n = 0;
+	uint64_t size = 0;
+	int pinned, rc = wstore__get_alloc(s, key, &txt, &n);
+	int64_t last;
+
+	if (rc < 0 && rc != WSTORE_ENOTFOUND)
+		return 0;
+	meta_parse(&pinned, &last, txt, rc == 0 ? n : 0);
+	free(txt);
+	if (rc == 0 && last > t->now - t->interval && last <= t->now)
+		return 0;
+	wstore__key_manifest(mkey, id);
+	return s->b->size(s->b, mkey, &size) == 0;
+}
+
 void wstore__touch(wstore_store *s, const char *id)
 {
-	char key[WSTORE__KEY_MAX], lock[WSTORE__KEY_MAX], saved[1024];
+	char key[WSTORE__KEY_MAX], lock[WSTORE__KEY_MAX];
 	struct touch_edit t = { wclock_wall_ms(), touch_interval() };
+	wstore__first_err saved = { 0 };
+	int was;
 
 	if (recently_touched(s, id, t.now, t.interval))
 		return;
-	snprintf(saved, sizeof(saved), "%s", wstore_last_error());
+	wstore__first_err_keep(&saved, 1);
 	meta_key(key, id);
 	meta_lock(lock, id);
-	wstore__rmw(s, key, lock, touch_fn, &t);
-	wstore__err(0, "%s", saved);
+	if (touch_needed(s, id, key, &t)) {
+		was = wstore__lock_nowait(1);
+		wstore__rmw(s, key, lock, touch_fn, &t);
+		wstore__lock_nowait(was);
+	}
+	wstore__clear_err();
+	wstore__first_err_raise(&saved);
 }
 
 int wstore__meta_remove(wstore_store *s, const char *id)

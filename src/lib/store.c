@@ -295,12 +295,7 @@ int wstore_free_exiting(wstore_store *s)
 
 void wstore_set_notice(wstore_store *s, wstore_notice_fn fn, void *ctx)
 {
-	/* a backend built before these fields has no room for them */
-	if (offsetof(wstore_backend, notice_ctx) + sizeof(void *) >
-	    s->b->struct_size)
-		return;
-	s->b->notice = fn;
-	s->b->notice_ctx = ctx;
+	wstore__notice_set(s->b, fn, ctx);
 }
 
 wstore_backend *wstore_store_backend(wstore_store *s)

@@ -132,7 +132,10 @@ int wstore_usage_get(wstore_usage_info *out, const wstore_usage *u, size_t i)
 	const struct usage_rec *r;
 
 	if (!u || i >= u->n)
-		return WSTORE_ERANGE;
+		return wstore__err(WSTORE_ERANGE,
+				   "no checkpoint %zu: the usage report holds "
+				   "%zu",
+				   i, u ? u->n : 0);
 	r = &u->v[i];
 	out->id = r->id;
 	out->model_id = r->model_id;

@@ -3,9 +3,13 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/file.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/clock.h"
 #include "error.h"
 #include "util.h"
 
@@ -30,4 +34,57 @@ int wstore__thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
 	rc = pthread_create(t, NULL, fn, arg);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return rc;
+}
+
+/* lock-free, so that a signal handler may set it */
+static atomic_int interrupted;
+
+void wstore_interrupt(void)
+{
+	atomic_store(&interrupted, 1);
+}
+
+int wstore__interrupted(void)
+{
+	return atomic_load(&interrupted);
+}
+
+/* wstore__lock_nowait: this thread's waits for others give up at once */
+static _Thread_local int no_wait;
+
+int wstore__lock_nowait(int on)
+{
+	int was = no_wait;
+
+	no_wait = on;
+	return was;
+}
+
+int wstore__nowait(void)
+{
+	return no_wait;
+}
+
+/* For the file store (backends/helpers.h): its update() holds a flock for
+ * one read and one write. */
+int wstore__flock_wait(int fd)
+{
+	struct timespec deadline = wclock_deadline_in(30000);
+	uint64_t nap = 1;
+
+	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno != EWOULDBLOCK && errno != EINTR)
+			return -errno;
+		if (wstore__interrupted())
+			return wstore__err(WSTORE_ECANCELED,
+					   "interrupted while waiting for "
+					   "another process");
+		if (no_wait || wclock_passed(&deadline))
+			return wstore__err(WSTORE_EBUSY,
+					   "held by another process%s",
+					   no_wait ? "" : " for over 30 s");
+		wclock_sleep_ms(nap);
+		nap = nap < 32 ? nap * 2 : 50;
+	}
+	return 0;
 }

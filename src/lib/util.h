@@ -20,4 +20,15 @@ int wstore__set_str(char **field, const char *value);
  */
 int wstore__thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 
+/* Whether wstore_interrupt was called: every wait for another process
+ * polls it. */
+int wstore__interrupted(void);
+
+/* While on (non-zero), every wait of this thread for another process (a
+ * lock object, a file lock) gives up at once with WSTORE_EBUSY: for
+ * advisory writes that must never hold a reader up.  Returns the previous
+ * setting; wstore__nowait() tells the current one. */
+int wstore__lock_nowait(int on);
+int wstore__nowait(void);
+
 #endif

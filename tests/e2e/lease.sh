@@ -92,6 +92,30 @@ slow_pull() {
 		model pull "$1" --dest "$2" --jobs 1 --no-verify >"$2.log" 2>&1 &
 }
 
+# ns_kill PID: SIGKILL what unshare PID runs in its new PID namespace (the
+# namespace's init, which only a signal from outside it can kill), and reap
+# unshare
+ns_kill() {
+	for _c in $(pgrep -P "$1"); do kill -KILL "$_c" 2>/dev/null; done
+	wait "$1" 2>/dev/null
+}
+# in_ns HOST CMD...: run CMD in a new PID namespace as a container's
+# process would run: under a pid that names no process here (the
+# namespace's init is a shell that forks CMD at that pid).  HOST "-" keeps
+# the host name; another one gets its own UTS namespace with that name.
+in_ns() {
+	_p=20000; while [ -e /proc/$_p ]; do _p=$((_p + 1)); done
+	if [ "$1" != - ]; then _u=--uts; else _u=; fi
+	unshare $_u --pid --fork --kill-child sh -c '
+		[ "$2" = - ] || hostname "$2" || exit 125
+		echo $(($1 - 1)) >/proc/sys/kernel/ns_last_pid || exit 125
+		shift 2; "$@"' sh "$_p" "$@"
+}
+# busy ID: a delete of ID is refused because its lock is held
+busy() { ws model delete "$1" 2>&1 | grep -q "is busy"; }
+# ms_since T0: milliseconds since $(date +%s%N) was T0
+ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
+
 # ---- a slow pull blocks delete; --wait completes when it ends -------------
 imp a
 slow_pull a "$T/p1"; P=$!; PIDS="$PIDS $P"
@@ -196,12 +220,13 @@ kill -KILL "$P"; wait "$P" 2>/dev/null
 check_exit "a SIGKILLed reader on this host holds nothing: delete succeeds at once" \
 	0 ws model delete a
 imp a
-if unshare --uts true 2>/dev/null; then
-	env WSTORE_FAULTS=delay=100 unshare --uts sh -c \
-		'hostname lease-other-host && exec "$@"' sh \
+if unshare --uts --pid --fork --kill-child true 2>/dev/null; then
+	# another host name and another PID namespace: the reader's pid means
+	# nothing here, so only its lease time ends its lease
+	in_ns lease-other-host env WSTORE_FAULTS=delay=100 \
 		"$W" --store "fault+$S" -q model pull a --dest "$T/p4" --jobs 1 \
 		>/dev/null 2>&1 & P=$!; PIDS="$PIDS $P"
-	check "a reader on another host (its own UTS namespace) holds a lease" \
+	check "a reader on another host (its own UTS and PID namespaces) holds a lease" \
 		wait_for 30 has_leases a
 	if [ "$KIND" = redis ]; then
 		lk=$(redis_cli "$WSTORE_TEST_REDIS_PORT" --scan --pattern "${WSTORE_KEY_PREFIX}weight/leases/models/a/*" | head -1)
@@ -212,7 +237,7 @@ if unshare --uts true 2>/dev/null; then
 			tap_not_ok "on Redis the lease key expires on the server" "key '$lk' PTTL '$ttl'"
 		fi
 	fi
-	kill -KILL "$P"; wait "$P" 2>/dev/null
+	ns_kill "$P"
 	t0=$(date +%s%N)
 	check_exit "right after its SIGKILL its lease still blocks a delete" 1 \
 		ws model delete a
@@ -223,8 +248,127 @@ if unshare --uts true 2>/dev/null; then
 	else tap_not_ok "... within the TTL and a margin" "took $(( (t1 - t0) / 1000000 )) ms"; fi
 	check_exit "then the delete succeeds" 0 ws model delete a
 else
-	tap_not_ok "unshare --uts is not available (run as root): cannot fake another host"
+	tap_not_ok "unshare --uts --pid is not available (run as root): cannot fake another host"
 	ws model delete a --force >/dev/null
+fi
+
+# ---- owners in another PID namespace, with the same host name ---------------
+# (containers that share the host's UTS namespace: the host name is the
+# same, the pids mean nothing here)
+if unshare --pid --fork --kill-child true 2>/dev/null; then
+	# locks renew their lease time every TTL/3; on the Mooncake stand-in
+	# every call of the slow owner takes 300 ms, so a renewal takes more
+	if [ "$KIND" = mooncake ]; then LTTL=4000; else LTTL=1500; fi
+	export WSTORE_LOCK_TTL_MS=$LTTL
+	# imp_ns ID: a slow import of ID in a new PID namespace ($! is unshare)
+	imp_ns() {
+		in_ns - env WSTORE_FAULTS=delay=300 "$W" --store "fault+$S" -q model import --checkpoint-id "$1" \
+			--model-id "M/$1" --source "$SRC" --chunk-size 16K --jobs 1 \
+			>"$T/$1.log" 2>&1 &
+	}
+	imp_ns n1; P=$!; PIDS="$PIDS $P"
+	if wait_for 60 busy n1; then
+		tap_ok "an import in another PID namespace holds its checkpoint's lock"
+	else
+		tap_not_ok "an import in another PID namespace holds its checkpoint's lock" \
+			"import: $(tail -3 "$T/n1.log")" "delete: $(ws model delete n1 2>&1)"
+	fi
+	# a second import of the id, over and over for longer than the lock's
+	# TTL: each one is refused, none takes the lock over
+	t0=$(date +%s%N); tries=0; bad=""
+	while [ "$(ms_since "$t0")" -lt $((LTTL + 1000)) ]; do
+		tries=$((tries + 1))
+		out=$(ws -q model import --checkpoint-id n1 --model-id M/n1 \
+			--source "$SRC" --chunk-size 16K 2>&1) && { bad="try $tries succeeded"; break; }
+		printf %s "$out" | grep -q "is busy" || { bad="try $tries: $out"; break; }
+	done
+	if [ -z "$bad" ]; then
+		tap_ok "a second import of that id is refused as busy, $tries times over $((LTTL + 1000)) ms"
+	else
+		tap_not_ok "a second import of that id is refused as busy for longer than the lock's TTL" "$bad"
+	fi
+	check_wait "the import in the other namespace completes" 0 120 "$P"
+	check_exit "... and its checkpoint verifies" 0 ws model verify n1
+	ws model delete n1 >/dev/null 2>&1
+
+	# a live reader in another namespace: its lease is not purged
+	imp a
+	in_ns - env WSTORE_FAULTS=delay=100 \
+		"$W" --store "fault+$S" -q model pull a --dest "$T/p5" --jobs 1 \
+		--no-verify >"$T/p5.log" 2>&1 & P=$!; PIDS="$PIDS $P"
+	check "a reader in another PID namespace holds a lease" wait_for 30 has_leases a
+	check_exit "a delete refuses while it reads" 1 ws model delete a
+	check_grep "... naming it" "is being read \(1 lease\): pull by pid [0-9]+ on host" "$OUT"
+	check_exit "... and so does gc --evict-to 0" 1 ws gc --evict-to 0
+	check_wait "the reader completes" 0 120 "$P"
+	check "... with the source's bytes" diff -r "$SRC" "$T/p5"
+	ws model delete a >/dev/null 2>&1
+
+	# a SIGKILLed import in another namespace: its lock holds until its
+	# lease time runs out, then the next import takes it over
+	imp_ns n2; P=$!; PIDS="$PIDS $P"
+	check "a second slow import in another namespace holds its lock" wait_for 60 busy n2
+	ns_kill "$P"
+	t0=$(date +%s%N)
+	check "right after its SIGKILL its lock still holds" busy n2
+	check "the lock is taken over once its lease time has run out" wait_for 60 \
+		ws -q model import --checkpoint-id n2 --model-id M/n2 --source "$SRC" --chunk-size 16K
+	el=$(ms_since "$t0")
+	if [ "$el" -le $((LTTL + 6000)) ]; then tap_ok "... within the TTL and a margin ($el ms)"
+	else tap_not_ok "... within the TTL and a margin" "took $el ms"; fi
+	check_exit "... and the new import's checkpoint verifies" 0 ws model verify n2
+	ws model delete n2 >/dev/null 2>&1
+	unset WSTORE_LOCK_TTL_MS
+else
+	tap_not_ok "unshare --pid is not available (run as root): cannot test other PID namespaces"
+fi
+
+# ---- a stopped reader holds no other reader up; SIGTERM ends a wait ----------
+# The last-read time is advisory: a reader that finds its record busy (its
+# lock held by a reader stopped with SIGSTOP right then) goes on without
+# writing it.  Commands that must wait (a pin) wait a bounded time and end
+# within a second or two of SIGTERM.  (Redis updates never block.)
+STOPPED=""
+case $KIND in
+file)
+	imp s1
+	# a reader stopped while it holds the record's file lock (update())
+	mkdir -p "$S/.locks"
+	lf="$S/.locks/$(printf %s weight/meta/models/s1 | sha256sum | cut -c1-64)"
+	sh -c 'exec 9>"$1" && flock -x 9 && kill -STOP $$' sh "$lf" & STOPPED=$!
+	PIDS="$PIDS $STOPPED" ;;
+mooncake)
+	imp s1
+	# a slow reader, stopped while it holds the record's lock object
+	env WSTORE_FAULTS=delay=300 "$W" --store "fault+$S" -q model verify s1 \
+		>/dev/null 2>&1 & STOPPED=$!; PIDS="$PIDS $STOPPED"
+	meta_locked() { ls "$MOONCAKE_STANDIN_DIR/objects" | grep -q '^weight%2Flocks%2Fmeta%2Fs1$'; }
+	if wait_for 60 meta_locked; then kill -STOP "$STOPPED"
+	else tap_not_ok "the slow reader never took the record's lock"; fi ;;
+esac
+if [ -n "$STOPPED" ]; then
+	check "the holder is stopped" wait_for 10 sh -c "awk '{ exit \$3 != \"T\" }' /proc/$STOPPED/stat"
+	t0=$(date +%s%N)
+	check_exit "a verify of the same checkpoint is not held up" 0 timeout 60 "$W" --store "$S" -q model verify s1
+	el=$(ms_since "$t0")
+	if [ "$el" -lt 10000 ]; then tap_ok "... it takes $el ms"
+	else tap_not_ok "... it is not held up" "took $el ms"; fi
+	check_exit "nor a pull" 0 timeout 60 "$W" --store "$S" -q model pull s1 --dest "$T/p6"
+	check_exit "nor a materialize" 0 timeout 60 "$W" --store "$S" -q model materialize-file s1 --path config.json --output "$T/m6"
+	# a pin must wait for the record: bounded, and SIGTERM ends it
+	"$W" --store "$S" model pin s1 >"$T/pin.out" 2>&1 & PN=$!
+	sleep 1
+	if kill -0 "$PN" 2>/dev/null; then tap_ok "a pin waits for the busy record"
+	else tap_not_ok "a pin waits for the busy record" "$(cat "$T/pin.out")"; fi
+	t0=$(date +%s%N); kill -TERM "$PN"
+	wait_exit 30 "$PN"; rc=$?; el=$(ms_since "$t0")
+	if [ "$rc" = 1 ] && [ "$el" -le 2000 ]; then tap_ok "SIGTERM ends the waiting pin within 2 s ($el ms)"
+	else tap_not_ok "SIGTERM ends the waiting pin within 2 s" "exit $rc after $el ms: $(cat "$T/pin.out")"; fi
+	check_grep "... saying it was interrupted" "interrupted" "$(cat "$T/pin.out")"
+	check_one_line "... in one line" "$(cat "$T/pin.out")"
+	kill -KILL "$STOPPED"; wait "$STOPPED" 2>/dev/null
+	check_exit "once the holder is gone the pin goes through" 0 ws model pin s1
+	ws model unpin s1 >/dev/null; ws model delete s1 >/dev/null
 fi
 
 # ---- a file held open in a mount ---------------------------------------------
@@ -346,6 +490,48 @@ file) check_grep "df shows the file system's free space" "^store: .* free of " "
 mooncake) check_grep "df says the capacity is unknown" "^store: capacity unknown" "$(ws df)" ;;
 esac
 ws model delete p >/dev/null
+
+# ---- a mistyped id leaves nothing behind; gc drops records of no checkpoint --
+# has_key KEY: the store holds KEY
+has_key() {
+	case $KIND in
+	file) test -e "$S/$1" ;;
+	redis) [ "$(redis_cli "$WSTORE_TEST_REDIS_PORT" exists "${WSTORE_KEY_PREFIX}$1" | tr -dc 0-9)" = 1 ] ;;
+	mooncake) ls "$MOONCAKE_STANDIN_DIR/objects" | grep -qx "$(printf %s "$1" | sed 's|/|%2F|g')" ;;
+	esac
+}
+imp t1
+for c in "model verify t1-typo" "model pull t1-typo --dest $T/p7" \
+	"model materialize-file t1-typo --path config.json --output $T/m7"; do
+	check_exit "reading a mistyped id fails: $c" 1 ws $c
+	check_grep "... saying it is not found" "not found" "$OUT"
+done
+check_exit "so does opening it from Python" 0 "$PY" -c '
+import sys, wstore
+try:
+    wstore.Store(sys.argv[1]).open("t1-typo")
+except wstore.NotFound:
+    sys.exit(0)
+sys.exit(1)' "$S"
+if has_key weight/meta/models/t1-typo; then tap_not_ok "no weight/meta record of the mistyped id"
+else tap_ok "no weight/meta record of the mistyped id"; fi
+if [ "$KIND" != mooncake ]; then
+	# a record left behind by an older version, or by a delete cut short
+	case $KIND in
+	file) mkdir -p "$S/weight/meta/models" &&
+		printf '{"last_read_ms":1,"pinned":false}' >"$S/weight/meta/models/t1-gone" ;;
+	redis) redis_cli "$WSTORE_TEST_REDIS_PORT" set "${WSTORE_KEY_PREFIX}weight/meta/models/t1-gone" \
+		'{"last_read_ms":1,"pinned":false}' >/dev/null ;;
+	esac
+	ws model pin t1 >/dev/null
+	check "a record of a checkpoint that does not exist is there" has_key weight/meta/models/t1-gone
+	check_exit "gc" 0 ws gc --grace 0
+	if has_key weight/meta/models/t1-gone; then tap_not_ok "gc removes the record of a checkpoint that does not exist"
+	else tap_ok "gc removes the record of a checkpoint that does not exist"; fi
+	check_grep "... and keeps the pin of one that does" '"pinned": true' "$(ws --json df)"
+	ws model unpin t1 >/dev/null
+fi
+ws model delete t1 >/dev/null
 
 # ---- eviction order: gc --evict-to ------------------------------------------
 for k in k1 k2 k3 k4; do imp $k; done

@@ -66,7 +66,8 @@ CHECK_COUNTERS;
 	X(test_catalog_derive) \
 	X(test_catalog_list_all) \
 	X(test_source_rules) \
-	X(test_source_hub)
+	X(test_source_hub) \
+	X(test_owner)
 /* clang-format on */
 
 #define DECL(name) void name(void);

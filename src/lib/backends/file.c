@@ -534,13 +534,14 @@ static int lock_key(file_backend *fb, const char *key)
 	if (fd < 0)
 		return wstore__errc(-err, "cannot open lock of '%s' ('%s')",
 				    key, path);
-	while (flock(fd, LOCK_EX) < 0) {
-		if (errno == EINTR)
-			continue;
-		int err = errno;
-
+	err = wstore__flock_wait(fd);
+	if (err < 0) {
 		close(fd);
-		return wstore__errc(-err, "cannot lock '%s' ('%s')", key, path);
+		return err == WSTORE_EBUSY || err == WSTORE_ECANCELED
+			       ? wstore__err(err, "cannot lock '%s' ('%s'): %s",
+					     key, path, wstore_last_error())
+			       : wstore__errc(err, "cannot lock '%s' ('%s')",
+					      key, path);
 	}
 	return fd;
 }

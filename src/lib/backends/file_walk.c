@@ -202,16 +202,15 @@ struct sweep {
 
 static int sweep_dir(struct sweep *sw, int dfd, size_t len, int depth);
 
-/* Is the writer of temp file name (".tmp-<base>-<pid>-<16 hex>", made by
+/* Is the writer of temp file name (".tmp-<base>-<pid>-<tag><n>", made by
  * open_temp through durable.c) a live process?  Then its put may be
- * running, whatever the file's age: the writer renames it when done. */
+ * running, whatever the file's age: the writer renames it when done.  One
+ * that cannot be judged (another PID namespace or machine) gets the grace
+ * period like a dead one's. */
 static int temp_writer_live(const char *name)
 {
-	long pid = wstore__tmp_writer(name, WSTORE__DURABLE_KEY_TEMP);
-
-	if (pid <= 0)
-		return 0;
-	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+	return wstore__tmp_writer_state(name, WSTORE__DURABLE_KEY_TEMP) ==
+	       WSTORE__TMP_ALIVE;
 }
 
 /* One entry of the directory open as dfd, whose path is sw->path[0..len):

@@ -80,9 +80,30 @@ int wstore__durable_commit(wstore__durable *d, const char *name,
 /* Close and remove the temp file (after a failure); d may be unopened if
  * it was initialised with .fd = -1. */
 void wstore__durable_abort(wstore__durable *d);
+/*
+ * Take an exclusive flock on fd, waiting at most 30 s for another process
+ * that holds it (it may be stopped: a holder's flock lasts one read and one
+ * write), and never past wstore_interrupt: 0, WSTORE_EBUSY or
+ * WSTORE_ECANCELED (last error set), or -errno (util.c).
+ */
+int wstore__flock_wait(int fd);
+
 /* The pid of the writer that name says made it, if name is a temp name
  * of the form flags selects (WSTORE__DURABLE_KEY_TEMP or not); else 0. */
 long wstore__tmp_writer(const char *name, unsigned flags);
+/*
+ * Whether the writer of temp name (the form flags selects) still runs,
+ * judged from the owner tag in the name (durable.c, owner.c):
+ * WSTORE__TMP_ALIVE, WSTORE__TMP_DEAD, or WSTORE__TMP_UNKNOWN (a writer of
+ * another machine or PID namespace, or a name without a tag): unknown
+ * counts as alive until the caller's own grace runs out.  Not a temp name
+ * of that form: WSTORE__TMP_NOT.
+ */
+#define WSTORE__TMP_DEAD 0
+#define WSTORE__TMP_ALIVE 1
+#define WSTORE__TMP_UNKNOWN 2
+#define WSTORE__TMP_NOT 3
+int wstore__tmp_writer_state(const char *name, unsigned flags);
 
 /* ---- directories reached without a symlink (nofollow.c) -------------- */
 
