@@ -14,8 +14,10 @@
  * even from one process, never share one), through wstore__fetch_to_fd
  * (chunk by chunk through the worker's reused buffer, size and SHA-256
  * checked), is fsynced and renamed into place, then the directory is
- * fsynced.  Temp files are removed on every failure; a file already in
- * DEST is never removed for looking like a temp name (temp_owner_dead).
+ * fsynced.  Temp files are removed on every failure; those of a killed
+ * pull when the directory is pulled again, once their owner tag proves
+ * the writer gone; a file already in DEST is never removed for merely
+ * looking like a temp name (temp_owner_dead).
  * Files present with the right size (and digest, when verifying) are
  * skipped, which makes a pull resumable and idempotent.
  *
@@ -39,6 +41,7 @@
 
 #include "abi.h"
 #include "durable.h"
+#include "owner.h"
 #include "digest.h"
 #include "error.h"
 #include "util.h"
@@ -139,18 +142,34 @@ static int open_parent(struct pull *p, const char *path, int *out_fd,
 /*
  * Whether name, met in a directory being pulled into, is a temp file that
  * a pull provably made and that nobody will finish, so that it may go.
- * The one place that decides it.  A temp name holds only a pid, which
- * proves neither: a file of the user's may merely look like one, and the
- * pid may be another PID namespace's, or reused.  So for now nothing
- * qualifies and a killed pull's temp files stay (this pull's own are
- * removed on every failure path, durable.c); once temp names carry the
- * owner identity of locks and leases (boot id, PID namespace, pid, start
- * time), this asks that module whether their owner is dead.
+ * The one place that decides it.  Only a name of the current form
+ * (".wstore-tmp-<pid>-<owner tag>-<n>", durable.c) qualifies, and only
+ * when its owner tag (boot, PID namespace, pid, start time: owner.h)
+ * proves the writer gone; a writer in another PID namespace or on another
+ * machine is unknown and its file stays.  An older pid-only name proves
+ * neither who made it nor that its writer is gone (a file of the user's
+ * may merely look like one, the pid may be reused or another namespace's):
+ * it stays too.
  */
 static int temp_owner_dead(const char *name)
 {
-	(void)name;
-	return 0;
+	static const char dec[] = "0123456789", hex[] = "0123456789abcdef";
+	const char *p = name + strlen(WSTORE__TMP_TAG);
+	size_t n;
+
+	if (strncmp(name, WSTORE__TMP_TAG, strlen(WSTORE__TMP_TAG)) != 0)
+		return 0;
+	/* exactly <pid>-<owner tag>-<n>: a name without a tag is kept */
+	if (!(n = strspn(p, dec)) || p[n] != '-')
+		return 0;
+	p += n + 1;
+	if (strspn(p, hex) != WSTORE__OWNER_TAG_LEN ||
+	    p[WSTORE__OWNER_TAG_LEN] != '-')
+		return 0;
+	p += WSTORE__OWNER_TAG_LEN + 1;
+	if (!(n = strspn(p, dec)) || p[n])
+		return 0;
+	return wstore__tmp_writer_state(name, 0) == WSTORE__TMP_DEAD;
 }
 
 /* Remove temp files left in this directory by pulls known to be dead. */
