@@ -150,11 +150,19 @@ with st.open(ckpt) as ck, ck.open("w.bin") as f:
 print("a new handle reads the new bytes")
 EOF
 
+# pylib CMD...: CMD with the binding on BUILD's library (a sanitizer
+# build's runtime preloaded, as tests/python/run.sh does)
+pylib() {
+	_asan=$(ldd "$BUILD_ABS/libwstore.so" 2>/dev/null | awk '/libasan/ { print $3 }')
+	env PYTHONPATH="$HERE/../python" WSTORE_LIBRARY="$BUILD_ABS/libwstore.so" \
+		${_asan:+LD_PRELOAD="$_asan"} \
+		${_asan:+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"} "$@"
+}
+
 reader_python() {
 	imp h1 "$T/A"
 	check_exit "$KIND: a Python read handle raises Changed after the replacement" 0 \
-		env PYTHONPATH="$HERE/../python" WSTORE_LIBRARY="$BUILD_ABS/libwstore.so" \
-		$PY "$T/handle.py" "$URL" "$W" h1 "$T/B"
+		pylib $PY "$T/handle.py" "$URL" "$W" h1 "$T/B"
 	check_grep "$KIND: ... and a new handle reads the new bytes" "new handle reads the new" "$OUT"
 }
 
