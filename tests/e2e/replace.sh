@@ -150,12 +150,17 @@ with st.open(ckpt) as ck, ck.open("w.bin") as f:
 print("a new handle reads the new bytes")
 EOF
 
+# pylib CMD...: CMD with the binding on BUILD's library (a sanitizer
+# build's runtime preloaded, as tests/python/run.sh does)
+pylib() {
+	(. "$HERE/lib/pyenv.sh"; pyenv_for "$BUILD_ABS/libwstore.so"
+	 PYTHONPATH="$HERE/../python" exec "$@")
+}
+
 reader_python() {
 	imp h1 "$T/A"
 	check_exit "$KIND: a Python read handle raises Changed after the replacement" 0 \
-		sh -c '. "$1"; pyenv_for "$2"; shift 2; PYTHONPATH="$0" exec "$@"' \
-		"$HERE/../python" "$HERE/lib/pyenv.sh" "$BUILD_ABS/libwstore.so" \
-		$PY "$T/handle.py" "$URL" "$W" h1 "$T/B"
+		pylib $PY "$T/handle.py" "$URL" "$W" h1 "$T/B"
 	check_grep "$KIND: ... and a new handle reads the new bytes" "new handle reads the new" "$OUT"
 }
 
