@@ -33,8 +33,9 @@
 /*
  * Largest read on zero-copy mounts (see zc_read_size): a spliced reply
  * (header and data) must fit in libfuse's pipe with libfuse's slack of a
- * page per piece and two more (up to 6 pieces here); libfuse falls back
- * to copying through a fresh buffer otherwise.  Pipes grow up to
+ * page per piece and two more: this slack covers a reply of up to 6
+ * pieces (chunks); one of more pieces (up to MAX_PIECES) does not fit, and
+ * libfuse copies it through a fresh buffer instead.  Pipes grow up to
  * /proc/sys/fs/pipe-max-size (1 MiB by default) without CAP_SYS_RESOURCE.
  */
 #define ZC_PIPE_SLACK (32u << 10)

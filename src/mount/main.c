@@ -76,7 +76,6 @@ struct daemon_pipe {
 	int fd;
 };
 
-/* Mount is visible: release the waiting parent and the terminal. */
 /*
  * Mooncake's client, on its first create, takes SIGINT, SIGTERM and SIGHUP
  * for itself (it blocks them in the calling thread and starts a thread
@@ -92,6 +91,7 @@ int Py_IsInitialized(void)
 	return 0;
 }
 
+/* Mount is visible: release the waiting parent and the terminal. */
 static void on_ready(void *ctx)
 {
 	struct daemon_pipe *dp = ctx;

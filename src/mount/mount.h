@@ -66,6 +66,10 @@ struct entry {
 	int64_t mtime;
 	struct node *nodes;
 	uint32_t nnodes;
+	/* nodes by (parent, name): open addressing, node + 1 per slot (0
+	 * empty), kcap a power of two at least twice nnodes */
+	uint32_t *kidx;
+	uint32_t kcap;
 	atomic_int dead;
 	atomic_int refs;       /* the table's, open files', read-ahead jobs' */
 	pthread_mutex_t vlock; /* guards validated */
