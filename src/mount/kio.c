@@ -307,6 +307,8 @@ int pt_open(struct wmount *m, struct fh *h, int32_t *id)
 	rc = wstore_file_chunk_fd(&fd, &foff, &len, h->f, 0);
 	if (rc == 0 && (foff != 0 || len != h->size))
 		rc = WSTORE_ECORRUPT;
+	if (rc == WSTORE_ECHANGED) /* replaced: the entry is dead */
+		entry_read_failed(m, h->e, "open", wstore_file_path(h->f), rc);
 	if (rc < 0 || entry_validate(m, h->e, t0) < 0) {
 		/* gone or damaged (a delete under way): open it as any
 		 * file, whose reads then fail as they do */

@@ -201,6 +201,8 @@ int64_t find_kid(const struct entry *e, uint32_t dir, const char *name,
 struct entry *live_find(struct wmount *m, const char *id);
 int entry_check(struct wmount *m, struct entry *e, uint64_t t0, int draining);
 int entry_validate(struct wmount *m, struct entry *e, uint64_t t0);
+int entry_read_failed(struct wmount *m, struct entry *e, const char *what,
+		      const char *path, int rc);
 int lease_open(struct wmount *m, struct entry *e);
 void lease_close(struct entry *e);
 int tree_refresh(struct wmount *m);

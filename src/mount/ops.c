@@ -448,13 +448,9 @@ static void read_gather(fuse_req_t req, struct fh *h, uint64_t pos,
 
 	if (rc == 0 && n != total)
 		rc = WSTORE_ECORRUPT;
-	if (rc < 0 && rc != -ENOMEM) {
-		mlog(m, LOG_ERR, "cannot read '%s' of '%s': %s",
-		     wstore_file_path(h->f), h->e->id,
-		     *wstore_last_error() ? wstore_last_error()
-					  : wstore_strerror(rc));
-		rc = -EIO;
-	}
+	if (rc < 0)
+		rc = entry_read_failed(m, h->e, "read", wstore_file_path(h->f),
+				       rc);
 	if (rc == 0)
 		rc = entry_validate(m, h->e, t0);
 	if (rc == 0 && atomic_load(&h->e->dead))

@@ -301,6 +301,33 @@ static void mark_validated(struct entry *e, uint64_t t)
 	pthread_mutex_unlock(&e->vlock);
 }
 
+/*
+ * A read of file path of e (what: "read", "open") failed with rc from the
+ * library: log it and give the negative errno the read answers with.
+ * WSTORE_ECHANGED says the checkpoint e opened was deleted or replaced by
+ * another import of the same id: e is dead from then on (its reads fail
+ * with EIO, never bytes of the other import), and the next refresh makes
+ * a new entry for what the store now holds, even if its manifest reads
+ * the same.
+ */
+int entry_read_failed(struct wmount *m, struct entry *e, const char *what,
+		      const char *path, int rc)
+{
+	if (rc == -ENOMEM)
+		return -ENOMEM;
+	if (rc == WSTORE_ECHANGED) {
+		if (!atomic_exchange(&e->dead, 1))
+			mlog(m, LOG_WARNING,
+			     "checkpoint '%s' was deleted or replaced in the "
+			     "store: its open files fail with EIO",
+			     e->id);
+		return -EIO;
+	}
+	mlog(m, LOG_ERR, "cannot %s '%s' of '%s': %s", what, path, e->id,
+	     *wstore_last_error() ? wstore_last_error() : wstore_strerror(rc));
+	return -EIO;
+}
+
 /* Files of e are open, so e holds a read lease (lease_open). */
 static int entry_leased(struct entry *e)
 {
@@ -443,6 +470,10 @@ static struct entry *refresh_one(struct wmount *m, const char *id,
 	pthread_rwlock_rdlock(&m->lock);
 	cur = live_find(m, id);
 	pthread_rwlock_unlock(&m->lock);
+	/* a dead entry is never kept: the library found the import it
+	 * opened replaced (WSTORE_ECHANGED), whatever the manifest says */
+	if (cur && atomic_load(&cur->dead))
+		cur = NULL;
 	if (cur && validated_since(cur, since))
 		return cur; /* a read found it unchanged during this pass */
 	t1 = wclock_mono_ms();
