@@ -436,6 +436,13 @@ static int mount_dev(const char *mp, unsigned *maj, unsigned *min)
 	return found ? 0 : -1;
 }
 
+int wmount_mounted_at(const char *path)
+{
+	unsigned maj, min;
+
+	return mount_dev(path, &maj, &min) == 0;
+}
+
 /* Widen the kernel's read-ahead on this mount (its default is 128 KiB,
  * which caps FUSE reads through the page cache at that size). */
 void widen_readahead(struct wmount *m, const char *canon)

@@ -154,7 +154,8 @@ struct wmount {
 	uid_t uid;
 	gid_t gid;
 	time_t started;
-	int daemonized;
+	int daemonized;	       /* logging to syslog */
+	int to_file;	       /* logging to o.log_fd only */
 	pthread_rwlock_t lock; /* guards tab, live */
 	struct entry **tab;    /* by eid; NULL once retired */
 	uint32_t ntab, captab;
