@@ -1,14 +1,18 @@
 /*
  * cache.c - the chunk cache and read-ahead.
  *
- * Whole chunks keyed by (entry, file, chunk), LRU, bounded by
+ * Whole chunks keyed by (entry id, file, chunk), LRU, bounded by
  * opts.cache_size (chunks pinned by reads in flight may exceed it
  * briefly).  A miss reads the chunk with wstore_file_pread (which checks
  * its length) and then re-reads the manifest unless a check started after
  * this fetch already did: a chunk enters the cache only if the checkpoint
  * was still the same one after the bytes were read, so a delete, or a
  * delete and re-import under the same id, cannot put other bytes under an
- * open file.  Concurrent readers of one chunk wait for a single fetch.  A
+ * open file.  Entry ids are never reused and each entry is one open of
+ * one import (a new import of the same id, even with a manifest that
+ * reads the same, is a new entry once the library reports the old one
+ * changed): chunks of one import are never served to files of another.
+ * Concurrent readers of one chunk wait for a single fetch.  A
  * read that moves into the next chunk queues the following chunks for a
  * read-ahead thread.  Freed chunk buffers are reused (first touch of
  * fresh memory costs more than the copy: docs/performance.md).
@@ -222,13 +226,9 @@ static int fetch(struct wmount *m, struct slot *s, wstore_file *f, uint64_t cs)
 
 	if (rc == 0 && n != s->len)
 		rc = WSTORE_ECORRUPT;
-	if (rc < 0) {
-		mlog(m, LOG_ERR, "cannot read '%s' of '%s': %s",
-		     wstore_file_path(f), s->e->id,
-		     *wstore_last_error() ? wstore_last_error()
-					  : wstore_strerror(rc));
-		return rc == -ENOMEM ? -ENOMEM : -EIO;
-	}
+	if (rc < 0)
+		return entry_read_failed(m, s->e, "read", wstore_file_path(f),
+					 rc);
 	return entry_validate(m, s->e, t0);
 }
 
@@ -250,13 +250,9 @@ static int fetch_fd(struct wmount *m, struct slot *s, wstore_file *f,
 		close(fd);
 		rc = WSTORE_ECORRUPT;
 	}
-	if (rc < 0) {
-		mlog(m, LOG_ERR, "cannot open '%s' of '%s': %s",
-		     wstore_file_path(f), s->e->id,
-		     *wstore_last_error() ? wstore_last_error()
-					  : wstore_strerror(rc));
-		return rc == -ENOMEM ? -ENOMEM : -EIO;
-	}
+	if (rc < 0)
+		return entry_read_failed(m, s->e, "open", wstore_file_path(f),
+					 rc);
 	s->fd = fd;
 	return entry_validate(m, s->e, t0);
 }

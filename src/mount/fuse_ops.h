@@ -23,6 +23,7 @@ struct wmount_opts {
 				   shared mmap works with it) */
 	int allow_other;	/* let other users read the mount */
 	int foreground;		/* log to stderr, else to syslog */
+	int log_fd; /* once mounted, log only to this file (append), or -1 */
 };
 
 struct wmount;
@@ -52,5 +53,9 @@ int wmount_new(struct wmount **out, wstore_store *store,
 int wmount_run(struct wmount *m, const char *mountpoint,
 	       void (*ready)(void *ctx), void *ctx);
 void wmount_free(struct wmount *m);
+
+/* 1 if a wstore mount sits at path (a canonical path), from
+ * /proc/self/mountinfo; 0 if not or unknown. */
+int wmount_mounted_at(const char *path);
 
 #endif

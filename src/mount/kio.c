@@ -33,8 +33,9 @@
 /*
  * Largest read on zero-copy mounts (see zc_read_size): a spliced reply
  * (header and data) must fit in libfuse's pipe with libfuse's slack of a
- * page per piece and two more (up to 6 pieces here); libfuse falls back
- * to copying through a fresh buffer otherwise.  Pipes grow up to
+ * page per piece and two more: this slack covers a reply of up to 6
+ * pieces (chunks); one of more pieces (up to MAX_PIECES) does not fit, and
+ * libfuse copies it through a fresh buffer instead.  Pipes grow up to
  * /proc/sys/fs/pipe-max-size (1 MiB by default) without CAP_SYS_RESOURCE.
  */
 #define ZC_PIPE_SLACK (32u << 10)
@@ -306,6 +307,8 @@ int pt_open(struct wmount *m, struct fh *h, int32_t *id)
 	rc = wstore_file_chunk_fd(&fd, &foff, &len, h->f, 0);
 	if (rc == 0 && (foff != 0 || len != h->size))
 		rc = WSTORE_ECORRUPT;
+	if (rc == WSTORE_ECHANGED) /* replaced: the entry is dead */
+		entry_read_failed(m, h->e, "open", wstore_file_path(h->f), rc);
 	if (rc < 0 || entry_validate(m, h->e, t0) < 0) {
 		/* gone or damaged (a delete under way): open it as any
 		 * file, whose reads then fail as they do */
@@ -431,6 +434,13 @@ static int mount_dev(const char *mp, unsigned *maj, unsigned *min)
 	}
 	fclose(f);
 	return found ? 0 : -1;
+}
+
+int wmount_mounted_at(const char *path)
+{
+	unsigned maj, min;
+
+	return mount_dev(path, &maj, &min) == 0;
 }
 
 /* Widen the kernel's read-ahead on this mount (its default is 128 KiB,

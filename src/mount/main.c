@@ -52,6 +52,7 @@ static const char help[] =
 	"                    [--foreground|-f] [--direct-io|--page-cache]\n"
 	"                    [--refresh SECONDS]"
 	" [--threads N] [--allow-other]\n"
+	"                    [--log-file PATH]\n"
 	"\n"
 	"Mount the store read-only: one directory per READY checkpoint, or with\n"
 	"--checkpoint the files of that one at the mount root.  Reads fetch only\n"
@@ -62,6 +63,8 @@ static const char help[] =
 	"  --checkpoint ID     show only this checkpoint, at the root\n"
 	"  --cache-size SIZE   chunk cache size (default 1GiB)\n"
 	"  -f, --foreground    stay in the foreground, log to stderr\n"
+	"  --log-file PATH     once mounted, log to PATH (appended) instead of\n"
+	"                      syslog or stderr\n"
 	"  --direct-io         bypass the kernel page cache (no shared mmap on\n"
 	"                      kernels before 6.6)\n"
 	"  --page-cache        serve files through the kernel page cache\n"
@@ -77,7 +80,6 @@ struct daemon_pipe {
 	int fd;
 };
 
-/* Mount is visible: release the waiting parent and the terminal. */
 /*
  * Mooncake's client, on its first create, takes SIGINT, SIGTERM and SIGHUP
  * for itself (it blocks them in the calling thread and starts a thread
@@ -93,6 +95,7 @@ int Py_IsInitialized(void)
 	return 0;
 }
 
+/* Mount is visible: release the waiting parent and the terminal. */
 static void on_ready(void *ctx)
 {
 	struct daemon_pipe *dp = ctx;
@@ -129,8 +132,25 @@ static int wait_child(pid_t pid, int fd)
 	close(fd);
 	if (n == 1)
 		return EXIT_OK;
-	if (waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st))
+	if (waitpid(pid, &st, 0) != pid) {
+		fprintf(stderr, "wstore: lost the mount daemon: %s\n",
+			strerror(errno));
+		return EXIT_ERR;
+	}
+	/* its own failures say why on this stderr (shared until then) */
+	if (WIFEXITED(st) &&
+	    (WEXITSTATUS(st) == EXIT_ERR || WEXITSTATUS(st) == EXIT_USAGE))
 		return WEXITSTATUS(st);
+	if (WIFSIGNALED(st))
+		fprintf(stderr,
+			"wstore: the mount daemon was killed by signal %d "
+			"before the mount was up\n",
+			WTERMSIG(st));
+	else
+		fprintf(stderr,
+			"wstore: the mount daemon exited with status %d "
+			"before the mount was up\n",
+			WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 	return EXIT_ERR;
 }
 
@@ -147,8 +167,8 @@ static int parse_refresh(double *out, const char *v)
 	return 0;
 }
 
-static int parse_mount_args(struct wmount_opts *o, const char **mp, int argc,
-			    char **argv)
+static int parse_mount_args(struct wmount_opts *o, const char **mp,
+			    const char **log, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "checkpoint", required_argument, NULL, 'c' },
@@ -159,6 +179,7 @@ static int parse_mount_args(struct wmount_opts *o, const char **mp, int argc,
 		{ "refresh", required_argument, NULL, 'r' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "allow-other", no_argument, NULL, 'a' },
+		{ "log-file", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -202,6 +223,11 @@ static int parse_mount_args(struct wmount_opts *o, const char **mp, int argc,
 			o->threads = (unsigned)n;
 			break;
 		case 'a': o->allow_other = 1; break;
+		case 'L':
+			if (!*optarg)
+				return usage_error("--log-file needs a path");
+			*log = optarg;
+			break;
 		case 'h': fputs(help, stdout); return -1;
 		case ':':
 			return usage_error("option '%s' needs a value",
@@ -245,18 +271,39 @@ static int mount_and_serve(const wstore_config *cfg,
 
 static int run(const wstore_config *cfg, int argc, char **argv)
 {
-	struct wmount_opts o = { NULL, (uint64_t)1 << 30, 2.0, 8, -1, 0, 0 };
+	struct wmount_opts o = {
+		NULL, (uint64_t)1 << 30, 2.0, 8, -1, 0, 0, -1
+	};
 	struct daemon_pipe dp = { -1 };
-	const char *mp = NULL;
+	const char *mp = NULL, *log = NULL;
+	char canon[PATH_MAX];
 	struct stat st;
 	int rc, fds[2];
 	pid_t pid;
 
-	if ((rc = parse_mount_args(&o, &mp, argc, argv)))
+	if ((rc = parse_mount_args(&o, &mp, &log, argc, argv)))
 		return rc < 0 ? EXIT_OK : rc;
 	if (stat(mp, &st) < 0 || !S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "wstore: mountpoint '%s' is not a directory\n",
 			mp);
+		return EXIT_ERR;
+	}
+	/* a second daemon on one path would hide the first (the check and
+	 * the mount are not one step: two starts at once may still both
+	 * mount) */
+	if (realpath(mp, canon) && wmount_mounted_at(canon)) {
+		fprintf(stderr,
+			"wstore: '%s' is already a wstore mount (unmount it "
+			"first: wstore umount %s)\n",
+			mp, mp);
+		return EXIT_ERR;
+	}
+	if (log &&
+	    (o.log_fd = open(
+		     log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY,
+		     0644)) < 0) {
+		fprintf(stderr, "wstore: cannot open log file '%s': %s\n", log,
+			strerror(errno));
 		return EXIT_ERR;
 	}
 	if (o.foreground)

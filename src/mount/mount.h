@@ -66,6 +66,10 @@ struct entry {
 	int64_t mtime;
 	struct node *nodes;
 	uint32_t nnodes;
+	/* nodes by (parent, name): open addressing, node + 1 per slot (0
+	 * empty), kcap a power of two at least twice nnodes */
+	uint32_t *kidx;
+	uint32_t kcap;
 	atomic_int dead;
 	atomic_int refs;       /* the table's, open files', read-ahead jobs' */
 	pthread_mutex_t vlock; /* guards validated */
@@ -150,7 +154,8 @@ struct wmount {
 	uid_t uid;
 	gid_t gid;
 	time_t started;
-	int daemonized;
+	int daemonized;	       /* logging to syslog */
+	int to_file;	       /* logging to o.log_fd only */
 	pthread_rwlock_t lock; /* guards tab, live */
 	struct entry **tab;    /* by eid; NULL once retired */
 	uint32_t ntab, captab;
@@ -197,6 +202,8 @@ int64_t find_kid(const struct entry *e, uint32_t dir, const char *name,
 struct entry *live_find(struct wmount *m, const char *id);
 int entry_check(struct wmount *m, struct entry *e, uint64_t t0, int draining);
 int entry_validate(struct wmount *m, struct entry *e, uint64_t t0);
+int entry_read_failed(struct wmount *m, struct entry *e, const char *what,
+		      const char *path, int rc);
 int lease_open(struct wmount *m, struct entry *e);
 void lease_close(struct entry *e);
 int tree_refresh(struct wmount *m);

@@ -2,11 +2,13 @@
  * ops.c - the FUSE operations (low-level libfuse3 API: it lets us pick
  * inode numbers, reply straight from cached chunk memory and tell the
  * kernel to drop what it cached): lookup, getattr, directories, open,
- * read, release, statfs.  Reads are gathered from pinned chunks of the
- * cache and written with writev straight from their buffers, or on
- * zero-copy mounts handed to fuse_reply_data() as the chunk files' fds,
- * which libfuse splices (FUSE_CAP_SPLICE_WRITE) from the store's page
- * cache into /dev/fuse: no copy through the daemon.
+ * read, release, statfs.  A read of up to MAX_PIECES chunks is answered
+ * from pinned chunks of the cache, with writev straight from their
+ * buffers, or on zero-copy mounts handed to fuse_reply_data() as the
+ * chunk files' fds, which libfuse splices (FUSE_CAP_SPLICE_WRITE) from
+ * the store's page cache into /dev/fuse: no copy through the daemon.  A
+ * read of more (small) chunks is read whole into one buffer.  Every read
+ * is answered in full or fails.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -446,13 +448,9 @@ static void read_gather(fuse_req_t req, struct fh *h, uint64_t pos,
 
 	if (rc == 0 && n != total)
 		rc = WSTORE_ECORRUPT;
-	if (rc < 0 && rc != -ENOMEM) {
-		mlog(m, LOG_ERR, "cannot read '%s' of '%s': %s",
-		     wstore_file_path(h->f), h->e->id,
-		     *wstore_last_error() ? wstore_last_error()
-					  : wstore_strerror(rc));
-		rc = -EIO;
-	}
+	if (rc < 0)
+		rc = entry_read_failed(m, h->e, "read", wstore_file_path(h->f),
+				       rc);
 	if (rc == 0)
 		rc = entry_validate(m, h->e, t0);
 	if (rc == 0 && atomic_load(&h->e->dead))

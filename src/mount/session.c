@@ -18,8 +18,36 @@
 #include "../common/clock.h"
 #include "mount.h"
 
-/* Errors go to stderr in the foreground, to syslog once daemonized; at
- * most one a second so a dead backend cannot flood the log. */
+/* One line of the log file: UTC time, program and pid, the message. */
+static void log_line(int fd, const char *msg, unsigned skipped)
+{
+	char line[1200], when[32];
+	int64_t ms = wclock_wall_ms();
+	time_t secs = (time_t)(ms / 1000);
+	struct tm tm;
+	int n;
+
+	gmtime_r(&secs, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+	n = snprintf(line, sizeof(line), "%s.%03dZ wstore-mount[%d]: %s%s\n",
+		     when, (int)(ms % 1000), (int)getpid(), msg,
+		     skipped ? " (and earlier messages suppressed)" : "");
+	if (n > (int)sizeof(line) - 1)
+		n = (int)sizeof(line) - 1;
+	/* one write per line (O_APPEND): lines of several threads and
+	 * daemons sharing the file do not mix */
+	if (n > 0 && write(fd, line, (size_t)n) < 0) {
+		/* nowhere left to say it */
+	}
+}
+
+/*
+ * Messages go to stderr until the mount is up (the starter's terminal in
+ * daemon mode), and to the log file as well if there is one; once up, to
+ * the log file if there is one, else to syslog (daemon) or stderr
+ * (foreground).  Warnings and errors at most one a second, so that a dead
+ * backend cannot flood the log.
+ */
 void mlog(struct wmount *m, int prio, const char *fmt, ...)
 {
 	char msg[1024];
@@ -41,7 +69,11 @@ void mlog(struct wmount *m, int prio, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (m->daemonized) {
+	if (m->o.log_fd >= 0)
+		log_line(m->o.log_fd, msg, skipped);
+	if (m->to_file) {
+		/* the log file only */
+	} else if (m->daemonized) {
 		syslog(prio, "%s%s", msg,
 		       skipped ? " (and earlier messages suppressed)" : "");
 	} else {
@@ -329,7 +361,9 @@ int wmount_run(struct wmount *m, const char *mountpoint,
 				   : ", chunk files spliced");
 	if (ready) {
 		ready(ctx);
-		if (!m->o.foreground) {
+		if (m->o.log_fd >= 0) {
+			m->to_file = 1;
+		} else if (!m->o.foreground) {
 			openlog("wstore-mount", LOG_PID, LOG_DAEMON);
 			m->daemonized = 1;
 		}

@@ -7,13 +7,17 @@
  * The table of entries (wmount.tab, by entry id, and wmount.live, sorted
  * by checkpoint id) is guarded by wmount.lock.
  *
- * Refresh.  A thread re-reads the index and every manifest each
- * opts.refresh seconds.  A checkpoint that left the index, stopped being
- * READY or whose manifest bytes changed is retired: marked dead (reads on
- * open files fail with EIO from then on), dropped from the table (lookups
- * give ENOENT), its chunks dropped from the cache and its inodes
- * invalidated in the kernel so the page cache cannot keep serving it.  An
- * entry is freed when the last open file on it is released.
+ * Refresh.  A thread re-reads the index and the manifests each
+ * opts.refresh seconds (not one that a read's check found unchanged
+ * during the same pass), with the table unlocked; only the swap of what
+ * changed takes the write lock.  A checkpoint that left the index,
+ * stopped being READY or whose manifest bytes changed is retired: marked
+ * dead (reads on open files fail with EIO from then on), dropped from the
+ * table (lookups give ENOENT), its chunks dropped from the cache and its
+ * inodes invalidated in the kernel so the page cache cannot keep serving
+ * it.  A listing or a manifest that could not be read retires nothing:
+ * the tree stays as it was until the store answers.  An entry is freed
+ * when the last open file on it is released.
  *
  * Also here: checking that an entry is still the checkpoint in the store
  * (after a fetch, at open), and the read lease an entry holds while files
@@ -36,6 +40,7 @@ static void entry_free(struct entry *e)
 		free(e->nodes[i].kids);
 	}
 	free(e->nodes);
+	free(e->kidx);
 	wstore_checkpoint_free(e->ck);
 	wstore_lease_release(e->lease);
 	free(e->mbytes);
@@ -56,18 +61,70 @@ void entry_put(struct entry *e)
 		entry_free(e);
 }
 
+/* FNV-1a of the name, mixed with the parent's node number. */
+static size_t kid_hash(uint32_t dir, const char *name, size_t len)
+{
+	uint64_t h = 14695981039346656037ull;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= (unsigned char)name[i];
+		h *= 1099511628211ull;
+	}
+	h ^= (uint64_t)dir * 0x9E3779B97F4A7C15ull;
+	return (size_t)(h ^ (h >> 29));
+}
+
+/* The node named name (len bytes) in directory dir, or -1: one probe of
+ * the entry's name index on average (a flat directory of many files is
+ * built and looked up in linear time). */
 int64_t find_kid(const struct entry *e, uint32_t dir, const char *name,
 		 size_t len)
 {
-	const struct node *d = &e->nodes[dir];
+	size_t mask = (size_t)e->kcap - 1, i;
 
-	for (uint32_t k = 0; k < d->nkids; k++) {
-		const struct node *n = &e->nodes[d->kids[k]];
+	if (!e->kcap)
+		return -1;
+	for (i = kid_hash(dir, name, len) & mask; e->kidx[i];
+	     i = (i + 1) & mask) {
+		const struct node *n = &e->nodes[e->kidx[i] - 1];
 
-		if (!strncmp(n->name, name, len) && n->name[len] == '\0')
-			return d->kids[k];
+		if (n->parent == dir && !strncmp(n->name, name, len) &&
+		    n->name[len] == '\0')
+			return e->kidx[i] - 1;
 	}
 	return -1;
+}
+
+static void kid_insert(struct entry *e, uint32_t node)
+{
+	const struct node *n = &e->nodes[node];
+	size_t mask = (size_t)e->kcap - 1;
+	size_t i = kid_hash(n->parent, n->name, strlen(n->name)) & mask;
+
+	while (e->kidx[i])
+		i = (i + 1) & mask;
+	e->kidx[i] = node + 1;
+}
+
+/* Room in the name index for node number nnodes (grown and rebuilt at
+ * half full); -1 out of memory. */
+static int kid_room(struct entry *e)
+{
+	uint32_t nc = e->kcap ? e->kcap : 64;
+	uint32_t *nk;
+
+	while ((uint64_t)(e->nnodes + 1) * 2 > nc)
+		nc *= 2;
+	if (nc == e->kcap)
+		return 0;
+	if (!(nk = calloc(nc, sizeof(*nk))))
+		return -1;
+	free(e->kidx);
+	e->kidx = nk;
+	e->kcap = nc;
+	for (uint32_t k = 1; k < e->nnodes; k++) /* node 0 has no parent */
+		kid_insert(e, k);
+	return 0;
 }
 
 static int64_t add_node(struct entry *e, uint32_t *cap, uint32_t parent,
@@ -107,7 +164,12 @@ static int64_t add_node(struct entry *e, uint32_t *cap, uint32_t parent,
 		p->kids = nk;
 		p->capkids = nc;
 	}
+	if (kid_room(e) < 0) {
+		free(n->name);
+		return -1;
+	}
 	p->kids[p->nkids++] = e->nnodes;
+	kid_insert(e, e->nnodes);
 	return e->nnodes++;
 }
 
@@ -219,6 +281,53 @@ static int read_manifest_bytes(struct wmount *m, const char *id, char **out,
 	return rc;
 }
 
+/* A check of e that found it unchanged started at or after t. */
+static int validated_since(struct entry *e, uint64_t t)
+{
+	int r;
+
+	pthread_mutex_lock(&e->vlock);
+	r = e->validated >= t;
+	pthread_mutex_unlock(&e->vlock);
+	return r;
+}
+
+/* A check that started at t found e unchanged. */
+static void mark_validated(struct entry *e, uint64_t t)
+{
+	pthread_mutex_lock(&e->vlock);
+	if (t > e->validated)
+		e->validated = t;
+	pthread_mutex_unlock(&e->vlock);
+}
+
+/*
+ * A read of file path of e (what: "read", "open") failed with rc from the
+ * library: log it and give the negative errno the read answers with.
+ * WSTORE_ECHANGED says the checkpoint e opened was deleted or replaced by
+ * another import of the same id: e is dead from then on (its reads fail
+ * with EIO, never bytes of the other import), and the next refresh makes
+ * a new entry for what the store now holds, even if its manifest reads
+ * the same.
+ */
+int entry_read_failed(struct wmount *m, struct entry *e, const char *what,
+		      const char *path, int rc)
+{
+	if (rc == -ENOMEM)
+		return -ENOMEM;
+	if (rc == WSTORE_ECHANGED) {
+		if (!atomic_exchange(&e->dead, 1))
+			mlog(m, LOG_WARNING,
+			     "checkpoint '%s' was deleted or replaced in the "
+			     "store: its open files fail with EIO",
+			     e->id);
+		return -EIO;
+	}
+	mlog(m, LOG_ERR, "cannot %s '%s' of '%s': %s", what, path, e->id,
+	     *wstore_last_error() ? wstore_last_error() : wstore_strerror(rc));
+	return -EIO;
+}
+
 /* Files of e are open, so e holds a read lease (lease_open). */
 static int entry_leased(struct entry *e)
 {
@@ -271,10 +380,7 @@ int entry_check(struct wmount *m, struct entry *e, uint64_t t0, int draining)
 		atomic_store(&e->dead, 1);
 		return -EIO;
 	}
-	pthread_mutex_lock(&e->vlock);
-	if (t1 > e->validated)
-		e->validated = t1;
-	pthread_mutex_unlock(&e->vlock);
+	mark_validated(e, t1);
 	return 0;
 }
 
@@ -350,9 +456,11 @@ static void kernel_forget(struct wmount *m, struct entry *e)
  * read is not an absent one: the live entry stays as it is (its reads
  * check the store on their own) and the next refresh tries again.
  */
-static struct entry *refresh_one(struct wmount *m, const char *id, int *fresh)
+static struct entry *refresh_one(struct wmount *m, const char *id,
+				 uint64_t since, int *fresh)
 {
 	struct entry *cur, *e = NULL;
+	uint64_t t1;
 	char *bytes;
 	size_t len;
 	int rc;
@@ -362,6 +470,13 @@ static struct entry *refresh_one(struct wmount *m, const char *id, int *fresh)
 	pthread_rwlock_rdlock(&m->lock);
 	cur = live_find(m, id);
 	pthread_rwlock_unlock(&m->lock);
+	/* a dead entry is never kept: the library found the import it
+	 * opened replaced (WSTORE_ECHANGED), whatever the manifest says */
+	if (cur && atomic_load(&cur->dead))
+		cur = NULL;
+	if (cur && validated_since(cur, since))
+		return cur; /* a read found it unchanged during this pass */
+	t1 = wclock_mono_ms();
 	rc = read_manifest_bytes(m, id, &bytes, &len);
 	if (rc < 0) {
 		mlog(m, LOG_ERR, "cannot read the manifest of '%s'%s: %s", id,
@@ -373,6 +488,7 @@ static struct entry *refresh_one(struct wmount *m, const char *id, int *fresh)
 		return NULL;
 	if (cur && cur->mlen == len && !memcmp(cur->mbytes, bytes, len)) {
 		free(bytes);
+		mark_validated(cur, t1); /* fetches before t1 need no check */
 		return cur;
 	}
 	rc = entry_new(m, &e, id, bytes, len);
@@ -419,6 +535,26 @@ static int entry_draining(struct wmount *m, struct entry *e)
 	return rc == 2 || rc < 0;
 }
 
+/*
+ * Which entries of the listing (old, sorted by id) are not in next (sorted
+ * too): 0 stays, 1 retired, 2 draining (it has open files and its delete
+ * waits for them).  Store reads here, before the table is locked.
+ */
+static void leaving(struct wmount *m, struct entry **old, size_t nold,
+		    struct entry **next, size_t nnew, unsigned char *out)
+{
+	size_t j = 0;
+
+	for (size_t i = 0; i < nold; i++) {
+		while (j < nnew && strcmp(next[j]->id, old[i]->id) < 0)
+			j++;
+		if (j < nnew && next[j] == old[i])
+			out[i] = 0;
+		else
+			out[i] = entry_draining(m, old[i]) ? 2 : 1;
+	}
+}
+
 /* Compare the store with the tree and swap in what changed.  A failed
  * listing keeps the tree as it is (reads then fail on their own). */
 int tree_refresh(struct wmount *m)
@@ -426,6 +562,8 @@ int tree_refresh(struct wmount *m)
 	char **ids = NULL;
 	size_t nids = 0, nnew = 0, nold, ndead = 0;
 	struct entry **next, **old, **dead;
+	uint64_t since = wclock_mono_ms();
+	unsigned char *out;
 	int rc, *fresh;
 
 	if ((rc = wstore_list(&ids, &nids, m->s)) < 0) {
@@ -435,20 +573,23 @@ int tree_refresh(struct wmount *m)
 	}
 	next = calloc(nids + 1, sizeof(*next));
 	fresh = calloc(nids + 1, sizeof(*fresh));
-	if (!next || !fresh) {
+	out = calloc(m->nlive + 1, 1);
+	if (!next || !fresh || !out) {
 		free(next);
 		free(fresh);
+		free(out);
 		wstore_strings_free(ids);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < nids; i++) {
 		if (m->o.checkpoint && strcmp(ids[i], m->o.checkpoint))
 			continue;
-		if ((next[nnew] = refresh_one(m, ids[i], &fresh[nnew])))
+		if ((next[nnew] = refresh_one(m, ids[i], since, &fresh[nnew])))
 			nnew++;
 	}
 	wstore_strings_free(ids);
-	/* wstore_list is sorted, so next is too */
+	/* wstore_list is sorted, so next is too; live changes only here */
+	leaving(m, m->live, m->nlive, next, nnew, out);
 	pthread_rwlock_wrlock(&m->lock);
 	for (size_t i = 0; i < nnew; i++)
 		if (fresh[i] && tab_add(m, next[i]) < 0) {
@@ -467,16 +608,12 @@ int tree_refresh(struct wmount *m)
 	m->nlive = nnew;
 	dead = old; /* reuse old's storage for the retired ones */
 	for (size_t i = 0; i < nold; i++) {
-		size_t j;
-
-		for (j = 0; j < nnew && next[j] != old[i]; j++)
-			;
-		if (j < nnew)
+		if (out[i] == 0)
 			continue;
 		/* files open on a checkpoint whose delete waits for them
 		 * read on; it only leaves the listing (the table's reference
 		 * stays with tab until the files are closed) */
-		if (entry_draining(m, old[i])) {
+		if (out[i] == 2) {
 			atomic_store(&old[i]->draining, 1);
 			continue;
 		}
@@ -496,6 +633,7 @@ int tree_refresh(struct wmount *m)
 	}
 	free(old);
 	free(fresh);
+	free(out);
 	return 0;
 }
 

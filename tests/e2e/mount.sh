@@ -341,6 +341,49 @@ if wait_for 5 sh -c "! test -e '$MNT/a'"; then tap_ok "the deleted checkpoint's 
 else tap_not_ok "the deleted checkpoint's directory is gone" "ls: $(ls "$MNT")"; fi
 check "b is still readable" cmp "$SRC2/config.json" "$MNT/b/config.json"
 
+# ---- a flat directory of many files, the same names one level down -------
+# (names are looked up by (directory, name) in a hash: every file is found
+# in its own directory, never one of the same name elsewhere)
+FLAT="$T/flat"
+python3 "$HERE/tools/mkckpt.py" "$FLAT" --size 20000 --shards 1 >/dev/null
+$PY - "$FLAT" <<'EOF'
+import os, sys
+d = sys.argv[1]
+os.makedirs(d + "/sub")
+for i in range(3000):
+    open("%s/f%05d.json" % (d, i), "w").write('{"top": %d}' % i)
+    if i % 10 == 0:
+        open("%s/sub/f%05d.json" % (d, i), "w").write('{"sub": %d}' % i)
+EOF
+nflat=$(find "$FLAT" -type f | wc -l)
+check_exit "import a checkpoint of 3000 files in one directory" 0 ws --quiet \
+	model import --checkpoint-id flat --model-id Org/F --source "$FLAT"
+cat > "$T/flat.py" <<'EOF'
+import os, sys
+mnt, src = sys.argv[1], sys.argv[2]
+n = 0
+for root, dirs, files in os.walk(src):
+    rel = os.path.relpath(root, src)
+    got = sorted(os.listdir(os.path.join(mnt, rel)))
+    want = sorted(dirs + files)
+    assert got == want, "listing of %s differs" % rel
+    # every name is looked up (stat); every 50th file is read too
+    for i, f in enumerate(sorted(files)):
+        a, b = os.path.join(root, f), os.path.join(mnt, rel, f)
+        assert os.stat(a).st_size == os.stat(b).st_size, "%s/%s: size" % (rel, f)
+        if i % 50 == 0:
+            assert open(a, "rb").read() == open(b, "rb").read(), "%s/%s" % (rel, f)
+        n += 1
+print("files found:", n)
+EOF
+if wait_for 10 test -d "$MNT/flat"; then
+	check_exit "every file of the flat directory (and its namesakes in sub/) is found, with its own size and bytes" \
+		0 timeout 120 $PY "$T/flat.py" "$MNT/flat" "$FLAT"
+	check_grep "all $nflat files were found" "files found: $nflat\$" "$OUT"
+else
+	tap_not_ok "the flat checkpoint shows up" "ls: $(ls "$MNT")"
+fi
+
 # ---- umount ---------------------------------------------------------------
 check_exit "umount of a directory that is no wstore mount fails" 1 "$W" umount "$T"
 check_grep "says it is no wstore mount" "not a wstore mount" "$OUT"

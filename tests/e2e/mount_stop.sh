@@ -139,4 +139,55 @@ for mode in --direct-io --page-cache; do
 	mounted "$MNT" && umount -l "$MNT" 2>/dev/null
 done
 
+# ---- a second mount on one path is refused --------------------------------
+check_exit "mount a (daemon)" 0 ws mount "$MNT"
+check_exit "a second mount on the same path is refused" 1 ws mount "$MNT"
+check_grep "the error says it is already a wstore mount" \
+	"'.*mnt' is already a wstore mount \(unmount it first: wstore umount" "$OUT"
+check_one_line "the error is one line" "$OUT"
+check_grep "one wstore mount on the path, not two" "^1$" \
+	"$(grep -c " $MNT fuse.wstore " /proc/mounts)"
+check "the first mount still serves" cmp "$SRC/$F" "$MNT/a/$F"
+check_exit "refused through another spelling of the path too" 1 \
+	ws mount "$MNT/../mnt"
+check_exit "umount" 0 "$W" umount "$MNT"
+
+# ---- --log-file: the daemon's messages once mounted -----------------------
+check_exit "mount --log-file" 0 ws mount "$MNT" --log-file "$T/mount.log" \
+	--refresh 0.2
+check_grep "the first line still comes on the starter's stderr" \
+	"mounted 1 checkpoint on" "$OUT"
+# a message after the mount is up: a checkpoint that leaves the store
+ws --quiet model import --checkpoint-id gone --model-id Org/G \
+	--source "$SRC" >/dev/null 2>&1
+wait_for 10 test -d "$MNT/gone"
+ws --quiet model delete gone >/dev/null 2>&1
+if wait_for 10 grep -q "checkpoint 'gone' left the store" "$T/mount.log"; then
+	tap_ok "a message of the running daemon is in the log file"
+else
+	tap_not_ok "a message of the running daemon is in the log file" "$(cat "$T/mount.log")"
+fi
+check_exit "umount" 0 "$W" umount "$MNT"
+check_grep "lines carry UTC time and the daemon's pid" \
+	"^20[0-9-]+T[0-9:.]+Z wstore-mount\[[0-9]+\]: unmounted '" \
+	"$(tail -1 "$T/mount.log")"
+check_exit "a log file that cannot be opened fails the mount" 1 \
+	ws mount "$MNT" --log-file "$T/no/such/dir/m.log"
+check_grep "the error names the file" "cannot open log file '.*m.log'" "$OUT"
+check_one_line "the error is one line" "$OUT"
+check "nothing was mounted" sh -c "! grep -q ' $MNT fuse' /proc/mounts"
+
+# ---- start-up errors on the starter's stderr ------------------------------
+check_exit "a store that cannot be opened: exit 1" 1 \
+	"$W" --store "$T/no-store" mount "$MNT"
+check_grep "its error comes on the starter's stderr" "no-store" "$OUT"
+check_one_line "the error is one line" "$OUT"
+# the daemon dies (the fault backend's crash=2: _exit(137)) before the
+# mount is up: the starter says so
+check_exit "the daemon dying before the mount is up: exit 1" 1 \
+	env WSTORE_FAULTS=crash=2 "$W" --store "fault+$STORE" mount "$MNT"
+check_grep "the starter says the daemon ended" \
+	"the mount daemon exited with status 137 before the mount was up" "$OUT"
+check "nothing was mounted" sh -c "! grep -q ' $MNT fuse' /proc/mounts"
+
 tap_done
