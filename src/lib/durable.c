@@ -237,7 +237,12 @@ int wstore__tmp_writer_state(const char *name, unsigned flags)
 		switch (wstore__owner_tag_judge(pid, tag)) {
 		case WSTORE__OWNER_ALIVE: return WSTORE__TMP_ALIVE;
 		case WSTORE__OWNER_DEAD: return WSTORE__TMP_DEAD;
-		default: return WSTORE__TMP_UNKNOWN;
+		default:
+			/* another namespace, or an older name's random
+			 * digits: a live process with that pid here may be
+			 * its writer (as older versions judged), so keep it */
+			return wstore__pid_gone(pid) ? WSTORE__TMP_UNKNOWN
+						     : WSTORE__TMP_ALIVE;
 		}
 	}
 	/* an older local name: its pid, as that version judged it */

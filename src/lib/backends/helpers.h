@@ -94,9 +94,11 @@ long wstore__tmp_writer(const char *name, unsigned flags);
 /*
  * Whether the writer of temp name (the form flags selects) still runs,
  * judged from the owner tag in the name (durable.c, owner.c):
- * WSTORE__TMP_ALIVE, WSTORE__TMP_DEAD, or WSTORE__TMP_UNKNOWN (a writer of
- * another machine or PID namespace, or a name without a tag): unknown
- * counts as alive until the caller's own grace runs out.  Not a temp name
+ * WSTORE__TMP_ALIVE (the tagged process, or, for a tag that cannot be
+ * judged here, some live process with that pid), WSTORE__TMP_DEAD
+ * (provably gone), or WSTORE__TMP_UNKNOWN (a writer of another machine or
+ * PID namespace whose pid names nothing here): unknown counts as alive
+ * until the caller's own grace runs out.  Not a temp name
  * of that form: WSTORE__TMP_NOT.
  */
 #define WSTORE__TMP_DEAD 0
