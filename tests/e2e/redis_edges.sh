@@ -132,6 +132,23 @@ check_exit "mute cluster seed: import fails" 1 env WSTORE_COMMAND_TIMEOUT_MS=100
 	timeout 20 "$W" --store "redis-cluster://127.0.0.1:$MP" model import \
 	--checkpoint-id m --model-id M --source "$SMALL"
 check_grep "mute cluster seed: says timed out after 1 s" "timed out after 1 s" "$OUT"
+# a signal ends a command that waits for the server (default 60 s timeout)
+# within a second or two: ^C and SIGTERM are not held for the timeout
+for sig in INT TERM; do
+	"$W" --store "redis://127.0.0.1:$MP" model pull M/x --dest "$T/sig$sig" \
+		>/dev/null 2>"$T/sig$sig.err" &
+	p=$!
+	# it waits for the reply once it holds a socket to the server
+	wait_for 10 sh -c "ls -l /proc/$p/fd 2>/dev/null | grep -q socket:"
+	t0=$(date +%s%N)
+	kill -$sig $p
+	wait_exit 10 $p
+	rc=$?
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	check "mute server: SIG$sig ends a waiting pull with exit 1 ($rc)" test "$rc" = 1
+	check "mute server: ... within 2 s (${ms} ms)" test "$ms" -lt 2000
+	check_grep "mute server: ... saying interrupted" "interrupted" "$(cat "$T/sig$sig.err")"
+done
 kill $MUTE 2>/dev/null
 wait $MUTE 2>/dev/null
 MUTE=

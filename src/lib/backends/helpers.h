@@ -107,6 +107,11 @@ long wstore__tmp_writer(const char *name, unsigned flags);
 #define WSTORE__TMP_NOT 3
 int wstore__tmp_writer_state(const char *name, unsigned flags);
 
+/* Whether wstore_interrupt was called (util.c): a backend that waits for
+ * a server polls it, so that ^C or SIGTERM ends a command within a
+ * fraction of a second even while the server does not answer. */
+int wstore__interrupted(void);
+
 /* ---- directories reached without a symlink (nofollow.c) -------------- */
 
 /* openat of directory name under fd with O_NOFOLLOW | O_DIRECTORY: the fd,

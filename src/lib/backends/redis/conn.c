@@ -16,6 +16,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,35 @@ int rd_conn_err(struct rd_req *req, const struct rd_conn *rc)
 }
 
 /* ---- I/O on one connection --------------------------------------------- */
+
+/*
+ * Wait until the connection has bytes to read, at most the command
+ * timeout, in slices of 100 ms so that wstore_interrupt (^C, SIGTERM)
+ * ends the wait at once: a server that stopped answering (SIGSTOP, a
+ * partition) would otherwise hold the command for the whole timeout with
+ * the signal ignored.  0, or -1 with the connection broken.
+ */
+static int wait_readable(struct rd_conn *rc)
+{
+	int64_t end = rd_now_ms() + (rc->timeout_ms > 0 ? rc->timeout_ms : 0);
+
+	for (;;) {
+		struct pollfd p = { .fd = rc->c->fd, .events = POLLIN };
+		int64_t left = end - rd_now_ms();
+		int r;
+
+		if (wstore__interrupted())
+			return rd_broken(rc, "interrupted", 0);
+		if (rc->timeout_ms > 0 && left <= 0)
+			return rd_broken(rc, "no reply", EAGAIN);
+		r = poll(&p, 1,
+			 rc->timeout_ms > 0 && left < 100 ? (int)left : 100);
+		if (r > 0)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return rd_broken(rc, "poll failed", errno);
+	}
+}
 
 /* Mark a connection broken (rd_node_give then closes it); returns -1. */
 int rd_broken(struct rd_conn *rc, const char *what, int err)
@@ -133,8 +163,16 @@ int rd_send_cmds(struct rd_conn *rc, int ncmd, const char **argv[],
 redisReply *rd_recv_reply(struct rd_conn *rc)
 {
 	void *reply = NULL;
+	int ok = redisGetReplyFromReader(rc->c, &reply) == REDIS_OK;
 
-	if (redisGetReply(rc->c, &reply) != REDIS_OK || !reply) {
+	/* hiredis' own blocking read, one wait_readable at a time */
+	while (ok && !reply) {
+		if (wait_readable(rc) < 0)
+			return NULL;
+		ok = redisBufferRead(rc->c) == REDIS_OK &&
+		     redisGetReplyFromReader(rc->c, &reply) == REDIS_OK;
+	}
+	if (!ok || !reply) {
 		/* hiredis says "Resource temporarily unavailable" when the
 		 * socket's receive timeout expires: say what happened */
 		if (rc->c->err == REDIS_ERR_IO &&
@@ -365,6 +403,8 @@ static int read_iov(struct rd_conn *rc, struct iovec *iov, int n)
 		}
 		if (n == 0)
 			return 0;
+		if (wait_readable(rc) < 0)
+			return -1;
 		k = readv(rc->c->fd, iov, n);
 
 		if (k < 0 && errno == EINTR)
@@ -468,6 +508,8 @@ int rd_read_bulk(struct rd_conn *rc, struct rd_req *req, void *buf, size_t cap,
 			rd_broken(rc, "protocol error: reply line too long", 0);
 			return rd_conn_err(req, rc);
 		}
+		if (wait_readable(rc) < 0)
+			return rd_conn_err(req, rc);
 		k = read(rc->c->fd, h + hl, sizeof(h) - 1 - hl);
 		if (k < 0 && errno == EINTR)
 			continue;
