@@ -39,8 +39,9 @@ check "import (1 MiB chunks: the shard spans 8)" ws model import \
 mkdir -p "$T/slowsrc"
 head -c 16777216 /dev/urandom > "$T/slowsrc/slow.bin"
 SLOW=$T/slowsrc/slow.bin
+# --force: one bare file, not a whole checkpoint, on purpose
 check "import a 16 MiB file" ws model import --checkpoint-id s-1 \
-	--model-id org/s --source "$T/slowsrc" --chunk-size 1MiB --quiet
+	--model-id org/s --source "$T/slowsrc" --chunk-size 1MiB --quiet --force
 # slow_get URL OUT: download at 2 MB/s with a small receive buffer ($! is
 # the client)
 slow_get() { python3 "$HERE/tools/slowget.py" "$1" "$2" 2000000 & }

@@ -17,7 +17,9 @@ suite_env() {
 	W=$(cd "${BUILD:-build}" && pwd)/wstore
 	T=$(mktemp -d "${TMPDIR:-/tmp}/wstore-$1-XXXXXX")
 	export HOME="$T/home" WSTORE_CONFIG= WSTORE_HOME="$T/home-store"
-	export WSTORE_SYSTEM_CONFIG="$T/no-system-config.json"
+	# under /nonexistent (Debian's home of no one): absent for every user,
+	# also for a case run as another user who cannot enter $T
+	export WSTORE_SYSTEM_CONFIG=/nonexistent/wstore-tests/config.json
 	unset XDG_CONFIG_HOME XDG_DATA_HOME
 	mkdir -p "$HOME"
 }
