@@ -48,8 +48,9 @@ struct import {
 	wstore__scan scan;
 	wstore_manifest *m;
 	uint64_t chunk_size;
-	uint64_t *attempted; /* per file: chunks put (or tried) */
-	char *done;	     /* per file: finished and hashed */
+	uint64_t *attempted;	  /* per file: chunks put (or tried) */
+	char *done;		  /* per file: finished and hashed */
+	const wstore__held *lock; /* the checkpoint's, held while importing */
 };
 
 /* Read, hash and store every chunk (pipeline.c). */
@@ -394,6 +395,13 @@ static int import_locked(struct import *im, const char *source_uri)
 		rc = im->s->b->sync(im->s->b);
 	if (rc == 0 && (im->s->b->flags & WSTORE_BACKEND_MAY_EVICT))
 		rc = check_still_there(im->s, im->m);
+	/* a lock whose renewal failed long enough for another process to
+	 * take it over is no longer ours: publishing could race its import */
+	if (rc == 0 && wstore__lock_lost(im->lock))
+		rc = wstore__err(WSTORE_EBUSY,
+				 "checkpoint '%s': the import's lock was taken "
+				 "over while it ran; nothing was published",
+				 im->o->checkpoint_id);
 	if (rc == 0) {
 		wstore__set_str(&im->m->status, "READY");
 		wstore__set_str(&im->m->error, NULL);
@@ -474,6 +482,7 @@ int wstore_import_from(wstore_store *s, const wstore_import_options *given,
 				o->checkpoint_id, wstore_last_error());
 	}
 	if (rc == 0) {
+		im.lock = token;
 		rc = import_locked(&im, source_uri);
 		wstore__unlock(s, token);
 	}
