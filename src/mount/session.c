@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../common/clock.h"
+#include "../common/frontend.h"
 #include "mount.h"
 
 /* One line of the log file: UTC time, program and pid, the message. */
@@ -166,7 +167,7 @@ static int make_session(struct wmount *m)
  * signal handled between the test and the block is lost, and the daemon
  * never unmounts (docs/performance.md tells when that was seen).  So no
  * handler runs at all: the three signals stay
- * blocked in every thread (wmount_hold_signals runs before any starts,
+ * blocked in every thread (main.c blocks them before any starts,
  * and threads inherit the mask), the stopper thread takes them with sigwait,
  * sets the exit flag, then interrupts the loop's thread with SIGUSR2
  * (a handler that does nothing, without SA_RESTART), again every 20 ms,
@@ -177,14 +178,6 @@ static int make_session(struct wmount *m)
 static void on_wake_signal(int sig)
 {
 	(void)sig; /* only interrupts a blocking call */
-}
-
-static void stop_sigs(sigset_t *set)
-{
-	sigemptyset(set);
-	sigaddset(set, SIGINT);
-	sigaddset(set, SIGTERM);
-	sigaddset(set, SIGHUP);
 }
 
 /*
@@ -212,7 +205,7 @@ static void *stop_main(void *arg)
 	sigset_t set;
 	int sig;
 
-	stop_sigs(&set);
+	wfront_stop_signals(&set);
 	sigwait(&set, &sig);
 	pthread_mutex_lock(&m->rlock);
 	if (!m->loop_done)
@@ -232,21 +225,13 @@ static void *stop_main(void *arg)
 	return NULL;
 }
 
-void wmount_hold_signals(void)
-{
-	sigset_t set;
-
-	stop_sigs(&set);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
-}
-
 /* Block the stop signals here too (threads started later inherit that),
  * set the wake-up handler and start the stopper; -1 if that fails. */
 static int stop_setup(struct wmount *m)
 {
 	struct sigaction sa;
 
-	wmount_hold_signals();
+	wfront_hold_stop_signals();
 	m->looper = pthread_self();
 	memset(&sa, 0, sizeof(sa));
 	sigemptyset(&sa.sa_mask);

@@ -52,6 +52,7 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
+#include "../common/frontend.h"
 #include "../common/notify.h"
 #include "http.h"
 
@@ -559,10 +560,7 @@ int wserve_run(wstore_store *store, const struct wserve_options *o)
 	sigset_t sigs;
 	int fd;
 
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGHUP);
+	wfront_stop_signals(&sigs);
 	sigaddset(&sigs, SIGPIPE);
 	/* the server's threads inherit the mask; only sigtimedwait sees
 	 * these */

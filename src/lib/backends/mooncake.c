@@ -22,7 +22,8 @@
  *  - setup retries an unreachable master for ~90 s: a bounded TCP connect
  *    to it comes first (mc_probe_master);
  *  - glog writes to stderr: raised to FATAL after dlopen (mc_logging).
- * Signals are the executables' business (Py_IsInitialized, src/cli/main.c).
+ * Signals are the executables' business (Py_IsInitialized,
+ * src/common/embed.c).
  *
  * Buffers: put_from and get_into move data from and to buffers registered
  * with the client, and registering is costly (RDMA memory registration),
