@@ -166,12 +166,11 @@ static int make_session(struct wmount *m)
  * (sem_wait, or read on /dev/fuse) until a signal interrupts them: a
  * signal handled between the test and the block is lost, and the daemon
  * never unmounts (docs/performance.md tells when that was seen).  So no
- * handler runs at all: the three signals stay
- * blocked in every thread (main.c blocks them before any starts,
- * and threads inherit the mask), the stopper thread takes them with sigwait,
- * sets the exit flag, then interrupts the loop's thread with SIGUSR2
- * (a handler that does nothing, without SA_RESTART), again every 20 ms,
- * until the loop has returned.
+ * handler runs at all: the three signals stay blocked in every thread
+ * (main.c blocks them before any starts, and threads inherit the mask),
+ * the stopper thread takes them with sigwait, sets the exit flag, then
+ * interrupts the loop's thread with SIGUSR2 (a handler that does nothing,
+ * without SA_RESTART), again every KICK_MS, until the loop has returned.
  */
 #define KICK_MS 20 /* the stopper kicks the loop this often */
 

@@ -31,9 +31,10 @@
  * buffers, one in use per concurrent call: a call takes one (growing it,
  * with unregister + register, when it is too small), copies the caller's
  * data in (put) or out (get), and gives it back.  The copy costs a memcpy
- * per chunk (10+ GB/s, far above the network), and spares us from
- * registering caller buffers whose lifetime we cannot know.  The pool
- * holds at most as many buffers as there were calls at once.  Callers
+ * per chunk (far cheaper than the network: docs/performance.md), and
+ * spares us from registering caller buffers whose lifetime we cannot
+ * know.  The pool holds at most as many buffers as there were calls at
+ * once.  Callers
  * that keep chunk buffers for a whole import or pull get registered ones
  * from buf_alloc instead, and put and get use those in place.
  */
