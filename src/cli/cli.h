@@ -11,8 +11,10 @@
 
 #include <wstore/wstore.h>
 
-/* Exit statuses (EXIT_*), messages to stderr (wfront_err), usage errors
- * and option values, as the mount daemon and the server have them. */
+/* The monotonic clock (wclock_mono_s for rates and ETAs); exit statuses
+ * (EXIT_*), messages to stderr (wfront_err), usage errors and option
+ * values, as the mount daemon and the server have them. */
+#include "../common/clock.h"
 #include "../common/frontend.h"
 
 /* Where settings come from, lowest first (config show --origin). */
@@ -106,8 +108,6 @@ struct cli_progress {
 };
 int cli_progress_fn(uint64_t done, uint64_t total, const char *path, void *ctx);
 void cli_progress_end(struct cli_progress *p);
-/* Seconds since an arbitrary start (monotonic). */
-double cli_now(void);
 /* Install the SIGINT/SIGTERM handler that makes cli_progress_fn cancel. */
 void cli_catch_signals(void);
 int cli_interrupted(void);

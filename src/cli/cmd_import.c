@@ -312,13 +312,13 @@ int cmd_model_import(struct cli *c, int argc, char **argv)
 	o.progress = cli_progress_fn;
 	o.on_evict = on_evict;
 	o.progress_ctx = &p;
-	p.start = cli_now();
+	p.start = wclock_mono_s();
 	rc = wstore_import_from(s, &o, a.src);
 	cli_progress_end(&p);
 	if (rc < 0)
 		rc = cli_fail(rc);
 	else
-		rc = report(c, &o, &a, s, cli_now() - p.start);
+		rc = report(c, &o, &a, s, wclock_mono_s() - p.start);
 	cli_close_store(s);
 	wstore_source_free(a.src);
 	free(derived);

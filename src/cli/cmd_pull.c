@@ -97,7 +97,7 @@ int cmd_model_pull(struct cli *c, int argc, char **argv)
 		return EXIT_ERR;
 	o.progress = cli_progress_fn;
 	o.progress_ctx = &p;
-	p.start = cli_now();
+	p.start = wclock_mono_s();
 	rc = wstore_pull(s, id, dest, &o);
 	cli_progress_end(&p);
 	cli_close_store(s);
@@ -106,9 +106,9 @@ int cmd_model_pull(struct cli *c, int argc, char **argv)
 	if (c->json)
 		cli_print_json(json_pack("{s:s, s:s, s:f}", "checkpoint_id", id,
 					 "dest", dest, "seconds",
-					 cli_now() - p.start));
+					 wclock_mono_s() - p.start));
 	else if (!c->quiet)
 		printf("pulled '%s' into '%s' in %.2f s\n", id, dest,
-		       cli_now() - p.start);
+		       wclock_mono_s() - p.start);
 	return EXIT_OK;
 }

@@ -113,7 +113,7 @@ int cmd_model_verify(struct cli *c, int argc, char **argv)
 	o.progress_ctx = &p;
 	o.on_file = on_file;
 	o.on_file_ctx = &r;
-	p.start = cli_now();
+	p.start = wclock_mono_s();
 	rc = wstore_verify(s, id, &o);
 	cli_progress_end(&p);
 	if (rc == 0 || rc == WSTORE_EVERIFY) {
@@ -144,6 +144,6 @@ int cmd_model_verify(struct cli *c, int argc, char **argv)
 		return cli_fail(rc);
 	if (!c->json && !c->quiet)
 		printf("verified '%s': all files good (%.2f s)\n", id,
-		       cli_now() - p.start);
+		       wclock_mono_s() - p.start);
 	return EXIT_OK;
 }

@@ -146,18 +146,10 @@ void cli_print_help(const char *text)
 	fputs(text, stdout);
 }
 
-double cli_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 int cli_progress_fn(uint64_t done, uint64_t total, const char *path, void *ctx)
 {
 	struct cli_progress *p = ctx;
-	double now = cli_now(), el;
+	double now = wclock_mono_s(), el;
 	char d[32], t[32], r[32];
 
 	(void)path;
