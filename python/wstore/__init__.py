@@ -36,8 +36,8 @@ from ._native import lib
 def _big_buffer(size):
     """A writable buffer of size bytes for large reads.  Anonymous memory
     with transparent huge pages where the kernel offers them: first touch
-    of fresh 4 KiB pages runs at ~0.3 GB/s on the machines measured, far
-    below the store's read rate, and a weight buffer is touched once per
+    of fresh 4 KiB pages runs far below the store's read rate
+    (docs/performance.md), and a weight buffer is touched once per
     batch."""
     buf = mmap.mmap(-1, size)
     if hasattr(buf, "madvise") and hasattr(mmap, "MADV_HUGEPAGE"):
@@ -59,13 +59,12 @@ __version__ = "0.1.0"
 library_path = _native.library_path
 # One default chunk: on stores without ranged reads (Mooncake) a smaller
 # batch would fetch each chunk several times.  Larger batches save little
-# and cost first-touch page faults on the buffer: ~0.2-0.3 GB/s for fresh
-# memory on the machines measured, against >10 GB/s for reads into memory
-# already mapped.
+# and cost first-touch page faults on the buffer, far slower than reads
+# into memory already mapped (docs/performance.md).
 DEFAULT_BATCH_BYTES = 64 << 20
 # The embedded file store reads any range at page-cache speed, so there a
-# small buffer wins: measured 17 GB/s with 4 MiB against 6 GB/s with
-# 64 MiB on a 2 GiB checkpoint (first touch of the larger buffer).
+# small buffer wins: the larger one costs its first touch
+# (docs/performance.md).
 FILE_STORE_BATCH_BYTES = 8 << 20
 
 # ---- errors -----------------------------------------------------------------

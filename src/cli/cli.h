@@ -11,11 +11,11 @@
 
 #include <wstore/wstore.h>
 
-/* Exit statuses. */
-#define EXIT_OK 0
-#define EXIT_ERR 1
-#define EXIT_USAGE 2
-#define EXIT_VERIFY 3
+/* The monotonic clock (wclock_mono_s for rates and ETAs); exit statuses
+ * (EXIT_*), messages to stderr (wfront_err), usage errors and option
+ * values, as the mount daemon and the server have them. */
+#include "../common/clock.h"
+#include "../common/frontend.h"
 
 /* Where settings come from, lowest first (config show --origin). */
 enum cli_layer { CLI_SYSTEM, CLI_USER, CLI_ENV, CLI_FLAGS, CLI_NLAYERS };
@@ -66,12 +66,6 @@ int cmd_model_unpin(struct cli *c, int argc, char **argv);
 int cmd_model_resolve(struct cli *c, int argc, char **argv);
 int cmd_df(struct cli *c, int argc, char **argv);
 
-/* Print "wstore: <msg>" to stderr, after flushing stdout (so that with
- * 2>&1 the lines come out in the order they were written).  Every message
- * of the tool to stderr goes through it. */
-void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* cli_err, then return EXIT_USAGE. */
-int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Print "wstore: <library's last error>" and map code to an exit status. */
 int cli_fail(int code);
 /*
@@ -114,16 +108,10 @@ struct cli_progress {
 };
 int cli_progress_fn(uint64_t done, uint64_t total, const char *path, void *ctx);
 void cli_progress_end(struct cli_progress *p);
-/* Seconds since an arbitrary start (monotonic). */
-double cli_now(void);
 /* Install the SIGINT/SIGTERM handler that makes cli_progress_fn cancel. */
 void cli_catch_signals(void);
 int cli_interrupted(void);
 
-/* Parse a positive count (1..1024) for option opt; usage error if bad. */
-int cli_parse_count(uint32_t *out, const char *opt, const char *v);
-/* Report a getopt failure (ch is ':' or '?'); returns EXIT_USAGE. */
-int cli_bad_option(int ch, char **argv, const char *cmd);
 /*
  * Arguments naming a checkpoint: a checkpoint id, or a model name
  * ORG/NAME[@REVISION] (a checkpoint id cannot contain '/', a model name
@@ -137,6 +125,13 @@ int cli_bad_option(int ch, char **argv, const char *cmd);
 int cli_check_name(const char *arg);
 int cli_resolve(struct cli *c, const char **out, wstore_store *s,
 		const char *arg);
+/*
+ * How every command that reads one checkpoint starts: cli_check_name of
+ * *id, the store opened read-only, *id resolved in place.  0 (close *s
+ * with cli_close_store), or EXIT_ERR after printing why, with nothing
+ * left open.
+ */
+int cli_open_named(struct cli *c, wstore_store **s, const char **id);
 /* Parse "CMD ID" with only --help: 0 and *out set, -1 after printing help
  * (exit 0), or EXIT_USAGE. */
 int cli_one_id(const char **out, int argc, char **argv, const char *cmd,

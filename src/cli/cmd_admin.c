@@ -48,16 +48,16 @@ int cmd_admin_unlock(struct cli *c, int argc, char **argv)
 		else if (ch == 'h')
 			return cli_print_help(help), EXIT_OK;
 		else
-			return cli_bad_option(ch, argv, "admin unlock");
+			return wfront_bad_option(ch, argv, "admin unlock");
 	}
 	if (optind + 1 != argc)
-		return cli_usage_error(
+		return wfront_usage_error(
 			"'admin unlock' needs one checkpoint id or 'catalog'");
 	arg = argv[optind];
 	if (!strcmp(arg, "catalog") || !strncmp(arg, "models/", 7))
 		snprintf(name, sizeof(name), "%s", arg);
 	else if (wstore_validate_checkpoint_id(arg) < 0)
-		return cli_usage_error("invalid checkpoint id '%s'", arg);
+		return wfront_usage_error("invalid checkpoint id '%s'", arg);
 	else
 		snprintf(name, sizeof(name), "models/%s", arg);
 	if (cli_open_store(c, &s, 0))

@@ -91,7 +91,7 @@ static int config_opts(int argc, char **argv, const char *cmd, const char *help,
 			return -1;
 		}
 		if (ch != 'f')
-			return cli_bad_option(ch, argv, cmd);
+			return wfront_bad_option(ch, argv, cmd);
 		*flag = 1;
 	}
 	return 0;
@@ -106,14 +106,14 @@ int cmd_config_init(struct cli *c, int argc, char **argv)
 			      &force)))
 		return rc < 0 ? EXIT_OK : rc;
 	if (optind < argc)
-		return cli_usage_error(
+		return wfront_usage_error(
 			"unexpected argument '%s' for 'config init'",
 			argv[optind]);
 	if (!c->user_path)
-		return cli_usage_error(
+		return wfront_usage_error(
 			"no config path: set HOME or pass --config");
 	if (!force && access(c->user_path, F_OK) == 0)
-		return cli_usage_error(
+		return wfront_usage_error(
 			"config file '%s' exists; use --force to replace it",
 			c->user_path);
 	/* not the system file's settings: they stay where they are */
@@ -194,7 +194,7 @@ int cmd_config_show(struct cli *c, int argc, char **argv)
 		return json_decref(out), rc < 0 ? EXIT_OK : rc;
 	if (optind < argc)
 		return json_decref(out),
-		       cli_usage_error(
+		       wfront_usage_error(
 			       "unexpected argument '%s' for 'config show'",
 			       argv[optind]);
 	for (size_t k = 0; keys[k]; k++) {
@@ -250,7 +250,7 @@ int cmd_config_get(struct cli *c, int argc, char **argv)
 	if ((rc = config_opts(argc, argv, "config get", get_help, NULL, NULL)))
 		return rc < 0 ? EXIT_OK : rc;
 	if (optind + 1 != argc)
-		return cli_usage_error("'config get' needs exactly one key");
+		return wfront_usage_error("'config get' needs exactly one key");
 	if ((rc = known_key(argv[optind], "config get")))
 		return rc;
 	if (resolve(c, argv[optind], &v, &owned, origin, sizeof(origin))) {
@@ -323,14 +323,14 @@ static int config_edit(struct cli *c, int argc, char **argv, const char *cmd,
 	if ((rc = config_opts(argc, argv, cmd, help, "system", &system)))
 		return rc < 0 ? EXIT_OK : rc;
 	if (argc - optind != nargs)
-		return cli_usage_error("'%s' needs %s", cmd,
-				       nargs == 2 ? "a key and a value"
-						  : "exactly one key");
+		return wfront_usage_error("'%s' needs %s", cmd,
+					  nargs == 2 ? "a key and a value"
+						     : "exactly one key");
 	if ((rc = known_key(argv[optind], cmd)))
 		return rc;
 	path = system ? c->system_path : c->user_path;
 	if (!path)
-		return cli_usage_error(
+		return wfront_usage_error(
 			"no config path: set HOME or pass --config");
 	return edit_file(c, path, system, argv[optind],
 			 nargs == 2 ? argv[optind + 1] : NULL);
@@ -355,8 +355,8 @@ int cmd_version(struct cli *c, int argc, char **argv)
 	    (rc = config_opts(argc, argv, "version", version_help, NULL, NULL)))
 		return rc < 0 ? EXIT_OK : rc;
 	if (argc > 1 && optind < argc)
-		return cli_usage_error("unexpected argument '%s' for 'version'",
-				       argv[optind]);
+		return wfront_usage_error(
+			"unexpected argument '%s' for 'version'", argv[optind]);
 	if (c->json) {
 		cli_print_json(json_pack("{s:s, s:s}", "version",
 					 WSTORE_VERSION, "library", lib));

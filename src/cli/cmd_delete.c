@@ -56,7 +56,7 @@ static int parse_wait(int64_t *out, const char *v)
 	double d = strtod(v, &end);
 
 	if (!*v || *end || d < 0 || d > 1e9 || v[0] == '-')
-		return cli_usage_error(
+		return wfront_usage_error(
 			"invalid --wait '%s': expected seconds (0 or more)", v);
 	*out = (int64_t)(d * 1000);
 	return 0;
@@ -87,7 +87,7 @@ static int parse_args(const char ***ids, size_t *n, wstore_delete_options *o,
 			if (parse_wait(&o->wait_ms, a + 7))
 				return EXIT_USAGE;
 		} else if (a[0] == '-' && a[1]) {
-			return cli_usage_error(
+			return wfront_usage_error(
 				"unknown option '%s' for 'model delete'", a);
 		} else {
 			/* refused before any store is opened */
@@ -97,7 +97,7 @@ static int parse_args(const char ***ids, size_t *n, wstore_delete_options *o,
 		}
 	}
 	if (!*n)
-		return cli_usage_error(
+		return wfront_usage_error(
 			"'model delete' needs a checkpoint id or model name");
 	return 0;
 }
@@ -114,8 +114,9 @@ static int delete_one(struct cli *c, wstore_store *s, const char *arg,
 	rc = wstore_delete_ext(s, id, o);
 	if (rc == WSTORE_EBUSY && !o->force &&
 	    strstr(wstore_last_error(), "is being read")) {
-		cli_err("%s; %s", wstore_last_error(),
-			o->wait_ms ? "still read after --wait; try again or "
+		wfront_err("%s; %s", wstore_last_error(),
+			   o->wait_ms
+				   ? "still read after --wait; try again or "
 				     "use --force"
 				   : "use --wait [SECONDS] to wait for them, "
 				     "or --force");

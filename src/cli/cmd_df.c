@@ -104,7 +104,7 @@ int cmd_df(struct cli *c, int argc, char **argv)
 		return EXIT_OK;
 	}
 	if (argc > 1)
-		return cli_usage_error("'df' takes no arguments");
+		return wfront_usage_error("'df' takes no arguments");
 	if (cli_open_store(c, &s, WSTORE_OPEN_READONLY))
 		return EXIT_ERR;
 	rc = wstore_usage_read(&u, s);

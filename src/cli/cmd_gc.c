@@ -73,7 +73,7 @@ static void on_skip(const char *id, int code, const char *msg, void *ctx)
 				  "message", msg));
 		return;
 	}
-	cli_err("skipped '%s': %s", id, msg);
+	wfront_err("skipped '%s': %s", id, msg);
 }
 
 static int parse_grace(int64_t *out, const char *v)
@@ -83,7 +83,7 @@ static int parse_grace(int64_t *out, const char *v)
 
 	if (!*v || *end || n < 0 || v[0] == '-' || v[0] == '+' ||
 	    n > 100LL * 365 * 86400)
-		return cli_usage_error(
+		return wfront_usage_error(
 			"invalid --grace '%s': expected seconds (0 or more)",
 			v);
 	*out = n;
@@ -138,7 +138,7 @@ static void on_evict(const char *id, uint64_t bytes, int64_t last_read_ms,
 	}
 	wstore_format_size(sz, sizeof(sz), bytes);
 	if (code)
-		cli_err("not evicted '%s': %s", id, message);
+		wfront_err("not evicted '%s': %s", id, message);
 	else if (!r->c->quiet)
 		printf("%s '%s' (%s, last read %s)\n",
 		       removed ? "evicted" : "would evict", id, sz, t);
@@ -199,9 +199,10 @@ int cmd_gc(struct cli *c, int argc, char **argv)
 			if (!strcmp(optarg, "0"))
 				target = 0;
 			else if (wstore_parse_size(&target, optarg) < 0) {
-				cli_usage_error("invalid --evict-to '%s': "
-						"expected a size such as 20GiB",
-						optarg);
+				wfront_usage_error(
+					"invalid --evict-to '%s': "
+					"expected a size such as 20GiB",
+					optarg);
 				goto usage;
 			}
 			evict = 1;
@@ -210,12 +211,12 @@ int cmd_gc(struct cli *c, int argc, char **argv)
 			rc = EXIT_OK;
 			goto done;
 		} else {
-			cli_bad_option(ch, argv, "admin gc");
+			wfront_bad_option(ch, argv, "admin gc");
 			goto usage;
 		}
 	}
 	if (optind != argc) {
-		cli_usage_error("'admin gc' takes no arguments");
+		wfront_usage_error("'admin gc' takes no arguments");
 		goto usage;
 	}
 	if (evict) {

@@ -62,13 +62,14 @@ static void warn_connector(const wstore_store *s, const char *id,
 	    chunk_size == WSTORE_DEFAULT_CHUNK_SIZE)
 		return;
 	if (wstore_connector_chunk_size(v, sizeof(v), NULL, chunk_size) == 0)
-		cli_err("warning: chunk size %llu bytes is not the "
-			"64 MiB SGLang's mooncake:// connector assumes by "
-			"default; engines loading '%s' through it need "
-			"file_chunk_size \"%s\"",
-			(unsigned long long)chunk_size, id, v);
+		wfront_err("warning: chunk size %llu bytes is not the "
+			   "64 MiB SGLang's mooncake:// connector assumes by "
+			   "default; engines loading '%s' through it need "
+			   "file_chunk_size \"%s\"",
+			   (unsigned long long)chunk_size, id, v);
 	else
-		cli_err("warning: chunk size %llu bytes cannot be "
+		wfront_err(
+			"warning: chunk size %llu bytes cannot be "
 			"written as a file_chunk_size of SGLang's mooncake:// "
 			"connector (whole KB, MB or GB), so it cannot load "
 			"'%s'; import with --chunk-size %s (file_chunk_size "
@@ -145,10 +146,10 @@ static void on_evict(const char *id, uint64_t bytes, int64_t last_read_ms,
 	cli_time(t, sizeof(t), last_read_ms / 1000);
 	wstore_format_size(sz, sizeof(sz), bytes);
 	if (removed)
-		cli_err("evicted '%s' (%s, last read %s) to make room", id, sz,
-			t);
+		wfront_err("evicted '%s' (%s, last read %s) to make room", id,
+			   sz, t);
 	else if (code)
-		cli_err("could not evict '%s': %s", id, message);
+		wfront_err("could not evict '%s': %s", id, message);
 }
 
 static int parse(struct cli *c, wstore_import_options *o, struct import_args *a,
@@ -189,15 +190,17 @@ static int parse(struct cli *c, wstore_import_options *o, struct import_args *a,
 		case 'f': a->force = 1; break;
 		case 'c':
 			if (wstore_parse_size(&o->chunk_size, optarg) < 0)
-				rc = cli_usage_error("invalid --chunk-size: %s",
-						     wstore_last_error());
+				rc = wfront_usage_error(
+					"invalid --chunk-size: %s",
+					wstore_last_error());
 			else if (o->chunk_size > (4ull << 30))
-				rc = cli_usage_error(
+				rc = wfront_usage_error(
 					"invalid --chunk-size '%s': at most 4GiB",
 					optarg);
 			break;
 		case 'n':
-			if (cli_parse_count(&copies, "--replica-num", optarg))
+			if (wfront_parse_count(&copies, "--replica-num",
+					       optarg))
 				rc = EXIT_USAGE;
 			/* replicating backends read it when the store opens */
 			else if (wstore_config_set(c->cfg, "replica_num",
@@ -205,22 +208,22 @@ static int parse(struct cli *c, wstore_import_options *o, struct import_args *a,
 				rc = cli_fail(WSTORE_EINVAL);
 			break;
 		case 'j':
-			if (cli_parse_count(&o->jobs, "--jobs", optarg))
+			if (wfront_parse_count(&o->jobs, "--jobs", optarg))
 				rc = EXIT_USAGE;
 			break;
 		case 'h':
 			cli_print_help(help);
 			rc = -1;
 			break;
-		default: rc = cli_bad_option(ch, argv, "model import");
+		default: rc = wfront_bad_option(ch, argv, "model import");
 		}
 	}
 	if (!rc && optind < argc)
-		rc = cli_usage_error(
+		rc = wfront_usage_error(
 			"unexpected argument '%s' for 'model import'",
 			argv[optind]);
 	if (!rc && !a->source)
-		rc = cli_usage_error("model import needs --source DIR");
+		rc = wfront_usage_error("model import needs --source DIR");
 	if (!rc && wstore_source_new(&a->src, a->source, o->revision) < 0)
 		rc = cli_fail(WSTORE_EINVAL);
 	for (size_t i = 0; !rc && i < ni; i++)
@@ -248,13 +251,13 @@ static int examine(struct cli *c, wstore_import_options *o,
 		return cli_fail(WSTORE_EINVAL);
 	for (size_t i = 0; (skipped = wstore_source_skipped(a->src, i)); i++)
 		if (!c->quiet)
-			cli_err("skipped '%s/' (version control or tool "
-				"folder)",
-				cli_text(c, skipped));
+			wfront_err("skipped '%s/' (version control or tool "
+				   "folder)",
+				   cli_text(c, skipped));
 	if (!o->model_id)
 		o->model_id = wstore_source_model_id(a->src);
 	if (!o->model_id)
-		return cli_usage_error(
+		return wfront_usage_error(
 			"model import needs --model-id ('%s' is not a hugging "
 			"face cache folder to take it from)",
 			a->source);
@@ -280,12 +283,12 @@ int cmd_model_import(struct cli *c, int argc, char **argv)
 	uint32_t copies;
 	int rc;
 
-	if (rn && cli_parse_count(&copies, "replica_num", rn))
+	if (rn && wfront_parse_count(&copies, "replica_num", rn))
 		return EXIT_USAGE;
 	/* the store's default chunk size (checked when the config loaded) */
 	if (cs && *cs && wstore_parse_size(&o.chunk_size, cs) < 0)
-		return cli_usage_error("invalid chunk_size '%s': %s", cs,
-				       wstore_last_error());
+		return wfront_usage_error("invalid chunk_size '%s': %s", cs,
+					  wstore_last_error());
 	rc = parse(c, &o, &a, argc, argv);
 	if (!rc)
 		rc = examine(c, &o, &a);
@@ -309,13 +312,13 @@ int cmd_model_import(struct cli *c, int argc, char **argv)
 	o.progress = cli_progress_fn;
 	o.on_evict = on_evict;
 	o.progress_ctx = &p;
-	p.start = cli_now();
+	p.start = wclock_mono_s();
 	rc = wstore_import_from(s, &o, a.src);
 	cli_progress_end(&p);
 	if (rc < 0)
 		rc = cli_fail(rc);
 	else
-		rc = report(c, &o, &a, s, cli_now() - p.start);
+		rc = report(c, &o, &a, s, wclock_mono_s() - p.start);
 	cli_close_store(s);
 	wstore_source_free(a.src);
 	free(derived);

@@ -169,22 +169,16 @@ int cmd_model_inspect(struct cli *c, int argc, char **argv)
 		switch (ch) {
 		case 't': tensors = 1; break;
 		case 'h': cli_print_help(help); return EXIT_OK;
-		default: return cli_bad_option(ch, argv, "model inspect");
+		default: return wfront_bad_option(ch, argv, "model inspect");
 		}
 	}
 	if (optind + 1 != argc)
-		return cli_usage_error(
+		return wfront_usage_error(
 			"'model inspect' needs exactly one checkpoint id or model name");
 	id = argv[optind];
 	/* refused before any store is opened */
-	if (cli_check_name(id))
+	if (cli_open_named(c, &s, &id))
 		return EXIT_ERR;
-	if (cli_open_store(c, &s, WSTORE_OPEN_READONLY))
-		return EXIT_ERR;
-	if (cli_resolve(c, &id, s, id)) {
-		cli_close_store(s);
-		return EXIT_ERR;
-	}
 	rc = wstore_manifest_read(&m, s, id);
 	if (rc < 0) {
 		cli_close_store(s);

@@ -123,10 +123,10 @@ int cmd_model_list(struct cli *c, int argc, char **argv)
 		else if (ch == 'h')
 			return cli_print_help(help), EXIT_OK;
 		else
-			return cli_bad_option(ch, argv, "model list");
+			return wfront_bad_option(ch, argv, "model list");
 	}
 	if (optind < argc)
-		return cli_usage_error(
+		return wfront_usage_error(
 			"unexpected argument '%s' for 'model list'",
 			argv[optind]);
 	if (cli_open_store(c, &s, WSTORE_OPEN_READONLY))

@@ -37,31 +37,25 @@ int cmd_model_materialize(struct cli *c, int argc, char **argv)
 		else if (ch == 'h')
 			return cli_print_help(help), EXIT_OK;
 		else
-			return cli_bad_option(ch, argv,
-					      "model materialize-file");
+			return wfront_bad_option(ch, argv,
+						 "model materialize-file");
 	}
 	if (optind == argc)
-		return cli_usage_error(
+		return wfront_usage_error(
 			"'model materialize-file' needs a checkpoint id");
 	if (optind + 1 < argc)
-		return cli_usage_error(
+		return wfront_usage_error(
 			"unexpected argument '%s' for 'model materialize-file'",
 			argv[optind + 1]);
 	if (!path)
-		return cli_usage_error(
+		return wfront_usage_error(
 			"'model materialize-file' needs --path REL");
 	if (!output)
-		return cli_usage_error(
+		return wfront_usage_error(
 			"'model materialize-file' needs --output FILE");
 	id = argv[optind];
-	if (cli_check_name(id))
+	if (cli_open_named(c, &s, &id))
 		return EXIT_ERR;
-	if (cli_open_store(c, &s, WSTORE_OPEN_READONLY))
-		return EXIT_ERR;
-	if (cli_resolve(c, &id, s, id)) {
-		cli_close_store(s);
-		return EXIT_ERR;
-	}
 	rc = wstore_materialize_file(s, id, path, output);
 	cli_close_store(s);
 	if (rc < 0)

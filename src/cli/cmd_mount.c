@@ -34,14 +34,9 @@ static int resolve_checkpoint(struct cli *c, int argc, char **argv)
 	}
 	if (!name || !strchr(name, '/'))
 		return 0;
-	if (cli_check_name(name))
+	id = name;
+	if (cli_open_named(c, &s, &id))
 		return EXIT_ERR;
-	if (cli_open_store(c, &s, WSTORE_OPEN_READONLY))
-		return EXIT_ERR;
-	if (cli_resolve(c, &id, s, name)) {
-		cli_close_store(s);
-		return EXIT_ERR;
-	}
 	if (*slot == name) {
 		*slot = (char *)id;
 	} else if ((size_t)snprintf(eq, sizeof(eq), "--checkpoint=%s", id) <
@@ -68,8 +63,8 @@ int cmd_mount(struct cli *c, int argc, char **argv)
 	(void)c;
 	(void)argc;
 	(void)argv;
-	cli_err("mount: not available, this wstore was built "
-		"without FUSE (meson setup -Dfuse=enabled)");
+	wfront_err("mount: not available, this wstore was built "
+		   "without FUSE (meson setup -Dfuse=enabled)");
 	return EXIT_ERR;
 }
 #endif

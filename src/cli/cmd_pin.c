@@ -55,12 +55,12 @@ static int run(struct cli *c, int argc, char **argv, int pinned)
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		if (ch != 'h')
-			return cli_bad_option(ch, argv, cmd);
+			return wfront_bad_option(ch, argv, cmd);
 		cli_print_help(pinned ? pin_help : unpin_help);
 		return EXIT_OK;
 	}
 	if (optind == argc)
-		return cli_usage_error(
+		return wfront_usage_error(
 			"'%s' needs a checkpoint id or model name", cmd);
 	/* refused before any store is opened */
 	for (int i = optind; i < argc; i++)

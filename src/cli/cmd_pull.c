@@ -34,7 +34,7 @@ static const char help[] =
 static int add_glob(const char **list, int *n, const char *g)
 {
 	if (*n == MAX_GLOBS)
-		return cli_usage_error(
+		return wfront_usage_error(
 			"at most %d --include/--exclude patterns", MAX_GLOBS);
 	list[(*n)++] = g;
 	list[*n] = NULL;
@@ -73,37 +73,31 @@ int cmd_model_pull(struct cli *c, int argc, char **argv)
 				return EXIT_USAGE;
 			break;
 		case 'j':
-			if (cli_parse_count(&o.jobs, "--jobs", optarg))
+			if (wfront_parse_count(&o.jobs, "--jobs", optarg))
 				return EXIT_USAGE;
 			break;
 		case 'n': o.no_verify = 1; break;
 		case 'f': o.force = 1; break;
 		case 'h': cli_print_help(help); return EXIT_OK;
-		default: return cli_bad_option(ch, argv, "model pull");
+		default: return wfront_bad_option(ch, argv, "model pull");
 		}
 	}
 	if (optind == argc)
-		return cli_usage_error("'model pull' needs a checkpoint id");
+		return wfront_usage_error("'model pull' needs a checkpoint id");
 	if (optind + 1 < argc)
-		return cli_usage_error(
+		return wfront_usage_error(
 			"unexpected argument '%s' for 'model pull'",
 			argv[optind + 1]);
 	if (!dest)
-		return cli_usage_error("'model pull' needs --dest DIR");
+		return wfront_usage_error("'model pull' needs --dest DIR");
 	id = argv[optind];
-	if (cli_check_name(id))
-		return EXIT_ERR;
 	o.include = ninc ? inc : NULL;
 	o.exclude = nexc ? exc : NULL;
-	if (cli_open_store(c, &s, WSTORE_OPEN_READONLY))
+	if (cli_open_named(c, &s, &id))
 		return EXIT_ERR;
-	if (cli_resolve(c, &id, s, id)) {
-		cli_close_store(s);
-		return EXIT_ERR;
-	}
 	o.progress = cli_progress_fn;
 	o.progress_ctx = &p;
-	p.start = cli_now();
+	p.start = wclock_mono_s();
 	rc = wstore_pull(s, id, dest, &o);
 	cli_progress_end(&p);
 	cli_close_store(s);
@@ -112,9 +106,9 @@ int cmd_model_pull(struct cli *c, int argc, char **argv)
 	if (c->json)
 		cli_print_json(json_pack("{s:s, s:s, s:f}", "checkpoint_id", id,
 					 "dest", dest, "seconds",
-					 cli_now() - p.start));
+					 wclock_mono_s() - p.start));
 	else if (!c->quiet)
 		printf("pulled '%s' into '%s' in %.2f s\n", id, dest,
-		       cli_now() - p.start);
+		       wclock_mono_s() - p.start);
 	return EXIT_OK;
 }

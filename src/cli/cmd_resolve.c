@@ -120,9 +120,10 @@ int cmd_model_resolve(struct cli *c, int argc, char **argv)
 	if (rc)
 		return rc < 0 ? EXIT_OK : rc;
 	if (wstore_parse_name(&model, &rev, arg) == 0)
-		return cli_usage_error("'%s' is a checkpoint id, not a model "
-				       "name (ORG/NAME[@REVISION] has a '/')",
-				       arg);
+		return wfront_usage_error(
+			"'%s' is a checkpoint id, not a model "
+			"name (ORG/NAME[@REVISION] has a '/')",
+			arg);
 	if (cli_open_store(c, &s, WSTORE_OPEN_READONLY)) {
 		free(model);
 		free(rev);

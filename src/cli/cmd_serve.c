@@ -20,9 +20,9 @@ int cmd_serve(struct cli *c, int argc, char **argv)
 	(void)c;
 	(void)argc;
 	(void)argv;
-	cli_err("serve: not available, this wstore was built "
-		"without the HTTP server (install libmicrohttpd-dev, "
-		"meson setup -Dserve=enabled)");
+	wfront_err("serve: not available, this wstore was built "
+		   "without the HTTP server (install libmicrohttpd-dev, "
+		   "meson setup -Dserve=enabled)");
 	return EXIT_ERR;
 }
 #endif

@@ -65,34 +65,36 @@ int cmd_umount(struct cli *c, int argc, char **argv)
 		return EXIT_OK;
 	}
 	if (argc != 2 || argv[1][0] == '-')
-		return cli_usage_error("'umount' needs exactly one mountpoint");
+		return wfront_usage_error(
+			"'umount' needs exactly one mountpoint");
 	mp = argv[1];
 	if (!realpath(mp, rp)) {
-		cli_err("cannot resolve '%s': %s", mp, strerror(errno));
+		wfront_err("cannot resolve '%s': %s", mp, strerror(errno));
 		return EXIT_ERR;
 	}
 	if (is_wstore_mount(rp) == 0) {
-		cli_err("'%s' is not a wstore mount", mp);
+		wfront_err("'%s' is not a wstore mount", mp);
 		return EXIT_ERR;
 	}
 	if (geteuid() == 0) {
 		if (umount2(rp, 0) == 0)
 			return EXIT_OK;
-		cli_err("cannot unmount '%s': %s", mp,
-			errno == EBUSY ? "it is busy (files open or a process "
-					 "inside it)"
-				       : strerror(errno));
+		wfront_err("cannot unmount '%s': %s", mp,
+			   errno == EBUSY
+				   ? "it is busy (files open or a process "
+				     "inside it)"
+				   : strerror(errno));
 		return EXIT_ERR;
 	}
 	if ((pid = fork()) == 0) {
 		execlp("fusermount3", "fusermount3", "-u", "--", rp,
 		       (char *)NULL);
-		cli_err("cannot run fusermount3: %s", strerror(errno));
+		wfront_err("cannot run fusermount3: %s", strerror(errno));
 		_exit(127);
 	}
 	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) ||
 	    WEXITSTATUS(st)) {
-		cli_err("cannot unmount '%s'", mp);
+		wfront_err("cannot unmount '%s'", mp);
 		return EXIT_ERR;
 	}
 	return EXIT_OK;

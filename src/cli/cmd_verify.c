@@ -93,33 +93,27 @@ int cmd_model_verify(struct cli *c, int argc, char **argv)
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		if (ch == 'j') {
-			if (cli_parse_count(&o.jobs, "--jobs", optarg))
+			if (wfront_parse_count(&o.jobs, "--jobs", optarg))
 				return EXIT_USAGE;
 		} else if (ch == 'h') {
 			return cli_print_help(help), EXIT_OK;
 		} else {
-			return cli_bad_option(ch, argv, "model verify");
+			return wfront_bad_option(ch, argv, "model verify");
 		}
 	}
 	if (optind + 1 != argc)
-		return cli_usage_error(
+		return wfront_usage_error(
 			"'model verify' needs exactly one checkpoint id");
 	id = argv[optind];
-	if (cli_check_name(id))
+	if (cli_open_named(c, &s, &id))
 		return EXIT_ERR;
-	if (cli_open_store(c, &s, WSTORE_OPEN_READONLY))
-		return EXIT_ERR;
-	if (cli_resolve(c, &id, s, id)) {
-		cli_close_store(s);
-		return EXIT_ERR;
-	}
 	r.files = json_array();
 	r.seen = json_object();
 	o.progress = cli_progress_fn;
 	o.progress_ctx = &p;
 	o.on_file = on_file;
 	o.on_file_ctx = &r;
-	p.start = cli_now();
+	p.start = wclock_mono_s();
 	rc = wstore_verify(s, id, &o);
 	cli_progress_end(&p);
 	if (rc == 0 || rc == WSTORE_EVERIFY) {
@@ -141,7 +135,8 @@ int cmd_model_verify(struct cli *c, int argc, char **argv)
 	json_decref(r.files);
 	json_decref(r.seen);
 	if (rc == WSTORE_EVERIFY && r.bad) {
-		cli_err("checkpoint '%s': %zu of %zu files damaged; first: %s",
+		wfront_err(
+			"checkpoint '%s': %zu of %zu files damaged; first: %s",
 			id, r.bad, nfiles, r.first);
 		return EXIT_VERIFY;
 	}
@@ -149,6 +144,6 @@ int cmd_model_verify(struct cli *c, int argc, char **argv)
 		return cli_fail(rc);
 	if (!c->json && !c->quiet)
 		printf("verified '%s': all files good (%.2f s)\n", id,
-		       cli_now() - p.start);
+		       wclock_mono_s() - p.start);
 	return EXIT_OK;
 }

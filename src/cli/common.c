@@ -1,6 +1,7 @@
 /*
- * common.c - helpers shared by the wstore subcommands: error reporting and
- * exit statuses, opening the store, progress lines, signal handling.
+ * common.c - helpers shared by the wstore subcommands: mapping library
+ * errors to exit statuses, opening the store, progress lines, signal
+ * handling (what all three front ends share: src/common/frontend.h).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -65,7 +66,7 @@ void cli_close_store(wstore_store *s)
 void cli_exit(int rc)
 {
 	if (fflush(stdout) != 0 && rc == EXIT_OK) {
-		cli_err("cannot write the output: %s", strerror(errno));
+		wfront_err("cannot write the output: %s", strerror(errno));
 		rc = EXIT_ERR;
 	}
 	fflush(stderr);
@@ -81,40 +82,11 @@ int cli_interrupted(void)
 	return interrupted;
 }
 
-/* stdout first: with `2>&1 | tee` a message must come after the lines
- * printed before it, not ahead of them from stdout's buffer */
-static void vcli_err(const char *fmt, va_list ap)
-{
-	fflush(stdout);
-	fputs("wstore: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-}
-
-void cli_err(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vcli_err(fmt, ap);
-	va_end(ap);
-}
-
-int cli_usage_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vcli_err(fmt, ap);
-	va_end(ap);
-	return EXIT_USAGE;
-}
-
 int cli_fail(int code)
 {
 	const char *msg = wstore_last_error();
 
-	cli_err("%s", *msg ? msg : wstore_strerror(code));
+	wfront_err("%s", *msg ? msg : wstore_strerror(code));
 	if (code == WSTORE_EVERIFY)
 		return EXIT_VERIFY;
 	return EXIT_ERR;
@@ -123,7 +95,7 @@ int cli_fail(int code)
 static void on_notice(const char *message, void *ctx)
 {
 	(void)ctx;
-	cli_err("%s", message);
+	wfront_err("%s", message);
 }
 
 /* No store configured and the default one never created (no import
@@ -152,7 +124,7 @@ int cli_open_store(struct cli *c, wstore_store **out, unsigned flags)
 	if (rc < 0)
 		return cli_fail(rc);
 	if (wstore_warning(*out))
-		cli_err("warning: %s", wstore_warning(*out));
+		wfront_err("warning: %s", wstore_warning(*out));
 	/* even with --quiet: a wait of many seconds needs its reason */
 	wstore_set_notice(*out, on_notice, NULL);
 	return 0;
@@ -174,18 +146,10 @@ void cli_print_help(const char *text)
 	fputs(text, stdout);
 }
 
-double cli_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 int cli_progress_fn(uint64_t done, uint64_t total, const char *path, void *ctx)
 {
 	struct cli_progress *p = ctx;
-	double now = cli_now(), el;
+	double now = wclock_mono_s(), el;
 	char d[32], t[32], r[32];
 
 	(void)path;
@@ -272,28 +236,6 @@ void cli_print_json(void *json)
 	json_decref(json);
 }
 
-int cli_parse_count(uint32_t *out, const char *opt, const char *v)
-{
-	char *end;
-	unsigned long n = strtoul(v, &end, 10);
-
-	if (!*v || *end || n == 0 || n > 1024 || v[0] == '-')
-		return cli_usage_error(
-			"invalid %s '%s': expected a number from 1 to 1024",
-			opt, v);
-	*out = (uint32_t)n;
-	return 0;
-}
-
-int cli_bad_option(int ch, char **argv, const char *cmd)
-{
-	if (ch == ':')
-		return cli_usage_error("option '%s' needs a value",
-				       argv[optind - 1]);
-	return cli_usage_error("unknown option '%s' for '%s'", argv[optind - 1],
-			       cmd);
-}
-
 int cli_check_name(const char *arg)
 {
 	char *model = NULL, *rev = NULL;
@@ -331,6 +273,19 @@ int cli_resolve(struct cli *c, const char **out, wstore_store *s,
 	return 0;
 }
 
+int cli_open_named(struct cli *c, wstore_store **s, const char **id)
+{
+	*s = NULL;
+	if (cli_check_name(*id) || cli_open_store(c, s, WSTORE_OPEN_READONLY))
+		return EXIT_ERR;
+	if (cli_resolve(c, id, *s, *id)) {
+		cli_close_store(*s);
+		*s = NULL;
+		return EXIT_ERR;
+	}
+	return 0;
+}
+
 /* Commands taking one checkpoint id and no options besides --help. */
 int cli_one_id(const char **out, int argc, char **argv, const char *cmd,
 	       const char *help)
@@ -346,11 +301,11 @@ int cli_one_id(const char **out, int argc, char **argv, const char *cmd,
 			cli_print_help(help);
 			return -1;
 		}
-		return cli_bad_option(ch, argv, cmd);
+		return wfront_bad_option(ch, argv, cmd);
 	}
 	if (optind + 1 != argc)
-		return cli_usage_error("'%s' needs exactly one checkpoint id",
-				       cmd);
+		return wfront_usage_error(
+			"'%s' needs exactly one checkpoint id", cmd);
 	/* refused before any store is opened */
 	if (cli_check_name(argv[optind]))
 		return EXIT_ERR;
@@ -413,18 +368,19 @@ int cli_exec_daemon(struct cli *c, const char *cmd, const char *name,
 	char path[PATH_MAX];
 
 	if (find_daemon(path, sizeof(path), name, installed) < 0) {
-		cli_err("%s: cannot find %s (looked beside wstore "
-			"and at %s)",
-			cmd, name, installed);
+		wfront_err("%s: cannot find %s (looked beside wstore "
+			   "and at %s)",
+			   cmd, name, installed);
 		return EXIT_ERR;
 	}
 	if (export_config(c->cfg) < 0) {
-		cli_err("%s: cannot pass the configuration to %s", cmd, name);
+		wfront_err("%s: cannot pass the configuration to %s", cmd,
+			   name);
 		return EXIT_ERR;
 	}
 	argv[0] = (char *)name;
 	execv(path, argv);
-	cli_err("%s: cannot run %s: %s", cmd, path, strerror(errno));
+	wfront_err("%s: cannot run %s: %s", cmd, path, strerror(errno));
 	return EXIT_ERR;
 }
 
@@ -531,7 +487,7 @@ void cli_table_print(struct cli_table *t)
 			cli_cell(t->cells[r * t->ncols + i], w[i < 16 ? i : 15],
 				 t->align[i] == 'r', i + 1 == t->ncols);
 	if (t->oom)
-		cli_err("out of memory");
+		wfront_err("out of memory");
 	for (size_t k = 0; k < t->nrows * t->ncols; k++)
 		free(t->cells[k]);
 	free(t->cells);

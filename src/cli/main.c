@@ -118,22 +118,6 @@ static const char main_help[] =
 	"exit status: 0 ok, 1 error, 2 usage, 3 verification failed\n";
 
 /* Pull global options out of argv (compacting it); flags go into flags. */
-/*
- * Mooncake's client, on its first create, takes SIGINT, SIGTERM and SIGHUP
- * for itself (it blocks them in the calling thread and starts a thread
- * that tears the client down and re-raises them) unless the process
- * defines Py_IsInitialized, which it takes to mean that the host owns its
- * signals. The CLI (an interrupted import writes a FAILED manifest
- * and releases its lock) owns them on every backend, so it defines the symbol
- * (exported from the executable by src/dynamic.list), answering truthfully
- * that no Python interpreter runs in this process.
- */
-int Py_IsInitialized(void);
-int Py_IsInitialized(void)
-{
-	return 0;
-}
-
 static int take_globals(struct cli *c, wstore_config *flags,
 			const char **config_path, int *argc, char **argv)
 {
@@ -173,7 +157,7 @@ static int take_globals(struct cli *c, wstore_config *flags,
 			}
 			if (!strcmp(a, value_flags[k].flag)) {
 				if (i + 1 >= *argc)
-					return cli_usage_error(
+					return wfront_usage_error(
 						"option '%s' needs a value", a);
 				val = argv[++i];
 				break;
@@ -343,11 +327,11 @@ static int unknown(const char *group, const char *word)
 	const char *near = closest(group, word);
 
 	if (near)
-		return cli_usage_error(
+		return wfront_usage_error(
 			"unknown command '%s%s%s'; did you mean '%s%s%s'?",
 			group ? group : "", group ? " " : "", word,
 			group ? group : "", group ? " " : "", near);
-	return cli_usage_error(
+	return wfront_usage_error(
 		"unknown command '%s%s%s'; see 'wstore %s%s--help'",
 		group ? group : "", group ? " " : "", word, group ? group : "",
 		group ? " " : "");

@@ -26,6 +26,16 @@ static inline uint64_t wclock_mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* Seconds on CLOCK_MONOTONIC, to the nanosecond (durations of requests,
+ * transfer rates). */
+static inline double wclock_mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 /* Milliseconds since the Unix epoch (for records other hosts read). */
 static inline int64_t wclock_wall_ms(void)
 {

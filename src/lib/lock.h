@@ -24,7 +24,7 @@ typedef struct wstore__held wstore__held;
  * once, or fail with WSTORE_EBUSY naming its owner.  A lock whose owner is
  * dead, or unknown (another PID namespace or kernel) and past its lease
  * time, is taken over.  While held, a thread renews its lease time every
- * TTL/3 (60 s, $WSTORE_LOCK_TTL_MS).  *out is the caller's until
+ * TTL/3 (the TTL: 60 s, or $WSTORE_LOCK_TTL_MS).  *out is the caller's until
  * wstore__unlock (NULL is fine), which stops the renewal and removes the
  * record if it is still ours; unlock keeps the caller's last error.
  */

@@ -15,8 +15,7 @@
  * buffer, every piece read, hashed and written while it is in the CPU
  * cache (use_stream).  That halves the memory traffic (a 64 MiB chunk
  * buffer goes out to memory and back for the hash and again for the
- * write) and measured 3.3-5.5 s of system time down to 0.9-1.0 s for
- * 2 GiB, near cp's 0.7.
+ * write); the system time it saves: docs/performance.md.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -422,8 +421,7 @@ static int use_stream(const struct run *r, unsigned jobs)
 	    (b->flags & WSTORE_BACKEND_WRITE_ONCE))
 		return 0;
 	/* chunk buffers that large cost more to allocate (first touch of
-	 * fresh memory) than the putters win: 1 GB in one 4 GiB chunk took
-	 * 6.1 s and 960 MiB of memory through the pool */
+	 * fresh memory) than the putters win (docs/performance.md) */
 	if (r->chunk_size >= STREAM_CHUNK)
 		return 1;
 	/* large: a chunk, or a 2*jobs-th of the checkpoint if that is less */

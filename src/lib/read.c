@@ -19,11 +19,10 @@
  * of at least SPLIT_MIN bytes in all, on a store with
  * WSTORE_CAP_LOCAL_FILES) are split into parts of equal bytes (a segment
  * cut where a part ends) run at once by the caller and the checkpoint's
- * helper threads (split.c, started on the first such read): each part is a copy
- * from the page cache bound by one core's memory bandwidth, so two cores
- * copy twice as fast (measured: two 1 GB files read at once in 0.13 s,
- * one after the other in 0.26-0.28 s).  Network stores are not split:
- * their readers already overlap through the backend.
+ * helper threads (split.c, started on the first such read): each part is
+ * a copy from the page cache bound by one core's memory bandwidth, so two
+ * cores copy twice as fast (docs/performance.md).  Network stores are not
+ * split: their readers already overlap through the backend.
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -521,8 +521,8 @@ int wstore__read_chunk(wstore_store *s, const wstore__file_rec *f, uint64_t c,
 }
 
 /* A chunk buffer backed by huge pages where the kernel offers them: first
- * touch of fresh memory (0.2-0.36 GB/s here) is otherwise slower than
- * hashing what goes into it.  Free with free(). */
+ * touch of fresh 4 KiB pages is otherwise slower than hashing what goes
+ * into it (docs/performance.md).  Free with free(). */
 void *wstore__buf_alloc(size_t cap)
 {
 	const size_t huge = 2u << 20;

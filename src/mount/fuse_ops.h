@@ -29,15 +29,6 @@ struct wmount_opts {
 struct wmount;
 
 /*
- * Block SIGINT, SIGTERM and SIGHUP in the calling thread.  Call it before
- * the store is opened: every thread started from then on (a backend's own,
- * such as Mooncake's client threads) inherits the block, so that these
- * signals reach only the stopper thread wmount_run starts, which takes
- * them with sigwait.  One that comes earlier waits for it.
- */
-void wmount_hold_signals(void);
-
-/*
  * Build the tree (the first listing of the store; with a checkpoint, fails
  * naming it if it is absent or not READY).  The store must outlive the
  * mount; it is used from several threads.  Prints its own errors.
@@ -46,6 +37,11 @@ int wmount_new(struct wmount **out, wstore_store *store,
 	       const struct wmount_opts *o);
 /*
  * Mount at mountpoint and serve until unmounted or SIGINT/SIGTERM/SIGHUP.
+ * The caller blocks those three (wfront_hold_stop_signals) before the
+ * store is opened: every thread started from then on (a backend's own,
+ * such as Mooncake's client threads) inherits the block, so that they
+ * reach only the stopper thread wmount_run starts, which takes them with
+ * sigwait.  One that comes earlier waits for it.
  * ready(ctx) is called once the mount is visible (daemon mode hands the
  * terminal back there).  Returns 0 after a clean unmount, else non-zero
  * with the error printed.

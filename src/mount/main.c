@@ -19,33 +19,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <stdarg.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <wstore/wstore.h>
 
+#include "../common/frontend.h"
 #include "../common/notify.h"
 #include "fuse_ops.h"
-
-/* Exit statuses, as the CLI's. */
-#define EXIT_OK 0
-#define EXIT_ERR 1
-#define EXIT_USAGE 2
-
-/* Print "wstore: <msg>" to stderr; returns EXIT_USAGE. */
-__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt,
-							     ...)
-{
-	va_list ap;
-
-	fputs("wstore: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	return EXIT_USAGE;
-}
 
 static const char help[] =
 	"usage: wstore mount MOUNTPOINT [--checkpoint ID] [--cache-size SIZE]\n"
@@ -79,21 +60,6 @@ static const char help[] =
 struct daemon_pipe {
 	int fd;
 };
-
-/*
- * Mooncake's client, on its first create, takes SIGINT, SIGTERM and SIGHUP
- * for itself (it blocks them in the calling thread and starts a thread
- * that tears the client down and re-raises them) unless the process
- * defines Py_IsInitialized, which it takes to mean that the host owns its
- * signals. The mount daemon (SIGTERM unmounts) owns them on every backend, so
- * it defines the symbol (exported from the executable by src/dynamic.list),
- * answering truthfully that no Python interpreter runs in this process.
- */
-int Py_IsInitialized(void);
-int Py_IsInitialized(void)
-{
-	return 0;
-}
 
 /* Mount is visible: release the waiting parent and the terminal. */
 static void on_ready(void *ctx)
@@ -133,8 +99,7 @@ static int wait_child(pid_t pid, int fd)
 	if (n == 1)
 		return EXIT_OK;
 	if (waitpid(pid, &st, 0) != pid) {
-		fprintf(stderr, "wstore: lost the mount daemon: %s\n",
-			strerror(errno));
+		wfront_err("lost the mount daemon: %s", strerror(errno));
 		return EXIT_ERR;
 	}
 	/* its own failures say why on this stderr (shared until then) */
@@ -142,29 +107,14 @@ static int wait_child(pid_t pid, int fd)
 	    (WEXITSTATUS(st) == EXIT_ERR || WEXITSTATUS(st) == EXIT_USAGE))
 		return WEXITSTATUS(st);
 	if (WIFSIGNALED(st))
-		fprintf(stderr,
-			"wstore: the mount daemon was killed by signal %d "
-			"before the mount was up\n",
-			WTERMSIG(st));
+		wfront_err("the mount daemon was killed by signal %d "
+			   "before the mount was up",
+			   WTERMSIG(st));
 	else
-		fprintf(stderr,
-			"wstore: the mount daemon exited with status %d "
-			"before the mount was up\n",
-			WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+		wfront_err("the mount daemon exited with status %d "
+			   "before the mount was up",
+			   WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 	return EXIT_ERR;
-}
-
-static int parse_refresh(double *out, const char *v)
-{
-	char *end;
-	double d = strtod(v, &end);
-
-	if (!*v || *end || !(d >= 0.1 && d <= 3600))
-		return usage_error(
-			"invalid --refresh '%s': expected seconds from 0.1 to 3600",
-			v);
-	*out = d;
-	return 0;
 }
 
 static int parse_mount_args(struct wmount_opts *o, const char **mp,
@@ -183,8 +133,6 @@ static int parse_mount_args(struct wmount_opts *o, const char **mp,
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	unsigned long n;
-	char *end;
 	int ch;
 
 	opterr = 0;
@@ -192,53 +140,48 @@ static int parse_mount_args(struct wmount_opts *o, const char **mp,
 		switch (ch) {
 		case 'c':
 			if (wstore_validate_checkpoint_id(optarg) < 0)
-				return usage_error("%s", wstore_last_error());
+				return wfront_usage_error("%s",
+							  wstore_last_error());
 			o->checkpoint = optarg;
 			break;
 		case 'C':
 			if (wstore_parse_size(&o->cache_size, optarg) < 0)
-				return usage_error("invalid --cache-size '%s'",
-						   optarg);
+				return wfront_usage_error(
+					"invalid --cache-size '%s'", optarg);
 			break;
 		case 'f': o->foreground = 1; break;
 		case 'D':
 		case 'P':
 			if (o->direct_io == (ch == 'D' ? 0 : 1))
-				return usage_error(
+				return wfront_usage_error(
 					"--direct-io and --page-cache "
 					"exclude each other");
 			o->direct_io = ch == 'D';
 			break;
 		case 'r':
-			if (parse_refresh(&o->refresh, optarg))
+			if (wfront_parse_number(&o->refresh, "--refresh",
+						optarg, 0.1, 3600, "seconds"))
 				return EXIT_USAGE;
 			break;
 		case 't':
-			n = strtoul(optarg, &end, 10);
-			if (!*optarg || *end || n == 0 || n > 1024 ||
-			    optarg[0] == '-')
-				return usage_error(
-					"invalid --threads '%s': expected a number from 1 to 1024",
-					optarg);
-			o->threads = (unsigned)n;
+			if (wfront_parse_count(&o->threads, "--threads",
+					       optarg))
+				return EXIT_USAGE;
 			break;
 		case 'a': o->allow_other = 1; break;
 		case 'L':
 			if (!*optarg)
-				return usage_error("--log-file needs a path");
+				return wfront_usage_error(
+					"--log-file needs a path");
 			*log = optarg;
 			break;
 		case 'h': fputs(help, stdout); return -1;
-		case ':':
-			return usage_error("option '%s' needs a value",
-					   argv[optind - 1]);
-		default:
-			return usage_error("unknown option '%s' for 'mount'",
-					   argv[optind - 1]);
+		default: return wfront_bad_option(ch, argv, "mount");
 		}
 	}
 	if (optind + 1 != argc)
-		return usage_error("'mount' needs exactly one mountpoint");
+		return wfront_usage_error(
+			"'mount' needs exactly one mountpoint");
 	*mp = argv[optind];
 	return 0;
 }
@@ -254,9 +197,9 @@ static int mount_and_serve(const wstore_config *cfg,
 	int rc;
 
 	/* before any thread starts, the store's own included */
-	wmount_hold_signals();
+	wfront_hold_stop_signals();
 	if (wstore_open_flags(&s, cfg, WSTORE_OPEN_READONLY) < 0) {
-		fprintf(stderr, "wstore: %s\n", wstore_last_error());
+		wfront_err("%s", wstore_last_error());
 		return EXIT_ERR;
 	}
 	if (wmount_new(&m, s, o) < 0) {
@@ -284,32 +227,31 @@ static int run(const wstore_config *cfg, int argc, char **argv)
 	if ((rc = parse_mount_args(&o, &mp, &log, argc, argv)))
 		return rc < 0 ? EXIT_OK : rc;
 	if (stat(mp, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "wstore: mountpoint '%s' is not a directory\n",
-			mp);
+		wfront_err("mountpoint '%s' is not a directory", mp);
 		return EXIT_ERR;
 	}
 	/* a second daemon on one path would hide the first (the check and
 	 * the mount are not one step: two starts at once may still both
 	 * mount) */
 	if (realpath(mp, canon) && wmount_mounted_at(canon)) {
-		fprintf(stderr,
-			"wstore: '%s' is already a wstore mount (unmount it "
-			"first: wstore umount %s)\n",
-			mp, mp);
+		wfront_err("'%s' is already a wstore mount (unmount it "
+			   "first: wstore umount %s)",
+			   mp, mp);
 		return EXIT_ERR;
 	}
 	if (log &&
 	    (o.log_fd = open(
 		     log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY,
 		     0644)) < 0) {
-		fprintf(stderr, "wstore: cannot open log file '%s': %s\n", log,
-			strerror(errno));
+		wfront_err("cannot open log file '%s': %s", log,
+			   strerror(errno));
 		return EXIT_ERR;
 	}
 	if (o.foreground)
 		return mount_and_serve(cfg, &o, mp, &dp);
 	if (pipe(fds) < 0 || (pid = fork()) < 0) {
-		perror("wstore: cannot start the mount daemon");
+		wfront_err("cannot start the mount daemon: %s",
+			   strerror(errno));
 		return EXIT_ERR;
 	}
 	if (pid > 0) {
@@ -328,11 +270,8 @@ int main(int argc, char **argv)
 	wstore_config *cfg = NULL;
 	int rc;
 
-	if (wstore_config_new(&cfg) < 0 || wstore_config_load_env(cfg) < 0) {
-		fprintf(stderr, "wstore: %s\n", wstore_last_error());
-		wstore_config_free(cfg);
+	if (wfront_env_config(&cfg))
 		return EXIT_ERR;
-	}
 	rc = run(cfg, argc, argv);
 	wstore_config_free(cfg);
 	return rc;

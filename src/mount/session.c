@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../common/clock.h"
+#include "../common/frontend.h"
 #include "mount.h"
 
 /* One line of the log file: UTC time, program and pid, the message. */
@@ -165,26 +166,17 @@ static int make_session(struct wmount *m)
  * (sem_wait, or read on /dev/fuse) until a signal interrupts them: a
  * signal handled between the test and the block is lost, and the daemon
  * never unmounts (docs/performance.md tells when that was seen).  So no
- * handler runs at all: the three signals stay
- * blocked in every thread (wmount_hold_signals runs before any starts,
- * and threads inherit the mask), the stopper thread takes them with sigwait,
- * sets the exit flag, then interrupts the loop's thread with SIGUSR2
- * (a handler that does nothing, without SA_RESTART), again every 20 ms,
- * until the loop has returned.
+ * handler runs at all: the three signals stay blocked in every thread
+ * (main.c blocks them before any starts, and threads inherit the mask),
+ * the stopper thread takes them with sigwait, sets the exit flag, then
+ * interrupts the loop's thread with SIGUSR2 (a handler that does nothing,
+ * without SA_RESTART), again every KICK_MS, until the loop has returned.
  */
 #define KICK_MS 20 /* the stopper kicks the loop this often */
 
 static void on_wake_signal(int sig)
 {
 	(void)sig; /* only interrupts a blocking call */
-}
-
-static void stop_sigs(sigset_t *set)
-{
-	sigemptyset(set);
-	sigaddset(set, SIGINT);
-	sigaddset(set, SIGTERM);
-	sigaddset(set, SIGHUP);
 }
 
 /*
@@ -212,7 +204,7 @@ static void *stop_main(void *arg)
 	sigset_t set;
 	int sig;
 
-	stop_sigs(&set);
+	wfront_stop_signals(&set);
 	sigwait(&set, &sig);
 	pthread_mutex_lock(&m->rlock);
 	if (!m->loop_done)
@@ -232,21 +224,13 @@ static void *stop_main(void *arg)
 	return NULL;
 }
 
-void wmount_hold_signals(void)
-{
-	sigset_t set;
-
-	stop_sigs(&set);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
-}
-
 /* Block the stop signals here too (threads started later inherit that),
  * set the wake-up handler and start the stopper; -1 if that fails. */
 static int stop_setup(struct wmount *m)
 {
 	struct sigaction sa;
 
-	wmount_hold_signals();
+	wfront_hold_stop_signals();
 	m->looper = pthread_self();
 	memset(&sa, 0, sizeof(sa));
 	sigemptyset(&sa.sa_mask);

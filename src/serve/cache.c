@@ -134,7 +134,7 @@ void wck_dead(struct wcache *c, struct wck *k)
 
 	pthread_mutex_lock(&c->mu);
 	k->dead = 1;
-	drop_names(c, 0, wserve_now(), &closing);
+	drop_names(c, 0, wclock_mono_s(), &closing);
 	pthread_mutex_unlock(&c->mu);
 	close_all(closing);
 }
@@ -144,7 +144,7 @@ void wcache_sweep(struct wcache *c)
 	struct wck *closing = NULL;
 
 	pthread_mutex_lock(&c->mu);
-	drop_names(c, 0, wserve_now(), &closing);
+	drop_names(c, 0, wclock_mono_s(), &closing);
 	pthread_mutex_unlock(&c->mu);
 	close_all(closing);
 }
@@ -256,7 +256,7 @@ int wcache_get(struct wck **out, int *known, struct wcache *c, const char *repo,
 	*out = NULL;
 	*known = 0;
 	pthread_mutex_lock(&c->mu);
-	k = find_name(c, repo, rev, wserve_now());
+	k = find_name(c, repo, rev, wclock_mono_s());
 	pthread_mutex_unlock(&c->mu);
 	if (k) {
 		*known = 1;
@@ -289,7 +289,7 @@ int wcache_get(struct wck **out, int *known, struct wcache *c, const char *repo,
 	if (c->ttl > 0) {
 		pthread_mutex_lock(&c->mu);
 		if (!k->dead)
-			add_name(c, repo, rev, k, wserve_now());
+			add_name(c, repo, rev, k, wclock_mono_s());
 		pthread_mutex_unlock(&c->mu);
 	}
 	*out = k;

@@ -11,11 +11,11 @@
  *    libmicrohttpd sends with sendfile(2), no copy in user space;
  *  - with --mmap, bytes that span several chunk files: each mapped
  *    read-only and the lot sent as one iovec response (sendmsg(2) copies
- *    page cache to socket once; measured at about half the server CPU per
- *    byte of the pread path below).  Not the default: the mapped pages
- *    count in the process's RSS while they are sent (5 GiB for 32 clients
- *    on a 1 GiB checkpoint), which makes the server look large and a
- *    first pick of the OOM killer, though they are page cache;
+ *    page cache to socket once: less CPU per byte than the pread path
+ *    below).  Not the default: the mapped pages count in the process's
+ *    RSS while they are sent, which makes the server look large and a
+ *    first pick of the OOM killer, though they are page cache (figures:
+ *    docs/performance.md);
  *  - otherwise a callback response that libmicrohttpd calls for one block
  *    at a time: from chunk files with pread (one open per chunk), or
  *    through wstore_file_pread on other backends, whose block size is

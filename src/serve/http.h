@@ -16,6 +16,7 @@
 #include <wstore/read.h>
 #include <wstore/wstore.h>
 
+#include "../common/clock.h"
 #include "parse.h"
 #include "serve.h"
 
@@ -86,7 +87,6 @@ struct wreq {
 
 /* ---- server.c ---------------------------------------------------------- */
 
-double wserve_now(void);
 /* Drop a reference to r; the last one frees it. */
 void wreq_unref(struct wreq *r);
 /* Queue resp with status (taking it over) and record the status. */

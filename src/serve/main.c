@@ -6,20 +6,14 @@
  * only the public API.
  */
 #include <getopt.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <wstore/wstore.h>
 
+#include "../common/frontend.h"
 #include "serve.h"
-
-/* Exit statuses, as the CLI's. */
-#define EXIT_OK 0
-#define EXIT_ERR 1
-#define EXIT_USAGE 2
 
 static const char help[] =
 	"usage: wstore serve [--listen ADDR:PORT] [--token TOKEN]\n"
@@ -60,48 +54,11 @@ static const char help[] =
 	"{rev}[/{path}], /api/models/{repo}/refs, /{repo}/resolve/{rev}/{path},\n"
 	"/{repo}/raw/{rev}/{path}, /metrics, /healthz.\n";
 
-/* Print "wstore: <msg>" to stderr; returns EXIT_USAGE. */
-__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt,
-							     ...)
-{
-	va_list ap;
-
-	fputs("wstore: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	return EXIT_USAGE;
-}
-
-/*
- * Mooncake's client, on its first create, takes SIGINT, SIGTERM and SIGHUP
- * for itself (it blocks them in the calling thread and starts a thread
- * that tears the client down and re-raises them) unless the process
- * defines Py_IsInitialized, which it takes to mean that the host owns its
- * signals. The HTTP server (SIGTERM stops it cleanly) owns them on every
- * backend, so it defines the symbol (exported from the executable by
- * src/dynamic.list), answering truthfully that no Python interpreter runs in
- * this process.
- */
-int Py_IsInitialized(void);
-int Py_IsInitialized(void)
-{
-	return 0;
-}
-
+/* A number from lo to hi for option opt; a usage error if not. */
 static int parse_number(double *out, const char *opt, const char *v, double lo,
 			double hi)
 {
-	char *end;
-	double d = strtod(v, &end);
-
-	if (!*v || *end || !(d >= lo && d <= hi))
-		return usage_error("invalid %s '%s': expected a number from "
-				   "%g to %g",
-				   opt, v, lo, hi);
-	*out = d;
-	return 0;
+	return wfront_parse_number(out, opt, v, lo, hi, "a number");
 }
 
 static int parse_args(struct wserve_options *o, const wstore_config *cfg,
@@ -161,21 +118,16 @@ static int parse_args(struct wserve_options *o, const wstore_config *cfg,
 		case 'n': o->access_log = 0; break;
 		case 'M': o->mmap = 1; break;
 		case 'h': fputs(help, stdout); return -1;
-		case ':':
-			return usage_error("option '%s' needs a value",
-					   argv[optind - 1]);
-		default:
-			return usage_error("unknown option '%s' for 'serve'",
-					   argv[optind - 1]);
+		default: return wfront_bad_option(ch, argv, "serve");
 		}
 	}
 	if (optind != argc)
-		return usage_error("'serve' takes no arguments, got '%s'",
-				   argv[optind]);
+		return wfront_usage_error(
+			"'serve' takes no arguments, got '%s'", argv[optind]);
 	if (!o->listen || !*o->listen)
 		o->listen = "127.0.0.1:8088";
 	if (o->token && !*o->token)
-		return usage_error("--token must not be empty");
+		return wfront_usage_error("--token must not be empty");
 	return 0;
 }
 
@@ -185,29 +137,20 @@ int main(int argc, char **argv)
 				    .access_log = 1,
 				    .cache_seconds = 5.0 };
 	wstore_config *cfg = NULL;
-	sigset_t stop;
 	wstore_store *s = NULL;
 	int rc;
 
-	if (wstore_config_new(&cfg) < 0 || wstore_config_load_env(cfg) < 0) {
-		fprintf(stderr, "wstore: %s\n", wstore_last_error());
-		wstore_config_free(cfg);
+	if (wfront_env_config(&cfg))
 		return EXIT_ERR;
-	}
 	if ((rc = parse_args(&o, cfg, argc, argv))) {
 		wstore_config_free(cfg);
 		return rc < 0 ? EXIT_OK : rc;
 	}
-	/* SIGTERM, SIGINT and SIGHUP are taken by wserve_run: block them
-	 * before the store starts threads of its own (Mooncake's client
-	 * does), which would otherwise get them with the default action */
-	sigemptyset(&stop);
-	sigaddset(&stop, SIGTERM);
-	sigaddset(&stop, SIGINT);
-	sigaddset(&stop, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &stop, NULL);
+	/* SIGTERM, SIGINT and SIGHUP are taken by wserve_run: blocked
+	 * before the store starts threads of its own */
+	wfront_hold_stop_signals();
 	if (wstore_open_flags(&s, cfg, WSTORE_OPEN_READONLY) < 0) {
-		fprintf(stderr, "wstore: %s\n", wstore_last_error());
+		wfront_err("%s", wstore_last_error());
 		wstore_config_free(cfg);
 		return EXIT_ERR;
 	}

@@ -52,6 +52,7 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
+#include "../common/frontend.h"
 #include "../common/notify.h"
 #include "http.h"
 
@@ -59,14 +60,6 @@
 /* Inactivity allowed while a request is served (headers received): a
  * client reading a large body slowly, or a store slow to answer. */
 #define BODY_TIMEOUT 300u
-
-double wserve_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 void wreq_unref(struct wreq *r)
 {
@@ -291,7 +284,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 		atomic_init(&r->refs, 1);
 		atomic_init(&r->failed, 0);
 		r->sv = sv;
-		r->start = wserve_now();
+		r->start = wclock_mono_s();
 		snprintf(r->method, sizeof(r->method), "%s", method);
 		r->url = strdup(url);
 		*con_cls = r;
@@ -349,7 +342,7 @@ static void log_request(struct wserve *sv, struct MHD_Connection *c,
 	pthread_mutex_lock(&sv->log_mu);
 	fprintf(stderr, "%s %s %s %u %llu %.1fms%s\n", addr, m ? m : "-",
 		url ? url : "-", r->status, (unsigned long long)bytes,
-		(wserve_now() - r->start) * 1000.0,
+		(wclock_mono_s() - r->start) * 1000.0,
 		broken ? " (incomplete)" : "");
 	pthread_mutex_unlock(&sv->log_mu);
 	free(url);
@@ -475,7 +468,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	struct wserve *sv = cls;
 	char msg[sizeof(sv->log_last)];
-	double now = wserve_now();
+	double now = wclock_mono_s();
 	size_t n;
 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -500,11 +493,10 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 static void drain(struct wserve *sv)
 {
-	double until = wserve_now() + sv->o->drain_seconds;
-	struct timespec ts = { 0, 20 * 1000 * 1000 };
+	double until = wclock_mono_s() + sv->o->drain_seconds;
 
-	while (atomic_load(&sv->m.inflight) > 0 && wserve_now() < until)
-		nanosleep(&ts, NULL);
+	while (atomic_load(&sv->m.inflight) > 0 && wclock_mono_s() < until)
+		wclock_sleep_ms(20);
 }
 
 /* The daemon, listening on fd (which it takes over on success). */
@@ -559,10 +551,7 @@ int wserve_run(wstore_store *store, const struct wserve_options *o)
 	sigset_t sigs;
 	int fd;
 
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGHUP);
+	wfront_stop_signals(&sigs);
 	sigaddset(&sigs, SIGPIPE);
 	/* the server's threads inherit the mask; only sigtimedwait sees
 	 * these */

@@ -6,7 +6,8 @@
 # weight/models/<id>/ for a refused import, no output file, no pulled
 # file, nothing written outside the destination for a hostile manifest.
 # Also: a Hugging Face cache snapshot (files symlinked into ../../blobs)
-# imports as its files.
+# imports as its files; and the usage errors of the CLI, the mount
+# daemon and the HTTP server say the same thing the same way.
 TAP_SUITE=badinput
 . "$(dirname "$0")/../lib/suite.sh"
 CORPUS="$HERE/data/bad"
@@ -184,4 +185,51 @@ check_exit "HF snapshot: materialize a file" 0 ws model materialize-file hf \
 	--path model.safetensors --output "$T/hf.st"
 check "HF snapshot: bytes equal the blob" cmp "$T/hf.st" "$HF/snapshots/$REV/model.safetensors"
 check "HF snapshot: materialized file is a regular file" test -f "$T/hf.st" -a ! -L "$T/hf.st"
+
+# Usage errors of the three front ends (the CLI, the mount daemon, the
+# HTTP server; src/common/frontend.h): exit 2 and one line, the same words
+# from each.  A daemon that was not built is a skip.
+usage_case() { # usage_case NAME TEXT CMD...
+	_n=$1 _t=$2
+	shift 2
+	out=$("$@" 2>&1)
+	got=$?
+	if [ "$got" = 2 ] && [ "$(printf '%s\n' "$out" | grep -c .)" = 1 ] &&
+		printf '%s' "$out" | grep -qxF -- "wstore: $_t"; then
+		tap_ok "usage error, $_n"
+	else
+		tap_not_ok "usage error, $_n" "exit $got (want 2), want 'wstore: $_t'" \
+			"got: $(printf '%s' "$out" | head -3)"
+	fi
+}
+usage_case "cli count" "invalid --jobs '0': expected a number from 1 to 1024" \
+	ws model verify x --jobs 0
+usage_case "cli unknown option" "unknown option '--bogus' for 'model verify'" \
+	ws model verify x --bogus
+mkdir -p "$T/mp"
+if [ -x "$BUILD/wstore-mount" ]; then
+	usage_case "mount count" \
+		"invalid --threads '0': expected a number from 1 to 1024" \
+		ws mount "$T/mp" --threads 0
+	usage_case "mount seconds" \
+		"invalid --refresh '0': expected seconds from 0.1 to 3600" \
+		ws mount "$T/mp" --refresh 0
+	usage_case "mount unknown option" "unknown option '--bogus' for 'mount'" \
+		ws mount "$T/mp" --bogus
+	usage_case "mount option without its value" \
+		"option '--cache-size' needs a value" ws mount "$T/mp" --cache-size
+else
+	tap_skip "usage errors of the mount daemon" "wstore-mount not built"
+fi
+if [ -x "$BUILD/wstore-serve" ]; then
+	usage_case "serve number" \
+		"invalid --max-connections '0': expected a number from 1 to 65536" \
+		ws serve --max-connections 0
+	usage_case "serve unknown option" "unknown option '--bogus' for 'serve'" \
+		ws serve --bogus
+	usage_case "serve option without its value" \
+		"option '--drain' needs a value" ws serve --drain
+else
+	tap_skip "usage errors of the HTTP server" "wstore-serve not built"
+fi
 tap_done

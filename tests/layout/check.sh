@@ -5,8 +5,8 @@
 # relative to the file that includes it, inside what its layer may include
 # (a backend naming a core header bare, "manifest.h", fails here and does
 # not build: the backends are compiled with include/ as their only include
-# path); headers have no include cycle, modules no call cycle, and the CLI
-# does not link libfuse3.  A source file over 1,000 lines is named in a
+# path); headers have no include cycle, modules no call cycle, the CLI
+# does not link libfuse3, and every executable exports Py_IsInitialized.  A source file over 1,000 lines is named in a
 # warning (not a failure).
 #   sh tests/layout/check.sh [BUILD_DIR]
 set -u
@@ -123,5 +123,18 @@ if printf '%s\n' "$needed" | grep -q fuse; then
 else
 	tap_ok "the wstore CLI does not link libfuse3"
 fi
+
+
+# each executable owns its signals: it exports Py_IsInitialized
+# (src/common/embed.c, listed in meson.build for each), or Mooncake's
+# client takes SIGINT/SIGTERM/SIGHUP for itself
+for exe in wstore wstore-mount wstore-serve; do
+	if [ ! -x "$BUILD/$exe" ]; then
+		tap_skip "$exe exports Py_IsInitialized" "$exe not built"
+		continue
+	fi
+	check_grep "$exe exports Py_IsInitialized" ' T Py_IsInitialized$' \
+		"$(nm -D --defined-only "$BUILD/$exe")"
+done
 
 tap_done

@@ -22,7 +22,8 @@
  *  - setup retries an unreachable master for ~90 s: a bounded TCP connect
  *    to it comes first (mc_probe_master);
  *  - glog writes to stderr: raised to FATAL after dlopen (mc_logging).
- * Signals are the executables' business (Py_IsInitialized, src/cli/main.c).
+ * Signals are the executables' business (Py_IsInitialized,
+ * src/common/embed.c).
  *
  * Buffers: put_from and get_into move data from and to buffers registered
  * with the client, and registering is costly (RDMA memory registration),
@@ -30,9 +31,10 @@
  * buffers, one in use per concurrent call: a call takes one (growing it,
  * with unregister + register, when it is too small), copies the caller's
  * data in (put) or out (get), and gives it back.  The copy costs a memcpy
- * per chunk (10+ GB/s, far above the network), and spares us from
- * registering caller buffers whose lifetime we cannot know.  The pool
- * holds at most as many buffers as there were calls at once.  Callers
+ * per chunk (far cheaper than the network: docs/performance.md), and
+ * spares us from registering caller buffers whose lifetime we cannot
+ * know.  The pool holds at most as many buffers as there were calls at
+ * once.  Callers
  * that keep chunk buffers for a whole import or pull get registered ones
  * from buf_alloc instead, and put and get use those in place.
  */

@@ -564,7 +564,7 @@ static int read_settings(struct redis_backend *b, const wstore_config *cfg)
  * Keep freed memory in the process.  Big buffers (64 MiB chunks here, in
  * hiredis' reply reader and in the callers' pipelines) would otherwise be
  * mmap()ed and unmapped on every use, and first-touch page faults cost
- * more than the network transfer (measured: 15x on Redis GET/SET).
+ * more than the network transfer (docs/performance.md).
  * Process-wide and done once, when the first Redis store opens.
  */
 static void tune_malloc(void)
