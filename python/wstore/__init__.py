@@ -463,22 +463,39 @@ class Store(_Handle):
                                       byref(opts)))
 
     def import_(self, source, checkpoint_id, model_id, revision=None,
-                chunk_size=None, jobs=0, progress=None):
+                chunk_size=None, jobs=0, progress=None, include=(),
+                exclude=(), force=False):
         """Import directory ``source`` as ``checkpoint_id`` of ``model_id``.
         ``chunk_size``: bytes (int) or a size string ("64MiB"); default
-        64 MiB.  Raises Exists if the id is taken and READY."""
+        64 MiB.  The source rules of ``wstore model import`` apply:
+        version-control and tool folders are skipped, ``include`` and
+        ``exclude`` are glob patterns, and a source that does not look
+        like a checkpoint (no config, no weight file) is refused
+        (InvalidArgument) unless ``force``.  Raises Exists if the id is
+        taken and READY."""
         cs = chunk_size or 0
         if isinstance(cs, (str, bytes)):
             v = c_uint64()
             _check(lib.wstore_parse_size(byref(v), _b(cs)))
             cs = v.value
-        prog = _Progress(progress)
-        opts = _native.ImportOptions(
-            version=_native.IMPORT_OPTIONS_VERSION,
-            checkpoint_id=_b(checkpoint_id), model_id=_b(model_id),
-            revision=_b(revision), source=_b(source), chunk_size=cs,
-            jobs=jobs, progress=prog.c)
-        prog.check(lib.wstore_import(self._handle(), byref(opts)))
+        src = c_void_p()
+        _check(lib.wstore_source_new(byref(src), _b(source), _b(revision)))
+        try:
+            for pat in include:
+                _check(lib.wstore_source_include(src, _b(pat)))
+            for pat in exclude:
+                _check(lib.wstore_source_exclude(src, _b(pat)))
+            lib.wstore_source_set_force(src, 1 if force else 0)
+            prog = _Progress(progress)
+            opts = _native.ImportOptions(
+                version=_native.IMPORT_OPTIONS_VERSION,
+                checkpoint_id=_b(checkpoint_id), model_id=_b(model_id),
+                revision=_b(revision), source=_b(source), chunk_size=cs,
+                jobs=jobs, progress=prog.c)
+            prog.check(lib.wstore_import_from(self._handle(), byref(opts),
+                                              src))
+        finally:
+            lib.wstore_source_free(src)
 
     def delete(self, id, missing_ok=False, wait=0, force=False):
         """Delete checkpoint ``id``.  Raises NotFound if it does not exist,

@@ -172,6 +172,12 @@ _PROTOS = {
     "wstore_manifest_total_size": (c_uint64, [_P]),
     # import / list / delete / verify / pull
     "wstore_import": (c_int, [_P, POINTER(ImportOptions)]),
+    "wstore_import_from": (c_int, [_P, POINTER(ImportOptions), _P]),
+    "wstore_source_new": (c_int, [POINTER(_P), c_char_p, c_char_p]),
+    "wstore_source_free": (None, [_P]),
+    "wstore_source_include": (c_int, [_P, c_char_p]),
+    "wstore_source_exclude": (c_int, [_P, c_char_p]),
+    "wstore_source_set_force": (None, [_P, c_int]),
     "wstore_list": (c_int, [POINTER(_STRV), POINTER(c_size_t), _P]),
     "wstore_list_model": (c_int, [POINTER(_STRV), POINTER(c_size_t), _P,
                                   c_char_p]),

@@ -465,13 +465,14 @@ def test_replaced(st):
         with open(os.path.join(d, "w.bin"), "wb") as f:
             f.write(fill * (6 * CHUNK))
         srcs[fill] = d
-    st.import_(srcs[b"A"], "pyt-r", "Org/R", chunk_size=CHUNK)
+    st.import_(srcs[b"A"], "pyt-r", "Org/R", chunk_size=CHUNK, force=True)
     with st.open("pyt-r") as ck, ck.open("w.bin") as f:
         check("read before the replacement", f.read(CHUNK, 0) == b"A" * CHUNK)
         st.delete("pyt-r", force=True)
         raises("a read after a forced delete raises Changed", wstore.Changed,
                lambda: f.read(CHUNK, CHUNK), "deleted or replaced")
-        st.import_(srcs[b"B"], "pyt-r", "Org/R", chunk_size=CHUNK)
+        st.import_(srcs[b"B"], "pyt-r", "Org/R", chunk_size=CHUNK,
+                   force=True)
         for off in (0, 3 * CHUNK + 5):
             raises("a read at %d after a re-import raises Changed" % off,
                    wstore.Changed, lambda: f.read(100, off), "'w.bin'")
@@ -501,6 +502,33 @@ def test_errors_and_threads(st):
            lambda: st.import_(SRC, ID, "Org/Py-ü"), ID)
     raises("an invalid id raises InvalidArgument", wstore.InvalidArgument,
            lambda: st.import_(SRC, "a/b", "M"))
+    # the source rules of 'model import': a folder that is not a checkpoint
+    # is refused unless force; version-control folders are skipped
+    notck = tempfile.mkdtemp()
+    with open(os.path.join(notck, "README.md"), "w") as fh:
+        fh.write("not a model\n")
+    raises("a source that is not a checkpoint raises InvalidArgument",
+           wstore.InvalidArgument,
+           lambda: st.import_(notck, "pyt-notck", "Org/N"))
+    st.import_(notck, "pyt-notck", "Org/N", force=True)
+    check("... and imports with force=True", "pyt-notck" in st.list())
+    st.delete("pyt-notck")
+    gitck = tempfile.mkdtemp()
+    shutil.copytree(SRC, os.path.join(gitck, "m"))
+    os.makedirs(os.path.join(gitck, "m", ".git", "objects"))
+    with open(os.path.join(gitck, "m", ".git", "objects", "x"), "w") as fh:
+        fh.write("git object\n")
+    st.import_(os.path.join(gitck, "m"), "pyt-git", "Org/G",
+               exclude=["*.bin"])
+    with st.open("pyt-git") as ck:
+        paths = ck.files
+    check("a .git folder is skipped", not any(p.startswith(".git")
+                                              for p in paths), paths)
+    check("exclude patterns apply", not any(p.endswith(".bin")
+                                            for p in paths), paths)
+    st.delete("pyt-git")
+    shutil.rmtree(notck)
+    shutil.rmtree(gitck)
 
     fname = "pytorch_model.bin"
     data = src_bytes(fname)
