@@ -101,8 +101,8 @@ static void new_name(char *out, size_t cap, const char *id)
 	char tag[WSTORE__OWNER_TAG_LEN + 1];
 
 	wstore__owner_tag(tag);
-	snprintf(out, cap, WSTORE__PART_TAG "%s-%ld-%s-%u", id,
-		 (long)getpid(), tag, atomic_fetch_add(&part_seq, 1));
+	snprintf(out, cap, WSTORE__PART_TAG "%s-%ld-%s-%u", id, (long)getpid(),
+		 tag, atomic_fetch_add(&part_seq, 1));
 }
 
 /* Open name under dirfd with its flock taken, when no process writes it:
@@ -217,8 +217,8 @@ int wstore__partial_open(wstore__partial *p, int dirfd, const char *id,
 }
 
 /* Hash bytes [0, n) of fd into h through buf. */
-static int rehash(int fd, uint64_t n, wstore__sha256 *h, void *buf,
-		  size_t cap, const char *what)
+static int rehash(int fd, uint64_t n, wstore__sha256 *h, void *buf, size_t cap,
+		  const char *what)
 {
 	uint64_t off = 0;
 
@@ -259,13 +259,13 @@ int wstore__partial_prefix(wstore__partial *p, const wstore__file_rec *f,
 		kept += n;
 	}
 	if (ftruncate(p->fd, (off_t)kept) < 0)
-		return wstore__errc(-errno, "cannot truncate the partial of '%s'",
-				    f->path);
+		return wstore__errc(
+			-errno, "cannot truncate the partial of '%s'", f->path);
 	if (h && (rc = rehash(p->fd, kept, h, buf, cap, f->path)) < 0)
 		return rc;
 	if (lseek(p->fd, (off_t)kept, SEEK_SET) < 0)
-		return wstore__errc(-errno, "cannot seek in the partial of '%s'",
-				    f->path);
+		return wstore__errc(
+			-errno, "cannot seek in the partial of '%s'", f->path);
 	*out_first = first;
 	*out_kept = kept;
 	return 0;

@@ -29,8 +29,8 @@
 			abort();                                               \
 	} while (0)
 
-#define CS 256u		/* chunk size */
-#define BIG (10 * CS)	/* big.bin: ten chunks */
+#define CS 256u	      /* chunk size */
+#define BIG (10 * CS) /* big.bin: ten chunks */
 
 /* ---- a store that counts chunk reads ------------------------------------ */
 
@@ -45,8 +45,8 @@ static int is_chunk(const char *key)
 	return strstr(key, "/chunks/") != NULL;
 }
 
-static int count_get(wstore_backend *b, const char *key, void *buf,
-		     size_t cap, size_t *out_len)
+static int count_get(wstore_backend *b, const char *key, void *buf, size_t cap,
+		     size_t *out_len)
 {
 	if (is_chunk(key))
 		__atomic_add_fetch(&chunk_reads, 1, __ATOMIC_SEQ_CST);
@@ -81,7 +81,8 @@ static wstore_store *counting_store(void)
 	return s;
 }
 
-/* ---- files ---------------------------------------------------------------- */
+/* ---- files ----------------------------------------------------------------
+ */
 
 static void spit(const char *dir, const char *name, const void *data, size_t n)
 {
@@ -172,7 +173,8 @@ static int equals_src(const char *dest, const struct src *s)
 	       same_file(dest, "config.json", "{\"a\":1}\n", 8);
 }
 
-/* ---- pulls ---------------------------------------------------------------- */
+/* ---- pulls ----------------------------------------------------------------
+ */
 
 struct prog {
 	int calls, cancel_at;
@@ -386,9 +388,8 @@ void test_pull_partial_owners(void)
 		 (long)gone, tag);
 	spit(dest, name, "stale", 5);
 	CHECK_EQ_INT(partials(dest, NULL, NULL), 1);
-	CHECK_EQ_INT(unlink(strcat(strcat(strcpy(other, dest), "/"),
-				   "big.bin")),
-		     0);
+	CHECK_EQ_INT(
+		unlink(strcat(strcat(strcpy(other, dest), "/"), "big.bin")), 0);
 	CHECK_EQ_INT(pull(s, dest, 0, 0, NULL), 0);
 	CHECK(equals_src(dest, &src));
 	CHECK_EQ_INT(partials(dest, NULL, NULL), 0);
