@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,12 +30,18 @@
 #include <unistd.h>
 #include <dirent.h>
 
+#include "durable.h"
 #include "error.h"
 #include "owner.h"
 #include "partial.h"
 #include "store.h"
 
 static atomic_uint part_seq;
+/* Within one process the owner tag cannot tell a running pull from a
+ * finished one, and the flock of a new partial is taken just after it is
+ * created: scans and creations of this process take turns, so a scan
+ * never finds one of its own partials between the two. */
+static pthread_mutex_t turn = PTHREAD_MUTEX_INITIALIZER;
 
 void wstore__partial_ident(char out[WSTORE__PART_ID_LEN + 1], const char *gen,
 			   const wstore_manifest *m, const wstore__file_rec *f)
@@ -187,16 +194,14 @@ void wstore__partial_sweep(int dirfd, const char *id,
 {
 	wstore__partial p;
 
+	pthread_mutex_lock(&turn);
 	scan(&p, dirfd, id, wanted, ctx, 0, 0);
+	pthread_mutex_unlock(&turn);
 }
 
-int wstore__partial_open(wstore__partial *p, int dirfd, const char *id,
-			 wstore__partial_wanted wanted, void *ctx, int force,
-			 const char *what)
+/* A new empty partial for id, its flock held. */
+static int create(wstore__partial *p, int dirfd, const char *id)
 {
-	scan(p, dirfd, id, wanted, ctx, force, 1);
-	if (p->fd >= 0)
-		return 0;
 	for (int tries = 0; tries < 100; tries++) {
 		new_name(p->name, sizeof(p->name), id);
 		p->fd = openat(dirfd, p->name,
@@ -204,7 +209,8 @@ int wstore__partial_open(wstore__partial *p, int dirfd, const char *id,
 				       O_CLOEXEC,
 			       0644);
 		if (p->fd >= 0) {
-			/* a new file of ours: nobody else can hold it */
+			/* another process leaves a live writer's file alone,
+			 * and this one waits for the turn */
 			flock(p->fd, LOCK_EX | LOCK_NB);
 			return 0;
 		}
@@ -212,8 +218,24 @@ int wstore__partial_open(wstore__partial *p, int dirfd, const char *id,
 			break;
 	}
 	p->name[0] = '\0';
-	return wstore__errc(-errno, "cannot create a partial file next to '%s'",
-			    what);
+	return -errno;
+}
+
+int wstore__partial_open(wstore__partial *p, int dirfd, const char *id,
+			 wstore__partial_wanted wanted, void *ctx, int force,
+			 const char *what)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&turn);
+	scan(p, dirfd, id, wanted, ctx, force, 1);
+	if (p->fd < 0)
+		rc = create(p, dirfd, id);
+	pthread_mutex_unlock(&turn);
+	if (rc < 0)
+		return wstore__errc(
+			rc, "cannot create a partial file next to '%s'", what);
+	return 0;
 }
 
 /* Hash bytes [0, n) of fd into h through buf. */
@@ -275,6 +297,37 @@ int wstore__partial_reset(wstore__partial *p, const char *what)
 {
 	if (ftruncate(p->fd, 0) < 0 || lseek(p->fd, 0, SEEK_SET) < 0)
 		return wstore__errc(-errno, "cannot empty the partial of '%s'",
+				    what);
+	return 0;
+}
+
+int wstore__partial_commit(wstore__partial *p, const char *base,
+			   const char *what)
+{
+	int rc = 0;
+
+	if (fsync(p->fd) < 0)
+		rc = wstore__errc(-errno, "cannot sync '%s'", what);
+	/* closed (the flock gone) and renamed in one turn: a scan of this
+	 * process never finds the file free under its partial name */
+	pthread_mutex_lock(&turn);
+	if (rc == 0 && close(p->fd) < 0 && errno != EINTR)
+		rc = wstore__errc(-errno, "cannot write '%s'", what);
+	p->fd = rc == 0 ? -1 : p->fd;
+	if (rc == 0)
+		rc = wstore__check_target(p->dirfd, base, what);
+	if (rc == 0 && renameat(p->dirfd, p->name, p->dirfd, base) < 0)
+		rc = wstore__errc(-errno,
+				  "cannot rename a partial file to '%s'", what);
+	if (rc < 0)
+		wstore__partial_drop(p);
+	pthread_mutex_unlock(&turn);
+	if (rc < 0)
+		return rc;
+	p->name[0] = '\0';
+	/* EINVAL: a filesystem that cannot sync a directory */
+	if (fsync(p->dirfd) < 0 && errno != EINVAL)
+		return wstore__errc(-errno, "cannot sync the directory of '%s'",
 				    what);
 	return 0;
 }

@@ -72,6 +72,11 @@ int wstore__partial_prefix(wstore__partial *p, const wstore__file_rec *f,
 /* Empty p's file (to fetch the file whole). */
 int wstore__partial_reset(wstore__partial *p, const char *what);
 
+/* Sync p's file, close it and rename it to base under dirfd (only over a
+ * regular file or a symlink), then sync the directory; on failure the
+ * file is removed. */
+int wstore__partial_commit(wstore__partial *p, const char *base,
+			   const char *what);
 /* Leave p's file for a later pull (data synced as far as it can be). */
 void wstore__partial_keep(wstore__partial *p);
 /* Remove p's file. */

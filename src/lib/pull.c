@@ -78,6 +78,7 @@ struct pull {
 	uint64_t done, total;
 	wstore__first_err err;
 	atomic_int stop;
+	atomic_int canceled; /* the progress callback said stop */
 };
 
 struct worker {
@@ -104,6 +105,7 @@ static int add_progress(struct pull *p, uint64_t n, const char *path)
 	p->done += n;
 	if (p->o->progress &&
 	    p->o->progress(p->done, p->total, path, p->o->progress_ctx)) {
+		atomic_store(&p->canceled, 1);
 		rc = wstore__err(WSTORE_ECANCELED, "pull of '%s' canceled",
 				 p->m->checkpoint_id);
 	}
@@ -332,7 +334,6 @@ static int fill_partial(struct worker *w, wstore__partial *pp,
 static int write_file(struct worker *w, int pfd, const char *base)
 {
 	const wstore__file_rec *f = w->f;
-	wstore__durable d = { .dirfd = pfd, .fd = -1 };
 	wstore__partial pp;
 	wstore__sha256 *h;
 	int rc;
@@ -345,20 +346,22 @@ static int write_file(struct worker *w, int pfd, const char *base)
 		return wstore__errc(-ENOMEM, "cannot hash '%s'", f->path);
 	rc = wstore__partial_open(&pp, pfd, file_id(w), id_wanted, w->p,
 				  w->p->o->force, f->path);
-	if (rc == 0)
-		rc = fill_partial(w, &pp, h);
+	if (rc < 0) {
+		wstore__sha256_free(h);
+		return rc;
+	}
+	rc = fill_partial(w, &pp, h);
 	wstore__sha256_free(h);
 	/* before the rename: a hashed file that matches is the one opened,
 	 * whichever import wrote it; a mismatch or a missing chunk is
 	 * judged by the checkpoint's guard (generation.c) */
 	if (rc < 0 && rc != WSTORE_ECANCELED)
 		rc = wstore__checkpoint_settle(w->p->ck, f, rc);
-	if (rc == 0) {
-		d.fd = pp.fd;
-		memcpy(d.tmp, pp.name, sizeof(d.tmp));
-		return wstore__durable_commit(&d, base, f->path);
-	}
-	if (rc == WSTORE_ECANCELED)
+	if (rc == 0)
+		return wstore__partial_commit(&pp, base, f->path);
+	/* kept when the caller canceled, not when a failure elsewhere
+	 * stopped this worker */
+	if (rc == WSTORE_ECANCELED && atomic_load(&w->p->canceled))
 		wstore__partial_keep(&pp);
 	else
 		wstore__partial_drop(&pp);
