@@ -48,6 +48,7 @@ CHECK_COUNTERS;
 	X(test_pull_partial_resume) \
 	X(test_pull_partial_reimport) \
 	X(test_pull_partial_owners) \
+	X(test_pull_partial_failure) \
 	X(test_pull_resume) \
 	X(test_pull_not_ready) \
 	X(test_resolve) \
