@@ -220,12 +220,17 @@ typedef struct wstore_pull_options {
  * matches some include pattern, or there are none, and no exclude pattern).
  * Every manifest path is validated before anything is written; directories
  * are created without following symlinks (a symlink where a directory is
- * expected is an error); each file goes to a temp file in its directory,
- * is checked (size, SHA-256 unless no_verify), fsynced and renamed into
- * place.  A file already present with the right size (and digest, when
- * verifying) is skipped unless force.  On failure or cancellation no temp
- * file is left behind and the error names the file; files already in dest
- * are never removed.  A checkpoint deleted or replaced during the pull is
+ * expected is an error); each file goes to a partial file in its
+ * directory, is checked (size, SHA-256 of the whole file unless
+ * no_verify), fsynced and renamed into place.  A file already present
+ * with the right size (and digest, when verifying) is skipped unless
+ * force.  Canceled (WSTORE_ECANCELED: the progress callback returned
+ * nonzero, as the CLI's does after ^C), the partial files of the files being
+ * fetched stay, and the next pull of the same import into dest resumes them
+ * (their kept chunks hashed again, only the rest fetched) unless force or
+ * no_verify; on any other failure no partial or temp file is left behind
+ * and the error names the file; files already in dest are never
+ * removed.  A checkpoint deleted or replaced during the pull is
  * WSTORE_ECHANGED, and no file mixing two imports is ever renamed into
  * place (with no_verify too).
  */

@@ -59,7 +59,8 @@ struct wstore__guard {
 	char mkey[WSTORE__KEY_MAX]; /* the manifest */
 	const wstore_manifest *m;   /* bound; owned by the caller */
 	int by_gen;
-	char *rec; /* the record noted at step 1, NULL if absent */
+	char gen[65]; /* the record's generation id when by_gen, else "" */
+	char *rec;    /* the record noted at step 1, NULL if absent */
 	size_t rec_len;
 	int fd;		      /* the record's file, or -1 */
 	pthread_mutex_t lock; /* guards last, last_len, last_v, mfd */
@@ -251,6 +252,16 @@ static int record_same(wstore__guard *g)
 		       : CHANGED;
 }
 
+/* Copy the generation id of the record noted into g->gen. */
+static void note_generation(wstore__guard *g)
+{
+	json_t *o = json_loadb(g->rec, g->rec_len, 0, NULL);
+	const char *gen = json_string_value(json_object_get(o, "generation"));
+
+	snprintf(g->gen, sizeof(g->gen), "%s", gen ? gen : "");
+	json_decref(o);
+}
+
 int wstore__guard_bind(wstore__guard *g, const wstore_manifest *m)
 {
 	int v = record_same(g);
@@ -264,7 +275,14 @@ int wstore__guard_bind(wstore__guard *g, const wstore_manifest *m)
 				   m->checkpoint_id);
 	g->m = m;
 	g->by_gen = g->rec && record_names(g->rec, g->rec_len, m);
+	if (g->by_gen)
+		note_generation(g);
 	return 0;
+}
+
+const char *wstore__guard_generation(const wstore__guard *g)
+{
+	return g->gen;
 }
 
 int wstore__guard_by_generation(const wstore__guard *g)

@@ -49,6 +49,9 @@ int wstore__guard_settle(wstore__guard *g, const wstore__file_rec *f, int rc);
 /* Whether g vouches by a generation record (1) or, for a checkpoint
  * without one, by re-reading the manifest (0); for tests. */
 int wstore__guard_by_generation(const wstore__guard *g);
+/* The generation id of the import g vouches for ("" when it vouches by
+ * the manifest); valid as long as g. */
+const char *wstore__guard_generation(const wstore__guard *g);
 void wstore__guard_free(wstore__guard *g);
 
 #endif

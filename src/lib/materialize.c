@@ -125,13 +125,31 @@ int wstore__fetch_to_fd(wstore_store *s, const wstore__file_rec *f, int fd,
 			int (*progress)(uint64_t n, void *ctx), void *ctx)
 {
 	wstore__sha256 *h = verify ? wstore__sha256_new() : NULL;
+	int rc;
+
+	if (verify && !h)
+		return -ENOMEM;
+	rc = wstore__fetch_to_fd_from(s, f, fd, buf, cap, 0, h, progress, ctx);
+	wstore__sha256_free(h);
+	return rc;
+}
+
+int wstore__fetch_to_fd_from(wstore_store *s, const wstore__file_rec *f, int fd,
+			     void *buf, size_t cap, uint64_t first,
+			     wstore__sha256 *h,
+			     int (*progress)(uint64_t n, void *ctx), void *ctx)
+{
 	int from_fd = chunk_fd_ok(s);
 	uint64_t total = 0;
 	int rc = 0;
 
-	if (verify && !h)
-		return -ENOMEM;
-	for (uint64_t c = 0; c < f->nchunks && rc == 0; c++) {
+	for (uint64_t c = 0; c < first && c < f->nchunks && rc == 0; c++) {
+		uint64_t n;
+
+		if ((rc = wstore__chunk_len(&n, f, c)) == 0)
+			total += n;
+	}
+	for (uint64_t c = first; c < f->nchunks && rc == 0; c++) {
 		uint64_t n;
 
 		rc = wstore__chunk_len(&n, f, c);
@@ -172,7 +190,6 @@ int wstore__fetch_to_fd(wstore_store *s, const wstore__file_rec *f, int fd,
 				"file '%s': sha256 mismatch (expected %s, got %s)",
 				f->path, f->sha256, hex);
 	}
-	wstore__sha256_free(h);
 	return rc;
 }
 

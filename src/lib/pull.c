@@ -9,17 +9,25 @@
  * A planted symlink at a file's own name is replaced by the rename, not
  * followed; a directory, FIFO, device or socket there is refused.
  *
- * Each file streams into a temp file next to it (durable.c: a short name,
- * unique per writer, so long names fit and two pulls into one directory,
- * even from one process, never share one), through wstore__fetch_to_fd
- * (chunk by chunk through the worker's reused buffer, size and SHA-256
- * checked), is fsynced and renamed into place, then the directory is
- * fsynced.  Temp files are removed on every failure; those of a killed
- * pull when the directory is pulled again, once their owner tag proves
- * the writer gone; a file already in DEST is never removed for merely
- * looking like a temp name (temp_owner_dead).
+ * Each file streams into a partial file next to it (partial.c: a short
+ * name that says which import's file it holds and which process wrote
+ * it, so two pulls into one directory, even from one process, never share
+ * one), through wstore__fetch_to_fd_from (chunk by chunk through the
+ * worker's reused buffer, size and SHA-256 checked over the whole file),
+ * is fsynced and renamed into place, then the directory is fsynced.  A
+ * canceled pull (^C in the CLI, a progress callback) keeps the partial;
+ * the next pull of the same file of the same import takes it, hashes the
+ * kept chunks again and fetches only the rest.  On any other failure the
+ * partial goes.  Partials nobody writes any more are removed when they
+ * hold a file not wanted (another import's, a file not in the checkpoint,
+ * a file already in place) or under --force.  With --no-verify nothing is
+ * resumed: a plain temp file (durable.c) is used and removed on failure.
+ * Temp files of a killed pull are removed when the directory is pulled
+ * again, once their owner tag proves the writer gone; a file already in
+ * DEST is never removed for merely looking like a temp name
+ * (temp_owner_dead).
  * Files present with the right size (and digest, when verifying) are
- * skipped, which makes a pull resumable and idempotent.
+ * skipped, which makes a pull idempotent.
  *
  * Workers take files largest first from a shared cursor; the first error
  * (or a cancel from the progress callback) stops them all.
@@ -42,6 +50,7 @@
 #include "abi.h"
 #include "durable.h"
 #include "owner.h"
+#include "partial.h"
 #include "digest.h"
 #include "error.h"
 #include "util.h"
@@ -61,12 +70,15 @@ struct pull {
 	int dfd;     /* DEST, opened once */
 	size_t *sel; /* selected file indices, largest first */
 	size_t nsel;
-	size_t bufcap;	      /* per-worker chunk buffer size */
-	pthread_mutex_t lock; /* guards everything below */
+	size_t bufcap;			      /* per-worker chunk buffer size */
+	char (*ids)[WSTORE__PART_ID_LEN + 1]; /* partial id of each file */
+	char (*sorted)[WSTORE__PART_ID_LEN + 1]; /* the same, sorted */
+	pthread_mutex_t lock;			 /* guards everything below */
 	size_t next;
 	uint64_t done, total;
 	wstore__first_err err;
 	atomic_int stop;
+	atomic_int canceled; /* the progress callback said stop */
 };
 
 struct worker {
@@ -93,6 +105,7 @@ static int add_progress(struct pull *p, uint64_t n, const char *path)
 	p->done += n;
 	if (p->o->progress &&
 	    p->o->progress(p->done, p->total, path, p->o->progress_ctx)) {
+		atomic_store(&p->canceled, 1);
 		rc = wstore__err(WSTORE_ECANCELED, "pull of '%s' canceled",
 				 p->m->checkpoint_id);
 	}
@@ -227,16 +240,15 @@ static int already_present(struct worker *w, int pfd, const char *base)
 	return same;
 }
 
-/* Stream f into a temp file under pfd, check it, sync it and rename it
- * to base (durable.c). */
-static int write_file(struct worker *w, int pfd, const char *base)
+/* --no-verify: stream f into a temp file under pfd, sync it and rename
+ * it to base (durable.c); nothing is kept on failure, nothing resumed. */
+static int write_unverified(struct worker *w, int pfd, const char *base)
 {
 	const wstore__file_rec *f = w->f;
 	wstore__durable d = { .fd = -1 };
 	int rc;
 
-	if ((rc = wstore__check_target(pfd, base, f->path)) < 0 ||
-	    (rc = wstore__durable_open(&d, pfd, 0644, f->path)) < 0)
+	if ((rc = wstore__durable_open(&d, pfd, 0644, f->path)) < 0)
 		return rc;
 	if (f->size && fallocate(d.fd, 0, 0, (off_t)f->size) < 0 &&
 	    errno == ENOSPC)
@@ -246,17 +258,113 @@ static int write_file(struct worker *w, int pfd, const char *base)
 				  f->path, f->size, w->p->dest);
 	else
 		rc = wstore__fetch_to_fd(w->p->s, f, d.fd, w->buf, w->p->bufcap,
-					 !w->p->o->no_verify, chunk_progress,
-					 w);
-	/* before the rename: a hashed file that matches is the one opened,
-	 * whichever import wrote it; an unhashed one, a mismatch or a
-	 * missing chunk is judged by the checkpoint's guard (generation.c) */
-	if ((rc < 0 && rc != WSTORE_ECANCELED) ||
-	    (rc == 0 && w->p->o->no_verify))
+					 0, chunk_progress, w);
+	/* an unhashed file is judged by the checkpoint's guard */
+	if (rc != WSTORE_ECANCELED)
 		rc = wstore__checkpoint_settle(w->p->ck, f, rc);
 	if (rc == 0)
 		return wstore__durable_commit(&d, base, f->path);
 	wstore__durable_abort(&d);
+	return rc;
+}
+
+static int cmp_id(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+/* Whether a partial's id is that of a file of the checkpoint pulled. */
+static int id_wanted(const char *id, void *ctx)
+{
+	struct pull *p = ctx;
+
+	return bsearch(id, p->sorted, p->m->nfiles, sizeof(*p->sorted),
+		       cmp_id) != NULL;
+}
+
+static const char *file_id(struct worker *w)
+{
+	return w->p->ids[w->f - w->p->m->files];
+}
+
+/* Fill the partial from what it holds on: the kept prefix hashed again,
+ * then the chunks it lacks.  A kept prefix that spoils the digest (a
+ * crash that lost data the size still counts) costs one whole fetch. */
+static int fill_partial(struct worker *w, wstore__partial *pp,
+			wstore__sha256 *h)
+{
+	const wstore__file_rec *f = w->f;
+	uint64_t first = 0, kept = 0;
+	int rc = 0;
+
+	if (pp->taken)
+		rc = wstore__partial_prefix(pp, f, h, w->buf, w->p->bufcap,
+					    &first, &kept);
+	if (rc == 0 && kept)
+		rc = add_progress(w->p, kept, f->path);
+	if (rc == 0 && f->size > kept &&
+	    fallocate(pp->fd, FALLOC_FL_KEEP_SIZE, (off_t)kept,
+		      (off_t)(f->size - kept)) < 0 &&
+	    errno == ENOSPC)
+		return wstore__errc(-ENOSPC,
+				    "file '%s': cannot allocate %" PRIu64
+				    " bytes in '%s'",
+				    f->path, f->size - kept, w->p->dest);
+	if (rc == 0)
+		rc = wstore__fetch_to_fd_from(w->p->s, f, pp->fd, w->buf,
+					      w->p->bufcap, first, h,
+					      chunk_progress, w);
+	if (rc == WSTORE_ECORRUPT && kept) {
+		wstore__sha256_reset(h);
+		rc = wstore__partial_reset(pp, f->path);
+		if (rc == 0)
+			rc = wstore__fetch_to_fd_from(w->p->s, f, pp->fd,
+						      w->buf, w->p->bufcap, 0,
+						      h, chunk_progress, w);
+	}
+	return rc;
+}
+
+/*
+ * Stream f into its partial under pfd (partial.h: one an earlier pull
+ * left is taken and resumed), check size and SHA-256 of the whole file,
+ * sync it and rename it to base (durable.c).  Canceled, the partial
+ * stays for the next pull; on any other failure it goes.
+ */
+static int write_file(struct worker *w, int pfd, const char *base)
+{
+	const wstore__file_rec *f = w->f;
+	wstore__partial pp;
+	wstore__sha256 *h;
+	int rc;
+
+	if ((rc = wstore__check_target(pfd, base, f->path)) < 0)
+		return rc;
+	if (w->p->o->no_verify)
+		return write_unverified(w, pfd, base);
+	if (!(h = wstore__sha256_new()))
+		return wstore__errc(-ENOMEM, "cannot hash '%s'", f->path);
+	rc = wstore__partial_open(&pp, pfd, file_id(w), id_wanted, w->p,
+				  w->p->o->force, f->path);
+	if (rc < 0) {
+		wstore__sha256_free(h);
+		return rc;
+	}
+	rc = fill_partial(w, &pp, h);
+	wstore__sha256_free(h);
+	/* before the rename: a hashed file that matches is the one opened,
+	 * whichever import wrote it; a mismatch or a missing chunk is
+	 * judged by the checkpoint's guard (generation.c) */
+	if (rc < 0 && rc != WSTORE_ECANCELED)
+		rc = wstore__checkpoint_settle(w->p->ck, f, rc);
+	if (rc == 0)
+		return wstore__partial_commit(&pp, base, f->path);
+	/* kept when the caller canceled, not when a failure elsewhere
+	 * stopped this worker */
+	if (rc == WSTORE_ECANCELED && atomic_load(&w->p->canceled))
+		wstore__partial_keep(&pp);
+	else
+		wstore__partial_drop(&pp);
 	return rc;
 }
 
@@ -271,6 +379,7 @@ static int pull_file(struct worker *w)
 		return rc;
 	base = f->path + at;
 	if (!w->p->o->force && already_present(w, pfd, base)) {
+		wstore__partial_sweep(pfd, file_id(w), id_wanted, w->p);
 		rc = add_progress(w->p, f->size, f->path);
 	} else {
 		remove_stale_temps(pfd);
@@ -345,8 +454,18 @@ static int plan(struct pull *p)
 	const wstore_manifest *m = p->m;
 	uint64_t len;
 
-	if (!(p->sel = malloc((m->nfiles ? m->nfiles : 1) * sizeof(size_t))))
+	size_t nf = m->nfiles ? m->nfiles : 1;
+
+	p->ids = malloc(nf * sizeof(*p->ids));
+	p->sorted = malloc(nf * sizeof(*p->sorted));
+	if (!(p->sel = malloc(nf * sizeof(size_t))) || !p->ids || !p->sorted)
 		return wstore__errc(-ENOMEM, "cannot plan pull");
+	for (size_t i = 0; i < m->nfiles; i++)
+		wstore__partial_ident(p->ids[i],
+				      wstore__checkpoint_generation(p->ck), m,
+				      &m->files[i]);
+	memcpy(p->sorted, p->ids, m->nfiles * sizeof(*p->ids));
+	qsort(p->sorted, m->nfiles, sizeof(*p->sorted), cmp_id);
 	for (size_t i = 0; i < m->nfiles; i++) {
 		const wstore__file_rec *f = &m->files[i];
 		int rc;
@@ -454,6 +573,8 @@ int wstore_pull(wstore_store *store, const char *id, const char *dest,
 		close(p.dfd);
 	pthread_mutex_destroy(&p.lock);
 	free(p.sel);
+	free(p.ids);
+	free(p.sorted);
 	wstore_checkpoint_free(ck);
 	return rc;
 }

@@ -164,6 +164,11 @@ int wstore__checkpoint_settle(wstore_checkpoint *ck, const wstore__file_rec *f,
 	return wstore__guard_settle(ck->guard, f, rc);
 }
 
+const char *wstore__checkpoint_generation(const wstore_checkpoint *ck)
+{
+	return wstore__guard_generation(ck->guard);
+}
+
 int wstore__checkpoint_by_generation(const wstore_checkpoint *ck)
 {
 	return wstore__guard_by_generation(ck->guard);

@@ -36,6 +36,9 @@ int wstore__checkpoint_settle(wstore_checkpoint *ck, const wstore__file_rec *f,
 /* Whether ck is vouched for by a generation record (1) or by its
  * manifest (0); for tests. */
 int wstore__checkpoint_by_generation(const wstore_checkpoint *ck);
+/* The generation id of the import ck opened, "" when ck is vouched for
+ * by its manifest; valid as long as ck. */
+const char *wstore__checkpoint_generation(const wstore_checkpoint *ck);
 /* A good size for sequential buffered reads of f: small when the backend
  * reads ranges, else the chunk size (so each chunk is fetched once). */
 size_t wstore__file_window(const wstore_file *f);

@@ -16,6 +16,7 @@
 
 #include "wstore/wstore.h"
 #include "wstore/sys/backend.h"
+#include "digest.h"
 #include "manifest.h"
 
 /* Whether backend b has callback field: inside the struct_size it was built
@@ -64,6 +65,15 @@ uint64_t wstore__max_chunk(const wstore_manifest *m);
 int wstore__fetch_to_fd(wstore_store *s, const wstore__file_rec *f, int fd,
 			void *buf, size_t cap, int verify,
 			int (*progress)(uint64_t n, void *ctx), void *ctx);
+/* The same from chunk first on, written at fd's current offset (the
+ * bytes of chunks before first already there): h, when set, already
+ * holds the SHA-256 state of those bytes (the caller's; it is checked
+ * against the whole file's digest and left finished); size is checked
+ * over the whole file. */
+int wstore__fetch_to_fd_from(wstore_store *s, const wstore__file_rec *f, int fd,
+			     void *buf, size_t cap, uint64_t first,
+			     wstore__sha256 *h,
+			     int (*progress)(uint64_t n, void *ctx), void *ctx);
 
 /* Read checkpoint id's manifest and require it READY: WSTORE_ENOTREADY
  * naming its status and recorded error otherwise (wstore_manifest_read

@@ -174,7 +174,7 @@ if [ "$KIND" = file ]; then
 	check "failed materialize leaves no temp file" test -z "$(ls -A "$T" | grep wstore-tmp)"
 	check_exit "pull of a damaged checkpoint fails" 1 ws model pull "$P-small" --dest "$T/pull-bad"
 	check_grep "pull names the damaged file" "model-00001-of-00002.safetensors" "$OUT"
-	check "pull leaves no partial or temp file" test ! -e "$T/pull-bad/model-00001-of-00002.safetensors" -a -z "$(find "$T/pull-bad" -name '*wstore-tmp*' 2>/dev/null)"
+	check "pull leaves no partial or temp file" test ! -e "$T/pull-bad/model-00001-of-00002.safetensors" -a -z "$(find "$T/pull-bad" -name '.wstore-*' 2>/dev/null)"
 	rm "$STORE/$key"
 	check_exit "verify finds a missing chunk (exit 3)" 3 ws model verify "$P-small"
 	check_grep "missing chunk is named" "chunk '.*' is missing" "$OUT"

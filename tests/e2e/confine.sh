@@ -39,7 +39,7 @@ check_exit "import with a 255-byte file name" 0 ws --quiet model import \
 # ---- names near NAME_MAX ----------------------------------------------------
 check_exit "pull of 255- and 244-byte names" 0 ws --quiet model pull ck --dest "$T/p1"
 check "pulled tree equals the source" diff -r "$SRC" "$T/p1"
-check "pull left no temp file" test -z "$(find "$T/p1" -name '*wstore-tmp*')"
+check "pull left no temp file" test -z "$(find "$T/p1" -name '.wstore-*')"
 mkdir -p "$T/m1"
 check_exit "materialize-file to a 255-byte name" 0 ws --quiet model materialize-file ck \
 	--path "$LONG" --output "$T/m1/$LONG"
@@ -47,7 +47,7 @@ check "materialized long name equals the source" cmp "$SRC/$LONG" "$T/m1/$LONG"
 check_exit "materialize-file of a 244-byte name in a subdirectory" 0 ws --quiet model \
 	materialize-file ck --path "sub/$LONG2" --output "$T/m1/$LONG2"
 check "and its bytes are right" cmp "$SRC/sub/$LONG2" "$T/m1/$LONG2"
-check "materialize left no temp file" test -z "$(find "$T/m1" -name '*wstore-tmp*')"
+check "materialize left no temp file" test -z "$(find "$T/m1" -name '.wstore-*')"
 
 # ---- modes from the umask ----------------------------------------------------
 (umask 077 && ws --quiet model materialize-file ck --path config.json --output "$T/m1/u077") >/dev/null 2>&1
@@ -91,7 +91,7 @@ check_exit "two threads pulling one checkpoint into one directory both succeed (
 	env WSTORE_LIBRARY="$LIB" ${ASANRT:+LD_PRELOAD=$ASANRT ASAN_OPTIONS=detect_leaks=0} \
 	timeout 300 /usr/bin/python3 "$T/twopulls.py" "$HERE/../python" "$S" "$T/p2"
 check "and the tree equals the source" diff -r "$BIG" "$T/p2"
-check "no temp file left" test -z "$(find "$T/p2" -name '*wstore-tmp*')"
+check "no temp file left" test -z "$(find "$T/p2" -name '.wstore-*')"
 ws model delete big >/dev/null
 
 # ---- outputs that are no regular file ---------------------------------------
@@ -121,7 +121,7 @@ if [ "$(id -u)" = 0 ]; then
 else
 	tap_not_ok "materialize onto a character device (needs root for mknod)"
 fi
-check "no temp file left next to them" test -z "$(find "$T/o" -name '*wstore-tmp*')"
+check "no temp file left next to them" test -z "$(find "$T/o" -name '.wstore-*')"
 mkdir -p "$T/pd"
 mkfifo "$T/pd/config.json"
 check_exit "pull onto a FIFO entry fails" 1 wsb model pull ck --dest "$T/pd"
@@ -135,7 +135,7 @@ if [ "$(id -u)" = 0 ]; then
 else
 	tap_skip "pull onto a character device entry fails" "mknod needs root"
 fi
-check "pull left no temp file" test -z "$(find "$T/pd" "$T/pe" -name '*wstore-tmp*' 2>/dev/null)"
+check "pull left no temp file" test -z "$(find "$T/pd" "$T/pe" -name '.wstore-*' 2>/dev/null)"
 
 # ---- symlinks planted inside the store ------------------------------------
 # snap DIR: every path below DIR with its type, size and digest

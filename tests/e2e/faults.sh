@@ -94,6 +94,75 @@ for delay in 300 700 1200; do
 done
 ws model delete pk >/dev/null
 
+# ---- SIGINT mid-pull: the partial stays, the next pull resumes it ----------
+RS="$T/rssrc"; RS2="$T/rssrc2"; mkdir -p "$RS" "$RS2"
+python3 -c "
+import sys
+for d, seed in (('$RS', 1), ('$RS2', 2)):
+    open(d + '/big.bin', 'wb').write(bytes((i * 131 + i // 97 + seed) & 255 for i in range(40 * 16384)))
+    open(d + '/config.json', 'w').write('{\"a\":%d}\n' % seed)
+"
+ws model import --checkpoint-id rs --model-id M --source "$RS" --chunk-size $CS >/dev/null
+nparts() { find "$T/rs" -name '.wstore-part-*' 2>/dev/null | wc -l; }
+part_size() { find "$T/rs" -name '.wstore-part-*' -printf '%s\n' 2>/dev/null | head -1; }
+has_chunks_kept() { s=$(part_size); [ -n "$s" ] && [ "$s" -ge $((3 * 16384)) ]; }
+# interrupt_pull: a slow pull of rs into $T/rs, stopped by SIGINT once its
+# partial holds three chunks; sets rc
+interrupt_pull() {
+	WSTORE_FAULTS=delay=40 "$W" --store "fault+$S" model pull rs --dest "$T/rs" \
+		--jobs 1 > "$T/rs.out" 2>&1 &
+	pid=$!
+	wait_for 60 has_chunks_kept
+	kill -INT $pid
+	wait_exit 60 $pid
+	rc=$?
+}
+interrupt_pull
+check "SIGINT: pull exits 1 ($rc)" test $rc = 1
+check_grep "SIGINT: pull says it was stopped" "canceled|interrupted" "$(cat "$T/rs.out")"
+size=$(part_size)
+check "SIGINT: one partial file stays ($(nparts)), smaller than the file ($size)" \
+	test "$(nparts)" = 1 -a "${size:-0}" -ge $((3 * 16384)) -a "${size:-0}" -lt $((40 * 16384))
+check "SIGINT: nothing at the file's final path" test ! -e "$T/rs/big.bin"
+# hide the chunks the partial holds in full: a pull that resumes never
+# reads them, a pull that fetched the whole file would fail
+kept=$((size / 16384))
+ws --json model inspect rs | python3 -c "
+import json, sys
+f = [f for f in json.load(sys.stdin)['files'] if f['path'] == 'big.bin'][0]
+print('\n'.join(f['chunks'][:$kept]))" > "$T/kept"
+mkdir -p "$T/hidden"
+i=0; while read -r k; do mv "$S/$k" "$T/hidden/$i"; i=$((i + 1)); done < "$T/kept"
+check "the $kept chunks the partial holds are hidden" test "$i" = "$kept" -a "$kept" -ge 3
+check_exit "re-run resumes the partial (fetches only the missing chunks)" 0 \
+	ws model pull rs --dest "$T/rs" --jobs 1
+check "resumed: tree equals the source, no partial left" \
+	sh -c "diff -r '$RS' '$T/rs' && test \$(find '$T/rs' -name '.wstore-*' | wc -l) = 0"
+i=0; while read -r k; do mv "$T/hidden/$i" "$S/$k"; i=$((i + 1)); done < "$T/kept"
+check_exit "the chunks are back: rs verifies" 0 ws model verify rs
+# a re-import of the same id between the two pulls: the partial is of
+# another import, never resumed; the file is fetched whole
+rm -rf "$T/rs"
+interrupt_pull
+check "SIGINT again: one partial stays" test "$(nparts)" = 1 -a $rc = 1
+ws model delete rs >/dev/null
+ws model import --checkpoint-id rs --model-id M --source "$RS2" --chunk-size $CS >/dev/null
+check_exit "after a re-import of rs the pull succeeds" 0 ws model pull rs --dest "$T/rs"
+check "re-imported: tree equals the new source, the old partial is gone" \
+	sh -c "diff -r '$RS2' '$T/rs' && test \$(find '$T/rs' -name '.wstore-*' | wc -l) = 0"
+# --force discards a partial
+rm -rf "$T/rs"
+interrupt_pull
+check "SIGINT a third time: one partial stays" test "$(nparts)" = 1 -a $rc = 1
+i=0; while read -r k; do mv "$S/$k" "$T/hidden/$i"; i=$((i + 1)); done < "$T/kept"
+check_exit "--force does not resume: the hidden chunks are needed" 1 \
+	ws model pull rs --dest "$T/rs" --force
+i=0; while read -r k; do mv "$T/hidden/$i" "$S/$k"; i=$((i + 1)); done < "$T/kept"
+check_exit "--force with every chunk back succeeds" 0 ws model pull rs --dest "$T/rs" --force
+check "forced: tree equals the source, no partial left" \
+	sh -c "diff -r '$RS2' '$T/rs' && test \$(find '$T/rs' -name '.wstore-*' | wc -l) = 0"
+ws model delete rs >/dev/null
+
 # ---- the checkpoint lock: a running import keeps delete and import out ----
 WSTORE_FAULTS="delay=30" "$W" --store "fault+$S" model import --checkpoint-id busy \
 	--model-id M --source "$SRC" --chunk-size $CS --jobs 1 > "$T/busy.out" 2>&1 &

@@ -81,7 +81,7 @@ gone() { ! ws model inspect "$1" >/dev/null 2>&1 && ! listed "$1"; }
 # dest_ok DIR: every file present in a pull destination equals the source
 dest_ok() {
 	[ -d "$1" ] || return 0
-	(cd "$1" && find . -type f ! -name '.*wstore-tmp*') | while read -r f; do
+	(cd "$1" && find . -type f ! -name '.*wstore-tmp*' ! -name '.wstore-part-*') | while read -r f; do
 		cmp -s "$1/$f" "$SRC/$f" || { echo "wrong bytes: $f"; exit 1; }
 	done
 }

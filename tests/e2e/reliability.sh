@@ -67,10 +67,11 @@ ready_ok() {
 	fi
 }
 
-# dest_ok DIR: every non-temp file in a pull destination equals the source
+# dest_ok DIR: every file but temp and partial files in a pull destination
+# equals the source
 dest_ok() {
 	[ -d "$1" ] || return 0
-	(cd "$1" && find . -type f ! -name '.*wstore-tmp*') | while read -r f; do
+	(cd "$1" && find . -type f ! -name '.*wstore-tmp*' ! -name '.wstore-part-*') | while read -r f; do
 		cmp -s "$1/$f" "$SRC/$f" || { echo "partial or wrong: $f"; return 1; }
 	done
 }
@@ -193,8 +194,8 @@ while [ "$k" -le "$((nchunks + 6))" ]; do
 		{ ok=0; tap_not_ok "re-run pull after kill $k" "$(cat "$T/err")"; }
 	diff -r "$SRC" "$T/dest" >/dev/null 2>&1 ||
 		{ ok=0; tap_not_ok "pull after kill $k: dest differs from source" "$(diff -r "$SRC" "$T/dest" 2>&1 | head -3)"; }
-	if [ -n "$(find "$T/dest" -name '*wstore-tmp*')" ]; then
-		ok=0; tap_not_ok "pull after kill $k left a temp file in dest"
+	if [ -n "$(find "$T/dest" -name '*wstore-tmp*' -o -name '.wstore-part-*')" ]; then
+		ok=0; tap_not_ok "pull after kill $k left a temp or partial file in dest"
 	fi
 	k=$((k + 1))
 done
@@ -348,7 +349,7 @@ done
 # race_reader NAME DIR CMD...: run CMD slowed; once it holds its lease
 # and (DIR other than "-") its temp file shows in DIR (it is writing),
 # delete, then delete --force
-has_temp() { [ -n "$(find "$1" -maxdepth 1 -name '.wstore-tmp-*' 2>/dev/null)" ]; }
+has_temp() { [ -n "$(find "$1" -maxdepth 1 -name '.wstore-tmp-*' -o -name '.wstore-part-*' 2>/dev/null)" ]; }
 leased() { [ -n "$(ls "$S/weight/leases/models/$1" 2>/dev/null)" ]; }
 race_reader() {
 	name=$1; where=$2; shift 2

@@ -73,9 +73,9 @@ slow() {
 	SLOW=$!
 }
 
-# midway DIR: a temp file under DIR already holds a chunk or more
+# midway DIR: a temp or partial file under DIR already holds a chunk or more
 midway() {
-	test -n "$(find "$1" -name '*wstore-tmp*' -size +1023k 2>/dev/null)"
+	test -n "$(find "$1" \( -name '*wstore-tmp*' -o -name '.wstore-part-*' \) -size +1023k 2>/dev/null)"
 }
 
 # race NAME ID DIR: once the slow reader SLOW has written a chunk to its
@@ -102,14 +102,14 @@ readers_cli() {
 	imp p1 "$T/A"
 	slow model pull p1 --dest "$T/$KIND-pull" --jobs 1
 	race "$KIND: pull" p1 "$T/$KIND-pull"
-	check "$KIND: pull left no w.bin and no temp file" \
-		test -z "$(find "$T/$KIND-pull" -name 'w.bin' -o -name '*wstore-tmp*')"
+	check "$KIND: pull left no w.bin and no temp or partial file" \
+		test -z "$(find "$T/$KIND-pull" -name 'w.bin' -o -name '.wstore-*')"
 
 	imp p2 "$T/A"
 	slow model pull p2 --dest "$T/$KIND-pullnv" --jobs 1 --no-verify
 	race "$KIND: pull --no-verify" p2 "$T/$KIND-pullnv"
 	check "$KIND: pull --no-verify left no w.bin and no temp file" \
-		test -z "$(find "$T/$KIND-pullnv" -name 'w.bin' -o -name '*wstore-tmp*')"
+		test -z "$(find "$T/$KIND-pullnv" -name 'w.bin' -o -name '.wstore-*')"
 
 	imp p3 "$T/A"
 	mkdir -p "$T/$KIND-mat"

@@ -45,6 +45,10 @@ CHECK_COUNTERS;
 	X(test_pull_basic) \
 	X(test_pull_hostile) \
 	X(test_pull_corrupt) \
+	X(test_pull_partial_resume) \
+	X(test_pull_partial_reimport) \
+	X(test_pull_partial_owners) \
+	X(test_pull_partial_failure) \
 	X(test_pull_resume) \
 	X(test_pull_not_ready) \
 	X(test_resolve) \

@@ -1231,7 +1231,8 @@ void test_pull_resume(void)
 	if (fixture_init(&fx, 0, 64) < 0)
 		goto out;
 	PATHF(dest, "%s/dest", tmp);
-	/* cancel from the progress callback: no temp, no partial file */
+	/* cancel from the progress callback: no temp file (the partial file
+	 * stays and is resumed: test_pull_partial.c) */
 	pr.cancel_at = 2;
 	CHECK_EQ_INT(pull(fx.s, "ck", dest, NULL, NULL, 0, &pr),
 		     WSTORE_ECANCELED);
