@@ -256,9 +256,10 @@ fi
 # (containers that share the host's UTS namespace: the host name is the
 # same, the pids mean nothing here)
 if unshare --pid --fork --kill-child true 2>/dev/null; then
-	# locks renew their lease time every TTL/3; on the Mooncake stand-in
-	# every call of the slow owner takes 300 ms, so a renewal takes more
-	if [ "$KIND" = mooncake ]; then LTTL=4000; else LTTL=1500; fi
+	# locks renew their lease time every TTL/3, and every call of the slow
+	# owner (a renewal too) takes 300 ms and more on a busy machine: a TTL
+	# of 1.5 s let a loaded run see the lock lapse (and be taken over)
+	LTTL=4000
 	export WSTORE_LOCK_TTL_MS=$LTTL
 	# imp_ns ID: a slow import of ID in a new PID namespace ($! is unshare)
 	imp_ns() {
