@@ -27,7 +27,7 @@ objs=""
 for src in $LIBSRC; do
 	obj="$OUT/obj/$(echo "${src#src/lib/}" | tr / _ | sed 's/\.c$//').o"
 	if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ -n "$(find src/lib include -name '*.h' -newer "$obj" | head -1)" ]; then
-		$CC $CFLAGS $SAN -fsanitize=fuzzer-no-link -c "$src" -o "$obj" || exit 1
+		$CC $CFLAGS -DWSTORE__BUILDING $SAN -fsanitize=fuzzer-no-link -c "$src" -o "$obj" || exit 1
 	fi
 	objs="$objs $obj"
 done

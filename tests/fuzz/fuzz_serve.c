@@ -5,7 +5,7 @@
  * The input, cut at its first NUL, is used as a URL path after
  * "/api/models/" and after "/", and as a Range header against a few sizes.
  * Checked: a parsed route has a non-empty repository with no NUL, and a
- * resolve route has a path; a decoded string is never longer than its
+ * resolve or raw route has a path; a decoded string is never longer than its
  * input and decodes again to itself when it held no '%'; a satisfiable
  * range lies inside the body (a <= b < size); an escaped string
  * (wescape) holds no control byte, no blank when asked, and only
@@ -29,9 +29,10 @@ static void route(const char *s, int api)
 		return;
 	if (!t.repo || !*t.repo)
 		abort();
-	if (verb == WVERB_RESOLVE && !t.path)
+	if ((verb == WVERB_RESOLVE || verb == WVERB_RAW) && !t.path)
 		abort();
-	if (!api && verb != WVERB_RESOLVE)
+	/* outside /api/models/ only file routes: resolve and raw */
+	if (!api && verb != WVERB_RESOLVE && verb != WVERB_RAW)
 		abort();
 	wtarget_free(&t);
 }
