@@ -208,28 +208,19 @@ static int lease_write(wstore_lease *l)
 	return rc;
 }
 
+/* a failed renewal is tried again at the next tick; the lease may lapse
+ * meanwhile, and a delete may then go ahead: the reader meets a missing
+ * chunk and fails cleanly */
+static void renew_tick(void *arg)
+{
+	lease_write(arg);
+}
+
 static void *renew_main(void *arg)
 {
 	wstore_lease *l = arg;
-	uint64_t every = l->ttl_ms / 3;
 
-	pthread_mutex_lock(&l->mu);
-	while (!l->stop) {
-		struct timespec dl = wclock_deadline_in(every);
-
-		while (!l->stop &&
-		       wclock_cond_wait_until(&l->cv, &l->mu, &dl) == 0)
-			;
-		if (l->stop)
-			break;
-		pthread_mutex_unlock(&l->mu);
-		/* a failed renewal is tried again at the next tick; the
-		 * lease may lapse meanwhile, and a delete may then go ahead:
-		 * the reader meets a missing chunk and fails cleanly */
-		lease_write(l);
-		pthread_mutex_lock(&l->mu);
-	}
-	pthread_mutex_unlock(&l->mu);
+	wstore__tick(&l->mu, &l->cv, &l->stop, l->ttl_ms / 3, renew_tick, l);
 	return NULL;
 }
 

@@ -454,24 +454,16 @@ static void renew(wstore__held *h)
 	wstore__clear_err();
 }
 
+static void renew_tick(void *arg)
+{
+	renew(arg);
+}
+
 static void *renew_main(void *arg)
 {
 	wstore__held *h = arg;
 
-	pthread_mutex_lock(&h->mu);
-	while (!h->stop) {
-		struct timespec dl = wclock_deadline_in(h->ttl_ms / 3);
-
-		while (!h->stop &&
-		       wclock_cond_wait_until(&h->cv, &h->mu, &dl) == 0)
-			;
-		if (h->stop)
-			break;
-		pthread_mutex_unlock(&h->mu);
-		renew(h);
-		pthread_mutex_lock(&h->mu);
-	}
-	pthread_mutex_unlock(&h->mu);
+	wstore__tick(&h->mu, &h->cv, &h->stop, h->ttl_ms / 3, renew_tick, h);
 	return NULL;
 }
 

@@ -88,3 +88,21 @@ int wstore__flock_wait(int fd)
 	}
 	return 0;
 }
+
+void wstore__tick(pthread_mutex_t *mu, pthread_cond_t *cv, const int *stop,
+		  uint64_t every_ms, void (*fn)(void *), void *arg)
+{
+	pthread_mutex_lock(mu);
+	while (!*stop) {
+		struct timespec dl = wclock_deadline_in(every_ms);
+
+		while (!*stop && wclock_cond_wait_until(cv, mu, &dl) == 0)
+			;
+		if (*stop)
+			break;
+		pthread_mutex_unlock(mu);
+		fn(arg);
+		pthread_mutex_lock(mu);
+	}
+	pthread_mutex_unlock(mu);
+}

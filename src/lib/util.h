@@ -7,6 +7,7 @@
 #define WSTORE_UTIL_H
 
 #include <pthread.h>
+#include <stdint.h>
 
 /* Replace a string field (copy); value may be NULL. */
 int wstore__set_str(char **field, const char *value);
@@ -30,5 +31,14 @@ int wstore__interrupted(void);
  * setting; wstore__nowait() tells the current one. */
 int wstore__lock_nowait(int on);
 int wstore__nowait(void);
+
+/*
+ * The loop of a renewal thread (locks, leases): with mu held, wait
+ * every_ms on cv (made by wclock_cond_init) unless *stop, then call
+ * fn(arg) with mu released; returns once another thread set *stop under
+ * mu and signalled cv.  A failed fn is simply called again next tick.
+ */
+void wstore__tick(pthread_mutex_t *mu, pthread_cond_t *cv, const int *stop,
+		  uint64_t every_ms, void (*fn)(void *), void *arg);
 
 #endif
