@@ -171,9 +171,11 @@ else
 	tap_not_ok "a message of the running daemon is in the log file" "$(cat "$T/mount.log")"
 fi
 check_exit "umount" 0 "$W" umount "$MNT"
-# umount returns once the kernel has let go; the daemon's last line
-# follows when it has seen the unmount
-wait_for 10 grep -q "unmounted '" "$T/mount.log"
+# umount returns once the mount has left this namespace; the daemon's
+# last line follows when the kernel ends the session, which waits for
+# every other mount namespace holding a copy of the mount (each
+# `ip netns exec` makes one) to let go
+wait_for 30 grep -q "unmounted '" "$T/mount.log"
 check_grep "lines carry UTC time and the daemon's pid" \
 	"^20[0-9-]+T[0-9:.]+Z wstore-mount\[[0-9]+\]: unmounted '" \
 	"$(tail -1 "$T/mount.log")"
