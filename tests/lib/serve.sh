@@ -18,6 +18,12 @@
 #                                compared with FILE;
 #                                sets LOAD_OK and LOAD_BAD
 # (wait_for is tap.sh's.)
+#
+# Every curl of a suite that sources this is bounded (WSTORE_CURL_MAX_TIME
+# seconds, 120 unless set; a --max-time of its own comes later on the
+# command line and wins): a server that stops answering fails a check
+# instead of eating the suite's whole timeout.
+curl() { command curl --max-time "${WSTORE_CURL_MAX_TIME:-120}" "$@"; }
 _SERVE_PIDS=""
 
 serve_start() {
