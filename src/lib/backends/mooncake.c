@@ -68,6 +68,8 @@
 #define MC_BUF_MIN (1u << 20)
 #define MC_HUGE ((size_t)2 << 20) /* a transparent huge page */
 #define MC_CONNECT_TIMEOUT_MS 3000
+/* bound on one master RPC (Mooncake's own default is 30 s) */
+#define MC_RPC_TIMEOUT_MS 10000
 /* glog's minimum level (gflags variable fLI::FLAGS_minloglevel) */
 #define MC_GLOG_MINLEVEL "_ZN3fLI17FLAGS_minloglevelE"
 #define MC_GLOG_FATAL 3
@@ -151,6 +153,7 @@ struct mc_backend {
 	uint64_t read_wait_ms;	/* a get waiting out a put in progress */
 	uint64_t write_wait_ms; /* a remove waiting out a dead writer */
 	int connect_ms;		/* bound on reaching the master at open */
+	int rpc_ms;		/* bound on one master RPC */
 	int log_stderr;		/* leave Mooncake's glog output on stderr */
 	pthread_mutex_t lock;	/* guards idle and lent */
 	struct mc_buf *idle;	/* registered buffers not in use */
@@ -830,6 +833,28 @@ static int mc_probe_master(struct mc_backend *b)
 
 /* ---- settings ---------------------------------------------------------- */
 
+/*
+ * An address of neither form HOST:PORT nor one Mooncake's high
+ * availability takes (etcd://..., a ';' or ',' list) sends setup into 90 s
+ * of retries before "setup failed": say what is wrong at once instead.
+ */
+static int mc_check_master(const char *addr)
+{
+	char host[256], port[16];
+	unsigned long n;
+
+	if (strstr(addr, "://") || strchr(addr, ';') || strchr(addr, ','))
+		return 0;
+	if (split_hostport(addr, host, sizeof(host), port, sizeof(port)) &&
+	    !strpbrk(host, " \t") && (n = strtoul(port, NULL, 10)) >= 1 &&
+	    n <= 65535)
+		return 0;
+	return wstore__err(WSTORE_EINVAL,
+			   "invalid master_server_addr '%s': want HOST:PORT "
+			   "(the master's rpc_port, 50051 by default)",
+			   addr);
+}
+
 /* Options Mooncake would only reject after connecting, or not at all. */
 static int mc_check_options(struct mc_backend *b, const wstore_config *cfg)
 {
@@ -848,12 +873,14 @@ static int mc_check_options(struct mc_backend *b, const wstore_config *cfg)
 				   "'stderr'",
 				   log);
 	b->log_stderr = strcmp(log, "stderr") == 0;
-	/* the config layer has checked it is a positive integer */
+	/* the config layer has checked they are positive integers */
 	b->connect_ms = ms ? atoi(ms) : MC_CONNECT_TIMEOUT_MS;
+	ms = cfg_str(cfg, "command_timeout_ms", NULL);
+	b->rpc_ms = ms ? atoi(ms) : MC_RPC_TIMEOUT_MS;
 	if (!*b->master)
 		return wstore__err(WSTORE_EINVAL,
 				   "master_server_addr must not be empty");
-	return 0;
+	return mc_check_master(b->master);
 }
 
 static int mc_settings(struct mc_backend *b, const wstore_config *cfg)
@@ -888,6 +915,41 @@ static int mc_settings(struct mc_backend *b, const wstore_config *cfg)
 	return mc_check_options(b, cfg);
 }
 
+/*
+ * Mooncake's calls block in the library, out of wstore_interrupt's reach;
+ * what bounds them is Mooncake's own environment, read by the client:
+ * each master RPC gives up after MC_RPC_TIMEOUT_MS (30 s by default; here
+ * command_timeout_ms, 10 s by default), and setup tries
+ * MC_STORE_CLIENT_SETUP_RETRIES times (3 by default; here once, as the
+ * master has just answered mc_probe_master).  A port that accepts but is
+ * not the master (a typo) thus fails in one RPC timeout, not 90 s.  Values
+ * the user put in the environment win; ours follow each open's config.
+ */
+static const char *const mc_bound_vars[] = { "MC_RPC_TIMEOUT_MS",
+					     "MC_RPC_CONNECT_TIMEOUT_MS",
+					     "MC_STORE_CLIENT_SETUP_RETRIES" };
+static int mc_bound_ours[3]; /* set by wstore, not the user */
+static pthread_once_t mc_bound_once = PTHREAD_ONCE_INIT;
+
+static void mc_bound_init(void)
+{
+	for (int i = 0; i < 3; i++)
+		mc_bound_ours[i] = !getenv(mc_bound_vars[i]);
+}
+
+static void mc_bound_rpcs(const struct mc_backend *b)
+{
+	char v[3][24];
+
+	pthread_once(&mc_bound_once, mc_bound_init);
+	snprintf(v[0], sizeof(v[0]), "%d", b->rpc_ms);
+	snprintf(v[1], sizeof(v[1]), "%d", b->connect_ms);
+	snprintf(v[2], sizeof(v[2]), "1");
+	for (int i = 0; i < 3; i++)
+		if (mc_bound_ours[i])
+			setenv(mc_bound_vars[i], v[i], 1);
+}
+
 static int mc_connect(struct mc_backend *b, const wstore_config *cfg)
 {
 	const char *env = getenv("WSTORE_MOONCAKE_LOCAL_BUFFER_SIZE");
@@ -902,6 +964,7 @@ static int mc_connect(struct mc_backend *b, const wstore_config *cfg)
 	rc = mc_probe_master(b);
 	if (rc != 0)
 		return rc;
+	mc_bound_rpcs(b);
 	b->h = b->api.create();
 	if (!b->h)
 		return wstore__err(WSTORE_EUNAVAIL,
@@ -915,8 +978,9 @@ static int mc_connect(struct mc_backend *b, const wstore_config *cfg)
 			  cfg_str(cfg, "rdma_devices", ""), b->master);
 	if (rc != 0)
 		return wstore__err(WSTORE_EUNAVAIL,
-				   "cannot connect to "
-				   "mooncake master '%s': setup failed (%d)",
+				   "cannot connect to mooncake master '%s': "
+				   "setup failed (%d): is it the master's "
+				   "rpc_port, and is the master up?",
 				   b->master, rc);
 	return 0;
 }
