@@ -3,9 +3,10 @@
  * API: every chunk of the given files read from the page cache, hashed
  * with SHA-256 and put_from a registered buffer, by THREADS threads of one
  * process (as many as the import runs), in chunks of MIB MiB as the
- * import cuts them.  Each thread registers one chunk buffer once and
- * reuses it; it reads and hashes a chunk in 512 KiB pieces (each hashed
- * while in the CPU cache), then puts it.  Like wstore, the process
+ * import cuts them.  Each thread registers one chunk buffer once (huge
+ * pages, as wstore's; FLOOR_NO_THP=1 for 4 KiB pages) and reuses it; it
+ * reads and hashes a chunk in 512 KiB pieces (each hashed while in the
+ * CPU cache), then puts it.  Like wstore, the process
  * ends with _exit and no mooncake_store_destroy (a pure client gives
  * nothing back to the cluster by destroying).
  *
@@ -155,10 +156,9 @@ static int plan(char **files, int nfiles)
 			g.c = realloc(g.c, (g.n + 1) * sizeof(*g.c));
 			if (!g.c)
 				return -1;
-			g.c[g.n++] = (struct chunk){ fd, off,
-						     left < g.chunk
-							     ? (size_t)left
-							     : g.chunk };
+			g.c[g.n++] = (struct chunk){
+				fd, off, left < g.chunk ? (size_t)left : g.chunk
+			};
 		}
 	}
 	return 0;
