@@ -55,6 +55,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../common/clock.h"
 #include "helpers.h"
 
 #define MC_DEFAULT_LIBRARY "libmooncake_store.so"
@@ -70,6 +71,8 @@
 #define MC_CONNECT_TIMEOUT_MS 3000
 /* bound on one master RPC (Mooncake's own default is 30 s) */
 #define MC_RPC_TIMEOUT_MS 10000
+/* setup attempts (Mooncake's own default) */
+#define MC_SETUP_ATTEMPTS 20
 /* glog's minimum level (gflags variable fLI::FLAGS_minloglevel) */
 #define MC_GLOG_MINLEVEL "_ZN3fLI17FLAGS_minloglevelE"
 #define MC_GLOG_FATAL 3
@@ -919,11 +922,10 @@ static int mc_settings(struct mc_backend *b, const wstore_config *cfg)
  * Mooncake's calls block in the library, out of wstore_interrupt's reach;
  * what bounds them is Mooncake's own environment, read by the client:
  * each master RPC gives up after MC_RPC_TIMEOUT_MS (30 s by default; here
- * command_timeout_ms, 10 s by default), and setup tries
- * MC_STORE_CLIENT_SETUP_RETRIES times (3 by default; here once, as the
- * master has just answered mc_probe_master).  A port that accepts but is
- * not the master (a typo) thus fails in one RPC timeout, not 90 s.  Values
- * the user put in the environment win; ours follow each open's config.
+ * command_timeout_ms, 10 s by default).  Setup attempts are wstore's
+ * (mc_setup), so Mooncake's own (MC_STORE_CLIENT_SETUP_RETRIES, 20) are
+ * set to one.  Values the user put in the environment win; ours follow
+ * each open's config.
  */
 static const char *const mc_bound_vars[] = { "MC_RPC_TIMEOUT_MS",
 					     "MC_RPC_CONNECT_TIMEOUT_MS",
@@ -950,6 +952,55 @@ static void mc_bound_rpcs(const struct mc_backend *b)
 			setenv(mc_bound_vars[i], v[i], 1);
 }
 
+/*
+ * Make the client.  A setup that fails fast is retried with a new client:
+ * each picks a random port and fails when an earlier client that exited
+ * without destroy (every CLI command does, to save a second) left that
+ * port registered in the metadata server ("Duplicate rpc_meta key").  One
+ * that fails after half an RPC timeout or more met a port that accepts but
+ * does not answer as the master (a typo: the metadata server's port), and
+ * is not retried: 10 s, where Mooncake's own retries took 10 minutes.
+ */
+static int mc_setup(struct mc_backend *b, const wstore_config *cfg,
+		    uint64_t local)
+{
+	uint64_t t0;
+	int rc = -1, i;
+
+	for (i = 0; i < MC_SETUP_ATTEMPTS && rc != 0; i++) {
+		if (!(b->h = b->api.create()))
+			return wstore__err(WSTORE_EUNAVAIL,
+					   "cannot create a mooncake client "
+					   "for master '%s'",
+					   b->master);
+		t0 = wclock_mono_ms();
+		/* a pure client: global_segment_size 0, no memory given */
+		rc = b->api.setup(
+			b->h, cfg_str(cfg, "local_hostname", "localhost"),
+			cfg_str(cfg, "metadata_server", "P2PHANDSHAKE"), 0,
+			local, cfg_str(cfg, "protocol", "tcp"),
+			cfg_str(cfg, "rdma_devices", ""), b->master);
+		if (rc == 0)
+			break;
+		b->api.destroy(b->h); /* a client that failed setup: ~2 ms */
+		b->h = NULL;
+		if ((wclock_mono_ms() - t0) * 2 >= (uint64_t)b->rpc_ms)
+			return wstore__err(
+				WSTORE_EUNAVAIL,
+				"cannot connect to mooncake master '%s': no "
+				"answer to setup within %d ms "
+				"(command_timeout_ms): is it the master's "
+				"rpc_port?",
+				b->master, b->rpc_ms);
+	}
+	if (rc != 0)
+		return wstore__err(WSTORE_EUNAVAIL,
+				   "cannot connect to mooncake master '%s': "
+				   "setup failed (%d) %d times",
+				   b->master, rc, i);
+	return 0;
+}
+
 static int mc_connect(struct mc_backend *b, const wstore_config *cfg)
 {
 	const char *env = getenv("WSTORE_MOONCAKE_LOCAL_BUFFER_SIZE");
@@ -965,24 +1016,7 @@ static int mc_connect(struct mc_backend *b, const wstore_config *cfg)
 	if (rc != 0)
 		return rc;
 	mc_bound_rpcs(b);
-	b->h = b->api.create();
-	if (!b->h)
-		return wstore__err(WSTORE_EUNAVAIL,
-				   "cannot create a mooncake "
-				   "client for master '%s'",
-				   b->master);
-	/* a pure client: global_segment_size 0, no memory contributed */
-	rc = b->api.setup(b->h, cfg_str(cfg, "local_hostname", "localhost"),
-			  cfg_str(cfg, "metadata_server", "P2PHANDSHAKE"), 0,
-			  local, cfg_str(cfg, "protocol", "tcp"),
-			  cfg_str(cfg, "rdma_devices", ""), b->master);
-	if (rc != 0)
-		return wstore__err(WSTORE_EUNAVAIL,
-				   "cannot connect to mooncake master '%s': "
-				   "setup failed (%d): is it the master's "
-				   "rpc_port, and is the master up?",
-				   b->master, rc);
-	return 0;
+	return mc_setup(b, cfg, local);
 }
 
 int wstore__backend_mooncake_open(wstore_backend **out,
