@@ -6,17 +6,23 @@
  * process as a wstore command would run it: create + setup, the
  * transfers, remove, destroy.
  *
- *   mooncake_raw LIBRARY MASTER METADATA MIB COUNT [KEYPREFIX]
+ *   mooncake_raw LIBRARY MASTER METADATA MIB COUNT [KEYPREFIX [warm]]
  *
  * Prints one line: "raw put_from x GB/s  get_into y GB/s  setup s
- * destroy s".  Build: cc -O2 -o mooncake_raw bench/mooncake_raw.c -ldl
+ * destroy s".  With "warm", puts COUNT values from one buffer and removes
+ * them, and prints nothing: a storage node pages its segment in on first
+ * write (a page fault every 4 KiB), so a benchmark fills the whole
+ * segment once before it measures.
+ * Build: cc -O2 -o mooncake_raw bench/mooncake_raw.c -ldl
  */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 struct rcfg {
 	size_t replica_num;
@@ -45,6 +51,35 @@ static void *sym(void *dl, const char *name)
 	return p;
 }
 
+/* Put count values of len bytes from one buffer, then remove them. */
+static int warm_up(void *h,
+		   int (*put_from)(void *, const char *, void *, size_t,
+				   const struct rcfg *),
+		   int (*reg)(void *, void *, size_t),
+		   int (*rm)(void *, const char *, int), const char *kp,
+		   size_t len, int count, const struct rcfg *cfg)
+{
+	char *v = aligned_alloc(4096, len), key[64];
+	int rc = 0;
+
+	if (!v || (memset(v, 7, len), reg(h, v, len)) != 0) {
+		fprintf(stderr, "mooncake_raw: register failed\n");
+		return 1;
+	}
+	for (int i = 0; i < count && rc == 0; i++) {
+		snprintf(key, sizeof(key), "%s%d", kp, i);
+		rc = put_from(h, key, v, len, cfg);
+	}
+	for (int i = 0; i < count; i++) {
+		snprintf(key, sizeof(key), "%s%d", kp, i);
+		rm(h, key, 1);
+	}
+	if (rc != 0)
+		fprintf(stderr, "mooncake_raw: warm-up put failed (%d)\n", rc);
+	fflush(stdout);
+	_exit(rc != 0);
+}
+
 int main(int argc, char **argv)
 {
 	void *(*create)(void);
@@ -58,6 +93,7 @@ int main(int argc, char **argv)
 	int (*rm)(void *, const char *, int);
 	struct rcfg cfg = { 1, 0, 1, NULL, 0 };
 	const char *kp = argc > 6 ? argv[6] : "raw/";
+	int warm = argc > 7 && strcmp(argv[7], "warm") == 0;
 	double t0, t1, t2, t3, t4, t5;
 	size_t len;
 	int count, rc = 0;
@@ -65,9 +101,9 @@ int main(int argc, char **argv)
 	void *dl, *h;
 	char *v;
 
-	if (argc != 6 && argc != 7) {
+	if (argc < 6 || argc > 8) {
 		fprintf(stderr, "usage: mooncake_raw LIBRARY MASTER METADATA "
-				"MIB COUNT [KEYPREFIX]\n");
+				"MIB COUNT [KEYPREFIX [warm]]\n");
 		return 2;
 	}
 	len = strtoull(argv[4], NULL, 10) << 20;
@@ -91,9 +127,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "mooncake_raw: setup failed\n");
 		return 1;
 	}
-	v = aligned_alloc(4096, len * (size_t)count);
+	if (warm)
+		return warm_up(h, put_from, reg, rm, kp, len, count, &cfg);
+	/* huge pages, as wstore's registered buffers: 4 KiB pages slow
+	 * the first touch and the transfers themselves */
+	v = aligned_alloc(2u << 20, len * (size_t)count);
 	if (!v)
 		return 1;
+	madvise(v, len * (size_t)count, MADV_HUGEPAGE);
 	memset(v, 7, len * (size_t)count);
 	for (int i = 0; i < count; i++)
 		if (reg(h, v + (size_t)i * len, len) != 0) {

@@ -356,6 +356,56 @@ static void test_bad_options(void)
 	unsetenv("WSTORE_MOONCAKE_LOG");
 }
 
+/* A master address with a typo in its form is one clear error at once,
+ * not 90 s of Mooncake's setup retries. */
+static void test_bad_master_addr(void)
+{
+	static const char *const bad[] = { "127.0.0.1",	      "127.0.0.1:",
+					   "127.0.0.1:5005l", "127.0.0.1:0",
+					   "127.0.0.1:70000", "127.0.0.1 :80",
+					   ":50051" };
+	wstore_backend *b;
+	double t0 = now_s();
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		CHECK_EQ(open_with(&b, "/nonexistent/lib.so", bad[i], NULL),
+			 WSTORE_EINVAL);
+		CHECK(b == NULL);
+		CHECK_MSG("invalid master_server_addr '");
+		CHECK_MSG("want HOST:PORT");
+	}
+	CHECK(now_s() - t0 < 1.0);
+}
+
+/* Real Mooncake: a port that accepts connections but is not the master
+ * (the metadata server's, a typo away) fails within command_timeout_ms,
+ * where Mooncake's own 20 setup attempts took 20 RPC timeouts. */
+static void test_not_a_master(void)
+{
+	const char *meta = getenv("WSTORE_METADATA_SERVER");
+	char addr[64];
+	unsigned port = 0;
+	wstore_backend *b;
+	double t0;
+
+	if (!real || !meta ||
+	    sscanf(meta, "http://127.0.0.1:%u/", &port) != 1) {
+		check_skip("needs a real cluster with an http metadata "
+			   "server");
+		return;
+	}
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+	setenv("WSTORE_COMMAND_TIMEOUT_MS", "1000", 1);
+	t0 = now_s();
+	CHECK_EQ(open_with(&b, getenv("WSTORE_MOONCAKE_LIBRARY"), addr, NULL),
+		 WSTORE_EUNAVAIL);
+	CHECK(now_s() - t0 < 5.0);
+	CHECK_MSG("no answer to setup within 1000 ms (command_timeout_ms)");
+	CHECK_MSG("rpc_port");
+	CHECK(!strchr(wstore_last_error(), '\n'));
+	unsetenv("WSTORE_COMMAND_TIMEOUT_MS");
+}
+
 /* Two clients (the second in another process) share one stand-in store,
  * as separate wstore CLI runs do. */
 static void test_shared_store(void)
@@ -523,6 +573,8 @@ int main(int argc, char **argv)
 		{ "unreachable_master", test_unreachable_master },
 		{ "master_timeout", test_master_timeout },
 		{ "bad_options", test_bad_options },
+		{ "bad_master_addr", test_bad_master_addr },
+		{ "not_a_master", test_not_a_master },
 	};
 	/* what only the stand-in can do, or what hangs a real client */
 	static const char *const standin_only[] = {

@@ -50,10 +50,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "../../common/clock.h"
 #include "helpers.h"
 
 #define MC_DEFAULT_LIBRARY "libmooncake_store.so"
@@ -65,7 +67,12 @@
  * put_start_discard_timeout_sec (30 s by default) */
 #define MC_WRITE_WAIT_MS 60000
 #define MC_BUF_MIN (1u << 20)
+#define MC_HUGE ((size_t)2 << 20) /* a transparent huge page */
 #define MC_CONNECT_TIMEOUT_MS 3000
+/* bound on one master RPC (Mooncake's own default is 30 s) */
+#define MC_RPC_TIMEOUT_MS 10000
+/* setup attempts (Mooncake's own default) */
+#define MC_SETUP_ATTEMPTS 20
 /* glog's minimum level (gflags variable fLI::FLAGS_minloglevel) */
 #define MC_GLOG_MINLEVEL "_ZN3fLI17FLAGS_minloglevelE"
 #define MC_GLOG_FATAL 3
@@ -149,6 +156,7 @@ struct mc_backend {
 	uint64_t read_wait_ms;	/* a get waiting out a put in progress */
 	uint64_t write_wait_ms; /* a remove waiting out a dead writer */
 	int connect_ms;		/* bound on reaching the master at open */
+	int rpc_ms;		/* bound on one master RPC */
 	int log_stderr;		/* leave Mooncake's glog output on stderr */
 	pthread_mutex_t lock;	/* guards idle and lent */
 	struct mc_buf *idle;	/* registered buffers not in use */
@@ -234,6 +242,24 @@ static void buf_drop(struct mc_backend *b, struct mc_buf *x)
 	free(x);
 }
 
+/*
+ * Memory for a registered buffer.  Big ones are 2 MiB aligned and asked
+ * for transparent huge pages: the first touch of fresh memory (the read of
+ * a chunk into it) otherwise costs a page fault every 4 KiB, slower than
+ * hashing the chunk (docs/performance.md).
+ */
+static void *mc_mem_alloc(size_t cap)
+{
+	size_t align = cap >= MC_HUGE ? MC_HUGE : 4096;
+	void *p = NULL;
+
+	if (posix_memalign(&p, align, cap) != 0)
+		return NULL;
+	if (cap >= MC_HUGE)
+		madvise(p, cap, MADV_HUGEPAGE);
+	return p;
+}
+
 /* Make x (cap 0 or registered) a registered buffer of at least need. */
 static int buf_grow(struct mc_backend *b, struct mc_buf *x, size_t need,
 		    const char *key)
@@ -249,8 +275,7 @@ static int buf_grow(struct mc_backend *b, struct mc_buf *x, size_t need,
 		x->mem = NULL;
 		x->cap = 0;
 	}
-	if (posix_memalign(&x->mem, 4096, cap) != 0) {
-		x->mem = NULL;
+	if (!(x->mem = mc_mem_alloc(cap))) {
 		return wstore__errc(-ENOMEM,
 				    "cannot allocate a %zu-byte "
 				    "buffer for '%s'",
@@ -811,6 +836,28 @@ static int mc_probe_master(struct mc_backend *b)
 
 /* ---- settings ---------------------------------------------------------- */
 
+/*
+ * An address of neither form HOST:PORT nor one Mooncake's high
+ * availability takes (etcd://..., a ';' or ',' list) sends setup into 90 s
+ * of retries before "setup failed": say what is wrong at once instead.
+ */
+static int mc_check_master(const char *addr)
+{
+	char host[256], port[16];
+	unsigned long n;
+
+	if (strstr(addr, "://") || strchr(addr, ';') || strchr(addr, ','))
+		return 0;
+	if (split_hostport(addr, host, sizeof(host), port, sizeof(port)) &&
+	    !strpbrk(host, " \t") && (n = strtoul(port, NULL, 10)) >= 1 &&
+	    n <= 65535)
+		return 0;
+	return wstore__err(WSTORE_EINVAL,
+			   "invalid master_server_addr '%s': want HOST:PORT "
+			   "(the master's rpc_port, 50051 by default)",
+			   addr);
+}
+
 /* Options Mooncake would only reject after connecting, or not at all. */
 static int mc_check_options(struct mc_backend *b, const wstore_config *cfg)
 {
@@ -829,12 +876,14 @@ static int mc_check_options(struct mc_backend *b, const wstore_config *cfg)
 				   "'stderr'",
 				   log);
 	b->log_stderr = strcmp(log, "stderr") == 0;
-	/* the config layer has checked it is a positive integer */
+	/* the config layer has checked they are positive integers */
 	b->connect_ms = ms ? atoi(ms) : MC_CONNECT_TIMEOUT_MS;
+	ms = cfg_str(cfg, "command_timeout_ms", NULL);
+	b->rpc_ms = ms ? atoi(ms) : MC_RPC_TIMEOUT_MS;
 	if (!*b->master)
 		return wstore__err(WSTORE_EINVAL,
 				   "master_server_addr must not be empty");
-	return 0;
+	return mc_check_master(b->master);
 }
 
 static int mc_settings(struct mc_backend *b, const wstore_config *cfg)
@@ -869,6 +918,89 @@ static int mc_settings(struct mc_backend *b, const wstore_config *cfg)
 	return mc_check_options(b, cfg);
 }
 
+/*
+ * Mooncake's calls block in the library, out of wstore_interrupt's reach;
+ * what bounds them is Mooncake's own environment, read by the client:
+ * each master RPC gives up after MC_RPC_TIMEOUT_MS (30 s by default; here
+ * command_timeout_ms, 10 s by default).  Setup attempts are wstore's
+ * (mc_setup), so Mooncake's own (MC_STORE_CLIENT_SETUP_RETRIES, 20) are
+ * set to one.  Values the user put in the environment win; ours follow
+ * each open's config.
+ */
+static const char *const mc_bound_vars[] = { "MC_RPC_TIMEOUT_MS",
+					     "MC_RPC_CONNECT_TIMEOUT_MS",
+					     "MC_STORE_CLIENT_SETUP_RETRIES" };
+static int mc_bound_ours[3]; /* set by wstore, not the user */
+static pthread_once_t mc_bound_once = PTHREAD_ONCE_INIT;
+
+static void mc_bound_init(void)
+{
+	for (int i = 0; i < 3; i++)
+		mc_bound_ours[i] = !getenv(mc_bound_vars[i]);
+}
+
+static void mc_bound_rpcs(const struct mc_backend *b)
+{
+	char v[3][24];
+
+	pthread_once(&mc_bound_once, mc_bound_init);
+	snprintf(v[0], sizeof(v[0]), "%d", b->rpc_ms);
+	snprintf(v[1], sizeof(v[1]), "%d", b->connect_ms);
+	snprintf(v[2], sizeof(v[2]), "1");
+	for (int i = 0; i < 3; i++)
+		if (mc_bound_ours[i])
+			setenv(mc_bound_vars[i], v[i], 1);
+}
+
+/*
+ * Make the client.  A setup that fails fast is retried with a new client:
+ * each picks a random port and fails when an earlier client that exited
+ * without destroy (every CLI command does, to save a second) left that
+ * port registered in the metadata server ("Duplicate rpc_meta key").  One
+ * that fails after half an RPC timeout or more met a port that accepts but
+ * does not answer as the master (a typo: the metadata server's port), and
+ * is not retried: 10 s, where Mooncake's own retries took 10 minutes.
+ */
+static int mc_setup(struct mc_backend *b, const wstore_config *cfg,
+		    uint64_t local)
+{
+	uint64_t t0;
+	int rc = -1, i;
+
+	for (i = 0; i < MC_SETUP_ATTEMPTS && rc != 0; i++) {
+		if (!(b->h = b->api.create()))
+			return wstore__err(WSTORE_EUNAVAIL,
+					   "cannot create a mooncake client "
+					   "for master '%s'",
+					   b->master);
+		t0 = wclock_mono_ms();
+		/* a pure client: global_segment_size 0, no memory given */
+		rc = b->api.setup(
+			b->h, cfg_str(cfg, "local_hostname", "localhost"),
+			cfg_str(cfg, "metadata_server", "P2PHANDSHAKE"), 0,
+			local, cfg_str(cfg, "protocol", "tcp"),
+			cfg_str(cfg, "rdma_devices", ""), b->master);
+		if (rc == 0)
+			break;
+		b->api.destroy(b->h); /* a client that failed setup: ~2 ms */
+		b->h = NULL;
+		if ((wclock_mono_ms() - t0) * 2 >= (uint64_t)b->rpc_ms)
+			return wstore__err(
+				WSTORE_EUNAVAIL,
+				"cannot connect to mooncake master '%s': no "
+				"answer to setup within %d ms "
+				"(command_timeout_ms): is it the master's "
+				"rpc_port?",
+				b->master, b->rpc_ms);
+	}
+	if (rc != 0)
+		return wstore__err(WSTORE_EUNAVAIL,
+				   "cannot connect to mooncake master '%s': "
+				   "setup failed (%d) %d times",
+				   b->master, rc, i);
+	return 0;
+}
+
 static int mc_connect(struct mc_backend *b, const wstore_config *cfg)
 {
 	const char *env = getenv("WSTORE_MOONCAKE_LOCAL_BUFFER_SIZE");
@@ -883,23 +1015,8 @@ static int mc_connect(struct mc_backend *b, const wstore_config *cfg)
 	rc = mc_probe_master(b);
 	if (rc != 0)
 		return rc;
-	b->h = b->api.create();
-	if (!b->h)
-		return wstore__err(WSTORE_EUNAVAIL,
-				   "cannot create a mooncake "
-				   "client for master '%s'",
-				   b->master);
-	/* a pure client: global_segment_size 0, no memory contributed */
-	rc = b->api.setup(b->h, cfg_str(cfg, "local_hostname", "localhost"),
-			  cfg_str(cfg, "metadata_server", "P2PHANDSHAKE"), 0,
-			  local, cfg_str(cfg, "protocol", "tcp"),
-			  cfg_str(cfg, "rdma_devices", ""), b->master);
-	if (rc != 0)
-		return wstore__err(WSTORE_EUNAVAIL,
-				   "cannot connect to "
-				   "mooncake master '%s': setup failed (%d)",
-				   b->master, rc);
-	return 0;
+	mc_bound_rpcs(b);
+	return mc_setup(b, cfg, local);
 }
 
 int wstore__backend_mooncake_open(wstore_backend **out,

@@ -1,0 +1,230 @@
+/*
+ * mooncake_floor.c - the floor of an import into Mooncake, with the raw C
+ * API: every chunk of the given files read from the page cache, hashed
+ * with SHA-256 and put_from a registered buffer, by THREADS threads of one
+ * process (as many as the import runs), in chunks of MIB MiB as the
+ * import cuts them.  Each thread registers one chunk buffer once (huge
+ * pages, as wstore's; FLOOR_NO_THP=1 for 4 KiB pages) and reuses it; it
+ * reads and hashes a chunk in 512 KiB pieces (each hashed while in the
+ * CPU cache), then puts it.  Like wstore, the process
+ * ends with _exit and no mooncake_store_destroy (a pure client gives
+ * nothing back to the cluster by destroying).
+ *
+ *   mooncake_floor LIBRARY MASTER METADATA MIB THREADS PREFIX put FILE...
+ *   mooncake_floor LIBRARY MASTER METADATA MIB THREADS PREFIX rm FILE...
+ *
+ * "put" stores the chunks under PREFIX<n> and prints "floor put x GB/s
+ * (transfers) setup s"; time the whole process from outside for the
+ * figure to compare with a whole wstore command.  "rm" removes them again.
+ * Build: cc -O2 -pthread -o mooncake_floor bench/mooncake_floor.c -ldl
+ * -lcrypto
+ */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PIECE ((size_t)512 << 10)
+#define HUGE ((size_t)2 << 20)
+
+struct rcfg {
+	size_t replica_num;
+	int with_soft_pin;
+	int with_hard_pin;
+	const char **preferred_segments;
+	size_t preferred_segments_count;
+};
+
+struct chunk {
+	int fd;
+	uint64_t off;
+	size_t len;
+};
+
+static struct {
+	void *h;
+	int (*put_from)(void *, const char *, void *, size_t,
+			const struct rcfg *);
+	int (*reg)(void *, void *, size_t);
+	int (*rm)(void *, const char *, int);
+	const char *prefix;
+	size_t chunk;
+	struct chunk *c;
+	size_t n, next;
+	int failed;
+	int thp;
+	pthread_mutex_t mu;
+} g = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void *sym(void *dl, const char *name)
+{
+	void *p = dlsym(dl, name);
+
+	if (!p) {
+		fprintf(stderr, "mooncake_floor: no symbol '%s'\n", name);
+		exit(1);
+	}
+	return p;
+}
+
+static int read_hash(const struct chunk *c, char *buf, EVP_MD_CTX *md)
+{
+	unsigned char d[32];
+
+	EVP_DigestInit_ex(md, EVP_sha256(), NULL);
+	for (size_t done = 0; done < c->len;) {
+		size_t k = c->len - done < PIECE ? c->len - done : PIECE;
+		ssize_t r = pread(c->fd, buf + done, k, (off_t)(c->off + done));
+
+		if (r <= 0)
+			return -1;
+		EVP_DigestUpdate(md, buf + done, (size_t)r);
+		done += (size_t)r;
+	}
+	EVP_DigestFinal_ex(md, d, NULL);
+	return 0;
+}
+
+static void *worker(void *arg)
+{
+	struct rcfg cfg = { 1, 0, 1, NULL, 0 };
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	size_t cap = (g.chunk + HUGE - 1) / HUGE * HUGE, i;
+	char *buf = aligned_alloc(HUGE, cap), key[64];
+
+	(void)arg;
+	/* huge pages, unless told not to: fresh memory costs a page fault
+	 * per 4 KiB on first touch otherwise */
+	if (buf && g.thp)
+		madvise(buf, cap, MADV_HUGEPAGE);
+	if (!md || !buf || g.reg(g.h, buf, cap) != 0) {
+		fprintf(stderr, "mooncake_floor: cannot register a buffer\n");
+		g.failed = 1;
+		return NULL;
+	}
+	for (;;) {
+		pthread_mutex_lock(&g.mu);
+		i = g.failed ? g.n : g.next++;
+		pthread_mutex_unlock(&g.mu);
+		if (i >= g.n)
+			break;
+		snprintf(key, sizeof(key), "%s%zu", g.prefix, i);
+		if (read_hash(&g.c[i], buf, md) != 0 ||
+		    g.put_from(g.h, key, buf, g.c[i].len, &cfg) != 0) {
+			fprintf(stderr, "mooncake_floor: chunk %zu failed\n",
+				i);
+			g.failed = 1;
+		}
+	}
+	EVP_MD_CTX_free(md);
+	return NULL;
+}
+
+/* Cut every file into chunks of g.chunk bytes, as the import does. */
+static int plan(char **files, int nfiles)
+{
+	g.c = NULL;
+	g.n = 0;
+	for (int f = 0; f < nfiles; f++) {
+		int fd = open(files[f], O_RDONLY);
+		struct stat st;
+
+		if (fd < 0 || fstat(fd, &st) != 0) {
+			perror(files[f]);
+			return -1;
+		}
+		for (uint64_t off = 0; off < (uint64_t)st.st_size;
+		     off += g.chunk) {
+			uint64_t left = (uint64_t)st.st_size - off;
+
+			g.c = realloc(g.c, (g.n + 1) * sizeof(*g.c));
+			if (!g.c)
+				return -1;
+			g.c[g.n++] = (struct chunk){
+				fd, off, left < g.chunk ? (size_t)left : g.chunk
+			};
+		}
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int (*setup)(void *, const char *, const char *, uint64_t, uint64_t,
+		     const char *, const char *, const char *);
+	void *(*create)(void);
+	double t0 = now_s(), t1, t2;
+	uint64_t total = 0;
+	pthread_t t[64];
+	int nt;
+	void *dl;
+
+	if (argc < 9 || (strcmp(argv[7], "put") && strcmp(argv[7], "rm"))) {
+		fprintf(stderr, "usage: mooncake_floor LIBRARY MASTER METADATA "
+				"MIB THREADS PREFIX put|rm FILE...\n");
+		return 2;
+	}
+	g.chunk = strtoull(argv[4], NULL, 10) << 20;
+	nt = atoi(argv[5]);
+	g.prefix = argv[6];
+	g.thp = !getenv("FLOOR_NO_THP");
+	if (nt < 1 || nt > 64 || !g.chunk || plan(argv + 8, argc - 8) != 0)
+		return 2;
+	dl = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+	if (!dl) {
+		fprintf(stderr, "mooncake_floor: %s\n", dlerror());
+		return 1;
+	}
+	*(void **)&create = sym(dl, "mooncake_store_create");
+	*(void **)&setup = sym(dl, "mooncake_store_setup");
+	*(void **)&g.put_from = sym(dl, "mooncake_store_put_from");
+	*(void **)&g.reg = sym(dl, "mooncake_store_register_buffer");
+	*(void **)&g.rm = sym(dl, "mooncake_store_remove");
+	g.h = create();
+	if (!g.h || setup(g.h, "127.0.0.1", argv[3], 0, 128u << 20, "tcp", "",
+			  argv[2]) != 0) {
+		fprintf(stderr, "mooncake_floor: setup failed\n");
+		return 1;
+	}
+	t1 = now_s();
+	if (strcmp(argv[7], "rm") == 0) {
+		char key[64];
+
+		for (size_t i = 0; i < g.n; i++) {
+			snprintf(key, sizeof(key), "%s%zu", g.prefix, i);
+			g.rm(g.h, key, 1);
+		}
+		fflush(stdout);
+		_exit(0);
+	}
+	for (int i = 0; i < nt; i++)
+		if (pthread_create(&t[i], NULL, worker, NULL) != 0)
+			return 1;
+	for (int i = 0; i < nt; i++)
+		pthread_join(t[i], NULL);
+	t2 = now_s();
+	for (size_t i = 0; i < g.n; i++)
+		total += g.c[i].len;
+	if (g.failed)
+		_exit(1);
+	printf("floor put %.2f GB/s (transfers)  setup %.3f s  %zu chunks\n",
+	       total / (t2 - t1) / 1e9, t1 - t0, g.n);
+	fflush(stdout);
+	_exit(0);
+}
