@@ -91,6 +91,9 @@ bed_kill() {
 		sleep 0.1
 		_ki=$((_ki + 1))
 	done
+	# reap it when it is a child of this shell (no "Killed" notice later)
+	wait "$_kp" 2>/dev/null
+	return 0
 }
 
 bed_cut() { bed_node "$1" ip link set eth0 down; }
@@ -210,4 +213,76 @@ bed_redis_masters() {
 		bed_rcli "$_rp" role 2>/dev/null | head -1 | grep -qx master &&
 			echo "$_rp"
 	done
+}
+
+# ---- Mooncake in the server namespace ---------------------------------------
+# bed_mooncake: a master (RPC 10.77.0.2:50051, HTTP metadata :8080) and 3
+# storage nodes (:15001..15003, segment $BED_MC_SEGMENT each, "1 GB" unless
+# set) on the one server address: Mooncake tells its nodes apart by
+# host:port, so several run on one machine.  $MOONCAKE_HOME (/opt/mooncake).
+BED_MC_HOME=${MOONCAKE_HOME:-/opt/mooncake}
+BED_MC_MASTER=$BED_SRV_IP:50051
+BED_MC_META=http://$BED_SRV_IP:8080/metadata
+
+bed_mc_installed() {
+	[ -x "$BED_MC_HOME/bin/mooncake_master" ] &&
+		[ -x "$BED_MC_HOME/bin/mooncake_client" ] &&
+		[ -f "$BED_MC_HOME/lib/libmooncake_store.so" ]
+}
+
+# _bed_srv_port PORT: the server namespace listens on PORT (30 s at most)
+_bed_srv_port() {
+	_pi=0
+	until bed_srv python3 -c 'import socket, sys
+socket.create_connection((sys.argv[1], int(sys.argv[2])), 1).close()' \
+	    "$BED_SRV_IP" "$1" 2>/dev/null; do
+		_pi=$((_pi + 1))
+		[ $_pi -ge 300 ] && return 1
+		sleep 0.1
+	done
+}
+
+# bed_mc_node I: start storage node I (1..3) and wait until the master
+# logged its segment mounted
+bed_mc_node() {
+	_mounts=$(grep -c "action=mount_segment" "$BED_DIR/mc-master.log")
+	bed_spawn "mc-node$1" "$BED_SRV" env MC_TCP_BIND_ADDRESS="$BED_SRV_IP" \
+		"$BED_MC_HOME/bin/mooncake_client" --host="$BED_SRV_IP" \
+		--port=$((15000 + $1)) --metadata_server="$BED_MC_META" \
+		--master_server_address="$BED_MC_MASTER" --protocol=tcp \
+		--global_segment_size="${BED_MC_SEGMENT:-1 GB}"
+	_mi=0
+	while [ "$(grep -c "action=mount_segment" "$BED_DIR/mc-master.log")" \
+	    -le "$_mounts" ]; do
+		_mi=$((_mi + 1))
+		[ $_mi -ge 600 ] && { echo "bed.sh: mooncake node $1 mounted nothing in 60 s" >&2; return 1; }
+		sleep 0.1
+	done
+}
+
+bed_mooncake() {
+	bed_spawn mc-master "$BED_SRV" "$BED_MC_HOME/bin/mooncake_master" \
+		--enable_http_metadata_server=true \
+		--http_metadata_server_host="$BED_SRV_IP" \
+		--http_metadata_server_port=8080 \
+		--rpc_address="$BED_SRV_IP" --rpc_port=50051 \
+		--metrics_port=9003 ${BED_MC_MASTER_ARGS:-}
+	_bed_srv_port 50051 && _bed_srv_port 8080 || {
+		echo "bed.sh: mooncake_master did not start" >&2
+		tail -5 "$BED_DIR/mc-master.log" >&2
+		return 1
+	}
+	bed_mc_node 1 && bed_mc_node 2 && bed_mc_node 3
+}
+
+# bed_mc K CMD...: CMD in node K with the settings wstore (and Mooncake's
+# transfer engine) need to reach the store from that node's address
+bed_mc() {
+	_mk=$1
+	shift
+	bed_node "$_mk" env WSTORE_MOONCAKE_LIBRARY="$BED_MC_HOME/lib/libmooncake_store.so" \
+		WSTORE_MASTER_SERVER_ADDR="$BED_MC_MASTER" \
+		WSTORE_METADATA_SERVER="$BED_MC_META" WSTORE_PROTOCOL=tcp \
+		WSTORE_LOCAL_HOSTNAME="$(bed_ip "$_mk")" \
+		MC_TCP_BIND_ADDRESS="$(bed_ip "$_mk")" "$@"
 }
