@@ -119,7 +119,8 @@ bed_down() {
 }
 
 # ---- Redis Cluster in the server namespace --------------------------------
-# bed_redis_cluster: 3 masters + 3 replicas on 10.77.0.2:7001..7006;
+# bed_redis_cluster: 3 masters + 3 replicas on 10.77.0.2:7001..7006
+# (cluster-node-timeout $BED_REDIS_NODE_TIMEOUT ms, 2000 unless set);
 # exports BED_REDIS_URL and BED_REDIS_PORTS
 BED_REDIS_PORTS="7001 7002 7003 7004 7005 7006"
 bed_rcli() { _rp=$1; shift; bed_srv redis-cli -h "$BED_SRV_IP" -p "$_rp" "$@"; }
@@ -130,7 +131,7 @@ bed_redis_start_port() {
 		--bind "$BED_SRV_IP 127.0.0.1" --dir "$BED_DIR/redis-$1" \
 		--save '' --appendonly no --daemonize no --protected-mode no \
 		--cluster-enabled yes --cluster-config-file nodes.conf \
-		--cluster-node-timeout 2000 \
+		--cluster-node-timeout "${BED_REDIS_NODE_TIMEOUT:-2000}" \
 		--cluster-replica-validity-factor 0 \
 		--repl-diskless-sync-delay 0
 	_ri=0
@@ -205,6 +206,11 @@ bed_redis_cluster() {
 	}
 	BED_REDIS_URL="redis-cluster://$BED_SRV_IP:7001,$BED_SRV_IP:7002,$BED_SRV_IP:7003"
 	export BED_REDIS_URL
+}
+
+# bed_redis_failovers: how many failovers the servers' logs record
+bed_redis_failovers() {
+	cat "$BED_DIR"/redis-700?.log 2>/dev/null | grep -c 'Failover election won'
 }
 
 # bed_redis_masters: the ports of the live masters
