@@ -55,7 +55,7 @@ def gnuplot(script, out):
     return p.returncode == 0 and os.path.exists(out)
 
 
-def bars(out, title, labels, values):
+def bars(out, title, labels, values, rotate=-30):
     data = "\n".join(f'"{lab}" {val}' for lab, val in zip(labels, values))
     script = f"""set title "{title}"
 set ylabel "MiB/s (aggregate)"
@@ -63,8 +63,9 @@ set style fill solid 0.6
 set boxwidth 0.6
 set yrange [0:*]
 set grid ytics
-set xtics noenhanced rotate by -30
+set xtics noenhanced rotate by {rotate}
 set bmargin 6
+set rmargin 10
 unset key
 $d << EOD
 {data}
@@ -114,12 +115,14 @@ def main():
             if rest.startswith("direct"):
                 lat_l.append("direct")
             else:
-                what = {"conn": "1% conns refused", "chunk": "1% chunks cut"}
-                lat_l.append("5 ms, " + what.get(kv.get("loss"), "?"))
+                what = {"conn": "1% refused", "chunk": "1% cuts"}
+                lat_l.append("5 ms + " + what.get(kv.get("loss"), "?"))
+            if kv.get("ok") != kv.get("nodes"):
+                lat_l[-1] += f" ({kv.get('err', '?')} failed)"
             lat_v.append(kv["mibs"])
     if lat_v and bars(os.path.join(plotdir, "latency.png"),
                       f"Redis, {n} pulls: direct vs through the proxy",
-                      lat_l, lat_v):
+                      lat_l, lat_v, rotate=0):
         plots.append(("latency.png", "Pull throughput through the proxy"))
     table = ["| scenario | result |", "|---|---|"]
     for name, _, rest in rows:

@@ -46,7 +46,7 @@ if bed_mc_installed; then
 fi
 BED_REDIS_NODE_TIMEOUT=${FLEET_REDIS_NODE_TIMEOUT:-5000}
 bed_redis_cluster || exit 1
-rec bed nodes=$N mib=$MIB cores=$(nproc) mooncake=$MC
+rec bed nodes=$N mib=$MIB cores=$(nproc) mooncake=$MC "load average at start: $(cut -d" " -f1-3 /proc/loadavg)"
 python3 "$ROOT/tests/tools/mkckpt.py" "$T/src" --size $((MIB << 20)) \
 	--shards 4 --seed 25 > /dev/null
 python3 "$ROOT/tests/tools/mkckpt.py" "$T/ssrc" --size $((SMIB << 20)) \
@@ -127,5 +127,6 @@ scn_cutoff
 [ $MC = 1 ] && scn_mc_kill
 scn_latency
 rec "redis_failovers total=$(bed_redis_failovers) (one is the master kill)"
+rec "end load average: $(cut -d" " -f1-3 /proc/loadavg)"
 say "results in $RES"
 python3 "$ROOT/bench/fleet/report.py" "$RES" "$ROOT/docs"
