@@ -127,7 +127,9 @@ def main():
     table = ["| scenario | result |", "|---|---|"]
     for name, _, rest in rows:
         table.append(f"| `{name}` | {rest.replace('|', '/')} |")
-    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    # when the results were measured (not when this page was written)
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC",
+                          time.gmtime(os.path.getmtime(res)))
     body = "\n".join(table) + f"\n\nMeasured {stamp}; raw lines in " \
         "[fleet/results.txt](fleet/results.txt).\n"
     pl = "\n".join(f"![{t}](fleet/{f})\n" for f, t in plots) or \
