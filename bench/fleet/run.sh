@@ -5,6 +5,7 @@
 # (bench/fleet/report.py).
 #   FLEET_NODES (8)  client nodes           FLEET_MIB (256)  checkpoint size
 #   FLEET_SERVE_MIB (32) checkpoint the 32 Hub clients fetch
+#   FLEET_ONLY       some scenarios only (see below)
 #   sh bench/fleet/run.sh [BUILD_DIR]
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -116,16 +117,20 @@ started() { local i; for ((i = 0; i < 600; i++)); do [ -d "$1" ] && return 0; sl
 
 . "$ROOT/bench/fleet/scenarios.sh"
 
-scn_concurrent redis "$BED_REDIS_URL"
-[ $MC = 1 ] && scn_concurrent mooncake mooncake
-scn_raw_redis
-[ $MC = 1 ] && scn_raw_mooncake
-scn_mount
-scn_serve
-scn_redis_kill
-scn_cutoff
-[ $MC = 1 ] && scn_mc_kill
-scn_latency
+# FLEET_ONLY="raw_mooncake serve ...": only these scenarios (names of the
+# scn_ functions; mount, serve, redis_kill and cutoff need concurrent_redis,
+# mc_kill needs concurrent_mooncake)
+want() { [ -z "${FLEET_ONLY:-}" ] || [[ " $FLEET_ONLY " == *" $1 "* ]]; }
+want concurrent_redis && scn_concurrent redis "$BED_REDIS_URL"
+[ $MC = 1 ] && want concurrent_mooncake && scn_concurrent mooncake mooncake
+want raw_redis && scn_raw_redis
+[ $MC = 1 ] && want raw_mooncake && scn_raw_mooncake
+want mount && scn_mount
+want serve && scn_serve
+want redis_kill && scn_redis_kill
+want cutoff && scn_cutoff
+[ $MC = 1 ] && want mc_kill && scn_mc_kill
+want latency && scn_latency
 rec "redis_failovers total=$(bed_redis_failovers) (one is the master kill)"
 rec "end load average: $(cut -d" " -f1-3 /proc/loadavg)"
 say "results in $RES"

@@ -52,26 +52,31 @@ scn_raw_redis() {
 	rm -f "$T"/raw-*.out
 }
 
-# scn_raw_mooncake: mooncake_raw (bench/mooncake_raw.c: put_from then
-# get_into, 64 MiB registered buffers) from every node at once; the sum of
-# the get_into rates
+# scn_raw_mooncake: tests/fleet/mc_replica.c from every node at once, each
+# with its own address as Mooncake's local_hostname: put_from 64 MiB
+# registered buffers (replica_num 2), then get_into them back; the sum of
+# the get_into rates (get_into timed alone)
 scn_raw_mooncake() {
 	say "== mooncake: raw get_into from $N nodes"
-	cc -O2 -o "$T/mooncake_raw" "$ROOT/bench/mooncake_raw.c" -ldl || return
-	local count=$(((MIB + 63) / 64)) pids="" k p
-	for ((k = 1; k <= N; k++)); do
-		bed_mc $k "$T/mooncake_raw" "$BED_MC_HOME/lib/libmooncake_store.so" \
-			"$BED_MC_MASTER" "$BED_MC_META" 64 $count "raw$k/" \
-			> "$T/mraw-$k.out" 2>&1 &
-		pids="$pids $!"
+	cc -O2 -o "$T/mc_replica" "$ROOT/tests/fleet/mc_replica.c" -ldl || return
+	local count=$(((MIB + 63) / 64)) pids="" k p op
+	local L=$BED_MC_HOME/lib/libmooncake_store.so
+	for op in put get; do
+		pids=""
+		for ((k = 1; k <= N; k++)); do
+			bed_mc $k "$T/mc_replica" "$L" "$BED_MC_MASTER" "$BED_MC_META" \
+				"$(bed_ip $k)" $op "raw$k/" $count 64 \
+				$([ $op = put ] && echo 2 || echo 0) \
+				> "$T/mraw-$op-$k.out" 2>/dev/null &
+			pids="$pids $!"
+		done
+		for p in $pids; do timeout_wait 600 "$p"; done
 	done
-	for p in $pids; do timeout_wait 600 "$p"; done
 	local sum nok
-	sum=$(cat "$T"/mraw-*.out | awk '/get_into/ { for (i = 1; i <= NF; i++)
-		if ($i == "get_into") s += $(i + 1) } END { printf "%.1f", s * 1e9 / 1048576 }')
-	nok=$(grep -l get_into "$T"/mraw-*.out | wc -l)
+	sum=$(cat "$T"/mraw-get-*.out | awk '/get_into/ { for (i = 1; i <= NF; i++)
+		if ($i == "get_into") s += $(i + 1) } END { printf "%.1f", s }')
+	nok=$(grep -l "failed=0" "$T"/mraw-get-*.out | wc -l)
 	rec "raw_mooncake nodes=$N ran=$nok values=${count}x64MiB get_sum_mibs=$sum"
-	grep -h . "$T"/mraw-*.out | grep -v '^raw' | tail -3 >&2
 	rm -f "$T"/mraw-*.out
 }
 
@@ -109,6 +114,13 @@ scn_serve() {
 		--model-id Org/Serve --source "$T/ssrc" >&2 || { rec "serve import=failed"; return; }
 	bed_spawn serve "$BED_SRV" "$W" --store "$BED_REDIS_URL" serve \
 		--listen "$BED_SRV_IP:8088"
+	# its "listening" line first (60 s at most): a connect from a node
+	# made while it was still starting up was seen to stall for 10 s
+	local i
+	for ((i = 0; i < 600; i++)); do
+		grep -q listening "$BED_DIR/serve.log" && break
+		sleep 0.1
+	done
 	bed_reach 1 "$BED_SRV_IP" 8088 || { rec "serve start=failed"; return; }
 	local files pids="" c k p ok=0 t0 bytes
 	files=$(cd "$T/ssrc" && find . -type f | sed 's|^\./||' | sort)

@@ -9,8 +9,11 @@
  * put: COUNT objects PREFIX0.. of MIB MiB each (byte i of object k is
  * (k + i) & 0xff), put_from a registered buffer with replica_num REPLICAS.
  * get: every 0.5 s, get_into every object and compare its bytes; prints one
- * line per round ("t=S ok=N failed=N first error=CODE") until every object
- * reads back whole, or SECONDS have passed.  Exit 0: all read at the
+ * line per round ("t=S ok=N failed=N first error=CODE get_into R MiB/s",
+ * R the rate of the whole objects read, timing get_into alone) until every
+ * object reads back whole, or SECONDS have passed.  put prints the
+ * put_from rate the same way.  LOCAL is this client's address (Mooncake's
+ * local_hostname), e.g. the fleet node's own.  Exit 0: all read at the
  * first round; 3: all read at a later round; 1: never.
  * Build: cc -O2 -o mc_replica tests/fleet/mc_replica.c -ldl
  */
@@ -71,34 +74,42 @@ static int put_all(struct api *a, void *h, char **argv, unsigned char *v,
 	struct rcfg cfg = { strtoul(argv[9], NULL, 10), 0, 1, NULL, 0 };
 	char key[256];
 
+	double busy = 0;
+
 	for (int k = 0; k < count; k++) {
 		snprintf(key, sizeof(key), "%s%d", argv[6], k);
 		fill(v, len, k);
+		double t = now_s();
 		int rc = a->put_from(h, key, v, len, &cfg);
+		busy += now_s() - t;
 		if (rc != 0) {
 			fprintf(stderr, "mc_replica: put_from '%s': %d\n", key,
 				rc);
 			return 1;
 		}
 	}
-	printf("put %d x %zu MiB, replica_num %zu\n", count, len >> 20,
-	       cfg.replica_num);
+	printf("put %d x %zu MiB, replica_num %zu, put_from %.1f MiB/s\n",
+	       count, len >> 20, cfg.replica_num,
+	       (double)count * (double)(len >> 20) / busy);
 	return 0;
 }
 
 /* one round: how many objects read back whole; the first error code */
 static int get_round(struct api *a, void *h, const char *prefix,
 		     unsigned char *v, unsigned char *want, size_t len,
-		     int count, int64_t *err)
+		     int count, int64_t *err, double *busy)
 {
 	char key[256];
 	int ok = 0;
 
+	*busy = 0;
 	*err = 0;
 	for (int k = 0; k < count; k++) {
 		snprintf(key, sizeof(key), "%s%d", prefix, k);
 		memset(v, 0, len);
+		double t = now_s();
 		int64_t n = a->get_into(h, key, v, len);
+		*busy += now_s() - t;
 		fill(want, len, k);
 		if (n == (int64_t)len && memcmp(v, want, len) == 0)
 			ok++;
@@ -114,13 +125,17 @@ static int get_all(struct api *a, void *h, char **argv, unsigned char *v,
 	unsigned char *want = malloc(len);
 	double t0 = now_s(), limit = atof(argv[9]);
 	int64_t err;
+	double busy;
 
 	if (!want)
 		return 1;
 	for (int round = 0;; round++) {
-		int ok = get_round(a, h, argv[6], v, want, len, count, &err);
-		printf("t=%.1f ok=%d failed=%d first error=%lld\n",
-		       now_s() - t0, ok, count - ok, (long long)err);
+		int ok = get_round(a, h, argv[6], v, want, len, count, &err,
+				   &busy);
+		printf("t=%.1f ok=%d failed=%d first error=%lld get_into %.1f "
+		       "MiB/s\n",
+		       now_s() - t0, ok, count - ok, (long long)err,
+		       (double)ok * (double)(len >> 20) / busy);
 		fflush(stdout);
 		if (ok == count)
 			return round == 0 ? 0 : 3;
