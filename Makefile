@@ -7,7 +7,7 @@ BUILD ?= build
 PREFIX ?= /usr/local
 MESON_OPTS ?=
 
-.PHONY: all deps deps-build demo test test-unit asan tsan install uninstall deb bench fuzz clean format-check format
+.PHONY: all deps deps-build demo test test-unit asan tsan install uninstall deb bench fleet fuzz clean format-check format
 
 all: $(BUILD)/build.ninja
 	ninja -C $(BUILD)
@@ -69,6 +69,11 @@ deb:
 
 bench: all
 	sh bench/run.sh $(BUILD)
+
+# the fleet bed (network namespaces, Redis Cluster, Mooncake, serve; root):
+# every scenario measured, docs/fleet.md and docs/fleet/*.png rewritten
+fleet: all
+	bash bench/fleet/run.sh $(BUILD)
 
 # libFuzzer targets tests/fuzz/fuzz_*.c (clang); FUZZ_SECONDS per target.
 FUZZ_SECONDS ?= 30

@@ -169,6 +169,9 @@ if [ $redis_wanted = 1 ]; then
 			WSTORE_TEST_STORE="$WSTORE_TEST_REDIS_URL" sh "$HERE/e2e/lease.sh"
 	fi
 fi
+# a small fleet: client nodes as network namespaces against a Redis Cluster
+# of its own (tests/fleet/bed.sh); without root or iproute2 its cases skip
+run_suite fleet sh "$HERE/fleet/fleet.sh"
 # every backend against the one conformance suite (the Redis servers above,
 # when they run; without them it starts its own)
 run_suite conformance sh "$HERE/conformance/run.sh" "$BUILD"

@@ -1,0 +1,148 @@
+#!/usr/bin/python3
+"""report.py - docs/fleet.md and its plots from the results of
+bench/fleet/run.sh.
+
+    report.py RESULTS DOCS_DIR
+
+RESULTS has one line per scenario: a name, then KEY=VALUE words and free
+text.  Writes DOCS_DIR/fleet/*.png (gnuplot, pngcairo or png terminal)
+and DOCS_DIR/fleet.md: the page's fixed text (bench/fleet/fleet.md.in)
+with the table of this run in place of @RESULTS@ and the plots in place
+of @PLOTS@.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+
+def parse(path):
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if not line:
+                continue
+            name, _, rest = line.partition(" ")
+            kv = dict(re.findall(r"(\w+)=([^\s;]+)", rest))
+            rows.append((name, kv, rest))
+    return rows
+
+
+def first(rows, name, **match):
+    for n, kv, rest in rows:
+        if n == name and all(kv.get(k) == v for k, v in match.items()):
+            return kv, rest
+    return None, None
+
+
+def gnuplot(script, out):
+    """Run a gnuplot script; False when gnuplot is missing or fails."""
+    gp = shutil.which("gnuplot")
+    if not gp:
+        return False
+    term = "set terminal pngcairo size 900,480\n"
+    test = subprocess.run([gp, "-e", "set terminal pngcairo"],
+                          capture_output=True, text=True)
+    if test.returncode != 0 or test.stderr:
+        term = "set terminal png size 900,480\n"
+    p = subprocess.run([gp], input=term + f"set output '{out}'\n" + script,
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        print(f"report.py: gnuplot: {p.stderr.strip()}", file=sys.stderr)
+    return p.returncode == 0 and os.path.exists(out)
+
+
+def bars(out, title, labels, values, rotate=-30):
+    data = "\n".join(f'"{lab}" {val}' for lab, val in zip(labels, values))
+    script = f"""set title "{title}"
+set ylabel "MiB/s (aggregate)"
+set style fill solid 0.6
+set boxwidth 0.6
+set yrange [0:*]
+set grid ytics
+set xtics noenhanced rotate by {rotate}
+set bmargin 6
+set rmargin 10
+unset key
+$d << EOD
+{data}
+EOD
+plot $d using 0:2:xtic(1) with boxes, '' using 0:2:(sprintf("%.0f",$2)) with labels offset 0,0.7
+"""
+    return gnuplot(script, out)
+
+
+def main():
+    res, docs = sys.argv[1], sys.argv[2]
+    rows = parse(res)
+    plotdir = os.path.join(docs, "fleet")
+    os.makedirs(plotdir, exist_ok=True)
+    bed, _ = first(rows, "bed")
+    n = bed.get("nodes", "?") if bed else "?"
+    plots = []
+    labels, values = [], []
+    for store in ("redis", "mooncake"):
+        one, _ = first(rows, f"pull_{store}", nodes="1")
+        many, _ = first(rows, f"pull_{store}", nodes=n)
+        raw, _ = first(rows, f"raw_{store}")
+        if one:
+            labels.append(f"{store}: 1 pull")
+            values.append(one["mibs"])
+        if many:
+            labels.append(f"{store}: {n} pulls")
+            values.append(many["mibs"])
+        if raw:
+            labels.append(f"{store}: raw x{n}")
+            values.append(raw["get_sum_mibs"])
+    mnt, _ = first(rows, "mount")
+    if mnt:
+        labels.append(f"mount x{n}")
+        values.append(mnt["mibs"])
+    srv, _ = first(rows, "serve")
+    if srv and "mibs" in srv:
+        labels.append("serve: 32 Hub")
+        values.append(srv["mibs"])
+    png = os.path.join(plotdir, "throughput.png")
+    if labels and bars(png, f"{n} nodes on one machine: aggregate throughput",
+                       labels, values):
+        plots.append(("throughput.png", "Aggregate throughput per scenario"))
+    lat_l, lat_v = [], []
+    for name, kv, rest in rows:
+        if name == "latency" and "mibs" in kv:
+            if rest.startswith("direct"):
+                lat_l.append("direct")
+            else:
+                what = {"conn": "1% refused", "chunk": "1% cuts"}
+                lat_l.append("5 ms + " + what.get(kv.get("loss"), "?"))
+            if kv.get("ok") != kv.get("nodes"):
+                lat_l[-1] += f" ({kv.get('err', '?')} failed)"
+            lat_v.append(kv["mibs"])
+    if lat_v and bars(os.path.join(plotdir, "latency.png"),
+                      f"Redis, {n} pulls: direct vs through the proxy",
+                      lat_l, lat_v, rotate=0):
+        plots.append(("latency.png", "Pull throughput through the proxy"))
+    table = ["| scenario | result |", "|---|---|"]
+    for name, _, rest in rows:
+        table.append(f"| `{name}` | {rest.replace('|', '/')} |")
+    # when the results were measured (not when this page was written)
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC",
+                          time.gmtime(os.path.getmtime(res)))
+    body = "\n".join(table) + f"\n\nMeasured {stamp}; raw lines in " \
+        "[fleet/results.txt](fleet/results.txt).\n"
+    pl = "\n".join(f"![{t}](fleet/{f})\n" for f, t in plots) or \
+        "(no plot: gnuplot is not installed)\n"
+    tmpl = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                        "fleet.md.in")
+    with open(tmpl, encoding="utf-8") as f:
+        page = f.read()
+    page = page.replace("@RESULTS@", body).replace("@PLOTS@", pl)
+    with open(os.path.join(docs, "fleet.md"), "w", encoding="utf-8") as f:
+        f.write(page)
+    print(f"report.py: wrote {os.path.join(docs, 'fleet.md')}")
+
+
+if __name__ == "__main__":
+    main()

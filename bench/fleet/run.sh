@@ -1,0 +1,137 @@
+#!/bin/bash
+# bench/fleet/run.sh - make fleet: the whole fleet bed (tests/fleet/bed.sh)
+# and every scenario of it, measured; writes the figures to
+# $FLEET_OUT/results.txt and then docs/fleet.md with its plots
+# (bench/fleet/report.py).
+#   FLEET_NODES (8)  client nodes           FLEET_MIB (256)  checkpoint size
+#   FLEET_SERVE_MIB (32) checkpoint the 32 Hub clients fetch
+#   FLEET_ONLY       some scenarios only (see below)
+#   sh bench/fleet/run.sh [BUILD_DIR]
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=$(cd "${1:-$ROOT/build}" && pwd)
+W=$BUILD/wstore
+N=${FLEET_NODES:-8}
+MIB=${FLEET_MIB:-256}
+SMIB=${FLEET_SERVE_MIB:-32}
+T=$(mktemp -d "${TMPDIR:-/tmp}/wstore-fleet-XXXXXX")
+BED_DIR=$T/bed
+mkdir -p "$BED_DIR"
+. "$ROOT/tests/fleet/bed.sh"
+trap 'bed_down >/dev/null 2>&1; rm -rf "$T"' EXIT
+trap 'exit 130' INT TERM
+export HOME=$T/home WSTORE_CONFIG= WSTORE_HOME=$T/store
+export WSTORE_SYSTEM_CONFIG=/nonexistent/wstore-fleet/config.json
+mkdir -p "$HOME"
+RES=${FLEET_RESULTS:-$ROOT/docs/fleet/results.txt}
+mkdir -p "$(dirname "$RES")"
+: > "$RES"
+
+say() { echo "[fleet] $*" >&2; }
+# rec KEY VALUE...: one result line
+rec() { echo "$*" >> "$RES"; say "$*"; }
+now_ns() { date +%s%N; }
+mibs() { awk -v b="$1" -v ns="$2" 'BEGIN { printf "%.1f", b / 1048576 / (ns / 1e9) }'; }
+
+[ "$(id -u)" = 0 ] || { say "needs root (network namespaces)"; exit 1; }
+bed_up "$N" || exit 1
+# Mooncake first: its storage nodes map their segments as they start,
+# which can stall a loaded machine for long enough that a Redis Cluster
+# already running takes a master for failed.  The node timeout is 5 s here
+# (2 s in the CI suite): a spurious failover of a loaded 2-core machine
+# loses acknowledged writes, which the import then reports.
+MC=0
+if bed_mc_installed; then
+	BED_MC_SEGMENT=${FLEET_MC_SEGMENT:-2 GB}
+	bed_mooncake && MC=1
+fi
+BED_REDIS_NODE_TIMEOUT=${FLEET_REDIS_NODE_TIMEOUT:-5000}
+bed_redis_cluster || exit 1
+rec bed nodes=$N mib=$MIB cores=$(nproc) mooncake=$MC "load average at start: $(cut -d" " -f1-3 /proc/loadavg)"
+python3 "$ROOT/tests/tools/mkckpt.py" "$T/src" --size $((MIB << 20)) \
+	--shards 4 --seed 25 > /dev/null
+python3 "$ROOT/tests/tools/mkckpt.py" "$T/ssrc" --size $((SMIB << 20)) \
+	--shards 2 --seed 26 > /dev/null
+SRC_BYTES=$(du -sb "$T/src" | cut -f1)
+(cd "$T/src" && find . -type f | sort | xargs sha256sum) > "$T/src.sums"
+
+# on K CMD...: CMD in node K, with the Mooncake settings when the store is
+# mooncake ($STORE)
+# (every Mooncake command with WSTORE_REPLICA_NUM=$MC_REPLICAS: the lease
+# and index objects a pull writes need the replicas as much as the chunks)
+MC_REPLICAS=2
+on() {
+	_k=$1; shift
+	if [ "$STORE" = mooncake ]; then
+		bed_mc "$_k" env WSTORE_REPLICA_NUM=$MC_REPLICAS "$@"
+	else
+		bed_node "$_k" "$@"
+	fi
+}
+
+# fleet_pull TAG [ENV...]: every node pulls fl at once; sets ok, err, bad
+# (counts: complete and equal, exit 1 with one line, anything else) and
+# ns (wall time)
+fleet_pull() {
+	_tag=$1; shift
+	_pids=""
+	ERRLINE=""
+	_t0=$(now_ns)
+	for ((k = 1; k <= N; k++)); do
+		rm -rf "$T/$_tag-$k"
+		on $k env "$@" "$W" --store "$PSTORE" model pull fl --dest "$T/$_tag-$k" \
+			> "$T/$_tag-$k.out" 2>&1 &
+		_pids="$_pids $!"
+	done
+	fleet_settle "$_tag" $_pids
+}
+fleet_settle() {
+	_tag=$1; shift
+	local rcs="" _p _rc _l
+	# the wall time ends with the last pull, before the checks
+	for _p in "$@"; do timeout_wait 600 "$_p"; rcs="$rcs $?"; done
+	ns=$(($(now_ns) - _t0))
+	ok=0 err=0 bad=0 k=1
+	for _rc in $rcs; do
+		_l=$(grep -c . "$T/$_tag-$k.out")
+		if [ $_rc = 0 ] && diff -r "$T/src" "$T/$_tag-$k" >/dev/null 2>&1; then
+			ok=$((ok + 1))
+		elif [ $_rc = 1 ] && [ "$_l" = 1 ]; then
+			err=$((err + 1)); say "node $k: $(cat "$T/$_tag-$k.out")"
+			ERRLINE=$(cat "$T/$_tag-$k.out")
+		else
+			bad=$((bad + 1)); say "node $k: exit $_rc: $(tail -2 "$T/$_tag-$k.out")"
+		fi
+		rm -rf "$T/$_tag-$k"
+		k=$((k + 1))
+	done
+}
+# timeout_wait SECONDS PID: wait for PID, SIGKILL it after SECONDS (124)
+timeout_wait() {
+	local i=$(($1 * 10))
+	while ((i > 0)) && kill -0 "$2" 2>/dev/null; do sleep 0.1; i=$((i - 1)); done
+	kill -0 "$2" 2>/dev/null && { kill -9 "$2"; wait "$2"; return 124; }
+	wait "$2"
+}
+started() { local i; for ((i = 0; i < 600; i++)); do [ -d "$1" ] && return 0; sleep 0.1; done; return 1; }
+
+. "$ROOT/bench/fleet/scenarios.sh"
+
+# FLEET_ONLY="raw_mooncake serve ...": only these scenarios (names of the
+# scn_ functions; mount, serve, redis_kill and cutoff need concurrent_redis,
+# mc_kill needs concurrent_mooncake)
+want() { [ -z "${FLEET_ONLY:-}" ] || [[ " $FLEET_ONLY " == *" $1 "* ]]; }
+want concurrent_redis && scn_concurrent redis "$BED_REDIS_URL"
+[ $MC = 1 ] && want concurrent_mooncake && scn_concurrent mooncake mooncake
+want raw_redis && scn_raw_redis
+[ $MC = 1 ] && want raw_mooncake && scn_raw_mooncake
+want mount && scn_mount
+want serve && scn_serve
+want redis_kill && scn_redis_kill
+want cutoff && scn_cutoff
+[ $MC = 1 ] && want mc_kill && scn_mc_kill
+want latency && scn_latency
+rec "redis_failovers total=$(bed_redis_failovers) (one is the master kill)"
+rec "end load average: $(cut -d" " -f1-3 /proc/loadavg)"
+say "results in $RES"
+python3 "$ROOT/bench/fleet/report.py" "$RES" "$ROOT/docs"

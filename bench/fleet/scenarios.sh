@@ -1,0 +1,294 @@
+# bench/fleet/scenarios.sh - the scenarios of bench/fleet/run.sh (sourced
+# by it: uses its helpers on, fleet_pull, rec, and the bed's functions).
+# Each writes its figures or verdict as one line of results.
+
+# scn_concurrent STORE PSTORE: import fl (replica_num 2 on Mooncake), then
+# one node pulls alone and all N pull at once
+scn_concurrent() {
+	STORE=$1 PSTORE=$2
+	say "== $STORE: import $MIB MiB, 1 then $N nodes pull"
+	if ! on 1 "$W" --store "$PSTORE" model import --checkpoint-id fl \
+	    --model-id Org/Fleet --source "$T/src" > "$T/imp.out" 2>&1; then
+		# once more, after the store is whole again; the first error
+		# is kept in the results
+		rec "import_$STORE failed once: $(tail -1 "$T/imp.out"); failovers so far: $(bed_redis_failovers)"
+		[ "$STORE" = redis ] && bed_redis_ok
+		on 1 "$W" --store "$PSTORE" model delete --force --missing-ok fl >&2
+		on 1 "$W" --store "$PSTORE" model import --checkpoint-id fl \
+			--model-id Org/Fleet --source "$T/src" >&2 || {
+			rec "pull_$STORE import=failed"; return; }
+	fi
+	[ "$STORE" = redis ] && bed_redis_synced
+	local save=$N
+	N=1 fleet_pull one
+	N=$save
+	rec "pull_$STORE nodes=1 ok=$ok err=$err bad=$bad mibs=$(mibs "$SRC_BYTES" "$ns")"
+	fleet_pull cc
+	rec "pull_$STORE nodes=$N ok=$ok err=$err bad=$bad mibs=$(mibs $((N * SRC_BYTES)) "$ns")"
+}
+
+# scn_raw_redis: redis_raw (bench/redis_raw.c: SET then GET of 64 MiB
+# values) from every node at once, each on a hash tag of its own, sent to
+# the master that owns it; the sum of the GET rates
+scn_raw_redis() {
+	say "== redis: raw GET from $N nodes"
+	cc -O2 -o "$T/redis_raw" "$ROOT/bench/redis_raw.c" -lhiredis || return
+	local count=$(((MIB + 63) / 64)) pids="" k p port
+	for ((k = 1; k <= N; k++)); do
+		bed_rcli 7001 -c set "{n$k}probe" x > /dev/null
+		port=""
+		for p in $(bed_redis_masters); do
+			[ "$(bed_rcli "$p" exists "{n$k}probe" 2>/dev/null)" = 1 ] && port=$p
+		done
+		bed_node $k "$T/redis_raw" "$BED_SRV_IP" "$port" - 64 $count "{n$k}" \
+			> "$T/raw-$k.out" 2>&1 &
+		pids="$pids $!"
+	done
+	for p in $pids; do timeout_wait 600 "$p"; done
+	local sum
+	sum=$(cat "$T"/raw-*.out | awk '/GET/ { for (i = 1; i <= NF; i++)
+		if ($i == "GET") s += $(i + 1) } END { printf "%.1f", s * 1e9 / 1048576 }')
+	rec "raw_redis nodes=$N values=${count}x64MiB get_sum_mibs=$sum"
+	rm -f "$T"/raw-*.out
+}
+
+# scn_raw_mooncake: tests/fleet/mc_replica.c from every node at once, each
+# with its own address as Mooncake's local_hostname: put_from 64 MiB
+# registered buffers (replica_num 2), then get_into them back; the sum of
+# the get_into rates (get_into timed alone)
+scn_raw_mooncake() {
+	say "== mooncake: raw get_into from $N nodes"
+	cc -O2 -o "$T/mc_replica" "$ROOT/tests/fleet/mc_replica.c" -ldl || return
+	local count=$(((MIB + 63) / 64)) pids="" k p op
+	local L=$BED_MC_HOME/lib/libmooncake_store.so
+	for op in put get; do
+		pids=""
+		for ((k = 1; k <= N; k++)); do
+			bed_mc $k "$T/mc_replica" "$L" "$BED_MC_MASTER" "$BED_MC_META" \
+				"$(bed_ip $k)" $op "raw$k/" $count 64 \
+				$([ $op = put ] && echo 2 || echo 0) \
+				> "$T/mraw-$op-$k.out" 2>/dev/null &
+			pids="$pids $!"
+		done
+		for p in $pids; do timeout_wait 600 "$p"; done
+	done
+	local sum nok
+	sum=$(cat "$T"/mraw-get-*.out | awk '/get_into/ { for (i = 1; i <= NF; i++)
+		if ($i == "get_into") s += $(i + 1) } END { printf "%.1f", s }')
+	nok=$(grep -l "failed=0" "$T"/mraw-get-*.out | wc -l)
+	rec "raw_mooncake nodes=$N ran=$nok values=${count}x64MiB get_sum_mibs=$sum"
+	rm -f "$T"/mraw-*.out
+}
+
+# scn_mount: every node mounts the Redis store (in its own mount namespace:
+# ip netns exec makes one) and reads every file of fl, checked by SHA-256
+scn_mount() {
+	STORE=redis
+	say "== mount: $N nodes mount and read at once"
+	local pids="" k p ok=0 t0
+	t0=$(now_ns)
+	for ((k = 1; k <= N; k++)); do
+		mkdir -p "$T/mnt-$k"
+		bed_node $k sh -c '
+			"$1" --store "$2" mount "$3" --checkpoint fl || exit 2
+			cd "$3" && sha256sum -c --quiet "$4"; rc=$?
+			cd / && "$1" umount "$3"; exit $rc' sh "$W" "$BED_REDIS_URL" \
+			"$T/mnt-$k" "$T/src.sums" > "$T/mnt-$k.out" 2>&1 &
+		pids="$pids $!"
+	done
+	k=1
+	for p in $pids; do
+		timeout_wait 600 "$p" && ok=$((ok + 1)) ||
+			say "mount node $k: $(tail -2 "$T/mnt-$k.out")"
+		k=$((k + 1))
+	done
+	rec "mount nodes=$N ok=$ok mibs=$(mibs $((N * SRC_BYTES)) $(($(now_ns) - t0)))"
+}
+
+# scn_serve: wstore serve in the server namespace in front of the Redis
+# Cluster; 32 Hub clients (curl, 4 per node) fetch every file of a second
+# checkpoint, each checked against the source
+scn_serve() {
+	say "== serve: 32 Hub clients"
+	bed_node 1 "$W" --store "$BED_REDIS_URL" model import --checkpoint-id sv \
+		--model-id Org/Serve --source "$T/ssrc" >&2 || { rec "serve import=failed"; return; }
+	bed_spawn serve "$BED_SRV" "$W" --store "$BED_REDIS_URL" serve \
+		--listen "$BED_SRV_IP:8088"
+	# its "listening" line first (60 s at most): a connect from a node
+	# made while it was still starting up was seen to stall for 10 s
+	local i
+	for ((i = 0; i < 600; i++)); do
+		grep -q listening "$BED_DIR/serve.log" && break
+		sleep 0.1
+	done
+	bed_reach 1 "$BED_SRV_IP" 8088 || { rec "serve start=failed"; return; }
+	local files pids="" c k p ok=0 t0 bytes
+	files=$(cd "$T/ssrc" && find . -type f | sed 's|^\./||' | sort)
+	bytes=$(du -sb "$T/ssrc" | cut -f1)
+	t0=$(now_ns)
+	for ((c = 1; c <= 32; c++)); do
+		k=$(((c - 1) % N + 1))
+		bed_node $k sh -c '
+			d=$1; shift; base=$1; shift; src=$1; shift
+			for f in "$@"; do
+				mkdir -p "$d/$(dirname "$f")"
+				curl -sfL -o "$d/$f" "$base/$f" || exit 1
+			done
+			diff -r "$src" "$d" >/dev/null' sh "$T/hub-$c" \
+			"http://$BED_SRV_IP:8088/Org/Serve/resolve/main" "$T/ssrc" \
+			$files > "$T/hub-$c.out" 2>&1 &
+		pids="$pids $!"
+	done
+	for p in $pids; do timeout_wait 600 "$p" && ok=$((ok + 1)); done
+	rec "serve clients=32 ok=$ok mibs=$(mibs $((32 * bytes)) $(($(now_ns) - t0)))"
+	rm -rf "$T"/hub-*
+	bed_kill serve
+}
+
+# scn_redis_kill: a Redis master SIGKILLed while N nodes pull (slowed by
+# 20 ms per call); then a re-run
+scn_redis_kill() {
+	STORE=redis PSTORE="fault+$BED_REDIS_URL"
+	say "== redis: a master killed mid-pull"
+	local victim _pids="" k
+	_t0=$(now_ns)
+	for ((k = 1; k <= N; k++)); do
+		on $k env WSTORE_FAULTS=delay=20 "$W" --store "$PSTORE" model pull fl \
+			--dest "$T/mk-$k" > "$T/mk-$k.out" 2>&1 &
+		_pids="$_pids $!"
+	done
+	started "$T/mk-1"
+	victim=$(bed_redis_masters | head -1)
+	bed_kill "redis-$victim"
+	local t_kill=$(now_ns)
+	fleet_settle mk $_pids
+	local first="ok=$ok err=$err bad=$bad"
+	bed_redis_ok && local took=$(( ($(now_ns) - t_kill) / 1000000 ))
+	PSTORE=$BED_REDIS_URL
+	fleet_pull rr
+	rec "redis_kill nodes=$N during: $first; rerun: ok=$ok err=$err bad=$bad; cluster_ok_after_ms=${took:-never}"
+	bed_redis_start_port "$victim"
+}
+
+# scn_cutoff: node 1's link down for 10 s mid-pull; then a plain delete
+scn_cutoff() {
+	STORE=redis
+	say "== cut-off: node 1 down 10 s mid-pull"
+	rm -rf "$T/cut"
+	bed_node 1 env WSTORE_FAULTS=delay=20 "$W" --store "fault+$BED_REDIS_URL" \
+		model pull fl --dest "$T/cut" > "$T/cut.out" 2>&1 &
+	local p=$! rc t0 v
+	started "$T/cut"
+	bed_cut 1
+	sleep 10
+	bed_mend 1
+	t0=$(now_ns)
+	timeout_wait 300 $p; rc=$?
+	if [ $rc = 0 ] && diff -r "$T/src" "$T/cut" >/dev/null; then v=complete
+	elif [ $rc = 1 ]; then v="error: $(head -1 "$T/cut.out")"
+	else v="exit $rc"; fi
+	local after=$(( ($(now_ns) - t0) / 1000000 ))
+	bed_node 2 timeout 60 "$W" --store "$BED_REDIS_URL" model delete fl >&2
+	rec "cutoff pull=$v ms_after_return=$after delete_rc=$?"
+}
+
+# mc_pull_killing NODE TAG: N nodes pull fl (slowed by 20 ms per call)
+# and storage node NODE is SIGKILLed once they started
+mc_pull_killing() {
+	local _pids="" k
+	_t0=$(now_ns)
+	ERRLINE=""
+	for ((k = 1; k <= N; k++)); do
+		on $k env WSTORE_FAULTS=delay=20 "$W" --store fault+mooncake model pull fl \
+			--dest "$T/$2-$k" > "$T/$2-$k.out" 2>&1 &
+		_pids="$_pids $!"
+	done
+	started "$T/$2-1"
+	bed_kill "mc-node$1"
+	fleet_settle "$2" $_pids
+}
+
+# mc_forgotten: until the master no longer hands out the killed node's
+# replicas (a wstore read of fl fails on a transfer no more); 120 s at most
+mc_forgotten() {
+	local i
+	for ((i = 0; i < 240; i++)); do
+		on 1 "$W" --store mooncake model inspect fl 2>&1 |
+			grep -q 'transfer to a mooncake storage node failed' || return 0
+		sleep 0.5
+	done
+	return 1
+}
+
+# scn_mc_kill: a Mooncake storage node SIGKILLed mid-pull, replica_num 2;
+# the same through the raw C API (tests/fleet/mc_replica.c); then
+# replica_num 1: a clean error, and a pull after re-import works
+scn_mc_kill() {
+	STORE=mooncake PSTORE=mooncake MC_REPLICAS=2
+	say "== mooncake: a storage node killed mid-pull (replica_num 2)"
+	mc_pull_killing 1 mc
+	rec "mc_kill replica_num=2 nodes=$N during: ok=$ok err=$err bad=$bad${ERRLINE:+ error: $ERRLINE}"
+	local t_kill=$(now_ns) fgt=never
+	mc_forgotten && fgt=$(( ($(now_ns) - t_kill) / 1000000 ))
+	fleet_pull mc2
+	rec "mc_kill replica_num=2 after (master forgot the node ${fgt} ms after the pulls ended): ok=$ok err=$err bad=$bad${ERRLINE:+ error: $ERRLINE}"
+	bed_mc_node 1 >&2
+	say "== mooncake: the same through the raw C API"
+	if cc -O2 -o "$T/mc_replica" "$ROOT/tests/fleet/mc_replica.c" -ldl; then
+		local L=$BED_MC_HOME/lib/libmooncake_store.so
+		bed_mc 1 "$T/mc_replica" "$L" "$BED_MC_MASTER" "$BED_MC_META" \
+			"$(bed_ip 1)" put rawrep/ 12 4 2 > "$T/rep.out" 2>/dev/null
+		bed_kill mc-node1
+		bed_mc 1 "$T/mc_replica" "$L" "$BED_MC_MASTER" "$BED_MC_META" \
+			"$(bed_ip 1)" get rawrep/ 12 4 60 >> "$T/rep.out" 2>/dev/null
+		local rrc=$?
+		cat "$T/rep.out" >&2
+		rec "mc_raw replica_num=2 put 12x4MiB, node killed, get_into every 0.5 s: exit $rrc; first round: $(sed -n 2p "$T/rep.out"); last: $(tail -1 "$T/rep.out")"
+		bed_mc_node 1 >&2
+	fi
+	say "== mooncake: replica_num 1"
+	MC_REPLICAS=1
+	on 1 "$W" --store mooncake model delete --force fl >&2
+	on 1 "$W" --store mooncake model import \
+		--checkpoint-id fl --model-id Org/Fleet --source "$T/src" >&2
+	mc_pull_killing 2 m1
+	rec "mc_kill replica_num=1 nodes=$N during: ok=$ok err=$err bad=$bad${ERRLINE:+ error: $ERRLINE}"
+	mc_forgotten
+	bed_mc_node 2 >&2
+	local del imp
+	on 1 "$W" --store mooncake model delete --force fl > "$T/del.out" 2>&1
+	del="delete --force: exit $? $(tail -1 "$T/del.out")"
+	on 1 "$W" --store mooncake model import \
+		--checkpoint-id fl --model-id Org/Fleet --source "$T/src" > "$T/imp.out" 2>&1
+	imp="re-import: exit $?"
+	fleet_pull m1b
+	rec "mc_kill replica_num=1 after: $del; $imp; pulls: ok=$ok err=$err bad=$bad${ERRLINE:+ error: $ERRLINE}"
+}
+
+# scn_latency: a standalone Redis in the server namespace, reached directly
+# and through tests/fleet/proxy.py (5 ms each way): 1% of connections
+# refused, then 1% of the 1 MiB chunks cutting their connection mid-transfer
+scn_latency() {
+	say "== latency: 5 ms + 1% loss"
+	bed_spawn lat-redis "$BED_SRV" redis-server --port 7200 \
+		--bind "$BED_SRV_IP 127.0.0.1" --save '' --appendonly no \
+		--protected-mode no --dir "$BED_DIR"
+	bed_reach 1 "$BED_SRV_IP" 7200 || { rec "latency redis=failed"; return; }
+	STORE=redis PSTORE="redis://$BED_SRV_IP:7200"
+	on 1 "$W" --store "$PSTORE" model import --checkpoint-id fl \
+		--model-id Org/Fleet --source "$T/src" >&2
+	fleet_pull ld
+	rec "latency direct nodes=$N ok=$ok err=$err bad=$bad mibs=$(mibs $((N * SRC_BYTES)) "$ns")"
+	local mode port=7100
+	for mode in conn chunk; do
+		bed_spawn "lat-$mode" "$BED_SRV" python3 "$ROOT/tests/fleet/proxy.py" \
+			"$BED_SRV_IP" $port 127.0.0.1 7200 5 0.01 $mode
+		bed_reach 1 "$BED_SRV_IP" $port || { rec "latency proxy=failed"; return; }
+		PSTORE="redis://$BED_SRV_IP:$port"
+		fleet_pull "l$mode"
+		kill -TERM "$(cat "$BED_DIR/lat-$mode.pid")"
+		timeout_wait 10 "$(cat "$BED_DIR/lat-$mode.pid")" 2>/dev/null
+		rec "latency proxied loss=$mode nodes=$N ok=$ok err=$err bad=$bad mibs=$(mibs $((N * SRC_BYTES)) "$ns")${ERRLINE:+ error: $ERRLINE}; proxy: $(tail -1 "$BED_DIR/lat-$mode.log")"
+		port=$((port + 1))
+	done
+}

@@ -1,0 +1,173 @@
+#!/bin/sh
+# fleet.sh - the CI-sized fleet suite: client nodes as network namespaces
+# (tests/fleet/bed.sh) pulling one checkpoint from a Redis Cluster (3
+# masters + 3 replicas) in a server namespace:
+#  - FLEET_NODES (4) nodes pull the same checkpoint at once: every pull
+#    exits 0 and every tree equals the source;
+#  - a Redis master SIGKILLed while they pull: its replica takes over, each
+#    pull either completes with the source's bytes or fails with one line,
+#    and a re-run of every pull completes;
+#  - a node cut off for 10 s mid-pull (its link down inside its namespace),
+#    then back: the pull ends within a bound, with the source's bytes or
+#    one line of error, and a plain delete (no --force, no --wait) then
+#    succeeds: no lease is left behind.
+# Needs root, iproute2 and redis-server; without them each case counts as
+# skipped.  The full bed with measurements is bench/fleet/run.sh (make fleet).
+#   BUILD=build sh tests/fleet/fleet.sh
+TAP_SUITE=fleet
+. "$(dirname "$0")/../lib/suite.sh"
+BED_DIR="$T/bed"
+mkdir -p "$BED_DIR"
+. "$HERE/fleet/bed.sh"
+suite_cleanup() { bed_down >/dev/null 2>&1; }
+unset WSTORE_STORE
+
+N=${FLEET_NODES:-4}
+SIZE=${FLEET_MIB:-64}
+why=""
+[ "$(id -u)" = 0 ] || why="not root: cannot make network namespaces"
+[ -z "$why" ] && ! command -v ip >/dev/null && why="iproute2 (ip) is not installed"
+[ -z "$why" ] && ! command -v redis-server >/dev/null && why="redis-server is not installed"
+if [ -z "$why" ]; then
+	if ip netns add "$BED_TAG-probe" 2>/dev/null; then
+		ip netns del "$BED_TAG-probe"
+	else
+		why="cannot make a network namespace here (ip netns add failed)"
+	fi
+fi
+if [ -n "$why" ]; then
+	for c in "concurrent pulls" "master kill" "node cut-off"; do
+		tap_skip "$c" "$why"
+	done
+	tap_done
+	exit 0
+fi
+
+# (not through check: its subshell would lose what they set)
+if bed_up "$N" && bed_redis_cluster; then
+	tap_ok "bed: $N nodes, Redis Cluster (3 masters, 3 replicas) in the server namespace"
+else
+	tap_not_ok "bed: $N nodes, Redis Cluster (3 masters, 3 replicas) in the server namespace"
+	tap_done
+	exit 1
+fi
+k=1
+while [ $k -le "$N" ]; do
+	check "bed: node $k reaches the cluster" bed_reach $k "$BED_SRV_IP" 7001
+	k=$((k + 1))
+done
+URL=$BED_REDIS_URL
+
+python3 "$HERE/tools/mkckpt.py" "$T/src" --size $((SIZE << 20)) --shards 4 \
+	--seed 25 >/dev/null
+check_exit "import $SIZE MiB from node 1" 0 bed_node 1 "$W" --store "$URL" \
+	model import --checkpoint-id fl --model-id Org/Fleet --source "$T/src" \
+	--chunk-size 512KiB
+check "replicas in sync after the import" bed_redis_synced
+
+# same_tree DIR: DIR holds exactly the source's files with its bytes
+same_tree() { diff -r "$T/src" "$1" >/dev/null 2>&1; }
+
+# pull_all TAG [ENV...]: every node pulls fl into $T/TAG-K at once, in the
+# background (pids in $pids, outputs in $T/TAG-K.out)
+pull_all() {
+	_tag=$1
+	shift
+	pids=""
+	_k=1
+	while [ $_k -le "$N" ]; do
+		rm -rf "$T/$_tag-$_k"
+		bed_node $_k env "$@" "$W" --store "${PULL_URL:-$URL}" model pull fl \
+			--dest "$T/$_tag-$_k" --jobs 2 > "$T/$_tag-$_k.out" 2>&1 &
+		pids="$pids $!"
+		_k=$((_k + 1))
+	done
+}
+
+# settled TAG: every pull of pull_all TAG either exited 0 with the source's
+# tree or exited 1 with one line of error; the counts in $n_ok, $n_err
+settled() {
+	_k=1
+	n_ok=0 n_err=0 _bad=""
+	for _p in $pids; do
+		wait_exit 180 "$_p"
+		_rc=$?
+		_lines=$(grep -c . "$T/$1-$_k.out")
+		if [ $_rc = 0 ] && same_tree "$T/$1-$_k"; then
+			n_ok=$((n_ok + 1))
+		elif [ $_rc = 1 ] && [ "$_lines" = 1 ]; then
+			n_err=$((n_err + 1))
+			echo "#   node $_k: $(cat "$T/$1-$_k.out")"
+		else
+			_bad="$_bad node $_k: exit $_rc, $_lines lines: $(tail -2 "$T/$1-$_k.out" | tr '\n' ' ');"
+		fi
+		_k=$((_k + 1))
+	done
+	pids=""
+	[ -z "$_bad" ] || { echo "#  $_bad"; return 1; }
+}
+
+# ---- N nodes pull at once ---------------------------------------------------
+t0=$(date +%s%N)
+pull_all cc
+settled cc
+rc=$?
+t1=$(date +%s%N)
+check "$N concurrent pulls: each completes or fails with one line" test $rc = 0
+check "$N concurrent pulls: all complete with the source's bytes ($n_ok of $N)" \
+	test "$n_ok" = "$N"
+awk -v n="$N" -v m="$SIZE" -v ns=$((t1 - t0)) 'BEGIN {
+	printf "# %d x %d MiB pulled in %.2f s: %.1f MiB/s aggregate\n", n, m,
+		ns / 1e9, n * m / (ns / 1e9) }'
+
+# ---- a master killed mid-pull ------------------------------------------------
+# each call is slowed by 40 ms (the fault wrapper), so that the pulls run
+# for seconds and the kill lands while they read
+PULL_URL="fault+$URL"
+pull_all mk WSTORE_FAULTS=delay=40
+check "master kill: the pulls started" wait_for 60 test -d "$T/mk-1"
+victim=$(bed_redis_masters | head -1)
+running=0
+for p in $pids; do kill -0 "$p" 2>/dev/null && running=$((running + 1)); done
+bed_kill "redis-$victim"
+check "master kill: pulls still running at the kill ($running)" test $running -gt 0
+settled mk
+rc=$?
+check "master kill: each pull completes or fails with one line ($n_ok ok, $n_err errors)" \
+	test $rc = 0
+check "master kill: a replica takes over (cluster_state ok)" bed_redis_ok
+PULL_URL=""
+pull_all rr
+settled rr
+check "master kill: a re-run of every pull completes ($n_ok of $N)" test "$n_ok" = "$N"
+
+# ---- a node cut off for 10 s mid-pull ----------------------------------------
+rm -rf "$T/cut"
+bed_node 1 env WSTORE_FAULTS=delay=40 "$W" --store "fault+$URL" model pull fl \
+	--dest "$T/cut" --jobs 2 > "$T/cut.out" 2>&1 &
+cp=$!
+check "cut-off: the pull started" wait_for 60 test -d "$T/cut"
+check "cut-off: node 1's link goes down" bed_cut 1
+check "cut-off: node 1 cannot reach the cluster meanwhile" \
+	sh -c "! ip netns exec $(bed_ns 1) timeout 3 redis-cli -h $BED_SRV_IP -p 7001 ping"
+sleep 10 # the cut itself: 10 s, as the scenario says
+check "cut-off: node 1's link comes back" bed_mend 1
+t0=$(date +%s)
+wait_exit 120 $cp
+rc=$?
+secs=$(($(date +%s) - t0))
+lines=$(grep -c . "$T/cut.out")
+echo "#   cut-off pull: exit $rc after a further $secs s: $(tail -1 "$T/cut.out")"
+check "cut-off: the pull ends within 120 s of the link's return" test $rc != 124
+if [ $rc = 0 ]; then
+	check "cut-off: the pull completed with the source's bytes" same_tree "$T/cut"
+else
+	check "cut-off: the pull failed with exit 1 and one line ($rc, $lines lines)" \
+		test $rc = 1 -a "$lines" = 1
+fi
+check_exit "cut-off: a plain delete from node 2 succeeds (no lease left)" 0 \
+	bed_node 2 timeout 60 "$W" --store "$URL" model delete fl
+check_exit "cut-off: the checkpoint is gone" 1 bed_node 2 "$W" --store "$URL" \
+	model inspect fl
+
+tap_done
