@@ -64,6 +64,7 @@ CHECK_COUNTERS;
 	X(test_replace_file_store) \
 	X(test_replace_verify) \
 	X(test_replace_threads) \
+	X(test_replace_unchanged) \
 	X(test_core_nofollow) \
 	X(test_core_urls) \
 	X(test_catalog_names) \
