@@ -62,6 +62,16 @@ int wstore_checkpoint_open_ext(wstore_checkpoint **out, wstore_store *store,
 			       const wstore_checkpoint_options *opts);
 /* The manifest, owned by ck (list files with wstore_manifest_file()). */
 const wstore_manifest *wstore_checkpoint_manifest(const wstore_checkpoint *ck);
+/*
+ * Whether the checkpoint's manifest in the store is still, byte for byte,
+ * the one ck was opened with (so still READY, and of the same import):
+ * 1 if so; 0 if it changed or is gone (read it with wstore_manifest_read
+ * to learn what it is now); a negative code when the store could not
+ * tell.  Never parses: one read of the manifest and a compare, or on a
+ * store of local files one fstat while the manifest read at open is not
+ * replaced.  Thread-safe.  (WSTORE_1)
+ */
+int wstore_checkpoint_unchanged(wstore_checkpoint *ck);
 void wstore_checkpoint_free(wstore_checkpoint *ck);
 
 /* Open one file of ck by relative path; WSTORE_ENOTFOUND if absent. */

@@ -128,14 +128,6 @@ static int record_names(const char *rec, size_t len, const wstore_manifest *m)
 	return ok;
 }
 
-static int local_files(const wstore_store *s)
-{
-	const wstore_backend *b = s->b;
-
-	return b->open_fd && !(b->flags & (WSTORE_BACKEND_UNTRUSTED |
-					   WSTORE_BACKEND_WRITE_ONCE));
-}
-
 /* Step 1 on a store of local files: open the record and read it. */
 static int note_fd(wstore__guard *g)
 {
@@ -181,7 +173,7 @@ int wstore__guard_new(wstore__guard **out, wstore_store *s, const char *ckpt)
 	pthread_mutex_init(&g->lock, NULL);
 	wstore__key_generation(g->key, ckpt);
 	wstore__key_manifest(g->mkey, ckpt);
-	if (local_files(s)) {
+	if (wstore__local_files(s)) {
 		rc = note_fd(g);
 	} else {
 		rc = wstore__get_alloc(s, g->key, &g->rec, &g->rec_len);
@@ -340,7 +332,7 @@ static int read_manifest(wstore__guard *g, char **raw, size_t *len, int *fd)
 	int rc;
 
 	*fd = -1;
-	if (!local_files(g->s))
+	if (!wstore__local_files(g->s))
 		return wstore__get_alloc(g->s, g->mkey, raw, len);
 	if ((rc = b->open_fd(b, g->mkey, fd)) < 0)
 		return rc;

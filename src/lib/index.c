@@ -176,34 +176,6 @@ static int edit_fn(void **out, size_t *out_len, const void *old, size_t old_len,
 	return 0;
 }
 
-/* Without an atomic update: read-modify-write under the catalog lock. */
-static int update_locked(wstore_store *s, const char *key, struct edit *e)
-{
-	wstore__held *token = NULL;
-	char *old = NULL;
-	void *nv = NULL;
-	size_t old_len = 0, nlen = 0;
-	int rc;
-
-	rc = wstore__lock_wait(s, "catalog", &token);
-	if (rc == WSTORE_EBUSY)
-		return wstore__err(rc, "catalog is busy: %s",
-				   wstore_last_error());
-	if (rc < 0)
-		return rc;
-	rc = wstore__get_alloc(s, key, &old, &old_len);
-	if (rc == WSTORE_ENOTFOUND)
-		rc = 0;
-	if (rc == 0)
-		rc = edit_fn(&nv, &nlen, old, old_len, e);
-	if (rc == 0)
-		rc = wstore__replace(s, key, nv, nlen);
-	free(old);
-	free(nv);
-	wstore__unlock(s, token);
-	return rc > 0 ? 0 : rc;
-}
-
 struct rebuild {
 	wstore_store *s;
 	const char *model_id; /* NULL: every model */
@@ -280,10 +252,8 @@ static int index_edit(wstore_store *s, const char *key, const char *id, int add,
 	int rc;
 
 	for (int pass = 0; pass < 2; pass++) {
-		if (s->b->update)
-			rc = s->b->update(s->b, key, edit_fn, &e);
-		else
-			rc = update_locked(s, key, &e);
+		/* without an atomic update: under the catalog lock */
+		rc = wstore__rmw(s, key, "catalog", edit_fn, &e);
 		if (rc != WSTORE_ECORRUPT || e.have_rebuilt)
 			break;
 		rc = rebuild(&e, s, model_id);

@@ -312,7 +312,8 @@ int wstore_lease_take(wstore_lease **out, wstore_store *s, const char *id,
 }
 
 int wstore__lease_read_ready(wstore_lease **out_lease, wstore_manifest **out,
-			     wstore_store *s, const char *id, const char *what)
+			     wstore__mraw *r, wstore_store *s, const char *id,
+			     const char *what)
 {
 	wstore_lease *l = NULL;
 	int rc = wstore_lease_take(&l, s, id, what);
@@ -328,7 +329,7 @@ int wstore__lease_read_ready(wstore_lease **out_lease, wstore_manifest **out,
 	}
 	if (rc < 0)
 		return rc;
-	if ((rc = wstore__manifest_read_ready(out, s, id)) < 0) {
+	if ((rc = wstore__manifest_read_ready_raw(out, r, s, id)) < 0) {
 		wstore_lease_release(l);
 		return rc;
 	}

@@ -18,15 +18,19 @@
 #include "wstore/wstore.h"
 #include "wstore/sys/backend.h"
 #include "wstore/lease.h"
+#include "store.h"
 
 /*
  * What every reader does first: take a read lease on id (what names the
  * reader), then read the manifest and require it READY.  On success
  * *out_lease (NULL when the store is read-only to us: reading goes on
  * without one) and *out are the caller's; on failure neither is left.
+ * With r (else NULL), what the manifest was read from is kept there
+ * (wstore__manifest_read_ready_raw).
  */
 int wstore__lease_read_ready(wstore_lease **out_lease, wstore_manifest **out,
-			     wstore_store *s, const char *id, const char *what);
+			     wstore__mraw *r, wstore_store *s, const char *id,
+			     const char *what);
 
 /* Live leases of id: their number, and "what by pid P on host 'H' (lease
  * expires in N s), ..." in desc. */

@@ -60,6 +60,7 @@ struct wstore_checkpoint {
 	wstore_manifest *m;
 	wstore_lease *lease;  /* NULL with no_lease */
 	wstore__guard *guard; /* confirms reads are of m's import */
+	wstore__mraw raw;     /* what m was read from */
 	pthread_mutex_t lock; /* guards pool, split, nosplit */
 	struct scratch *pool;
 	unsigned npool;
@@ -95,7 +96,8 @@ int wstore_checkpoint_open(wstore_checkpoint **out, wstore_store *store,
  * a few times.
  */
 static int open_guarded(wstore_lease **lease, wstore_manifest **m,
-			wstore__guard **g, wstore_store *store, const char *id,
+			wstore__mraw *raw, wstore__guard **g,
+			wstore_store *store, const char *id,
 			const wstore_checkpoint_options *o)
 {
 	int rc;
@@ -106,15 +108,18 @@ static int open_guarded(wstore_lease **lease, wstore_manifest **m,
 		 * stopped the manifest saying READY */
 		if (rc == 0)
 			rc = o->no_lease
-				     ? wstore__manifest_read_ready(m, store, id)
-				     : wstore__lease_read_ready(lease, m, store,
-								id, o->what);
+				     ? wstore__manifest_read_ready_raw(
+					       m, raw, store, id)
+				     : wstore__lease_read_ready(lease, m, raw,
+								store, id,
+								o->what);
 		if (rc == 0)
 			rc = wstore__guard_bind(*g, *m);
 		if (rc == 0)
 			return 0;
 		wstore__guard_free(*g);
 		wstore_manifest_free(*m);
+		wstore__mraw_free(raw);
 		wstore_lease_release(*lease);
 		*g = NULL;
 		*m = NULL;
@@ -130,6 +135,7 @@ int wstore_checkpoint_open_ext(wstore_checkpoint **out, wstore_store *store,
 {
 	wstore_checkpoint_options oc;
 	wstore_lease *lease = NULL;
+	wstore__mraw raw = { NULL, 0, -1 };
 	wstore__guard *g = NULL;
 	wstore_checkpoint *ck;
 	wstore_manifest *m = NULL;
@@ -139,11 +145,12 @@ int wstore_checkpoint_open_ext(wstore_checkpoint **out, wstore_store *store,
 	if ((rc = wstore__checkpoint_opts(&oc, o)) < 0)
 		return rc;
 	o = &oc;
-	if ((rc = open_guarded(&lease, &m, &g, store, id, o)) < 0)
+	if ((rc = open_guarded(&lease, &m, &raw, &g, store, id, o)) < 0)
 		return rc;
 	if (!(ck = calloc(1, sizeof(*ck)))) {
 		wstore__guard_free(g);
 		wstore_manifest_free(m);
+		wstore__mraw_free(&raw);
 		wstore_lease_release(lease);
 		return wstore__errc(-ENOMEM, "cannot open checkpoint '%s'", id);
 	}
@@ -151,6 +158,7 @@ int wstore_checkpoint_open_ext(wstore_checkpoint **out, wstore_store *store,
 	ck->m = m;
 	ck->lease = lease;
 	ck->guard = g;
+	ck->raw = raw;
 	ck->nosplit = !(wstore_store_caps(store) & WSTORE_CAP_LOCAL_FILES) ||
 		      !store->b->get_range;
 	pthread_mutex_init(&ck->lock, NULL);
@@ -179,6 +187,18 @@ const wstore_manifest *wstore_checkpoint_manifest(const wstore_checkpoint *ck)
 	return ck->m;
 }
 
+int wstore_checkpoint_unchanged(wstore_checkpoint *ck)
+{
+	int rc = wstore__manifest_same(ck->s, ck->m->checkpoint_id, &ck->raw);
+
+	if (rc < 0)
+		return wstore__err(rc,
+				   "cannot read the manifest of checkpoint "
+				   "'%s': %s",
+				   ck->m->checkpoint_id, wstore_last_error());
+	return rc;
+}
+
 void wstore_checkpoint_free(wstore_checkpoint *ck)
 {
 	struct scratch *sc, *next;
@@ -193,6 +213,7 @@ void wstore_checkpoint_free(wstore_checkpoint *ck)
 	wstore__split_free(ck->split);
 	pthread_mutex_destroy(&ck->lock);
 	wstore__guard_free(ck->guard);
+	wstore__mraw_free(&ck->raw);
 	wstore_manifest_free(ck->m);
 	wstore_lease_release(ck->lease);
 	free(ck);

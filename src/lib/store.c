@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -559,25 +560,47 @@ void wstore__store_buf_free(wstore_store *s, void *p)
 
 /* ---- manifests in the store --------------------------------------------- */
 
-int wstore_manifest_read(wstore_manifest **out, wstore_store *store,
-			 const char *id)
+/* wstore_manifest_read; with r, its bytes are kept there, and on a store
+ * of local files the file they were read from. */
+static int manifest_read(wstore_manifest **out, wstore__mraw *r,
+			 wstore_store *store, const char *id)
 {
 	static const char prefix[] = "invalid manifest: ";
 	char key[WSTORE__KEY_MAX], *data = NULL;
 	const char *msg;
 	size_t len = 0;
-	int rc;
+	int rc, fd = -1;
 
 	*out = NULL;
 	if ((rc = wstore_validate_checkpoint_id(id)))
 		return rc;
 	wstore__key_manifest(key, id);
+	/* the file first: one replaced after it was opened is unlinked, so
+	 * wstore__manifest_same then compares the bytes */
+	if (r && wstore__local_files(store) &&
+	    (rc = store->b->open_fd(store->b, key, &fd)) < 0) {
+		fd = -1;
+		if (rc != WSTORE_ENOTFOUND)
+			return rc;
+		wstore__clear_err();
+	}
 	rc = wstore__get_alloc(store, key, &data, &len);
+	if (rc < 0 && fd >= 0)
+		close(fd);
 	if (rc == WSTORE_ENOTFOUND)
 		return wstore__err(rc, "checkpoint '%s' not found", id);
 	if (rc)
 		return rc;
 	rc = wstore_manifest_parse(out, data, len);
+	if (rc == 0 && r) {
+		r->raw = data;
+		r->len = len;
+		r->fd = fd;
+		data = NULL;
+		fd = -1;
+	}
+	if (fd >= 0)
+		close(fd);
 	free(data);
 	if (rc == WSTORE_ECORRUPT) {
 		msg = wstore_last_error();
@@ -596,18 +619,27 @@ int wstore_manifest_read(wstore_manifest **out, wstore_store *store,
 			id, (*out)->checkpoint_id);
 		wstore_manifest_free(*out);
 		*out = NULL;
+		if (r)
+			wstore__mraw_free(r);
 	}
 	return rc;
 }
 
-int wstore__manifest_read_ready(wstore_manifest **out, wstore_store *store,
-				const char *id)
+int wstore_manifest_read(wstore_manifest **out, wstore_store *store,
+			 const char *id)
 {
+	return manifest_read(out, NULL, store, id);
+}
+
+int wstore__manifest_read_ready_raw(wstore_manifest **out, wstore__mraw *r,
+				    wstore_store *store, const char *id)
+{
+	wstore__mraw got = { NULL, 0, -1 };
 	wstore_manifest *m;
 	int rc;
 
 	*out = NULL;
-	if ((rc = wstore_manifest_read(&m, store, id)) < 0)
+	if ((rc = manifest_read(&m, r ? &got : NULL, store, id)) < 0)
 		return rc;
 	if (strcmp(m->status, "READY") != 0) {
 		rc = wstore__err(WSTORE_ENOTREADY, "checkpoint '%s' is %s: %s",
@@ -615,8 +647,58 @@ int wstore__manifest_read_ready(wstore_manifest **out, wstore_store *store,
 				 m->error && *m->error ? m->error
 						       : "no error recorded");
 		wstore_manifest_free(m);
+		wstore__mraw_free(&got);
 		return rc;
 	}
+	if (r)
+		*r = got;
 	*out = m;
 	return 0;
+}
+
+int wstore__manifest_read_ready(wstore_manifest **out, wstore_store *store,
+				const char *id)
+{
+	return wstore__manifest_read_ready_raw(out, NULL, store, id);
+}
+
+int wstore__local_files(const wstore_store *s)
+{
+	const wstore_backend *b = s->b;
+
+	return b->open_fd && !(b->flags & (WSTORE_BACKEND_UNTRUSTED |
+					   WSTORE_BACKEND_WRITE_ONCE));
+}
+
+int wstore__manifest_same(wstore_store *store, const char *id,
+			  const wstore__mraw *r)
+{
+	char key[WSTORE__KEY_MAX], *now = NULL;
+	struct stat st;
+	size_t len = 0;
+	int rc;
+
+	if (r->fd >= 0 && fstat(r->fd, &st) == 0 && st.st_nlink > 0)
+		return 1;
+	wstore__key_manifest(key, id);
+	rc = wstore__get_alloc(store, key, &now, &len);
+	if (rc == WSTORE_ENOTFOUND) {
+		wstore__clear_err();
+		return 0;
+	}
+	if (rc < 0)
+		return rc;
+	rc = len == r->len && memcmp(now, r->raw, len) == 0;
+	free(now);
+	return rc;
+}
+
+void wstore__mraw_free(wstore__mraw *r)
+{
+	if (r->fd >= 0)
+		close(r->fd);
+	free(r->raw);
+	r->raw = NULL;
+	r->len = 0;
+	r->fd = -1;
 }

@@ -81,6 +81,30 @@ int wstore__fetch_to_fd_from(wstore_store *s, const wstore__file_rec *f, int fd,
 int wstore__manifest_read_ready(wstore_manifest **out, wstore_store *store,
 				const char *id);
 
+/* What a manifest was read from, for telling later whether it is still
+ * the one in the store without parsing it again: its bytes and, on a
+ * store of local files (manifests replaced by rename, never rewritten),
+ * its file, opened before the bytes were read (or -1). */
+typedef struct wstore__mraw {
+	char *raw;
+	size_t len;
+	int fd;
+} wstore__mraw;
+/* wstore__manifest_read_ready, keeping in *r (the caller's:
+ * wstore__mraw_free; untouched on failure) what it read. */
+int wstore__manifest_read_ready_raw(wstore_manifest **out, wstore__mraw *r,
+				    wstore_store *store, const char *id);
+/* Whether id's manifest in the store is still r's: 1 if so (one fstat on a
+ * store of local files while r's file is linked, else one get and a byte
+ * compare), 0 if it changed or is gone, or a store error. */
+int wstore__manifest_same(wstore_store *store, const char *id,
+			  const wstore__mraw *r);
+void wstore__mraw_free(wstore__mraw *r);
+/* Whether the store's objects are local files read through open_fd that
+ * are replaced by rename and removed by unlink, never rewritten in place
+ * (so an open file with no link left is an object replaced or removed). */
+int wstore__local_files(const wstore_store *s);
+
 /* A reusable chunk buffer (huge pages where possible); free() it. */
 void *wstore__buf_alloc(size_t cap);
 /* A chunk buffer the store's backend moves data from and to without a

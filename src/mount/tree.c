@@ -358,6 +358,11 @@ int entry_check(struct wmount *m, struct entry *e, uint64_t t0, int draining)
 	if (rc)
 		return 0;
 	t1 = wclock_mono_ms();
+	/* the manifest the handle read, still in the store: no parse */
+	if (wstore_checkpoint_unchanged(e->ck) == 1) {
+		mark_validated(e, t1);
+		return 0;
+	}
 	rc = read_manifest_bytes(m, e->id, &bytes, &len);
 	if (rc < 0) {
 		mlog(m, LOG_ERR, "cannot re-read the manifest of '%s': %s",
@@ -477,6 +482,10 @@ static struct entry *refresh_one(struct wmount *m, const char *id,
 	if (cur && validated_since(cur, since))
 		return cur; /* a read found it unchanged during this pass */
 	t1 = wclock_mono_ms();
+	if (cur && wstore_checkpoint_unchanged(cur->ck) == 1) {
+		mark_validated(cur, t1); /* fetches before t1 need no check */
+		return cur;
+	}
 	rc = read_manifest_bytes(m, id, &bytes, &len);
 	if (rc < 0) {
 		mlog(m, LOG_ERR, "cannot read the manifest of '%s'%s: %s", id,

@@ -23,9 +23,11 @@ MNT="$T/mnt"
 cleanup() {
 	[ -n "${serve_pid:-}" ] && kill "$serve_pid" 2>/dev/null
 	fusermount3 -u -z "$MNT" 2>/dev/null
+	command -v system_restore >/dev/null && system_restore
 	rm -rf "$T"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 skip() { echo "# skip: $1"; }
 SRC="$T/src"
 python3 "$HERE/tools/mkckpt.py" "$SRC" --size 100000 --shards 1 >/dev/null
@@ -220,6 +222,30 @@ dpkg_wait() {
 	done
 }
 
+# What installing the packages creates on the machine and a purge leaves
+# (the wstore system user and group, as Debian keeps system users; the
+# system store if it is not empty): noted before the install, and removed
+# again by system_restore, only what this suite created (also from the
+# EXIT trap, for a run that stopped half way, while fd 9 still holds the
+# lock below).
+pkgs_in= had_user= had_group= had_store=
+system_note() {
+	getent passwd wstore >/dev/null && had_user=1
+	getent group wstore >/dev/null && had_group=1
+	[ -e /var/lib/wstore ] && had_store=1
+	pkgs_in=1
+}
+system_restore() {
+	[ -n "$pkgs_in" ] || return 0
+	pkgs_in=
+	debs_installed && dpkg_wait --purge python3-wstore libwstore-dev \
+		wstore libwstore0 >/dev/null
+	[ -z "$had_store" ] && [ -d /var/lib/wstore ] && rm -rf /var/lib/wstore
+	[ -z "$had_user" ] && getent passwd wstore >/dev/null && userdel wstore
+	[ -z "$had_group" ] && getent group wstore >/dev/null && groupdel wstore
+	return 0
+}
+
 # The packages built, installed into the system, used and purged (one
 # deploy suite at a time on a machine: the lock below).
 dpkg_part() {
@@ -299,7 +325,16 @@ else
 	elif debs_installed; then
 		skip "wstore packages are installed on this machine already: not replaced"
 	else
+		system_note
 		dpkg_part
+		system_restore
+		if [ -z "$had_user" ]; then
+			check "the wstore user the install created is removed again" \
+				sh -c '! getent passwd wstore && ! getent group wstore'
+		else
+			skip "the wstore user was there before: kept"
+		fi
+		check "... and /var/lib/wstore" test -n "$had_store" -o ! -e /var/lib/wstore
 	fi
 	exec 9>&-
 fi

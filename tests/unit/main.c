@@ -55,6 +55,7 @@ CHECK_COUNTERS;
 	X(test_core_index_nomem) \
 	X(test_core_reported_sizes) \
 	X(test_core_source_fifo) \
+	X(test_core_import_lock_lost) \
 	X(test_replace_read) \
 	X(test_replace_read_by_manifest) \
 	X(test_replace_chunk_fd) \
@@ -64,6 +65,7 @@ CHECK_COUNTERS;
 	X(test_replace_file_store) \
 	X(test_replace_verify) \
 	X(test_replace_threads) \
+	X(test_replace_unchanged) \
 	X(test_core_nofollow) \
 	X(test_core_urls) \
 	X(test_catalog_names) \

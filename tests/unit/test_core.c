@@ -5,11 +5,12 @@
  * reports sizes no value of wstore's can have, and an import source whose
  * file is swapped for a FIFO after the scan; the no-follow directory walk
  * the file store and pull share; store URLs resolved through the table
- * of backend kinds.
+ * of backend kinds; an import whose lock is taken over while it runs.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
@@ -496,4 +497,95 @@ void test_core_urls(void)
 	CHECK(strstr(got, "empty") != NULL);
 	unit_rmtree(dir);
 	free(dir);
+}
+
+/* ---- an import whose lock is taken over while it runs ------------------ */
+/*
+ * The lock record of the import is replaced by another owner's at its
+ * first progress (as a process that took the lock over after the
+ * import's renewals failed for a TTL would); the progress callback then
+ * waits until the renewal thread has looked at the record again (it
+ * counts the lock's updates), so the import knows its lock is lost.
+ */
+static int (*mem_update)(wstore_backend *b, const char *key,
+			 wstore_update_fn fn, void *ctx);
+static _Atomic int lost_updates = -1; /* < 0: not taken over yet */
+
+static int counting_update(wstore_backend *b, const char *key,
+			   wstore_update_fn fn, void *ctx)
+{
+	int rc = mem_update(b, key, fn, ctx);
+
+	if (strcmp(key, "weight/locks/models/lost-1") == 0 &&
+	    atomic_load(&lost_updates) >= 0)
+		atomic_fetch_add(&lost_updates, 1);
+	return rc;
+}
+
+static int take_over_on_progress(uint64_t done, uint64_t total,
+				 const char *path, void *ctx)
+{
+	static const char rec[] =
+		"{\"token\":\"0123456789abcdef0123456789abcdef\","
+		"\"pid\":1,\"host\":\"elsewhere\",\"expires_ms\":"
+		"99999999999999}";
+	wstore_backend *b = ctx;
+	struct timespec dl;
+
+	(void)done, (void)total, (void)path;
+	if (atomic_load(&lost_updates) >= 0)
+		return 0;
+	b->remove(b, "weight/locks/models/lost-1", 1);
+	if (b->put(b, "weight/locks/models/lost-1", rec, sizeof(rec) - 1) < 0)
+		return 1;
+	atomic_store(&lost_updates, 0);
+	dl = wclock_deadline_in(30000);
+	while (atomic_load(&lost_updates) < 1 && !wclock_passed(&dl))
+		wclock_sleep_ms(10);
+	return 0;
+}
+
+void test_core_import_lock_lost(void)
+{
+	wstore_import_options o = WSTORE_IMPORT_OPTIONS_INIT;
+	char *src = unit_tmpdir(), path[4096];
+	wstore_manifest *m = NULL;
+	wstore_backend *b = NULL;
+	wstore_store *s = NULL;
+	char **ids = NULL;
+	size_t n = 0;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/w.bin", src);
+	write_file(path, 3 * 4096);
+	CHECK(wstore_backend_mem_new(&b, 0) == 0 && b->update);
+	if (!b || !b->update || wstore_open_backend(&s, b) < 0)
+		goto out;
+	mem_update = b->update;
+	b->update = counting_update;
+	setenv("WSTORE_LOCK_TTL_MS", "300", 1); /* renewed every 100 ms */
+	o.checkpoint_id = "lost-1";
+	o.model_id = "t/lost";
+	o.chunk_size = 4096;
+	o.jobs = 1;
+	o.source = src;
+	o.progress = take_over_on_progress;
+	o.progress_ctx = b;
+	rc = wstore_import(s, &o);
+	unsetenv("WSTORE_LOCK_TTL_MS");
+	CHECK(atomic_load(&lost_updates) >= 1); /* the renewal looked */
+	CHECK_EQ_INT(rc, WSTORE_EBUSY);
+	CHECK(strstr(wstore_last_error(), "lock was taken over") != NULL);
+	/* nothing READY: a FAILED manifest (or none), not in the index */
+	rc = wstore_manifest_read(&m, s, "lost-1");
+	CHECK(rc == WSTORE_ENOTFOUND ||
+	      (rc == 0 && strcmp(wstore_manifest_status(m), "FAILED") == 0));
+	wstore_manifest_free(m);
+	CHECK_EQ_INT(wstore_list(&ids, &n, s), 0);
+	CHECK_EQ_INT(n, 0);
+	wstore_strings_free(ids);
+out:
+	wstore_free(s);
+	unit_rmtree(src);
+	free(src);
 }

@@ -654,3 +654,59 @@ void test_replace_threads(void)
 	unit_rmtree(root);
 	free(root);
 }
+
+/* The manifest of id put again, the same bytes (a new file on the file
+ * store). */
+static void reput_manifest(wstore_store *s, const char *id)
+{
+	wstore_backend *b = wstore_store_backend(s);
+	char key[WSTORE__KEY_MAX], buf[65536];
+	size_t n = 0;
+
+	wstore__key_manifest(key, id);
+	CHECK_EQ_INT(b->get(b, key, buf, sizeof(buf), &n), 0);
+	CHECK(n > 0 && n < sizeof(buf));
+	b->remove(b, key, 1);
+	CHECK_EQ_INT(b->put(b, key, buf, n), 0);
+}
+
+/* wstore_checkpoint_unchanged: 1 while the manifest in the store is the
+ * one opened (also when put again with the same bytes), 0 once the
+ * checkpoint is replaced or deleted; on the memory store and the file
+ * store (where it is one fstat while the file read at open is linked). */
+void test_replace_unchanged(void)
+{
+	for (int fs = 0; fs < 2; fs++) {
+		char *root = fs ? unit_tmpdir() : NULL;
+		wstore_store *s = fs ? file_store(root) : mem_store(0);
+		wstore_checkpoint *ck = NULL, *ck2 = NULL;
+
+		CHECK(s != NULL);
+		if (s && import_fill(s, "u", 'A') == 0 &&
+		    wstore_checkpoint_open(&ck, s, "u") == 0) {
+			CHECK_EQ_INT(wstore_checkpoint_unchanged(ck), 1);
+			CHECK_EQ_INT(wstore_pin(s, "u", 1), 0);
+			CHECK_EQ_INT(wstore_checkpoint_unchanged(ck), 1);
+			reput_manifest(s, "u");
+			CHECK_EQ_INT(wstore_checkpoint_unchanged(ck), 1);
+			CHECK_EQ_INT(wstore_pin(s, "u", 0), 0);
+			replace(s, "u", 'B');
+			CHECK_EQ_INT(wstore_checkpoint_unchanged(ck), 0);
+			CHECK_EQ_INT(wstore_checkpoint_open(&ck2, s, "u"), 0);
+			if (ck2)
+				CHECK_EQ_INT(wstore_checkpoint_unchanged(ck2),
+					     1);
+			CHECK_EQ_INT(delete_force(s, "u"), 0);
+			CHECK_EQ_INT(wstore_checkpoint_unchanged(ck), 0);
+			if (ck2)
+				CHECK_EQ_INT(wstore_checkpoint_unchanged(ck2),
+					     0);
+		}
+		wstore_checkpoint_free(ck2);
+		wstore_checkpoint_free(ck);
+		wstore_free(s);
+		if (root)
+			unit_rmtree(root);
+		free(root);
+	}
+}
