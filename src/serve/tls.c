@@ -34,8 +34,7 @@
 /* A PEM file larger than this is not a certificate chain or a key. */
 #define PEM_MAX (1u << 20)
 
-static int tls_err(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2)));
+static int tls_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static int tls_err(const char *fmt, ...)
 {
@@ -177,8 +176,8 @@ static int check_key(const struct wserve_tls *t)
 		return tls_err("--tls-key: '%s' holds no PEM private key (no "
 			       "BEGIN ... PRIVATE KEY block)",
 			       t->key_file);
-	return tls_err("--tls-key: cannot use the key in '%s': %s",
-		       t->key_file, gnutls_strerror(rc));
+	return tls_err("--tls-key: cannot use the key in '%s': %s", t->key_file,
+		       gnutls_strerror(rc));
 }
 
 /* The password: the file's first line. */
