@@ -12,6 +12,11 @@
  * several chunks).  Its thread-per-connection mode lets a callback block
  * on a network backend without stalling other clients.
  *
+ * With --tls-cert and --tls-key the daemon speaks HTTPS (libmicrohttpd's
+ * GnuTLS, the material checked by tls.c before listening); a file
+ * descriptor response is then read and encrypted by the library rather
+ * than sent with sendfile(2), and a TLS handshake has the header timeout.
+ *
  * Paths are routed undecoded (libmicrohttpd's own unescaping is turned
  * off) so that a revision sent as "refs%2Fpr%2F1" stays one segment; each
  * part is percent-decoded here.  Routes:
