@@ -8,7 +8,8 @@
 # 1.28.0 (SSL_CERT_FILE), @huggingface/hub (NODE_EXTRA_CA_CERTS).  A client
 # with the wrong CA, an expired or wrong-host certificate is refused while
 # the server keeps serving the others; a plain-HTTP request to the TLS port
-# gets no data; each bad start (one flag of the two, a missing file, a file
+# gets no data; a connection that never starts its handshake is closed
+# after the header timeout; each bad start (one flag of the two, a missing file, a file
 # without a certificate, a key of another certificate, an encrypted key
 # without its password or with a wrong one) is one line and a non-zero
 # exit before anything listens.
@@ -112,9 +113,20 @@ fi
 
 # ---- the encrypted key with its password, and the config keys ---------------
 if serve_start enc "$T/store" --tls-cert "$P/enc.pem" --tls-key "$P/enc.key" \
-	--tls-key-password-file "$P/pw"; then
+	--tls-key-password-file "$P/pw" --header-timeout 2; then
 	check_grep "an encrypted key with its password: listening on https://" '^https://' "$SERVE_URL"
 	check "... serves" curl -sSf --cacert "$CA" -o /dev/null "$SERVE_URL/api/models/org/tiny"
+	# a connection that never starts its handshake is closed after the
+	# header timeout, as a plain one that never sends its headers
+	check_grep "a connection silent before its TLS handshake: closed after --header-timeout 2" \
+		'^closed after ([2-9]|[1-5][0-9])\.' "$(python3 -c '
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.settimeout(60)
+t = time.time()
+while s.recv(4096):
+    pass
+print("closed after %.1f s" % (time.time() - t))' "${SERVE_URL##*:}" 2>&1)"
 	serve_stop
 fi
 export WSTORE_SERVE_TLS_CERT="$P/srv.pem" WSTORE_SERVE_TLS_KEY="$P/srv.key"
