@@ -15,7 +15,7 @@
 #                              reflink filesystem), gnuplot-nox (plots)
 #                              (make test runs this; the default)
 BUILD_PKGS="meson ninja-build pkg-config gcc libc6-dev libssl-dev \
-libjansson-dev libhiredis-dev libfuse3-dev libmicrohttpd-dev \
+libjansson-dev libhiredis-dev libfuse3-dev libmicrohttpd-dev libgnutls28-dev \
 libcurl4-openssl-dev python3 lowdown"
 DEB_PKGS="dpkg-dev debhelper dh-python lintian fakeroot"
 TEST_PKGS="redis-server redis-tools python3-numpy python3-torch fuse3 curl \

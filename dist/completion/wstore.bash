@@ -26,7 +26,8 @@ _wstore()
     local keys="store master_server_addr metadata_server protocol
         rdma_devices local_hostname replica_num redis_password key_prefix
         connect_timeout_ms command_timeout_ms mooncake_library mooncake_log
-        serve_listen serve_token quota evict chunk_size"
+        serve_listen serve_token serve_tls_cert serve_tls_key
+        serve_tls_key_password_file quota evict chunk_size"
 
     case $prev in
     --store | --master-server-addr | --metadata-server | --protocol | \
@@ -36,7 +37,7 @@ _wstore()
         --max-connections | --drain | --refresh | --threads | --include | \
         --exclude | --path | --checkpoint)
         return ;;
-    --config | --output)
+    --config | --output | --tls-cert | --tls-key | --tls-key-password-file)
         _filedir
         return ;;
     --source | --dest)
@@ -66,7 +67,7 @@ _wstore()
         "model materialize-file"*) opts="--path --output" ;;
         "model pull"*) opts="--dest --include --exclude --jobs --no-verify --force" ;;
         "mount"*) opts="--checkpoint --cache-size --foreground --direct-io --page-cache --refresh --threads --allow-other" ;;
-        "serve"*) opts="--listen --token --max-connections --drain --no-access-log --mmap" ;;
+        "serve"*) opts="--listen --token --max-connections --drain --no-access-log --mmap --tls-cert --tls-key --tls-key-password-file" ;;
         "gc"* | "admin gc"*) opts="--dry-run --grace --evict-to" ;;
         "admin unlock"*) opts="--force" ;;
         "config init"*) opts="--force" ;;

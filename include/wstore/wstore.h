@@ -148,6 +148,9 @@ int wstore_validate_path(const char *path);
  *   serve_listen          `wstore serve` address (ADDR:PORT)
  *   serve_token           bearer token `wstore serve` requires; never
  *                         printed
+ *   serve_tls_cert, serve_tls_key, serve_tls_key_password_file
+ *                         `wstore serve` HTTPS: PEM certificate, key and
+ *                         the file holding the key's password
  *   quota                 most bytes the checkpoints may hold ("100GiB")
  *   evict                 "lru": make room under the quota by evicting
  *                         least recently read checkpoints; "none"

@@ -51,10 +51,25 @@ struct wck {
 	char (*oids)[41];   /* git blob ids of files, "" until known */
 };
 
+/* HTTPS material, read and checked before listening (tls.c). */
+struct wserve_tls {
+	int on;
+	const char *cert_file, *key_file;
+	char *cert; /* PEM texts, for libmicrohttpd */
+	char *key;
+	char *password; /* or NULL */
+};
+
+/* Read and check o->tls_cert and o->tls_key (nothing to do without
+ * them); -1 after printing one line on what is wrong. */
+int wtls_load(struct wserve_tls *t, const struct wserve_options *o);
+void wtls_free(struct wserve_tls *t);
+
 struct wserve {
 	wstore_store *store;
 	struct wcache *cache;
 	const struct wserve_options *o;
+	struct wserve_tls tls;
 	struct wserve_metrics m;
 	unsigned char token_sha[32]; /* SHA-256 of o->token */
 	unsigned header_timeout;     /* seconds */

@@ -21,6 +21,8 @@ static const char help[] =
 	"                    [--max-connections-per-client N]\n"
 	"                    [--header-timeout SECONDS] [--cache-seconds S]\n"
 	"                    [--drain SECONDS] [--no-access-log] [--mmap]\n"
+	"                    [--tls-cert FILE --tls-key FILE\n"
+	"                     [--tls-key-password-file FILE]]\n"
 	"\n"
 	"Serve the store read-only over HTTP with the Hugging Face Hub's\n"
 	"download protocol: point HF_ENDPOINT at it and Hub clients (vLLM,\n"
@@ -49,6 +51,16 @@ static const char help[] =
 	"                        store from mappings of them (about half the\n"
 	"                        CPU per byte; the pages being sent count in\n"
 	"                        the server's RSS)\n"
+	"  --tls-cert FILE       serve HTTPS with this PEM certificate (the\n"
+	"                        server's first, then any intermediates;\n"
+	"                        config key serve_tls_cert)\n"
+	"  --tls-key FILE        and this PEM private key (config key\n"
+	"                        serve_tls_key); both are read at start: a\n"
+	"                        renewed certificate takes a restart\n"
+	"  --tls-key-password-file FILE\n"
+	"                        the encrypted key's password: the file's\n"
+	"                        first line (config key\n"
+	"                        serve_tls_key_password_file)\n"
 	"\n"
 	"Endpoints: /api/models/{repo}[/revision/{rev}], /api/models/{repo}/tree/\n"
 	"{rev}[/{path}], /api/models/{repo}/refs, /{repo}/resolve/{rev}/{path},\n"
@@ -59,6 +71,28 @@ static int parse_number(double *out, const char *opt, const char *v, double lo,
 			double hi)
 {
 	return wfront_parse_number(out, opt, v, lo, hi, "a number");
+}
+
+/* Both of --tls-cert and --tls-key, or neither (an empty value counts
+ * as none); a password file only with them. */
+static int check_tls(struct wserve_options *o)
+{
+	if (o->tls_cert && !*o->tls_cert)
+		o->tls_cert = NULL;
+	if (o->tls_key && !*o->tls_key)
+		o->tls_key = NULL;
+	if (o->tls_key_password_file && !*o->tls_key_password_file)
+		o->tls_key_password_file = NULL;
+	if (o->tls_cert && !o->tls_key)
+		return wfront_usage_error("--tls-cert needs --tls-key (the "
+					  "certificate's private key)");
+	if (o->tls_key && !o->tls_cert)
+		return wfront_usage_error("--tls-key needs --tls-cert (the "
+					  "key's certificate)");
+	if (o->tls_key_password_file && !o->tls_key)
+		return wfront_usage_error("--tls-key-password-file needs "
+					  "--tls-cert and --tls-key");
+	return 0;
 }
 
 static int parse_args(struct wserve_options *o, const wstore_config *cfg,
@@ -74,6 +108,9 @@ static int parse_args(struct wserve_options *o, const wstore_config *cfg,
 		{ "drain", required_argument, NULL, 'd' },
 		{ "no-access-log", no_argument, NULL, 'n' },
 		{ "mmap", no_argument, NULL, 'M' },
+		{ "tls-cert", required_argument, NULL, 'C' },
+		{ "tls-key", required_argument, NULL, 'K' },
+		{ "tls-key-password-file", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -82,6 +119,10 @@ static int parse_args(struct wserve_options *o, const wstore_config *cfg,
 
 	o->listen = wstore_config_get(cfg, "serve_listen");
 	o->token = wstore_config_get(cfg, "serve_token");
+	o->tls_cert = wstore_config_get(cfg, "serve_tls_cert");
+	o->tls_key = wstore_config_get(cfg, "serve_tls_key");
+	o->tls_key_password_file =
+		wstore_config_get(cfg, "serve_tls_key_password_file");
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (ch) {
@@ -117,6 +158,9 @@ static int parse_args(struct wserve_options *o, const wstore_config *cfg,
 			break;
 		case 'n': o->access_log = 0; break;
 		case 'M': o->mmap = 1; break;
+		case 'C': o->tls_cert = optarg; break;
+		case 'K': o->tls_key = optarg; break;
+		case 'P': o->tls_key_password_file = optarg; break;
 		case 'h': fputs(help, stdout); return -1;
 		default: return wfront_bad_option(ch, argv, "serve");
 		}
@@ -128,7 +172,7 @@ static int parse_args(struct wserve_options *o, const wstore_config *cfg,
 		o->listen = "127.0.0.1:8088";
 	if (o->token && !*o->token)
 		return wfront_usage_error("--token must not be empty");
-	return 0;
+	return check_tls(o);
 }
 
 int main(int argc, char **argv)

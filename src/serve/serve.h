@@ -8,8 +8,8 @@
  * command line), server.c (daemon, routing, auth, access log, limits,
  * shutdown), cache.c (resolved names, one handle per open checkpoint),
  * gitoid.c (the Hub's object ids), api.c (the JSON endpoints), files.c
- * (file downloads), metrics.c
- * (/metrics), http.h (what they share).  It uses only the public API of
+ * (file downloads), metrics.c (/metrics), tls.c (HTTPS certificate and
+ * key), http.h (what they share).  It uses only the public API of
  * include/wstore/.  docs/serve.md describes the protocol as served.
  */
 #ifndef WSTORE_SERVE_H
@@ -32,6 +32,9 @@ struct wserve_options {
 	int access_log;		  /* one stderr line per request */
 	int mmap;		  /* send multi-chunk bodies from mapped chunk
 				   * files (see files.c) */
+	const char *tls_cert;	  /* HTTPS: PEM certificate chain file, */
+	const char *tls_key;	  /* and its PEM key file (both or none) */
+	const char *tls_key_password_file; /* the key's password, or NULL */
 };
 
 /*

@@ -12,6 +12,11 @@
  * several chunks).  Its thread-per-connection mode lets a callback block
  * on a network backend without stalling other clients.
  *
+ * With --tls-cert and --tls-key the daemon speaks HTTPS (libmicrohttpd's
+ * GnuTLS, the material checked by tls.c before listening); a file
+ * descriptor response is then read and encrypted by the library rather
+ * than sent with sendfile(2), and a TLS handshake has the header timeout.
+ *
  * Paths are routed undecoded (libmicrohttpd's own unescaping is turned
  * off) so that a revision sent as "refs%2Fpr%2F1" stays one segment; each
  * part is percent-decoded here.  Routes:
@@ -499,30 +504,46 @@ static void drain(struct wserve *sv)
 		wclock_sleep_ms(20);
 }
 
-/* The daemon, listening on fd (which it takes over on success). */
+/* The daemon, listening on fd (which it takes over on success); with
+ * TLS when sv->tls holds a certificate and key. */
 static struct MHD_Daemon *start_daemon(struct wserve *sv, int fd)
 {
 	const struct wserve_options *o = sv->o;
 	unsigned max = o->max_connections ? o->max_connections : 256u;
 	unsigned per = o->max_per_client ? o->max_per_client : (max + 3) / 4;
+	struct MHD_OptionItem tls[4] = { { MHD_OPTION_END, 0, NULL } };
+	unsigned flags = MHD_USE_THREAD_PER_CONNECTION |
+			 MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
+			 MHD_USE_ERROR_LOG;
+	int n = 0;
 
+	if (sv->tls.on) {
+		flags |= MHD_USE_TLS;
+		tls[n++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_CERT,
+						    0, sv->tls.cert };
+		tls[n++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_KEY, 0,
+						    sv->tls.key };
+		if (sv->tls.password)
+			tls[n++] = (struct MHD_OptionItem){
+				MHD_OPTION_HTTPS_KEY_PASSWORD, 0,
+				sv->tls.password
+			};
+		tls[n] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
+	}
 	/* the logger first: options before it would log through the
 	 * library's default logger (it says so at every start) */
 	return MHD_start_daemon(
-		MHD_USE_THREAD_PER_CONNECTION |
-			MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
-			MHD_USE_ERROR_LOG,
-		0, NULL, NULL, on_request, sv, MHD_OPTION_EXTERNAL_LOGGER,
-		mhd_log, sv, MHD_OPTION_LISTEN_SOCKET, fd,
-		MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
-		MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv,
-		MHD_OPTION_NOTIFY_CONNECTION, on_connection, sv,
+		flags, 0, NULL, NULL, on_request, sv,
+		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, sv,
+		MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_UNESCAPE_CALLBACK,
+		no_unescape, NULL, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+		sv, MHD_OPTION_NOTIFY_CONNECTION, on_connection, sv,
 		MHD_OPTION_CONNECTION_LIMIT, max,
 		MHD_OPTION_PER_IP_CONNECTION_LIMIT, per,
 		/* until its headers are in, a connection has header_timeout
 		 * seconds of silence; then BODY_TIMEOUT (on_request) */
 		MHD_OPTION_CONNECTION_TIMEOUT, sv->header_timeout,
-		MHD_OPTION_END);
+		MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
 }
 
 /* Wait for SIGTERM, SIGINT or SIGHUP (a closed terminal), sweeping the
@@ -543,6 +564,15 @@ static void wait_for_stop(struct wserve *sv, const sigset_t *sigs)
 	}
 }
 
+/* Free what wserve_run set up (the daemon aside). */
+static void teardown(struct wserve *sv)
+{
+	wcache_free(sv->cache);
+	wmetrics_free(&sv->m);
+	pthread_mutex_destroy(&sv->log_mu);
+	wtls_free(&sv->tls);
+}
+
 int wserve_run(wstore_store *store, const struct wserve_options *o)
 {
 	struct wserve sv = { .store = store, .o = o };
@@ -556,30 +586,37 @@ int wserve_run(wstore_store *store, const struct wserve_options *o)
 	/* the server's threads inherit the mask; only sigtimedwait sees
 	 * these */
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-	if ((fd = listen_on(o->listen, shown, sizeof(shown))) < 0)
+	/* the certificate and key before the socket: a bad one is an
+	 * error before anything listens */
+	if (wtls_load(&sv.tls, o))
 		return 1;
+	if ((fd = listen_on(o->listen, shown, sizeof(shown))) < 0) {
+		wtls_free(&sv.tls);
+		return 1;
+	}
 	if (o->token)
 		SHA256((const unsigned char *)o->token, strlen(o->token),
 		       sv.token_sha);
 	sv.header_timeout = o->header_timeout ? o->header_timeout : 10u;
 	atomic_init(&sv.stopping, 0);
-	if (!(sv.cache = wcache_new(store, o->cache_seconds))) {
-		close(fd);
-		return 1;
-	}
 	wmetrics_init(&sv.m);
 	pthread_mutex_init(&sv.log_mu, NULL);
-	if (!(d = start_daemon(&sv, fd))) {
-		fprintf(stderr,
-			"wstore: cannot start the HTTP server on '%s'\n",
-			shown);
+	if (!(sv.cache = wcache_new(store, o->cache_seconds))) {
 		close(fd);
-		wcache_free(sv.cache);
-		wmetrics_free(&sv.m);
+		teardown(&sv);
 		return 1;
 	}
-	fprintf(stderr, "wstore serve: listening on http://%s (store: %s)\n",
-		shown, wstore_backend_name(store));
+	if (!(d = start_daemon(&sv, fd))) {
+		fprintf(stderr,
+			"wstore: cannot start the HTTP%s server on '%s'\n",
+			sv.tls.on ? "S" : "", shown);
+		close(fd);
+		teardown(&sv);
+		return 1;
+	}
+	fprintf(stderr, "wstore serve: listening on %s://%s (store: %s)\n",
+		sv.tls.on ? "https" : "http", shown,
+		wstore_backend_name(store));
 	wstore_notify("READY=1"); /* a Type=notify unit: listening now */
 	wait_for_stop(&sv, &sigs);
 	fprintf(stderr, "wstore serve: stopping: finishing %d request(s)\n",
@@ -593,9 +630,7 @@ int wserve_run(wstore_store *store, const struct wserve_options *o)
 		close(fd);
 	drain(&sv);
 	MHD_stop_daemon(d);
-	wcache_free(sv.cache);
-	wmetrics_free(&sv.m);
-	pthread_mutex_destroy(&sv.log_mu);
+	teardown(&sv);
 	fprintf(stderr, "wstore serve: stopped\n");
 	return 0;
 }

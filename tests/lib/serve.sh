@@ -3,7 +3,8 @@
 #
 #   serve_start NAME STORE [ARGS...]  start `wstore --store STORE serve` on
 #                                a free loopback port (port 0, read back
-#                                from its log); sets SERVE_PID, SERVE_URL,
+#                                from its log; http:// or, with --tls-cert,
+#                                https://); sets SERVE_PID, SERVE_URL,
 #                                SERVE_LOG; non-zero (after a not-ok line)
 #                                if it did not come up within 10 s
 #   serve_stop                   SIGTERM it and wait (bounded); SERVE_RC
@@ -32,12 +33,13 @@ serve_start() {
 	"$W" --store "$_store" serve --listen 127.0.0.1:0 "$@" 2>"$SERVE_LOG" &
 	SERVE_PID=$!
 	_SERVE_PIDS="$_SERVE_PIDS $SERVE_PID"
-	if ! wait_for 10 grep -q 'listening on http://' "$SERVE_LOG"; then
+	if ! wait_for 10 grep -q 'listening on https\{0,1\}://' "$SERVE_LOG"; then
 		tap_not_ok "serve ($_name) did not start" "$(tail -5 "$SERVE_LOG")"
 		return 1
 	fi
-	_port=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$SERVE_LOG" | head -1)
-	SERVE_URL="http://127.0.0.1:$_port"
+	_port=$(sed -n 's|.*listening on https\{0,1\}://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$SERVE_LOG" | head -1)
+	_scheme=$(sed -n 's|.*listening on \(https\{0,1\}\)://.*|\1|p' "$SERVE_LOG" | head -1)
+	SERVE_URL="$_scheme://127.0.0.1:$_port"
 	return 0
 }
 
