@@ -234,6 +234,16 @@ check_exit "mutual TLS: import with a client certificate" 0 \
 	--model-id Org/Mtls --checkpoint-id m1 --chunk-size 256K
 check_exit "mutual TLS: pull" 0 w --store "$MURL" "$CA" "$MC" "$MK" model pull m1 --dest "$T/pull2"
 check "mutual TLS: pulled tree equals the source" diff -r "$SRC" "$T/pull2"
+# the settings reach the Python binding as any other
+. "$HERE/lib/pyenv.sh"
+pyenv_for "$(cd "$BUILD" && pwd)/libwstore.so"
+check_exit "Python: Store(rediss://, settings=TLS files) lists m1" 0 \
+	env PYTHONPATH="$HERE/../python" python3 -c '
+import sys, wstore
+s = wstore.Store(sys.argv[1], settings={"redis_tls_ca_file": sys.argv[2],
+    "redis_tls_cert_file": sys.argv[3], "redis_tls_key_file": sys.argv[4]})
+assert "m1" in s.list(), s.list()
+' "$MURL" "$C/ca.crt" "$C/client.crt" "$C/client.key"
 fails "mutual TLS: a client certificate of another CA" "127\.0\.0\.1:$P_MTLS: TLS: the server refused the client certificate \(tlsv1 alert unknown ca\)" \
 	w --store "$MURL" "$CA" --redis-tls-cert-file "$C/otherca.crt" --redis-tls-key-file "$C/otherca.key" model list
 

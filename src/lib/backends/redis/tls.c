@@ -36,8 +36,8 @@ static int file_ok(const char *key, const char *path)
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0)
-		return wstore__err(WSTORE_EINVAL, "cannot read %s '%s': %s", key,
-				   path, strerror(errno));
+		return wstore__err(WSTORE_EINVAL, "cannot read %s '%s': %s",
+				   key, path, strerror(errno));
 	close(fd);
 	return 0;
 }
@@ -196,7 +196,8 @@ ssize_t rd_tls_read(struct rd_conn *rc, void *buf, size_t len)
 		if (wstore__interrupted())
 			return rd_broken(rc, "interrupted", 0);
 		ERR_clear_error();
-		k = SSL_read(rc->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
+		k = SSL_read(rc->ssl, buf,
+			     len > INT32_MAX ? INT32_MAX : (int)len);
 		if (k > 0)
 			return k;
 		if (tls_want(rc, "no reply", k))
@@ -279,9 +280,10 @@ static int handshake_err(struct rd_node *n, struct rd_conn *rc, int ret)
 				 " (the certificate does not name %s)",
 				 n->host);
 		else if (untrusted(v))
-			snprintf(why, sizeof(why),
-				 " (its CA is not in %s; set redis_tls_ca_file)",
-				 ca ? ca : "the system CA store");
+			snprintf(
+				why, sizeof(why),
+				" (its CA is not in %s; set redis_tls_ca_file)",
+				ca ? ca : "the system CA store");
 		ERR_clear_error();
 		return wstore__err(
 			WSTORE_EUNAVAIL,
