@@ -276,6 +276,8 @@ elif ! timeout 60 redis-cli --tls --cacert "$C/ca.crt" --cert "$C/client.crt" \
 else
 	tap_ok "a 3-master TLS cluster"
 	CURL="rediss-cluster://127.0.0.1:$1,127.0.0.1:$2"
+	. "$HERE/lib/pyenv.sh"
+	pyenv_for "$(cd "$BUILD" && pwd)/libwstore.so"
 	check_exit "cluster: import over rediss-cluster://" 0 \
 		w --store "$CURL" "$CA" model import --source "$SRC" \
 		--model-id Org/Ctls --checkpoint-id c1 --chunk-size 64K
@@ -290,6 +292,49 @@ else
 	check_exit "cluster: verify" 0 w --store "$CURL" "$CA" model verify c1
 	check_exit "cluster: pull" 0 w --store "$CURL" "$CA" model pull c1 --dest "$T/pull3"
 	check "cluster: pulled tree equals the source" diff -r "$SRC" "$T/pull3"
+	# MOVED to a node the client did not know when it opened the store:
+	# a fourth master joins and takes over the slots of the first after
+	# the store is open; the pull follows the redirections, over TLS
+	if start_tls c4 server optional --cluster-enabled yes \
+	    --cluster-config-file nodes.conf --cluster-node-timeout 2000 \
+	    --tls-cluster yes --tls-replication yes; then
+		P4=$PORT
+		CPORTS="$CPORTS $P4"
+		check_exit "cluster: MOVED to a new node, followed over TLS" 0 \
+			env PYTHONPATH="$HERE/../python" timeout 120 python3 -c '
+import subprocess, sys, time, wstore
+ca, crt, key, p1, p4, dest = sys.argv[1:7]
+cli = ["redis-cli", "--tls", "--cacert", ca, "--cert", crt, "--key", key]
+def run(*a):
+    r = subprocess.run(cli + list(a), capture_output=True, text=True,
+                       timeout=60)
+    if r.returncode:
+        sys.exit("redis-cli %s failed: %s" % (a[1], " | ".join(
+            (r.stdout + r.stderr).strip().splitlines()[-3:])))
+s = wstore.Store("rediss-cluster://127.0.0.1:" + p1,
+                 settings={"redis_tls_ca_file": ca})
+assert "c1" in s.list()
+run("--cluster", "add-node", "127.0.0.1:" + p4, "127.0.0.1:" + p1)
+def myid(p):
+    return subprocess.run(cli + ["-p", p, "cluster", "myid"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+for _ in range(600):  # until node 4 sees the cluster ok (bounded)
+    out = subprocess.run(cli + ["-p", p4, "cluster", "info"],
+                         capture_output=True, text=True).stdout
+    if "cluster_state:ok" in out:
+        break
+    time.sleep(0.1)
+run("--cluster", "reshard", "127.0.0.1:" + p1, "--cluster-from", myid(p1),
+    "--cluster-to", myid(p4), "--cluster-slots", "5461", "--cluster-yes")
+keys = subprocess.run(cli + ["-p", p4, "dbsize"], capture_output=True,
+                      text=True).stdout.strip()
+assert int(keys) > 0, "no key moved to node 4"
+s.pull("c1", dest)
+' "$C/ca.crt" "$C/client.crt" "$C/client.key" "$1" "$P4" "$T/pull4"
+		check "cluster: pulled after MOVED equals the source" diff -r "$SRC" "$T/pull4"
+	else
+		tap_not_ok "cluster: start a fourth TLS node"
+	fi
 	fails "cluster: wrong CA" "certificate verify failed: $UNTRUSTED" \
 		w --store "$CURL" --redis-tls-ca-file "$C/otherca.crt" model list
 	fails "cluster: a TLS cluster on redis-cluster://" "a TLS port\? use rediss://" \
