@@ -16,7 +16,8 @@
 #  - mutual TLS: a server that requires a client certificate refuses a
 #    client without one, with one line; with one, import and pull work;
 #  - a 3-master TLS Redis Cluster (--tls-cluster yes): import, pull and
-#    verify over rediss-cluster://, redirections included.
+#    verify over rediss-cluster://, and MOVED to a fourth master that
+#    joined after the store was opened (connected over TLS too).
 # Loopback only; every server is started and stopped here.
 #   BUILD=build sh tests/redis/tls.sh
 TAP_SUITE=redis-tls
