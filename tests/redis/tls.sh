@@ -10,7 +10,9 @@
 #    does not know ours), a wrong CA, an expired certificate, a host name
 #    and an IP address mismatch, a plain-text server on rediss://, a TLS
 #    server on redis://, a server that never answers the handshake
-#    (bounded by connect_timeout_ms), a missing CA, certificate or key
+#    (bounded by connect_timeout_ms), a server that completes the
+#    handshake and never replies (command_timeout_ms), SIGINT and SIGTERM
+#    ending those waits at once, a missing CA, certificate or key
 #    file, a key that does not match its certificate, a certificate
 #    without its key;
 #  - mutual TLS: a server that requires a client certificate refuses a
@@ -209,7 +211,72 @@ fails "no handshake answer (server stopped)" "TLS handshake: timed out after 2 s
 	env WSTORE_CONNECT_TIMEOUT_MS=2000 "$W" --store "rediss://127.0.0.1:$P_STOP" "$CA" model list
 secs=$(($(date +%s) - t0))
 check "no handshake answer: gave up within 10 s ($secs s)" test "$secs" -le 10
+# a signal ends a wait for the handshake at once (not after the timeout)
+WSTORE_CONNECT_TIMEOUT_MS=60000 "$W" --store "rediss://127.0.0.1:$P_STOP" "$CA" \
+	model list >/dev/null 2>"$T/sigh.err" &
+p=$!
+wait_for 10 sh -c "ls -l /proc/$p/fd 2>/dev/null | grep -q socket:"
+t0=$(date +%s%N)
+kill -INT $p
+wait_exit 10 $p
+rc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+check "SIGINT ends a handshake wait with exit 1 ($rc)" test "$rc" = 1
+check "... within 2 s (${ms} ms)" test "$ms" -lt 2000
+check_grep "... saying interrupted" "interrupted" "$(cat "$T/sigh.err")"
 kill -CONT "$PID_STOP"
+
+# a TLS server that completes the handshake and then never answers
+# (python's ssl module; it exits by itself after 120 s)
+MUTE_PID=
+for _try in 1 2 3 4 5; do
+	MP=$((20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 20000))
+	python3 -c '
+import socket, ssl, sys, time
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[2], sys.argv[3])
+ls = socket.socket()
+ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind(("127.0.0.1", int(sys.argv[1])))
+ls.listen(16)
+print("listening", flush=True)
+ls.settimeout(1)
+held, end = [], time.time() + 120
+while time.time() < end:
+    try:
+        c, _ = ls.accept()
+        c.settimeout(10)
+        held.append(ctx.wrap_socket(c, server_side=True))
+    except (socket.timeout, ssl.SSLError, OSError):
+        pass
+' "$MP" "$C/server.crt" "$C/server.key" > "$T/mute.out" 2>&1 &
+	MUTE_PID=$!
+	wait_for 10 sh -c "grep -q listening '$T/mute.out' || ! kill -0 $MUTE_PID" &&
+		kill -0 $MUTE_PID 2>/dev/null && break
+	MUTE_PID=
+done
+if [ -n "$MUTE_PID" ]; then
+	SERVERS="$SERVERS $MUTE_PID"
+	t0=$(date +%s)
+	fails "mute TLS server: no reply" "127\.0\.0\.1:$MP: no reply: timed out after 1\.5 s" \
+		env WSTORE_COMMAND_TIMEOUT_MS=1500 "$W" --store "rediss://127.0.0.1:$MP" "$CA" model list
+	check "mute TLS server: gave up within 10 s ($(($(date +%s) - t0)) s)" \
+		test $(($(date +%s) - t0)) -le 10
+	"$W" --store "rediss://127.0.0.1:$MP" "$CA" model list >/dev/null 2>"$T/sigr.err" &
+	p=$!
+	wait_for 10 sh -c "ls -l /proc/$p/fd 2>/dev/null | grep -q socket:"
+	sleep 0.3 # past the handshake (a wait for it ends the same way)
+	t0=$(date +%s%N)
+	kill -TERM $p
+	wait_exit 10 $p
+	rc=$?
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	check "SIGTERM ends a TLS reply wait with exit 1 ($rc)" test "$rc" = 1
+	check "... within 2 s (${ms} ms)" test "$ms" -lt 2000
+	check_grep "... saying interrupted" "interrupted" "$(cat "$T/sigr.err")"
+else
+	tap_not_ok "start a mute TLS server" "$(cat "$T/mute.out")"
+fi
 fails "missing CA file" "cannot read redis_tls_ca_file '$T/nope.crt': No such file or directory" \
 	w --store "$URL" --redis-tls-ca-file "$T/nope.crt" model list
 fails "missing certificate file" "cannot read redis_tls_cert_file '$T/nope.crt'" \
