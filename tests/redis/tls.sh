@@ -153,6 +153,8 @@ python3 "$HERE/tools/mkckpt.py" "$SRC" --size 3000000 --shards 2 --seed 7 >/dev/
 URL="rediss://127.0.0.1:$P_OK"
 CA="--redis-tls-ca-file=$C/ca.crt"
 w() { "$W" "$@"; }
+PY=/usr/bin/python3
+[ -x $PY ] || PY=python3
 
 # ---- working cases ---------------------------------------------------------
 check_exit "import over rediss:// (CA from the flag)" 0 \
@@ -231,8 +233,8 @@ kill -CONT "$PID_STOP"
 MUTE_PID=
 for _try in 1 2 3 4 5; do
 	MP=$((20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 20000))
-	python3 -c '
-import socket, ssl, sys, time
+	$PY -c '
+import socket, ssl, sys, threading, time
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 ctx.load_cert_chain(sys.argv[2], sys.argv[3])
 ls = socket.socket()
@@ -241,17 +243,23 @@ ls.bind(("127.0.0.1", int(sys.argv[1])))
 ls.listen(16)
 print("listening", flush=True)
 ls.settimeout(1)
-held, end = [], time.time() + 120
+held = []
+def hold(c):
+    try:
+        c.settimeout(10)
+        held.append(ctx.wrap_socket(c, server_side=True))
+    except OSError:
+        pass
+end = time.time() + 120
 while time.time() < end:
     try:
         c, _ = ls.accept()
-        c.settimeout(10)
-        held.append(ctx.wrap_socket(c, server_side=True))
-    except (socket.timeout, ssl.SSLError, OSError):
+        threading.Thread(target=hold, args=(c,), daemon=True).start()
+    except OSError:
         pass
 ' "$MP" "$C/server.crt" "$C/server.key" > "$T/mute.out" 2>&1 &
 	MUTE_PID=$!
-	wait_for 10 sh -c "grep -q listening '$T/mute.out' || ! kill -0 $MUTE_PID" &&
+	wait_for 10 sh -c "$PY -c 'import socket; socket.create_connection((\"127.0.0.1\", $MP), 1)' || ! kill -0 $MUTE_PID" &&
 		kill -0 $MUTE_PID 2>/dev/null && break
 	MUTE_PID=
 done
@@ -290,6 +298,27 @@ fails "certificate without key" "redis_tls_cert_file is set without redis_tls_ke
 fails "CA file that is no certificate" "redis_tls_ca_file '.*src/config.json' holds no PEM certificate" \
 	w --store "$URL" --redis-tls-ca-file "$SRC/config.json" model list
 
+# ---- a TLS server SIGKILLed mid-import ----------------------------------------
+# writes to a dead peer: one line and exit 1, never a SIGPIPE (exit 141)
+if start_tls killed server no; then
+	PID_KILL=$PID P_KILL=$PORT
+	WSTORE_FAULTS=delay=20 "$W" --store "fault+rediss://127.0.0.1:$P_KILL" "$CA" \
+		model import --source "$SRC" --model-id Org/Kill --checkpoint-id k1 \
+		--chunk-size 16K --jobs 2 > "$T/kill.out" 2>&1 &
+	p=$!
+	wait_for 60 sh -c "[ \"\$(redis-cli --tls --cacert '$C/ca.crt' -h 127.0.0.1 -p $P_KILL dbsize | tr -dc 0-9)\" -ge 10 ] || ! kill -0 $p"
+	kill -KILL "$PID_KILL"
+	wait_exit 120 $p
+	rc=$?
+	OUT=$(cat "$T/kill.out")
+	echo "#   message: $OUT"
+	check "killed mid-import: exit 1, not a signal ($rc)" test "$rc" = 1
+	check_one_line "killed mid-import: one line" "$OUT"
+	check_grep "killed mid-import: names the server" "redis at 127\.0\.0\.1:$P_KILL" "$OUT"
+else
+	tap_not_ok "start a TLS server to kill"
+fi
+
 # ---- mutual TLS ------------------------------------------------------------
 MURL="rediss://127.0.0.1:$P_MTLS"
 fails "mutual TLS without a client certificate" \
@@ -306,7 +335,7 @@ check "mutual TLS: pulled tree equals the source" diff -r "$SRC" "$T/pull2"
 . "$HERE/lib/pyenv.sh"
 pyenv_for "$(cd "$BUILD" && pwd)/libwstore.so"
 check_exit "Python: Store(rediss://, settings=TLS files) lists m1" 0 \
-	env PYTHONPATH="$HERE/../python" python3 -c '
+	env PYTHONPATH="$HERE/../python" $PY -c '
 import sys, wstore
 s = wstore.Store(sys.argv[1], settings={"redis_tls_ca_file": sys.argv[2],
     "redis_tls_cert_file": sys.argv[3], "redis_tls_key_file": sys.argv[4]})
@@ -369,13 +398,13 @@ else
 		P4=$PORT
 		CPORTS="$CPORTS $P4"
 		check_exit "cluster: MOVED to a new node, followed over TLS" 0 \
-			env PYTHONPATH="$HERE/../python" timeout 120 python3 -c '
+			env PYTHONPATH="$HERE/../python" timeout 200 $PY -c '
 import subprocess, sys, time, wstore
 ca, crt, key, p1, p4, dest = sys.argv[1:7]
 cli = ["redis-cli", "--tls", "--cacert", ca, "--cert", crt, "--key", key]
 def run(*a):
     r = subprocess.run(cli + list(a), capture_output=True, text=True,
-                       timeout=60)
+                       timeout=150)
     if r.returncode:
         sys.exit("redis-cli %s failed: %s" % (a[1], " | ".join(
             (r.stdout + r.stderr).strip().splitlines()[-3:])))

@@ -18,8 +18,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <openssl/err.h>
@@ -148,9 +151,9 @@ static int tls_broken(struct rd_conn *rc, const char *what, int ret)
 	char msg[160];
 
 	if (e == SSL_ERROR_ZERO_RETURN ||
-	    (e == SSL_ERROR_SYSCALL && !q && (ret == 0 || saved == 0)))
-		snprintf(msg, sizeof(msg), "%s: connection closed by server",
-			 what);
+	    (e == SSL_ERROR_SYSCALL && !q && (ret == 0 || saved == 0)) ||
+	    reason == SSL_R_UNEXPECTED_EOF_WHILE_READING)
+		snprintf(msg, sizeof(msg), "connection closed by server");
 	else if (e == SSL_ERROR_SYSCALL && !q)
 		snprintf(msg, sizeof(msg), "%s: %s", what, strerror(saved));
 	else if (reason == SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED ||
@@ -166,9 +169,6 @@ static int tls_broken(struct rd_conn *rc, const char *what, int ret)
 			 "TLS: the server refused the client certificate "
 			 "(%s)",
 			 ssl_reason("alert"));
-	else if (reason == SSL_R_UNEXPECTED_EOF_WHILE_READING)
-		snprintf(msg, sizeof(msg), "%s: connection closed by server",
-			 what);
 	else
 		snprintf(msg, sizeof(msg), "%s: TLS: %s", what,
 			 ssl_reason("error"));
@@ -176,16 +176,18 @@ static int tls_broken(struct rd_conn *rc, const char *what, int ret)
 	return rd_broken(rc, msg, 0);
 }
 
-/* Wait for what the last SSL call wants: 0 to retry it, else -1. */
-static int tls_want(struct rd_conn *rc, const char *what, int ret)
+/* Wait for what the last SSL call wants: 0 to retry it, else -1 (a
+ * timeout said as "wait: timed out", a failure as "fail: ..."). */
+static int tls_want(struct rd_conn *rc, const char *wait, const char *fail,
+		    int ret)
 {
 	int e = SSL_get_error(rc->ssl, ret);
 
 	if (e == SSL_ERROR_WANT_READ)
-		return rd_wait_fd(rc, POLLIN, what);
+		return rd_wait_fd(rc, POLLIN, wait);
 	if (e == SSL_ERROR_WANT_WRITE)
-		return rd_wait_fd(rc, POLLOUT, what);
-	return tls_broken(rc, what, ret);
+		return rd_wait_fd(rc, POLLOUT, wait);
+	return tls_broken(rc, fail, ret);
 }
 
 ssize_t rd_tls_read(struct rd_conn *rc, void *buf, size_t len)
@@ -200,7 +202,7 @@ ssize_t rd_tls_read(struct rd_conn *rc, void *buf, size_t len)
 			     len > INT32_MAX ? INT32_MAX : (int)len);
 		if (k > 0)
 			return k;
-		if (tls_want(rc, "no reply", k))
+		if (tls_want(rc, "no reply", "read failed", k))
 			return -1;
 	}
 }
@@ -217,17 +219,19 @@ ssize_t rd_tls_read_now(struct rd_conn *rc, void *buf, size_t len)
 
 /* A write the server broke off (reset): it may have said why first, in
  * an alert (a client certificate it refused, TLS 1.3): report that. */
-static int write_broken(struct rd_conn *rc, int ret)
+static int write_broken(struct rd_conn *rc)
 {
+	int saved = errno, k;
 	char c;
-	int k;
 
 	ERR_clear_error();
 	k = SSL_read(rc->ssl, &c, 1);
 	if (k <= 0 && SSL_get_error(rc->ssl, k) == SSL_ERROR_SSL)
 		return tls_broken(rc, "write failed", k);
 	ERR_clear_error();
-	return tls_broken(rc, "write failed", ret);
+	if (!saved)
+		return rd_broken(rc, "connection closed by server", 0);
+	return rd_broken(rc, "write failed", saved);
 }
 
 int rd_tls_write(struct rd_conn *rc, const void *buf, size_t len)
@@ -244,8 +248,8 @@ int rd_tls_write(struct rd_conn *rc, const void *buf, size_t len)
 			buf = (const char *)buf + k;
 			len -= (size_t)k;
 		} else if (SSL_get_error(rc->ssl, k) == SSL_ERROR_SYSCALL) {
-			return write_broken(rc, k);
-		} else if (tls_want(rc, "write failed", k)) {
+			return write_broken(rc);
+		} else if (tls_want(rc, "write failed", "write failed", k)) {
 			return -1;
 		}
 	}
@@ -290,11 +294,11 @@ static int handshake_err(struct rd_node *n, struct rd_conn *rc, int ret)
 			"cannot connect to redis at %s: TLS: certificate verify failed: %s%s",
 			n->name, X509_verify_cert_error_string(v), why);
 	}
+	/* a plain-text answer to the ClientHello ("-ERR ..."); a server
+	 * that closes or dies is said as such by tls_broken below */
 	if (reason == SSL_R_WRONG_VERSION_NUMBER ||
 	    reason == SSL_R_PACKET_LENGTH_TOO_LONG ||
-	    reason == SSL_R_UNKNOWN_PROTOCOL ||
-	    reason == SSL_R_UNEXPECTED_EOF_WHILE_READING ||
-	    (SSL_get_error(rc->ssl, ret) == SSL_ERROR_SYSCALL && !q)) {
+	    reason == SSL_R_UNKNOWN_PROTOCOL) {
 		ERR_clear_error();
 		return wstore__err(
 			WSTORE_EUNAVAIL,
@@ -304,6 +308,80 @@ static int handshake_err(struct rd_node *n, struct rd_conn *rc, int ret)
 	tls_broken(rc, "TLS handshake failed", ret);
 	return wstore__err(WSTORE_EUNAVAIL, "cannot connect to redis at %s: %s",
 			   n->name, rc->c->errstr);
+}
+
+/*
+ * The socket under SSL: OpenSSL's own socket BIO writes with write(), and
+ * a server gone away would raise SIGPIPE in the caller's process; this one
+ * sends with MSG_NOSIGNAL (as the plain connection does).  The fd is the
+ * BIO's data; the socket stays hiredis' to close.
+ */
+static int bio_write(BIO *b, const char *buf, int len)
+{
+	ssize_t k = send((int)(intptr_t)BIO_get_data(b), buf, (size_t)len,
+			 MSG_NOSIGNAL);
+
+	BIO_clear_retry_flags(b);
+	if (k < 0 &&
+	    (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		BIO_set_retry_write(b);
+	return (int)k;
+}
+
+static int bio_read(BIO *b, char *buf, int len)
+{
+	ssize_t k = recv((int)(intptr_t)BIO_get_data(b), buf, (size_t)len, 0);
+
+	BIO_clear_retry_flags(b);
+	if (k < 0 &&
+	    (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		BIO_set_retry_read(b);
+	return (int)k;
+}
+
+static long bio_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+	(void)num;
+	if (cmd == BIO_CTRL_FLUSH)
+		return 1;
+	if (cmd == BIO_C_GET_FD) {
+		if (ptr)
+			*(int *)ptr = (int)(intptr_t)BIO_get_data(b);
+		return (int)(intptr_t)BIO_get_data(b);
+	}
+	return 0;
+}
+
+static BIO_METHOD *bio_method;
+
+static void bio_method_init(void)
+{
+	BIO_METHOD *m =
+		BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK |
+				     BIO_TYPE_DESCRIPTOR,
+			     "wstore redis socket");
+
+	if (m && BIO_meth_set_write(m, bio_write) == 1 &&
+	    BIO_meth_set_read(m, bio_read) == 1 &&
+	    BIO_meth_set_ctrl(m, bio_ctrl) == 1)
+		bio_method = m;
+	else
+		BIO_meth_free(m);
+}
+
+/* Put ssl over fd through the BIO above.  0, or -1 (out of memory). */
+static int set_socket(SSL *ssl, int fd)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	BIO *b;
+
+	pthread_once(&once, bio_method_init);
+	if (!bio_method || !(b = BIO_new(bio_method)))
+		return -1;
+	BIO_set_data(b, (void *)(intptr_t)fd);
+	BIO_set_init(b, 1);
+	SSL_set_bio(ssl, b, b); /* ssl owns b */
+	return 0;
 }
 
 /* Name the server to verify: a DNS name (also sent as SNI), or an IP. */
@@ -329,7 +407,7 @@ int rd_tls_start(struct rd_node *n, struct rd_conn *rc)
 				   "cannot connect to redis at %s: %s", n->name,
 				   strerror(errno));
 	if (!(rc->ssl = SSL_new(n->opts->tls)) || !set_peer_name(n, rc->ssl) ||
-	    SSL_set_fd(rc->ssl, fd) != 1) {
+	    set_socket(rc->ssl, fd) < 0) {
 		ERR_clear_error();
 		return wstore__err(-ENOMEM,
 				   "cannot connect to redis at %s: TLS setup",
@@ -343,7 +421,7 @@ int rd_tls_start(struct rd_node *n, struct rd_conn *rc)
 		if (SSL_get_error(rc->ssl, k) != SSL_ERROR_WANT_READ &&
 		    SSL_get_error(rc->ssl, k) != SSL_ERROR_WANT_WRITE)
 			return handshake_err(n, rc, k);
-		if (tls_want(rc, "TLS handshake", k))
+		if (tls_want(rc, "TLS handshake", "TLS handshake failed", k))
 			return wstore__err(
 				WSTORE_EUNAVAIL,
 				"cannot connect to redis at %s: %s%s", n->name,
