@@ -13,6 +13,11 @@
  * error, never a SIGPIPE), and a big bulk reply is read() straight into
  * the caller's buffer (rd_read_bulk): hiredis 0.14's reader would grow its
  * own buffer to the value's size and the caller would copy it again.
+ *
+ * Over TLS (rediss://, tls.c) the same functions read and write through
+ * SSL_read/SSL_write instead (conn_read, tls_send_iov), on a nonblocking
+ * socket, with the same bounded waits (rd_wait_fd); replies then reach
+ * hiredis' reader through redisReaderFeed.
  */
 #include <ctype.h>
 #include <errno.h>
