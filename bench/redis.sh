@@ -15,6 +15,9 @@
 #   pull, verified   wstore model pull (SHA-256 checked)
 #   read API         build/wstore-readbench (wstore_file_pread, 8 MiB
 #                    blocks into one buffer: no file written)
+#   TLS              one server with a plain and a TLS port (a certificate
+#                    made with openssl): pull --no-verify over rediss://,
+#                    its ratio to the same pull over redis://
 # and prints them as bench.py does: GB/s, the ratio to the raw figure
 # (import vs raw SET, pulls vs raw GET; goal >= 0.8 for import and
 # pull --no-verify), peak RSS.  Each figure is the best of
@@ -22,7 +25,7 @@
 #
 #   BENCH_REDIS_SIZE    checkpoint bytes (default 1 GiB, 4 shards)
 #   BENCH_REDIS_RUNS    runs per figure (default 3)
-#   BENCH_REDIS_STORES  "redis cluster" (default both)
+#   BENCH_REDIS_STORES  "redis cluster tls" (default all three)
 #   BENCH_REDIS_DEST    directory pulls write under (default /dev/shm when
 #                       it has room, so the figure is the store's and not
 #                       the disk's: pull fsyncs every file; else $TMPDIR)
@@ -55,12 +58,45 @@ cc -O2 -o "$T/redis_raw" "$HERE/redis_raw.c" -lhiredis || {
 }
 python3 "$ROOT/tests/tools/mkckpt.py" "$T/src" --size "$SIZE" --shards 4 || exit 1
 
-STORES=${BENCH_REDIS_STORES:-redis cluster}
+STORES=${BENCH_REDIS_STORES:-redis cluster tls}
+TLS_PORT= TLS_TLSPORT=
+# start_tls_server: one server, plain port TLS_PORT and TLS port
+# TLS_TLSPORT, its certificate (for 127.0.0.1) signed by $T/tls/ca.crt
+start_tls_server() {
+	_t=$T/tls
+	mkdir -p "$_t"
+	printf 'subjectAltName=IP:127.0.0.1\n' > "$_t/san.ext"
+	{ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 \
+		-nodes -keyout "$_t/ca.key" -out "$_t/ca.crt" -days 2 \
+		-subj /CN=bench-ca &&
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+		-keyout "$_t/server.key" -out "$_t/server.csr" -subj /CN=bench &&
+	openssl x509 -req -in "$_t/server.csr" -CA "$_t/ca.crt" \
+		-CAkey "$_t/ca.key" -CAcreateserial -days 2 \
+		-extfile "$_t/san.ext" -out "$_t/server.crt"; } >/dev/null 2>&1 || {
+		echo "bench/redis.sh: cannot make a TLS certificate (openssl)" >&2
+		return 1
+	}
+	_REDIS_DIRS="$_REDIS_DIRS $_t"
+	for _k in 0 1 2 3 4 5 6 7 8 9; do
+		TLS_PORT=$(_redis_port $((_k + 40)))
+		TLS_TLSPORT=$(_redis_port $((_k + 60)))
+		_redis_launch "$_t" "$TLS_PORT" --tls-port "$TLS_TLSPORT" \
+			--tls-cert-file "$_t/server.crt" \
+			--tls-key-file "$_t/server.key" \
+			--tls-ca-cert-file "$_t/ca.crt" --tls-auth-clients no &&
+			return 0
+	done
+	echo "bench/redis.sh: cannot start a TLS redis-server" >&2
+	return 1
+}
 RAW_CLUSTER_PORT=
 for s in $STORES; do
 	case $s in
 	redis)
 		redis_start_standalone "$T/redis" || exit 1 ;;
+	tls)
+		start_tls_server || exit 1 ;;
 	cluster)
 		redis_start_cluster "$T/cluster" || exit 1
 		# the master that owns the slot of hash tag "r": redis_raw's
@@ -80,7 +116,8 @@ for s in $STORES; do
 done
 
 BENCH_BUILD=$BUILD BENCH_TMP=$T BENCH_DEST=$DEST BENCH_STORES_LIST=$STORES \
-BENCH_RAW_CLUSTER_PORT=$RAW_CLUSTER_PORT \
+BENCH_RAW_CLUSTER_PORT=$RAW_CLUSTER_PORT BENCH_TLS_PORT=$TLS_PORT \
+BENCH_TLS_TLSPORT=$TLS_TLSPORT \
 python3 - "$HERE" <<'EOF'
 import glob
 import os
@@ -182,6 +219,40 @@ if "redis" in stores:
 if "cluster" in stores:
     s, g = raw_rates(E["BENCH_RAW_CLUSTER_PORT"], None, "{r}")
     bench_store("redis-cluster", E["WSTORE_TEST_CLUSTER_URL"], env_cl, s, g)
+
+
+def bench_tls(port, tport, ca):
+    """pull --no-verify of one checkpoint over redis:// and rediss:// from
+    the same server: what TLS costs."""
+    env = dict(env_cl, WSTORE_REDIS_TLS_CA_FILE=ca)
+    plain = [w, "--store", f"redis://127.0.0.1:{port}", "--quiet"]
+    subprocess.run(plain + ["model", "import", "--checkpoint-id", "b",
+                            "--model-id", "bench/M", "--source", src],
+                   env=env, check=True)
+    rates = {}
+    for label, url in (("redis://", f"redis://127.0.0.1:{port}"),
+                       ("rediss://", f"rediss://127.0.0.1:{tport}")):
+        def pull():
+            d = os.path.join(dest, "pull")
+            shutil.rmtree(d, ignore_errors=True)
+            r = run([w, "--store", url, "--quiet", "model", "pull", "b",
+                     "--dest", d, "--no-verify"], env)
+            shutil.rmtree(d, ignore_errors=True)
+            return r
+        t, rss = best(nruns, pull)
+        rates[label] = total / t / 1e9
+        ratio = rates[label] / rates["redis://"] if label != "redis://" \
+            else None
+        rows.append((f"pull, --no-verify ({label}, TLS server)",
+                     rates[label], "redis://" if ratio else "", ratio, rss,
+                     None))
+    subprocess.run(plain + ["model", "delete", "b"], env=env,
+                   capture_output=True)
+
+
+if "tls" in stores:
+    bench_tls(E["BENCH_TLS_PORT"], E["BENCH_TLS_TLSPORT"],
+              os.path.join(tmp, "tls", "ca.crt"))
 
 print()
 print(f"{'what':40} {'GB/s':>7} {'ratio':>7}  {'vs':8} {'peak RSS':>10}  goal")

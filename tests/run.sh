@@ -143,7 +143,7 @@ run_suite lease-mooncake env WSTORE_TEST_KIND=mooncake \
 	WSTORE_MOONCAKE_LIBRARY="$BUILD/libmooncake_store.so" \
 	MOONCAKE_STANDIN_LEASE_MS=300 sh "$HERE/e2e/lease.sh"
 
-REDIS_SUITES="redis-backend e2e-redis e2e-cluster redis-faults redis-edges lease-redis"
+REDIS_SUITES="redis-backend e2e-redis e2e-cluster redis-faults redis-edges lease-redis redis-tls"
 redis_wanted=0
 for s in $REDIS_SUITES; do wanted "$s" && redis_wanted=1; done
 if [ $redis_wanted = 1 ]; then
@@ -168,6 +168,8 @@ if [ $redis_wanted = 1 ]; then
 		run_suite redis-edges sh "$HERE/e2e/redis_edges.sh"
 		run_suite lease-redis env WSTORE_TEST_KIND=redis \
 			WSTORE_TEST_STORE="$WSTORE_TEST_REDIS_URL" sh "$HERE/e2e/lease.sh"
+		# starts its own TLS servers (rediss://, rediss-cluster://)
+		run_suite redis-tls sh "$HERE/redis/tls.sh"
 	fi
 fi
 # a small fleet: client nodes as network namespaces against a Redis Cluster

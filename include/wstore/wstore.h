@@ -131,7 +131,8 @@ int wstore_validate_path(const char *path);
 /*
  * A configuration is a set of string keys and values.  Known keys:
  *   store                 URL: file:///dir, a plain path, redis://...,
- *                         redis+unix://..., redis-cluster://..., mooncake;
+ *                         redis+unix://..., redis-cluster://..., mooncake,
+ *                         rediss://..., rediss-cluster://... (TLS);
  *                         "host:port" (no scheme) is refused
  *   master_server_addr, metadata_server, protocol, rdma_devices,
  *   local_hostname        Mooncake connection settings
@@ -140,6 +141,10 @@ int wstore_validate_path(const char *path);
  *                         connected to each master and acknowledging
  *                         (WAIT) before import publishes READY
  *   redis_password        kept out of URLs; never printed
+ *   redis_tls_ca_file     rediss://, rediss-cluster://: the CAs (PEM) the
+ *                         server must chain to (unset: the system store)
+ *   redis_tls_cert_file, redis_tls_key_file
+ *                         client certificate and key (PEM), both or neither
  *   key_prefix            namespace prepended to every key (redis)
  *   connect_timeout_ms, command_timeout_ms
  *   mooncake_library      file name or path of libmooncake_store.so

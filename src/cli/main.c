@@ -59,6 +59,9 @@ static const struct {
 	{ "--protocol", "protocol" },
 	{ "--rdma-devices", "rdma_devices" },
 	{ "--local-hostname", "local_hostname" },
+	{ "--redis-tls-ca-file", "redis_tls_ca_file" },
+	{ "--redis-tls-cert-file", "redis_tls_cert_file" },
+	{ "--redis-tls-key-file", "redis_tls_key_file" },
 	{ "--config", NULL },
 };
 
@@ -96,7 +99,8 @@ static const char main_help[] =
 	"  --store URL            file:///dir or a path (default: $WSTORE_HOME,\n"
 	"                         else $XDG_DATA_HOME/wstore, else\n"
 	"                         ~/.local/share/wstore), redis://...,\n"
-	"                         redis+unix://..., redis-cluster://..., mooncake\n"
+	"                         redis+unix://..., redis-cluster://..., mooncake;\n"
+	"                         rediss://..., rediss-cluster://... over TLS\n"
 	"  --config FILE          the user's config file (default: $WSTORE_CONFIG,\n"
 	"                         else $XDG_CONFIG_HOME/wstore/config.json, else\n"
 	"                         ~/.config/wstore/config.json), read after\n"
@@ -105,6 +109,11 @@ static const char main_help[] =
 	"  --quiet                no progress lines\n"
 	"  -v, --verbose          let the store's client library log to stderr\n"
 	"                         (Mooncake's glog output, off by default)\n"
+	"  --redis-tls-ca-file FILE\n"
+	"                         CA to verify a rediss:// server (default:\n"
+	"                         the system CA store)\n"
+	"  --redis-tls-cert-file FILE, --redis-tls-key-file FILE\n"
+	"                         client certificate and key (mutual TLS)\n"
 	"  --master-server-addr, --metadata-server, --protocol, --rdma-devices,\n"
 	"  --local-hostname       Mooncake connection settings\n"
 	"  -h, --help             help (also after any command)\n"

@@ -81,7 +81,10 @@ static const wstore__backend_kind *find_kind(const char *url, const char **rest)
 {
 	for (const wstore__backend_kind *const *k = wstore__backend_kinds; *k;
 	     k++)
-		for (size_t i = 0; i < 4 && (*k)->schemes[i]; i++)
+		for (size_t i = 0;
+		     i < sizeof((*k)->schemes) / sizeof(*(*k)->schemes) &&
+		     (*k)->schemes[i];
+		     i++)
 			if (scheme_match((*k)->schemes[i], url, rest))
 				return *k;
 	*rest = url;

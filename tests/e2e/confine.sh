@@ -253,8 +253,9 @@ nopw() { # nopw NAME CMD...: CMD fails and prints no password
 	   else tap_not_ok "$name: fails" "exit 0: $OUT"; fi ;;
 	esac
 }
-nopw "unknown scheme rediss://" "$W" --store "rediss://user:$PW@127.0.0.1:1" model list
-check_grep "the unknown scheme is still named" "rediss://" "$OUT"
+nopw "unknown scheme redis+tls://" "$W" --store "redis+tls://user:$PW@127.0.0.1:1" model list
+check_grep "the unknown scheme is still named" "redis\+tls://" "$OUT"
+nopw "rediss://user:password@ a closed port" "$W" --store "rediss://u:$PW@127.0.0.1:1" model list
 nopw "unknown scheme with --json" "$W" --json --store "foo://u:$PW@h/x" model list
 nopw "redis://user:password@ a closed port" "$W" --store "redis://u:$PW@127.0.0.1:1" model list
 nopw "redis://:password@ a bad database" "$W" --store "redis://:$PW@127.0.0.1:1/xx" model list

@@ -476,7 +476,8 @@ void test_core_urls(void)
 		return;
 	CHECK_EQ_INT(open_name("nope://x", got, sizeof(got)), WSTORE_EINVAL);
 	CHECK_STR(got, "unknown store URL 'nope://x': expected file://, "
-		       "redis://, redis+unix://, redis-cluster:// or mooncake");
+		       "redis://, rediss://, redis+unix://, redis-cluster://, "
+		       "rediss-cluster:// or mooncake");
 	CHECK_EQ_INT(open_name("mem", got, sizeof(got)), 0);
 	CHECK_STR(got, "mem");
 	CHECK_EQ_INT(open_name("mem://", got, sizeof(got)), 0);

@@ -154,9 +154,9 @@ typedef struct wstore__backend_kind {
 	/*
 	 * The URLs it takes: a scheme ending in '*' matches every URL that
 	 * starts with what precedes the '*' ("redis://" + anything), others
-	 * only the URL itself ("mem").  Up to 3, unused ones NULL.
+	 * only the URL itself ("mem").  Up to 7, unused ones NULL.
 	 */
-	const char *schemes[4];
+	const char *schemes[8];
 	/* Named in the message about an unknown URL ("redis://, ..."), or
 	 * NULL (test-only backends). */
 	const char *usage;

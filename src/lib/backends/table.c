@@ -12,8 +12,10 @@
 /* Not built in: its URLs get an error naming the build option. */
 const wstore__backend_kind wstore__kind_redis = {
 	.name = "Redis",
-	.schemes = { "redis://*", "redis+unix://*", "redis-cluster://*" },
-	.usage = "redis://, redis+unix://, redis-cluster://",
+	.schemes = { "redis://*", "rediss://*", "redis+unix://*",
+		     "redis-cluster://*", "rediss-cluster://*" },
+	.usage = "redis://, rediss://, redis+unix://, redis-cluster://, "
+		 "rediss-cluster://",
 	.build_option = "-Dredis=enabled",
 };
 #endif

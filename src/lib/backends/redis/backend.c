@@ -7,6 +7,8 @@
  *   redis://[user:password@]host:port[/db]
  *   redis+unix://[:password@]/path/to/socket[?db=N]
  *   redis-cluster://[user:password@]host:port,host:port,...
+ *   rediss://..., rediss-cluster://...   the same over TLS (tls.c;
+ *   settings redis_tls_ca_file, redis_tls_cert_file, redis_tls_key_file)
  *
  * Each logical key is one Redis string named key_prefix + key.  Settings
  * (config keys): redis_password (when the URL has none; else
@@ -374,6 +376,8 @@ static void rb_free(wstore_backend *wb)
 		explicit_bzero(b->opts.password, strlen(b->opts.password));
 	free(b->opts.password);
 	free(b->opts.user);
+	SSL_CTX_free(b->opts.tls);
+	free(b->opts.tls_ca);
 	free(b->prefix);
 	free(b->seeds);
 	free(b);
@@ -537,6 +541,25 @@ static int open_cluster(struct redis_backend *b, const char *rest)
 	if (!(b->seeds = strdup(rest)))
 		return wstore__errc(-ENOMEM, "redis URL");
 	return 0;
+}
+
+/* rediss://: the TLS context from redis_tls_ca_file, redis_tls_cert_file,
+ * redis_tls_key_file (each may be unset). */
+static int read_tls(struct redis_backend *b, const wstore_config *cfg)
+{
+	struct rd_tls_files f = { 0 };
+	const char **slot[] = { &f.ca, &f.cert, &f.key };
+	const char *keys[] = { "redis_tls_ca_file", "redis_tls_cert_file",
+			       "redis_tls_key_file" };
+
+	for (int i = 0; cfg && i < 3; i++) {
+		const char *v = wstore_config_get(cfg, keys[i]);
+
+		*slot[i] = v && *v ? v : NULL;
+	}
+	if (f.ca && !(b->opts.tls_ca = strdup(f.ca)))
+		return wstore__errc(-ENOMEM, "redis settings");
+	return rd_tls_ctx_new(&b->opts.tls, &f);
 }
 
 /* Settings from cfg (and $WSTORE_REDIS_PASSWORD when cfg has none). */
@@ -703,12 +726,19 @@ int wstore__backend_redis_open_flags(wstore_backend **out, const char *url,
 	pthread_once(&once, tune_malloc);
 	if (!b)
 		return wstore__errc(-ENOMEM, "cannot open redis store");
-	if (starts(url, "redis://"))
-		r = open_standalone(b, url + 8);
+	if (starts(url, "rediss://") || starts(url, "rediss-cluster://"))
+		r = read_tls(b, cfg);
+	else
+		r = 0;
+	if (r)
+		;
+	else if (starts(url, "redis://") || starts(url, "rediss://"))
+		r = open_standalone(b, strstr(url, "://") + 3);
 	else if (starts(url, "redis+unix://"))
 		r = open_unix(b, url + 13);
-	else if (starts(url, "redis-cluster://"))
-		r = open_cluster(b, url + 16);
+	else if (starts(url, "redis-cluster://") ||
+		 starts(url, "rediss-cluster://"))
+		r = open_cluster(b, strstr(url, "://") + 3);
 	else
 		r = wstore__err(WSTORE_EINVAL,
 				"invalid redis URL: unknown scheme");
@@ -749,7 +779,9 @@ static int redis_kind_open(wstore_backend **out, const char *url,
 /* Without -Dredis the table names these schemes itself (table.c). */
 const wstore__backend_kind wstore__kind_redis = {
 	.name = "Redis",
-	.schemes = { "redis://*", "redis+unix://*", "redis-cluster://*" },
-	.usage = "redis://, redis+unix://, redis-cluster://",
+	.schemes = { "redis://*", "rediss://*", "redis+unix://*",
+		     "redis-cluster://*", "rediss-cluster://*" },
+	.usage = "redis://, rediss://, redis+unix://, redis-cluster://, "
+		 "rediss-cluster://",
 	.open = redis_kind_open,
 };

@@ -74,7 +74,7 @@ static int op_put(struct rd_conn *rc, struct rd_req *req)
 	if (rd_send_iov(rc, iov, 5)) {
 		/* a server refusing an over-long bulk says why, then closes */
 		char buf[200];
-		ssize_t k = recv(rc->c->fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+		ssize_t k = rd_read_now(rc, buf, sizeof(buf) - 1);
 
 		if (k > 1 && buf[0] == '-') {
 			buf[k] = '\0';

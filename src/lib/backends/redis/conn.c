@@ -13,6 +13,11 @@
  * error, never a SIGPIPE), and a big bulk reply is read() straight into
  * the caller's buffer (rd_read_bulk): hiredis 0.14's reader would grow its
  * own buffer to the value's size and the caller would copy it again.
+ *
+ * Over TLS (rediss://, tls.c) the same functions read and write through
+ * SSL_read/SSL_write instead (conn_read, tls_send_iov), on a nonblocking
+ * socket, with the same bounded waits (rd_wait_fd); replies then reach
+ * hiredis' reader through redisReaderFeed.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -62,25 +67,25 @@ int rd_conn_err(struct rd_req *req, const struct rd_conn *rc)
 /* ---- I/O on one connection --------------------------------------------- */
 
 /*
- * Wait until the connection has bytes to read, at most the command
- * timeout, in slices of 100 ms so that wstore_interrupt (^C, SIGTERM)
- * ends the wait at once: a server that stopped answering (SIGSTOP, a
- * partition) would otherwise hold the command for the whole timeout with
- * the signal ignored.  0, or -1 with the connection broken.
+ * Wait until the connection's socket is ready for events, at most the
+ * connection's timeout, in slices of 100 ms so that wstore_interrupt (^C,
+ * SIGTERM) ends the wait at once: a server that stopped answering
+ * (SIGSTOP, a partition) would otherwise hold the command for the whole
+ * timeout with the signal ignored.  0, or -1 with the connection broken.
  */
-static int wait_readable(struct rd_conn *rc)
+int rd_wait_fd(struct rd_conn *rc, short events, const char *what)
 {
 	int64_t end = rd_now_ms() + (rc->timeout_ms > 0 ? rc->timeout_ms : 0);
 
 	for (;;) {
-		struct pollfd p = { .fd = rc->c->fd, .events = POLLIN };
+		struct pollfd p = { .fd = rc->c->fd, .events = events };
 		int64_t left = end - rd_now_ms();
 		int r;
 
 		if (wstore__interrupted())
 			return rd_broken(rc, "interrupted", 0);
 		if (rc->timeout_ms > 0 && left <= 0)
-			return rd_broken(rc, "no reply", EAGAIN);
+			return rd_broken(rc, what, EAGAIN);
 		r = poll(&p, 1,
 			 rc->timeout_ms > 0 && left < 100 ? (int)left : 100);
 		if (r > 0)
@@ -88,6 +93,41 @@ static int wait_readable(struct rd_conn *rc)
 		if (r < 0 && errno != EINTR)
 			return rd_broken(rc, "poll failed", errno);
 	}
+}
+
+static int wait_readable(struct rd_conn *rc)
+{
+	return rd_wait_fd(rc, POLLIN, "no reply");
+}
+
+/* Read at least one byte (TLS or plain): > 0, or -1 with the connection
+ * broken. */
+static ssize_t conn_read(struct rd_conn *rc, void *buf, size_t len)
+{
+	if (rc->ssl)
+		return rd_tls_read(rc, buf, len);
+	for (;;) {
+		ssize_t k;
+
+		if (wait_readable(rc) < 0)
+			return -1;
+		k = read(rc->c->fd, buf, len);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return rd_broken(rc,
+					 k ? "read failed"
+					   : "connection closed by server",
+					 k ? errno : 0);
+		return k;
+	}
+}
+
+ssize_t rd_read_now(struct rd_conn *rc, void *buf, size_t len)
+{
+	if (rc->ssl)
+		return rd_tls_read_now(rc, buf, len);
+	return recv(rc->c->fd, buf, len, MSG_DONTWAIT);
 }
 
 /* Mark a connection broken (rd_node_give then closes it); returns -1. */
@@ -106,9 +146,32 @@ int rd_broken(struct rd_conn *rc, const char *what, int err)
 	return -1;
 }
 
+/* rd_send_iov over TLS: small pieces gathered into one record. */
+static int tls_send_iov(struct rd_conn *rc, const struct iovec *iov, int n)
+{
+	char small[16384];
+	size_t have = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (have + iov[i].iov_len <= sizeof(small)) {
+			memcpy(small + have, iov[i].iov_base, iov[i].iov_len);
+			have += iov[i].iov_len;
+			continue;
+		}
+		if (have && rd_tls_write(rc, small, have))
+			return -1;
+		have = 0;
+		if (rd_tls_write(rc, iov[i].iov_base, iov[i].iov_len))
+			return -1;
+	}
+	return have ? rd_tls_write(rc, small, have) : 0;
+}
+
 /* Send all of iov (modified).  0, or -1 with the connection broken. */
 int rd_send_iov(struct rd_conn *rc, struct iovec *iov, int n)
 {
+	if (rc->ssl)
+		return tls_send_iov(rc, iov, n);
 	while (n > 0) {
 		struct msghdr m = { .msg_iov = iov, .msg_iovlen = n };
 		ssize_t w = sendmsg(rc->c->fd, &m, MSG_NOSIGNAL);
@@ -165,12 +228,23 @@ redisReply *rd_recv_reply(struct rd_conn *rc)
 	void *reply = NULL;
 	int ok = redisGetReplyFromReader(rc->c, &reply) == REDIS_OK;
 
-	/* hiredis' own blocking read, one wait_readable at a time */
+	/* hiredis' own blocking read, one wait_readable at a time; over
+	 * TLS our read feeds hiredis' reader */
 	while (ok && !reply) {
-		if (wait_readable(rc) < 0)
-			return NULL;
-		ok = redisBufferRead(rc->c) == REDIS_OK &&
-		     redisGetReplyFromReader(rc->c, &reply) == REDIS_OK;
+		if (rc->ssl) {
+			char buf[16384];
+			ssize_t k = rd_tls_read(rc, buf, sizeof(buf));
+
+			if (k < 0)
+				return NULL;
+			ok = redisReaderFeed(rc->c->reader, buf, (size_t)k) ==
+			     REDIS_OK;
+		} else {
+			if (wait_readable(rc) < 0)
+				return NULL;
+			ok = redisBufferRead(rc->c) == REDIS_OK;
+		}
+		ok = ok && redisGetReplyFromReader(rc->c, &reply) == REDIS_OK;
 	}
 	if (!ok || !reply) {
 		/* hiredis says "Resource temporarily unavailable" when the
@@ -207,6 +281,31 @@ redisReply *rd_command(struct rd_conn *rc, const char **argv)
 
 /* ---- nodes and their connection pools ---------------------------------- */
 
+static void conn_free(struct rd_conn *rc)
+{
+	if (rc->ssl)
+		rd_tls_free(rc);
+	if (rc->c)
+		redisFree(rc->c);
+	free(rc);
+}
+
+/* A hint when a plain connection's first command got no reply because
+ * the port speaks TLS: the server closes at once, or answers with a TLS
+ * alert record (first byte 0x15), which hiredis calls a protocol error. */
+static const char *plain_to_tls(const struct rd_node *n,
+				const struct rd_conn *rc)
+{
+	const char *e = rc->c->errstr;
+
+	if (rc->ssl || n->path)
+		return "";
+	if (strstr(e, "closed") || strstr(e, "\\x15") ||
+	    strstr(e, "reset by peer"))
+		return " (a TLS port? use rediss://)";
+	return "";
+}
+
 /* One setup command on a fresh connection; 0 or an error code. */
 static int setup_cmd(struct rd_node *n, struct rd_conn *rc, const char **argv,
 		     int is_auth)
@@ -216,8 +315,8 @@ static int setup_cmd(struct rd_node *n, struct rd_conn *rc, const char **argv,
 
 	if (!r)
 		return wstore__err(WSTORE_EUNAVAIL,
-				   "cannot connect to redis at %s: %s", n->name,
-				   rc->c->errstr);
+				   "cannot connect to redis at %s: %s%s",
+				   n->name, rc->c->errstr, plain_to_tls(n, rc));
 	if (r->type == REDIS_REPLY_ERROR) {
 		if (is_auth || !strncmp(r->str, "NOAUTH", 6)) {
 			__atomic_store_n(&n->auth_failed, 1, __ATOMIC_RELAXED);
@@ -277,6 +376,11 @@ static int conn_open(struct rd_node *n, struct rd_conn **out)
 				rc->c ? rc->c->errstr : "out of memory");
 		goto fail;
 	}
+	if (o->tls) {
+		rc->timeout_ms = o->connect_ms; /* the handshake's bound */
+		if ((r = rd_tls_start(n, rc)))
+			goto fail;
+	}
 	redisSetTimeout(rc->c, ms_tv(o->command_ms));
 	rc->timeout_ms = o->command_ms;
 	if (!n->path)
@@ -297,9 +401,7 @@ static int conn_open(struct rd_node *n, struct rd_conn **out)
 	*out = rc;
 	return 0;
 fail:
-	if (rc->c)
-		redisFree(rc->c);
-	free(rc);
+	conn_free(rc);
 	return r;
 }
 
@@ -343,8 +445,7 @@ static void node_flush(struct rd_node *n)
 	while (rc) {
 		struct rd_conn *next = rc->next;
 
-		redisFree(rc->c);
-		free(rc);
+		conn_free(rc);
 		rc = next;
 	}
 }
@@ -378,8 +479,7 @@ int rd_node_take(struct rd_node *n, struct rd_conn **out, int *reused)
 void rd_node_give(struct rd_node *n, struct rd_conn *rc, int is_broken)
 {
 	if (is_broken || rc->c->err) {
-		redisFree(rc->c);
-		free(rc);
+		conn_free(rc);
 		if (is_broken)
 			node_flush(n);
 		return;
@@ -403,17 +503,23 @@ static int read_iov(struct rd_conn *rc, struct iovec *iov, int n)
 		}
 		if (n == 0)
 			return 0;
-		if (wait_readable(rc) < 0)
-			return -1;
-		k = readv(rc->c->fd, iov, n);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return rd_broken(rc,
-					 k ? "read failed"
-					   : "connection closed by server",
-					 k ? errno : 0);
+		if (rc->ssl) {
+			if ((k = rd_tls_read(rc, iov->iov_base, iov->iov_len)) <
+			    0)
+				return -1;
+		} else {
+			if (wait_readable(rc) < 0)
+				return -1;
+			k = readv(rc->c->fd, iov, n);
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k <= 0)
+				return rd_broken(
+					rc,
+					k ? "read failed"
+					  : "connection closed by server",
+					k ? errno : 0);
+		}
 		while (n > 0 && (size_t)k >= iov->iov_len) {
 			k -= iov->iov_len;
 			iov++;
@@ -508,18 +614,8 @@ int rd_read_bulk(struct rd_conn *rc, struct rd_req *req, void *buf, size_t cap,
 			rd_broken(rc, "protocol error: reply line too long", 0);
 			return rd_conn_err(req, rc);
 		}
-		if (wait_readable(rc) < 0)
+		if ((k = conn_read(rc, h + hl, sizeof(h) - 1 - hl)) < 0)
 			return rd_conn_err(req, rc);
-		k = read(rc->c->fd, h + hl, sizeof(h) - 1 - hl);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0) {
-			rd_broken(rc,
-				  k ? "read failed"
-				    : "connection closed by server",
-				  k ? errno : 0);
-			return rd_conn_err(req, rc);
-		}
 		hl += (size_t)k;
 		eol = memmem(h, hl, "\r\n", 2);
 	}

@@ -20,6 +20,7 @@
 #include <sys/uio.h>
 
 #include <hiredis/hiredis.h>
+#include <openssl/ssl.h>
 
 #include "../helpers.h"
 
@@ -34,10 +35,20 @@ struct rd_opts {
 	int db;
 	int connect_ms;
 	int command_ms;
+	SSL_CTX *tls; /* rediss://: TLS with this context; NULL: plain */
+	char *tls_ca; /* redis_tls_ca_file, for messages; NULL: system */
+};
+
+/* The TLS settings of a store (NULL: unset). */
+struct rd_tls_files {
+	const char *ca;
+	const char *cert;
+	const char *key;
 };
 
 struct rd_conn {
 	redisContext *c;
+	SSL *ssl; /* TLS over c->fd (nonblocking then), or NULL */
 	struct rd_conn *next;
 	int timeout_ms; /* the command timeout set on the socket, for messages
 			 */
@@ -125,6 +136,30 @@ redisReply *rd_command(struct rd_conn *rc, const char **argv);
  */
 int rd_read_bulk(struct rd_conn *rc, struct rd_req *req, void *buf, size_t cap,
 		 size_t *out_n, int *nil);
+
+/* Wait until rc's socket is ready for events (POLLIN, POLLOUT), at most
+ * the connection's timeout, ending at once on wstore_interrupt.  0, or -1
+ * with the connection broken ("what: timed out after N s"). */
+int rd_wait_fd(struct rd_conn *rc, short events, const char *what);
+/* Whatever bytes the server sent already (a parting error line), without
+ * waiting; -1 when none. */
+ssize_t rd_read_now(struct rd_conn *rc, void *buf, size_t len);
+
+/* ---- tls.c -------------------------------------------------------------- */
+
+/* A client context: CA file (NULL: the system store), client certificate
+ * and key (both or neither).  0, or an error naming the file. */
+int rd_tls_ctx_new(SSL_CTX **out, const struct rd_tls_files *f);
+/* Handshake on rc's fresh socket (made nonblocking), verifying the
+ * server's certificate and host name.  0, or an error (one line). */
+int rd_tls_start(struct rd_node *n, struct rd_conn *rc);
+/* Read at least one byte (waiting as rd_wait_fd); -1: broken. */
+ssize_t rd_tls_read(struct rd_conn *rc, void *buf, size_t len);
+/* Read what is there without waiting; -1 when nothing. */
+ssize_t rd_tls_read_now(struct rd_conn *rc, void *buf, size_t len);
+/* Write all of buf; 0, or -1 with the connection broken. */
+int rd_tls_write(struct rd_conn *rc, const void *buf, size_t len);
+void rd_tls_free(struct rd_conn *rc);
 
 /* ---- cmd.c -------------------------------------------------------------- */
 
