@@ -129,8 +129,9 @@ if [ -x "$BUILD/wstore-serve" ]; then
 	run_suite serve sh "$HERE/e2e/serve.sh"
 	run_suite serve-hub sh "$HERE/e2e/serve_hub.sh"
 	run_suite serve-guard sh "$HERE/e2e/serve_guard.sh"
+	run_suite hub-import sh "$HERE/e2e/hub_import.sh"
 else
-	for s in serve serve-hub serve-guard; do
+	for s in serve serve-hub serve-guard hub-import; do
 		wanted $s && not_run $s "not built (meson setup -Dserve=disabled or no libmicrohttpd)"
 	done
 fi

@@ -26,7 +26,7 @@ _wstore()
     local keys="store master_server_addr metadata_server protocol
         rdma_devices local_hostname replica_num redis_password key_prefix
         connect_timeout_ms command_timeout_ms mooncake_library mooncake_log
-        serve_listen serve_token quota evict chunk_size"
+        serve_listen serve_token quota evict chunk_size hub_endpoint hub_token_file"
 
     case $prev in
     --store | --master-server-addr | --metadata-server | --protocol | \

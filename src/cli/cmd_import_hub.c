@@ -197,7 +197,8 @@ static int report(struct cli *c, wstore_store *s, const char *id, double secs)
 				   secs > 0 ? (uint64_t)(total / secs) : 0);
 		printf("imported '%s' (%s @ %s) from %s: %zu files, %s in "
 		       "%.2f s (%s/s)\n",
-		       cli_text(c, id), cli_text(c, wstore_manifest_model_id(m)),
+		       cli_text(c, id),
+		       cli_text(c, wstore_manifest_model_id(m)),
 		       cli_text(c, wstore_manifest_revision(m)),
 		       cli_text(c, wstore_manifest_source_uri(m)),
 		       wstore_manifest_file_count(m), sz, secs, rate);

@@ -66,7 +66,8 @@ static int take_entry(wstore__hub *h, json_t *e, size_t *cap)
 	const char *type = json_string_value(json_object_get(e, "type"));
 	const char *path = json_string_value(json_object_get(e, "path"));
 	const char *oid = json_string_value(json_object_get(e, "oid"));
-	json_t *size = json_object_get(e, "size"), *lfs = json_object_get(e, "lfs");
+	json_t *size = json_object_get(e, "size"),
+	       *lfs = json_object_get(e, "lfs");
 	const char *sha = json_string_value(json_object_get(lfs, "oid"));
 	wstore__hub_file *f;
 
@@ -128,8 +129,8 @@ static int get_json(json_t **out, wstore__http *http, const char *url,
 /* The commit the revision names. */
 static int get_commit(wstore__hub *h, wstore__http *http)
 {
-	const char *rev = h->o.revision && *h->o.revision ? h->o.revision
-							  : "main";
+	const char *rev =
+		h->o.revision && *h->o.revision ? h->o.revision : "main";
 	char *erev = wstore__http_escape(rev, 0), *url = NULL;
 	json_t *j = NULL;
 	const char *sha;
@@ -166,9 +167,8 @@ static int list_files(wstore__hub *h, wstore__http *http)
 	size_t cap = 0;
 	int rc = get_commit(h, http);
 
-	if (rc == 0 &&
-	    asprintf(&url, "%s/api/models/%s/tree/%s?recursive=true",
-		     h->endpoint, h->o.repo, h->commit) < 0)
+	if (rc == 0 && asprintf(&url, "%s/api/models/%s/tree/%s?recursive=true",
+				h->endpoint, h->o.repo, h->commit) < 0)
 		rc = -ENOMEM;
 	/* a page at a time, as long as the server links a next one */
 	for (unsigned page = 0; rc == 0 && url; page++) {
@@ -180,8 +180,8 @@ static int list_files(wstore__hub *h, wstore__http *http)
 			rc = wstore__err(WSTORE_EINVAL,
 					 "'%s' is not a file list", url);
 		json_array_foreach(j, i, e) if (rc == 0 &&
-						(rc = take_entry(h, e, &cap)) > 0)
-			rc = 0;
+						(rc = take_entry(h, e, &cap)) >
+							0) rc = 0;
 		json_decref(j);
 		free(url);
 		url = next;
@@ -423,7 +423,7 @@ static int check_opts(wstore__hub *h, const wstore_hub_options *given)
 					   h->o.repo);
 	}
 	h->endpoint = h->o.endpoint && *h->o.endpoint ? h->o.endpoint
-						     : DEFAULT_ENDPOINT;
+						      : DEFAULT_ENDPOINT;
 	if (strncmp(h->endpoint, "http://", 7) &&
 	    strncmp(h->endpoint, "https://", 8))
 		return wstore__err(WSTORE_EINVAL,
@@ -444,8 +444,8 @@ static int pick_id(char **id, wstore_store *s, wstore_import_options *oc,
 
 	if (oc->checkpoint_id)
 		return (*id = strdup(oc->checkpoint_id)) ? 0 : -ENOMEM;
-	return wstore__checkpoint_id_derive_mine(id, s, oc->model_id,
-						 h->commit, is_mine, &mi);
+	return wstore__checkpoint_id_derive_mine(id, s, oc->model_id, h->commit,
+						 is_mine, &mi);
 }
 
 /* 1 when id is READY with this model and commit already. */
@@ -477,10 +477,10 @@ static int run(char **out_id, wstore_store *s, wstore_import_options *oc,
 		oc->model_id = h->o.repo;
 	oc->revision = h->commit;
 	oc->source = NULL;
-	if (rc == 0 && !(h->state = json_pack("{s:s, s:s, s:s, s:{}}",
-					      "endpoint", h->endpoint, "repo",
-					      h->o.repo, "commit", h->commit,
-					      "files")))
+	if (rc == 0 &&
+	    !(h->state = json_pack("{s:s, s:s, s:s, s:{}}", "endpoint",
+				   h->endpoint, "repo", h->o.repo, "commit",
+				   h->commit, "files")))
 		rc = -ENOMEM;
 	if (rc == 0)
 		rc = pick_id(&id, s, oc, h);
@@ -491,12 +491,11 @@ static int run(char **out_id, wstore_store *s, wstore_import_options *oc,
 		rc = wstore_import_check(oc);
 	if (rc == 0 && already_there(s, id, oc->model_id, h->commit))
 		goto out;
-	im.chunk_size = oc->chunk_size ? oc->chunk_size
-				       : WSTORE_DEFAULT_CHUNK_SIZE;
+	im.chunk_size =
+		oc->chunk_size ? oc->chunk_size : WSTORE_DEFAULT_CHUNK_SIZE;
 	if (rc == 0)
 		rc = fill_scan(&im.scan, h);
-	if (rc == 0 &&
-	    asprintf(&uri, "%s/%s", h->endpoint, h->o.repo) < 0)
+	if (rc == 0 && asprintf(&uri, "%s/%s", h->endpoint, h->o.repo) < 0)
 		rc = -ENOMEM, uri = NULL;
 	if (rc == 0)
 		rc = wstore__import_run(&im, uri);
@@ -518,7 +517,8 @@ int wstore_import_hub(char **out_id, wstore_store *s,
 	if (out_id)
 		*out_id = NULL;
 	if (!s || !opts || !hub)
-		return wstore__err(WSTORE_EINVAL, "hub import: argument missing");
+		return wstore__err(WSTORE_EINVAL,
+				   "hub import: argument missing");
 	if ((rc = wstore__import_opts(&oc, opts)) < 0 ||
 	    (rc = check_opts(&h, hub)) < 0)
 		return rc;

@@ -80,8 +80,8 @@ static void parse_link(wstore__http *h, const char *v, size_t n)
 		if (!(lt = memchr(p, '<', (size_t)(end - p))) ||
 		    !(gt = memchr(lt, '>', (size_t)(end - lt))))
 			return;
-		const char *semi = gt + 1, *comma = memchr(semi, ',',
-							   (size_t)(end - semi));
+		const char *semi = gt + 1,
+			   *comma = memchr(semi, ',', (size_t)(end - semi));
 		size_t rest = (size_t)((comma ? comma : end) - semi);
 
 		if (memmem(semi, rest, "rel=\"next\"", 10) &&
@@ -137,9 +137,9 @@ int wstore__http_new(wstore__http **out, const wstore_hub_options *o,
 		     wstore__http_stop stop, void *stop_ctx)
 {
 	wstore__http *h;
-	long stall_s = o->stall_timeout_ms ? (long)(o->stall_timeout_ms + 999) /
-						     1000
-					   : 30;
+	long stall_s = o->stall_timeout_ms
+			       ? (long)(o->stall_timeout_ms + 999) / 1000
+			       : 30;
 
 	*out = NULL;
 	pthread_once(&once, global_init);
@@ -230,19 +230,24 @@ static enum verdict judge(wstore__http *h, CURLcode cc, const char *url,
 		snprintf(why, sizeof(why), "HTTP %ld%s%s%s%s", st,
 			 h->xcode[0] ? " " : "", h->xcode,
 			 h->xmsg[0] ? ": " : "", h->xmsg);
-		if (st == 404 || (st == 401 && !strcmp(h->xcode,
-							"RepoNotFound"))) {
+		if (st == 404) {
 			*code = wstore__err(WSTORE_ENOTFOUND,
 					    "'%s': not found (%s)", url, why);
 			return FATAL;
 		}
+		/* the Hub answers 401 RepoNotFound for a private repository
+		 * as for a missing one */
 		if (st == 401 || st == 403) {
-			*code = wstore__err(-EACCES,
-				    "'%s': access denied (%s): %s", url, why,
-				    h->o->token && *h->o->token
-					    ? "the server refused the token"
-					    : "a token is needed (--token-file, "
-					      "HF_TOKEN or hub.token_file)");
+			*code = wstore__err(
+				-EACCES, "'%s': %saccess denied (%s): %s", url,
+				strcmp(h->xcode, "RepoNotFound")
+					? ""
+					: "not found or ",
+				why,
+				h->o->token && *h->o->token
+					? "the server refused the token"
+					: "a token is needed (--token-file, "
+					  "HF_TOKEN or hub_token_file)");
 			return FATAL;
 		}
 		if (st == 429 || st >= 500) {
@@ -250,15 +255,16 @@ static enum verdict judge(wstore__http *h, CURLcode cc, const char *url,
 			    curl_easy_getinfo(h->curl, CURLINFO_RETRY_AFTER,
 					      &ra) == CURLE_OK &&
 			    ra > 0)
-				*wait_ms = (uint64_t)(ra < RETRY_AFTER_MAX_S
-							      ? ra
-							      : RETRY_AFTER_MAX_S) *
-					   1000;
+				*wait_ms =
+					(uint64_t)(ra < RETRY_AFTER_MAX_S
+							   ? ra
+							   : RETRY_AFTER_MAX_S) *
+					1000;
 			wstore__err(WSTORE_EUNAVAIL, "'%s': %s", url, why);
 			return RETRY;
 		}
-		*code = wstore__err(WSTORE_EUNAVAIL, "'%s': unexpected %s",
-				    url, why);
+		*code = wstore__err(WSTORE_EUNAVAIL, "'%s': unexpected %s", url,
+				    why);
 		return FATAL;
 	}
 	*code = wstore__err(WSTORE_EUNAVAIL, "'%s': %s", url,
@@ -272,8 +278,7 @@ static enum verdict judge(wstore__http *h, CURLcode cc, const char *url,
 	case CURLE_GOT_NOTHING:
 	case CURLE_OPERATION_TIMEDOUT:
 	case CURLE_HTTP2:
-	case CURLE_HTTP2_STREAM:
-		return RETRY;
+	case CURLE_HTTP2_STREAM: return RETRY;
 	default: return FATAL;
 	}
 }
@@ -398,8 +403,8 @@ static int body_finish(wstore__http *h, void *ctx)
 	return 0;
 }
 
-int wstore__http_get(wstore__http *h, const char *url, char **body,
-		     size_t *len, char **next)
+int wstore__http_get(wstore__http *h, const char *url, char **body, size_t *len,
+		     char **next)
 {
 	struct body b = { 0 };
 	struct attempt a = { body_prepare, body_finish, &b.rc, &b };
@@ -470,10 +475,11 @@ static size_t on_file(char *data, size_t size, size_t nmemb, void *ctx)
 		f->skip -= k;
 	}
 	if (n > f->size - *f->off) {
-		f->rc = wstore__err(WSTORE_EVERIFY,
-				    "'%s': the server sent more than the %" PRIu64
-				    " bytes it lists",
-				    f->url, f->size);
+		f->rc = wstore__err(
+			WSTORE_EVERIFY,
+			"'%s': the server sent more than the %" PRIu64
+			" bytes it lists",
+			f->url, f->size);
 		return 0;
 	}
 	if (n && (f->rc = f->sink(f->ctx, data, n)) < 0)

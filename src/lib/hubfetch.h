@@ -29,8 +29,8 @@ void wstore__http_free(wstore__http *h);
 
 /* GET url: the body (malloc'ed, NUL-terminated) and the Link header's
  * rel="next" URL (*next malloc'ed, NULL when none; next may be NULL). */
-int wstore__http_get(wstore__http *h, const char *url, char **body,
-		     size_t *len, char **next);
+int wstore__http_get(wstore__http *h, const char *url, char **body, size_t *len,
+		     char **next);
 
 /* GET url's bytes from *off to size into sink, *off moving with them;
  * a cut transfer is retried from *off (Range). */

@@ -68,12 +68,13 @@ static int progress(struct in *in, uint64_t n, int last)
 
 	pthread_mutex_lock(&h->mu);
 	h->bytes_done += n;
-	if (o->progress && (last || h->bytes_done - h->last_progress >=
-						    PROGRESS_EVERY)) {
+	if (o->progress &&
+	    (last || h->bytes_done - h->last_progress >= PROGRESS_EVERY)) {
 		h->last_progress = h->bytes_done;
 		if (o->progress(h->bytes_done, in->im->scan.total,
 				h->files[in->idx].path, o->progress_ctx))
-			rc = wstore__err(WSTORE_ECANCELED, "import interrupted");
+			rc = wstore__err(WSTORE_ECANCELED,
+					 "import interrupted");
 	}
 	pthread_mutex_unlock(&h->mu);
 	return rc;
@@ -169,9 +170,9 @@ static int check_and_record(struct in *in, const char *url)
 	in->im->done[in->idx] = 1;
 	rec = json_pack("{s:s, s:s, s:I}", "oid", f->oid, "sha256", got256,
 			"size", (json_int_t)f->size);
-	if (rc == 0 && (!rec || json_object_set_new(
-					json_object_get(in->h->state, "files"),
-					f->path, rec)))
+	if (rc == 0 &&
+	    (!rec || json_object_set_new(json_object_get(in->h->state, "files"),
+					 f->path, rec)))
 		rc = -ENOMEM;
 	else
 		rec = NULL;
@@ -251,8 +252,9 @@ static void *worker(void *arg)
 	in.sha256 = wstore__sha256_new();
 	in.buf = wstore__store_buf_alloc(im->s, (size_t)buf_size(im));
 	if (rc == 0 && (!sha1 || !in.sha256 || !in.buf))
-		rc = wstore__err(-ENOMEM, "cannot allocate a %" PRIu64
-					  "-byte chunk buffer",
+		rc = wstore__err(-ENOMEM,
+				 "cannot allocate a %" PRIu64
+				 "-byte chunk buffer",
 				 buf_size(im));
 	while (rc == 0 && !stopped(h)) {
 		size_t i = next_file(im, h);
