@@ -340,14 +340,6 @@ static int keep_file(struct import *im, size_t i)
 	return 1;
 }
 
-int wstore__hub_write_intent(struct import *im)
-{
-	wstore__hub *h = im->ctx;
-
-	return wstore__intent_write_with(im->s, im->m, im->chunk_size, "hub",
-					 h->state);
-}
-
 static int hub_begin(struct import *im)
 {
 	wstore__hub *h = im->ctx;

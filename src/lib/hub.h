@@ -42,8 +42,8 @@ typedef struct wstore__hub {
 
 /* The workers (hubrun.c): fetch every file not done. */
 int wstore__hub_workers(struct import *im);
-/* Rewrite the intent record with h->state (mu held by the caller if the
- * workers run). */
+/* Write the intent record with h->state as its "hub" member (mu held by
+ * the caller while the workers run). */
 int wstore__hub_write_intent(struct import *im);
 
 #endif

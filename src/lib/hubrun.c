@@ -10,7 +10,8 @@
  * run again keeps it (hub.c).
  *
  * Memory: one buffer per worker, the chunk size or the largest file if
- * that is smaller.
+ * that is smaller; fewer workers when those would exceed 1 GiB together
+ * (4 GiB chunks: one file at a time).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -23,11 +24,14 @@
 #include "digest.h"
 #include "hub.h"
 #include "hubfetch.h"
+#include "intent.h"
 #include "store.h"
 #include "util.h"
 
 #define DEFAULT_CONNECTIONS 4
 #define PROGRESS_EVERY ((uint64_t)1 << 20)
+/* the workers' chunk buffers together: fewer files at once beyond it */
+#define BUFFERS_MAX ((uint64_t)1 << 30)
 
 /* One file on its way in. */
 struct in {
@@ -39,6 +43,14 @@ struct in {
 	wstore__sha256 *sha256;
 	EVP_MD_CTX *sha1; /* NULL for an LFS file */
 };
+
+int wstore__hub_write_intent(struct import *im)
+{
+	wstore__hub *h = im->ctx;
+
+	return wstore__intent_write_with(im->s, im->m, im->chunk_size, "hub",
+					 h->state);
+}
 
 static void fail(wstore__hub *h, int rc)
 {
@@ -54,6 +66,26 @@ static int stopped(void *ctx)
 
 	pthread_mutex_lock(&h->mu);
 	e = h->err.code;
+	pthread_mutex_unlock(&h->mu);
+	return e;
+}
+
+/* While a retry waits: another worker failed, or the caller cancels
+ * (its progress callback, asked with no new byte). */
+static int stop_waiting(void *ctx)
+{
+	struct import *im = ctx;
+	wstore__hub *h = im->ctx;
+	const wstore_import_options *o = im->o;
+	int e;
+
+	pthread_mutex_lock(&h->mu);
+	e = h->err.code;
+	if (!e && o->progress &&
+	    o->progress(h->bytes_done, im->scan.total, "", o->progress_ctx))
+		e = wstore__first_err_keep(
+			&h->err,
+			wstore__err(WSTORE_ECANCELED, "import interrupted"));
 	pthread_mutex_unlock(&h->mu);
 	return e;
 }
@@ -247,7 +279,7 @@ static void *worker(void *arg)
 	struct in in = { .im = im, .h = h };
 	EVP_MD_CTX *sha1 = EVP_MD_CTX_new();
 	wstore__http *http = NULL;
-	int rc = wstore__http_new(&http, &h->o, stopped, h);
+	int rc = wstore__http_new(&http, &h->o, stop_waiting, im);
 
 	in.sha256 = wstore__sha256_new();
 	in.buf = wstore__store_buf_alloc(im->s, (size_t)buf_size(im));
@@ -286,6 +318,11 @@ int wstore__hub_workers(struct import *im)
 		todo += !im->done[i];
 	if (n > todo)
 		n = todo;
+	if (n > 1 && (uint64_t)n * buf_size(im) > BUFFERS_MAX) {
+		uint64_t fit = BUFFERS_MAX / buf_size(im);
+
+		n = fit > 1 ? (unsigned)fit : 1;
+	}
 	if (n == 0)
 		return 0;
 	if (!(t = calloc(n, sizeof(*t))))

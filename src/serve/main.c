@@ -5,6 +5,7 @@
  * the command line.  The server itself is server.c.  Like the CLI it uses
  * only the public API.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,8 @@ static const char help[] =
 	"                    [--max-connections-per-client N]\n"
 	"                    [--header-timeout SECONDS] [--cache-seconds S]\n"
 	"                    [--drain SECONDS] [--no-access-log] [--mmap]\n"
+	"                    [--upstream URL [--upstream-allow PATTERN]...\n"
+	"                     [--upstream-token-file FILE]]\n"
 	"\n"
 	"Serve the store read-only over HTTP with the Hugging Face Hub's\n"
 	"download protocol: point HF_ENDPOINT at it and Hub clients (vLLM,\n"
@@ -49,6 +52,14 @@ static const char help[] =
 	"                        store from mappings of them (about half the\n"
 	"                        CPU per byte; the pages being sent count in\n"
 	"                        the server's RSS)\n"
+	"  --upstream URL        a pull-through mirror of this Hub server: a\n"
+	"                        name the store lacks is imported from it\n"
+	"                        (once, however many clients ask), then served\n"
+	"  --upstream-allow PATTERN\n"
+	"                        only repositories matching (fnmatch; repeat;\n"
+	"                        default every one) go upstream\n"
+	"  --upstream-token-file FILE\n"
+	"                        the token sent to the upstream (first line)\n"
 	"\n"
 	"Endpoints: /api/models/{repo}[/revision/{rev}], /api/models/{repo}/tree/\n"
 	"{rev}[/{path}], /api/models/{repo}/refs, /{repo}/resolve/{rev}/{path},\n"
@@ -60,6 +71,30 @@ static int parse_number(double *out, const char *opt, const char *v, double lo,
 {
 	return wfront_parse_number(out, opt, v, lo, hi, "a number");
 }
+
+/* The first line of path, malloc'ed into *out. */
+static int read_token(char **out, const char *path)
+{
+	char line[4096];
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return wfront_usage_error("cannot read token file '%s': %s",
+					  path, strerror(errno));
+	if (!fgets(line, sizeof(line), f))
+		line[0] = '\0';
+	fclose(f);
+	line[strcspn(line, "\r\n")] = '\0';
+	if (!line[0])
+		return wfront_usage_error("token file '%s' is empty", path);
+	free(*out);
+	return (*out = strdup(line)) ? 0 : EXIT_ERR;
+}
+
+/* --upstream-allow patterns and the upstream token, for main's life */
+static const char *allow[64];
+static size_t nallow;
+static char *token;
 
 static int parse_args(struct wserve_options *o, const wstore_config *cfg,
 		      int argc, char **argv)
@@ -74,6 +109,9 @@ static int parse_args(struct wserve_options *o, const wstore_config *cfg,
 		{ "drain", required_argument, NULL, 'd' },
 		{ "no-access-log", no_argument, NULL, 'n' },
 		{ "mmap", no_argument, NULL, 'M' },
+		{ "upstream", required_argument, NULL, 'U' },
+		{ "upstream-allow", required_argument, NULL, 'A' },
+		{ "upstream-token-file", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -117,10 +155,30 @@ static int parse_args(struct wserve_options *o, const wstore_config *cfg,
 			break;
 		case 'n': o->access_log = 0; break;
 		case 'M': o->mmap = 1; break;
+		case 'U': o->upstream = optarg; break;
+		case 'A':
+			if (nallow + 1 >= sizeof(allow) / sizeof(*allow))
+				return wfront_usage_error(
+					"too many --upstream-allow patterns");
+			allow[nallow++] = optarg;
+			break;
+		case 'T':
+			if (read_token(&token, optarg))
+				return EXIT_USAGE;
+			o->upstream_token = token;
+			break;
 		case 'h': fputs(help, stdout); return -1;
 		default: return wfront_bad_option(ch, argv, "serve");
 		}
 	}
+	if (nallow && !o->upstream)
+		return wfront_usage_error("--upstream-allow needs --upstream");
+	if (o->upstream && strncmp(o->upstream, "http://", 7) &&
+	    strncmp(o->upstream, "https://", 8))
+		return wfront_usage_error("invalid --upstream '%s': an http:// "
+					  "or https:// URL",
+					  o->upstream);
+	o->upstream_allow = allow;
 	if (optind != argc)
 		return wfront_usage_error(
 			"'serve' takes no arguments, got '%s'", argv[optind]);
@@ -149,13 +207,17 @@ int main(int argc, char **argv)
 	/* SIGTERM, SIGINT and SIGHUP are taken by wserve_run: blocked
 	 * before the store starts threads of its own */
 	wfront_hold_stop_signals();
-	if (wstore_open_flags(&s, cfg, WSTORE_OPEN_READONLY) < 0) {
+	/* a mirror writes what it fetches */
+	if (wstore_open_flags(&s, cfg,
+			      o.upstream ? WSTORE_OPEN_CREATE
+					 : WSTORE_OPEN_READONLY) < 0) {
 		wfront_err("%s", wstore_last_error());
 		wstore_config_free(cfg);
 		return EXIT_ERR;
 	}
 	rc = wserve_run(s, &o);
 	wstore_free(s);
+	free(token);
 	wstore_config_free(cfg);
 	return rc ? EXIT_ERR : EXIT_OK;
 }

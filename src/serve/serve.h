@@ -32,6 +32,12 @@ struct wserve_options {
 	int access_log;		  /* one stderr line per request */
 	int mmap;		  /* send multi-chunk bodies from mapped chunk
 				   * files (see files.c) */
+	/* pull-through mirror (mirror.c): the upstream Hub server, its
+	 * token, and the repositories it may be asked for (NULL-terminated
+	 * fnmatch patterns; NULL or empty: every one) */
+	const char *upstream;
+	const char *upstream_token;
+	const char *const *upstream_allow;
 };
 
 /*

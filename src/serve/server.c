@@ -563,10 +563,13 @@ int wserve_run(wstore_store *store, const struct wserve_options *o)
 		       sv.token_sha);
 	sv.header_timeout = o->header_timeout ? o->header_timeout : 10u;
 	atomic_init(&sv.stopping, 0);
-	if (!(sv.cache = wcache_new(store, o->cache_seconds))) {
+	if (!(sv.cache = wcache_new(store, o->cache_seconds)) ||
+	    (o->upstream && !(sv.mirror = wmirror_new(o)))) {
 		close(fd);
+		wcache_free(sv.cache);
 		return 1;
 	}
+	wcache_set_mirror(sv.cache, sv.mirror);
 	wmetrics_init(&sv.m);
 	pthread_mutex_init(&sv.log_mu, NULL);
 	if (!(d = start_daemon(&sv, fd))) {
@@ -575,11 +578,14 @@ int wserve_run(wstore_store *store, const struct wserve_options *o)
 			shown);
 		close(fd);
 		wcache_free(sv.cache);
+		wmirror_free(sv.mirror);
 		wmetrics_free(&sv.m);
 		return 1;
 	}
 	fprintf(stderr, "wstore serve: listening on http://%s (store: %s)\n",
 		shown, wstore_backend_name(store));
+	if (o->upstream)
+		fprintf(stderr, "wstore serve: mirror of %s\n", o->upstream);
 	wstore_notify("READY=1"); /* a Type=notify unit: listening now */
 	wait_for_stop(&sv, &sigs);
 	fprintf(stderr, "wstore serve: stopping: finishing %d request(s)\n",
@@ -594,6 +600,7 @@ int wserve_run(wstore_store *store, const struct wserve_options *o)
 	drain(&sv);
 	MHD_stop_daemon(d);
 	wcache_free(sv.cache);
+	wmirror_free(sv.mirror);
 	wmetrics_free(&sv.m);
 	pthread_mutex_destroy(&sv.log_mu);
 	fprintf(stderr, "wstore serve: stopped\n");
