@@ -127,7 +127,7 @@ LOG="$T/fake.log"
 python3 "$HERE/tools/fakehub.py" "$FSRC" "$CTL" "$LOG" "$T/fakeports" \
 	2>"$T/fake.err" &
 FAKE_PID=$!
-if ! wait_for 15 test -s "$T/fakeports"; then
+if ! wait_for 60 test -s "$T/fakeports"; then
 	tap_not_ok "fake upstream did not start" "$(tail -3 "$T/fake.err")"
 	tap_done
 	exit 1
