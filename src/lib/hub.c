@@ -370,6 +370,7 @@ static void hub_free(wstore__hub *h)
 		free(h->files[i].path);
 	free(h->files);
 	free(h->commit);
+	free(h->endpoint);
 	json_decref(h->state);
 	json_decref(h->kept);
 }
@@ -414,8 +415,15 @@ static int check_opts(wstore__hub *h, const wstore_hub_options *given)
 					   "invalid repository '%s': ORG/NAME",
 					   h->o.repo);
 	}
-	h->endpoint = h->o.endpoint && *h->o.endpoint ? h->o.endpoint
-						      : DEFAULT_ENDPOINT;
+	h->endpoint =
+		strdup(h->o.endpoint && *h->o.endpoint ? h->o.endpoint
+						       : DEFAULT_ENDPOINT);
+	if (!h->endpoint)
+		return -ENOMEM;
+	/* "https://host/" names the same server as "https://host" */
+	for (size_t n = strlen(h->endpoint); n > 0 && h->endpoint[n - 1] == '/';
+	     n--)
+		h->endpoint[n - 1] = '\0';
 	if (strncmp(h->endpoint, "http://", 7) &&
 	    strncmp(h->endpoint, "https://", 8))
 		return wstore__err(WSTORE_EINVAL,
@@ -512,11 +520,13 @@ int wstore_import_hub(char **out_id, wstore_store *s,
 		return wstore__err(WSTORE_EINVAL,
 				   "hub import: argument missing");
 	if ((rc = wstore__import_opts(&oc, opts)) < 0 ||
-	    (rc = check_opts(&h, hub)) < 0)
+	    (rc = check_opts(&h, hub)) < 0 ||
+	    (oc.reserved &&
+	     (rc = wstore__err(WSTORE_EINVAL, "import options: reserved must "
+					      "be 0")) < 0)) {
+		free(h.endpoint);
 		return rc;
-	if (oc.reserved)
-		return wstore__err(WSTORE_EINVAL,
-				   "import options: reserved must be 0");
+	}
 	pthread_mutex_init(&h.mu, NULL);
 	rc = run(out_id, s, &oc, &h);
 	pthread_mutex_destroy(&h.mu);

@@ -24,7 +24,7 @@ typedef struct wstore__hub_file {
 
 typedef struct wstore__hub {
 	wstore_hub_options o; /* the caller's, current layout */
-	const char *endpoint;
+	char *endpoint;	      /* without trailing '/' */
 	char *commit;
 	wstore__hub_file *files; /* n, sorted by path */
 	size_t n;

@@ -293,7 +293,8 @@ char *wmirror_metrics_text(struct wmirror *m)
 {
 	char *out = NULL;
 
-	if (m && asprintf(&out,
+	if (m &&
+	    asprintf(&out,
 		     "# HELP wstore_serve_mirror_hits_total Names the store "
 		     "answered (--upstream).\n"
 		     "# TYPE wstore_serve_mirror_hits_total counter\n"
