@@ -12,6 +12,10 @@
 #   import   wstore model import --from-hub into a second file store
 #            (default 64 MiB chunks, 4 files at once), hashes checked
 # Figures are GB/s (10^9 bytes); ratio = import / curl (goal >= 0.9).
+# Then a pull-through mirror (serve --upstream) of that server over an
+# empty store: one curl fetching every file through it, cold (the mirror
+# imports from the upstream first) and warm, next to the same curl
+# against the upstream itself.
 #
 #   BENCH_HUB_SIZE   checkpoint bytes (default 1 GiB, 4 shards)
 #   BENCH_HUB_RUNS   runs per figure (default 3)
@@ -29,8 +33,10 @@ SIZE=${BENCH_HUB_SIZE:-1073741824}
 RUNS=${BENCH_HUB_RUNS:-3}
 T=$(mktemp -d "${TMPDIR:-/tmp}/wstore-bench-hub-XXXXXX")
 SPID=
+MPID=
 cleanup() {
 	[ -n "$SPID" ] && kill "$SPID" 2>/dev/null && wait "$SPID" 2>/dev/null
+	[ -n "$MPID" ] && kill "$MPID" 2>/dev/null && wait "$MPID" 2>/dev/null
 	rm -rf "$T"
 }
 trap cleanup EXIT
@@ -91,4 +97,36 @@ awk -v b="$TOTAL" -v c="$c" -v m="$m" 'BEGIN {
 	printf "hub import from a local wstore serve (%.2f GB, best of runs):\n", b / 1e9
 	printf "  %-28s %6.2f GB/s  (%.2f s)\n", "curl to disk (4 at once)", b / c / 1e9, c
 	printf "  %-28s %6.2f GB/s  (%.2f s)  ratio %.2f (goal >= 0.9)\n", "model import --from-hub", b / m / 1e9, m, c / m
+}'
+
+# ---- the mirror ------------------------------------------------------------
+"$W" --store "$T/mirror" serve --listen 127.0.0.1:0 --no-access-log \
+	--upstream "$URL" 2>"$T/mirror.log" &
+MPID=$!
+i=0
+while ! grep -q 'listening on' "$T/mirror.log" && [ $i -lt 200 ]; do
+	sleep 0.05; i=$((i + 1))
+done
+MURL=$(sed -n 's|.*listening on \(http://[^ ]*\).*|\1|p' "$T/mirror.log" | head -1)
+[ -n "$MURL" ] || { echo "bench/hub.sh: the mirror did not start" >&2; exit 1; }
+# fetch_from BASE: one curl, every file of main in turn, to /dev/null;
+# seconds
+fetch_from() {
+	base=$1
+	set --
+	for f in $FILES; do set -- "$@" -o /dev/null "$base/org/bench/resolve/main/$f"; done
+	t0=$(now)
+	curl -sf "$@" || { echo "bench/hub.sh: curl failed" >&2; exit 1; }
+	t1=$(now)
+	echo "$t0 $t1" | awk '{print $2 - $1}'
+}
+fetch_from "$URL" >/dev/null
+u=$(for _ in $(seq "$RUNS"); do fetch_from "$URL"; done | best)
+cold=$(fetch_from "$MURL")
+warm=$(for _ in $(seq "$RUNS"); do fetch_from "$MURL"; done | best)
+awk -v b="$TOTAL" -v u="$u" -v c="$cold" -v w="$warm" 'BEGIN {
+	printf "pull-through mirror (serve --upstream), one curl, every file in turn:\n"
+	printf "  %-28s %6.2f GB/s  (%.2f s)\n", "the upstream itself", b / u / 1e9, u
+	printf "  %-28s %6.2f GB/s  (%.2f s)  %.2f of the upstream\n", "mirror, first (cold)", b / c / 1e9, c, u / c
+	printf "  %-28s %6.2f GB/s  (%.2f s)  %.2f of the upstream\n", "mirror, second (warm)", b / w / 1e9, w, u / w
 }'

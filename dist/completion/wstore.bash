@@ -34,9 +34,10 @@ _wstore()
         --checkpoint-id | --model-id | --revision | --chunk-size | \
         --replica-num | --jobs | --cache-size | --grace | --evict-to | \
         --max-connections | --drain | --refresh | --threads | --include | \
-        --exclude | --path | --checkpoint)
+        --exclude | --path | --checkpoint | --from-hub | --endpoint | \
+        --retries | --stall-timeout | --upstream | --upstream-allow)
         return ;;
-    --config | --output)
+    --config | --output | --token-file | --upstream-token-file)
         _filedir
         return ;;
     --source | --dest)
@@ -59,14 +60,14 @@ _wstore()
     if [[ $cur == -* ]]; then
         local opts=""
         case "${cmd[*]}" in
-        "model import"*) opts="--checkpoint-id --model-id --source --revision --chunk-size --replica-num --jobs" ;;
+        "model import"*) opts="--checkpoint-id --model-id --source --revision --chunk-size --replica-num --jobs --from-hub --endpoint --token-file --retries --stall-timeout --include --exclude" ;;
         "model list"*) opts="--model" ;;
         "model verify"*) opts="--jobs" ;;
         "model delete"*) opts="--missing-ok --wait --force" ;;
         "model materialize-file"*) opts="--path --output" ;;
         "model pull"*) opts="--dest --include --exclude --jobs --no-verify --force" ;;
         "mount"*) opts="--checkpoint --cache-size --foreground --direct-io --page-cache --refresh --threads --allow-other" ;;
-        "serve"*) opts="--listen --token --max-connections --drain --no-access-log --mmap" ;;
+        "serve"*) opts="--listen --token --max-connections --drain --no-access-log --mmap --upstream --upstream-allow --upstream-token-file" ;;
         "gc"* | "admin gc"*) opts="--dry-run --grace --evict-to" ;;
         "admin unlock"*) opts="--force" ;;
         "config init"*) opts="--force" ;;
