@@ -272,7 +272,9 @@ int wmirror_get(char **out_id, struct wmirror *m, wstore_store *s,
 	int rc;
 
 	*out_id = NULL;
-	if (!allowed(m, repo))
+	/* a checkpoint id (no '/') is this store's own name, never the
+	 * upstream's */
+	if (!strchr(repo, '/') || !allowed(m, repo))
 		return WSTORE_ENOTFOUND;
 	atomic_fetch_add(&m->misses, 1);
 	rc = fly(out_id, m, s, repo, r);

@@ -89,6 +89,8 @@ check_grep "/metrics: hits counted" '^wstore_serve_mirror_hits_total [1-9]' "$me
 check_grep "/metrics: misses counted" '^wstore_serve_mirror_misses_total [1-9]' "$met"
 
 : > "$LOG"
+code=$(curl -s -o /dev/null -w '%{http_code}' "$M/no-such-id/resolve/main/config.json")
+check_grep "a checkpoint id the store lacks: 404, not asked upstream" '^404$' "$code"
 code=$(curl -s -o /dev/null -w '%{http_code}' "$M/other/model/resolve/main/config.json")
 check_grep "a repository outside --upstream-allow: 404" '^404$' "$code"
 if grep -q 'other/model' "$LOG"; then tap_not_ok "... not asked of the upstream" "$(cat "$LOG")"
