@@ -30,7 +30,7 @@ if ! "$W" serve --help >/dev/null 2>&1; then
 fi
 
 SRC="$T/src"
-python3 "$HERE/tools/mkckpt.py" "$SRC" --size 3000000 --shards 2 >/dev/null
+/usr/bin/python3 "$HERE/tools/mkckpt.py" "$SRC" --size 3000000 --shards 2 >/dev/null
 printf '' > "$SRC/empty.txt"
 mkdir -p "$SRC/sub"
 printf 'nested\n' > "$SRC/sub/x.txt"
@@ -55,12 +55,12 @@ check "pulled bytes identical to the source" diff -r "$SRC" "$T/pulled"
 check "verify passes" ws model verify "$ID"
 check_exit "a second run: nothing fetched, same checkpoint" 0 \
 	hub --from-hub "org/tiny@$SHA" --endpoint "$B"
-n=$(ws model list --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+n=$(ws model list --json | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
 check_grep "... and no second checkpoint" '^1$' "$n"
 
 check_exit "--include '*.json'" 0 hub --from-hub org/tiny --endpoint "$B" \
 	--include '*.json' --checkpoint-id only-json
-files=$(ws model inspect only-json --json | python3 -c '
+files=$(ws model inspect only-json --json | /usr/bin/python3 -c '
 import json, sys
 print(" ".join(sorted(f["path"] for f in json.load(sys.stdin)["files"])))')
 want=$(cd "$SRC" && find . -name '*.json' | sed 's|^\./||' | sort | tr '\n' ' ' | sed 's/ $//')
@@ -68,7 +68,7 @@ check_grep "... takes only the json files" "^$want\$" "$files"
 check_exit "--exclude '*.safetensors' --exclude 'sub/*'" 0 hub \
 	--from-hub org/tiny --endpoint "$B" --exclude '*.safetensors' \
 	--exclude 'sub/*' --checkpoint-id no-weights
-files=$(ws model inspect no-weights --json | python3 -c '
+files=$(ws model inspect no-weights --json | /usr/bin/python3 -c '
 import json, sys
 print(" ".join(sorted(f["path"] for f in json.load(sys.stdin)["files"])))')
 check_grep "... leaves them out" '^config.json empty.txt ' "$files"
@@ -88,7 +88,7 @@ check_grep "... not found" "not found" "$OUT"
 check_exit "bad --from-hub: usage" 2 hub --from-hub 'noslash' --endpoint "$B"
 
 # nothing listens on a port just freed
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 t0=$(date +%s)
 check_exit "unreachable endpoint: error" 1 hub --from-hub org/tiny \
 	--endpoint "http://127.0.0.1:$PORT" --checkpoint-id unreach
@@ -118,13 +118,13 @@ check_exit "good token (HF_TOKEN), endpoint from HF_ENDPOINT" 0 \
 
 # ---- the misbehaving upstream --------------------------------------------
 FSRC="$T/fsrc"
-python3 "$HERE/tools/mkckpt.py" "$FSRC" --size 2000000 --shards 2 >/dev/null
+/usr/bin/python3 "$HERE/tools/mkckpt.py" "$FSRC" --size 2000000 --shards 2 >/dev/null
 mkdir -p "$FSRC/sub"
 printf 'hello\n' > "$FSRC/sub/c.txt"
 head -c 300000 /dev/urandom > "$FSRC/z.bin"
 CTL="$T/ctl.json"
 LOG="$T/fake.log"
-python3 "$HERE/tools/fakehub.py" "$FSRC" "$CTL" "$LOG" "$T/fakeports" \
+/usr/bin/python3 "$HERE/tools/fakehub.py" "$FSRC" "$CTL" "$LOG" "$T/fakeports" \
 	2>"$T/fake.err" &
 FAKE_PID=$!
 if ! wait_for 60 test -s "$T/fakeports"; then

@@ -18,13 +18,13 @@ suite_cleanup() {
 }
 
 FSRC="$T/fsrc"
-python3 "$HERE/tools/mkckpt.py" "$FSRC" --size 2000000 --shards 2 >/dev/null
+/usr/bin/python3 "$HERE/tools/mkckpt.py" "$FSRC" --size 2000000 --shards 2 >/dev/null
 mkdir -p "$FSRC/sub"
 printf 'hello\n' > "$FSRC/sub/c.txt"
 CTL="$T/ctl.json"
 LOG="$T/fake.log"
 printf '{}\n' > "$CTL"
-python3 "$HERE/tools/fakehub.py" "$FSRC" "$CTL" "$LOG" "$T/fakeports" \
+/usr/bin/python3 "$HERE/tools/fakehub.py" "$FSRC" "$CTL" "$LOG" "$T/fakeports" \
 	2>"$T/fake.err" &
 FAKE_PID=$!
 if ! wait_for 60 test -s "$T/fakeports"; then
