@@ -130,8 +130,10 @@ if [ -x "$BUILD/wstore-serve" ]; then
 	run_suite serve-hub sh "$HERE/e2e/serve_hub.sh"
 	run_suite serve-guard sh "$HERE/e2e/serve_guard.sh"
 	run_suite serve-tls sh "$HERE/e2e/serve_tls.sh"
+	run_suite hub-import sh "$HERE/e2e/hub_import.sh"
+	run_suite serve-mirror sh "$HERE/e2e/serve_mirror.sh"
 else
-	for s in serve serve-hub serve-guard serve-tls; do
+	for s in serve serve-hub serve-guard serve-tls hub-import serve-mirror; do
 		wanted $s && not_run $s "not built (meson setup -Dserve=disabled or no libmicrohttpd)"
 	done
 fi

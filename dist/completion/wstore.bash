@@ -27,7 +27,8 @@ _wstore()
         rdma_devices local_hostname replica_num redis_password key_prefix
         connect_timeout_ms command_timeout_ms mooncake_library mooncake_log
         serve_listen serve_token serve_tls_cert serve_tls_key
-        serve_tls_key_password_file quota evict chunk_size"
+        serve_tls_key_password_file quota evict chunk_size hub_endpoint
+        hub_token_file"
 
     case $prev in
     --store | --master-server-addr | --metadata-server | --protocol | \
@@ -35,9 +36,11 @@ _wstore()
         --checkpoint-id | --model-id | --revision | --chunk-size | \
         --replica-num | --jobs | --cache-size | --grace | --evict-to | \
         --max-connections | --drain | --refresh | --threads | --include | \
-        --exclude | --path | --checkpoint)
+        --exclude | --path | --checkpoint | --from-hub | --endpoint | \
+        --retries | --stall-timeout | --upstream | --upstream-allow)
         return ;;
-    --config | --output | --tls-cert | --tls-key | --tls-key-password-file)
+    --config | --output | --tls-cert | --tls-key | --tls-key-password-file | \
+    --token-file | --upstream-token-file)
         _filedir
         return ;;
     --source | --dest)
@@ -60,14 +63,14 @@ _wstore()
     if [[ $cur == -* ]]; then
         local opts=""
         case "${cmd[*]}" in
-        "model import"*) opts="--checkpoint-id --model-id --source --revision --chunk-size --replica-num --jobs" ;;
+        "model import"*) opts="--checkpoint-id --model-id --source --revision --chunk-size --replica-num --jobs --from-hub --endpoint --token-file --retries --stall-timeout --include --exclude" ;;
         "model list"*) opts="--model" ;;
         "model verify"*) opts="--jobs" ;;
         "model delete"*) opts="--missing-ok --wait --force" ;;
         "model materialize-file"*) opts="--path --output" ;;
         "model pull"*) opts="--dest --include --exclude --jobs --no-verify --force" ;;
         "mount"*) opts="--checkpoint --cache-size --foreground --direct-io --page-cache --refresh --threads --allow-other" ;;
-        "serve"*) opts="--listen --token --max-connections --drain --no-access-log --mmap --tls-cert --tls-key --tls-key-password-file" ;;
+        "serve"*) opts="--listen --token --max-connections --drain --no-access-log --mmap --tls-cert --tls-key --tls-key-password-file --upstream --upstream-allow --upstream-token-file" ;;
         "gc"* | "admin gc"*) opts="--dry-run --grace --evict-to" ;;
         "admin unlock"*) opts="--force" ;;
         "config init"*) opts="--force" ;;

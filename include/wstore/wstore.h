@@ -150,6 +150,9 @@ int wstore_validate_path(const char *path);
  *   mooncake_library      file name or path of libmooncake_store.so
  *   mooncake_log          "off" (default) or "stderr": Mooncake's own log
  *   chunk_size            model import's default chunk size ("64MiB")
+ *   hub_endpoint          `model import --from-hub` server (default
+ *                         https://huggingface.co)
+ *   hub_token_file        file holding its token
  *   serve_listen          `wstore serve` address (ADDR:PORT)
  *   serve_token           bearer token `wstore serve` requires; never
  *                         printed
@@ -655,6 +658,69 @@ uint64_t wstore_source_total_size(const wstore_source *src);
  */
 int wstore_import_from(wstore_store *store, const wstore_import_options *opts,
 		       const wstore_source *src);
+
+/* ---- import from a Hub (hub.c) ------------------------------------------ */
+
+/*
+ * Where and what wstore_import_hub fetches.  Strings are the caller's,
+ * read during the call only.
+ */
+typedef struct wstore_hub_options {
+	unsigned version;
+	/* a server speaking the Hugging Face Hub protocol (the Hub, a
+	 * mirror, another `wstore serve`); NULL: "https://huggingface.co" */
+	const char *endpoint;
+	const char *repo;     /* required: ORG/NAME */
+	const char *revision; /* branch, tag or commit; NULL: "main" */
+	const char *token;    /* bearer token; NULL: none */
+	/* NULL-terminated glob lists (fnmatch on the file's path, as
+	 * wstore_source_include/exclude); NULL: every file, none left out */
+	const char *const *include;
+	const char *const *exclude;
+	uint32_t connections; /* files fetched at once; 0: 4 */
+	uint32_t retries;     /* tries after the first of each request; 0: 5 */
+	/* a transfer moving no byte for this long fails (then is retried);
+	 * 0: 30 s.  Connecting gives up after 10 s. */
+	uint32_t stall_timeout_ms;
+	uint32_t reserved; /* must be 0 */
+} wstore_hub_options;
+#define WSTORE_HUB_OPTIONS_VERSION 1
+#define WSTORE_HUB_OPTIONS_INIT                                                \
+	{                                                                      \
+		WSTORE_HUB_OPTIONS_VERSION                                     \
+	}
+
+/*
+ * Import hub->repo at hub->revision straight from the server, with no
+ * local copy: the server names the commit, lists the files (sizes and
+ * hashes), and each file streams into chunks as it arrives, hashed as it
+ * streams, and is checked against the server's hash (SHA-256 for an LFS
+ * file, the git blob SHA-1 otherwise) before the checkpoint can be READY.
+ * Redirects are followed (the Hub sends LFS files to a CDN; the token is
+ * never sent to another host); 429 (after its Retry-After), 5xx, resets
+ * and short bodies are retried with backoff, a cut transfer resuming
+ * where it stopped; proxies come from the usual environment variables.
+ *
+ * opts is read as for wstore_import_from, except: source and revision
+ * are ignored (the manifest's revision is the server's commit id, so
+ * that NAME@COMMIT resolves; its source_uri is ENDPOINT/REPO), model_id
+ * NULL means hub->repo, and checkpoint_id NULL means one derived from the
+ * model id and commit (wstore_checkpoint_id_derive), the id of an import
+ * of the same commit that was killed being taken again.  An import killed
+ * and run again fetches only the files it had not stored and verified.
+ * An id already READY with this model and commit is left as it is (0).
+ *
+ * *out_id (may be NULL) is the checkpoint id, malloc'ed, also on failure
+ * once it is known.  Errors: WSTORE_ENOTFOUND (repository, revision or
+ * file not on the server), -EACCES (the server refused the token, or
+ * wants one), WSTORE_EUNAVAIL (unreachable, or failing after the
+ * retries), WSTORE_EVERIFY (a file's bytes do not match the server's
+ * hash: the last error names the file and both hashes), and those of
+ * wstore_import.
+ */
+int wstore_import_hub(char **out_id, wstore_store *store,
+		      const wstore_import_options *opts,
+		      const wstore_hub_options *hub);
 
 /* ---- names on the command line (catalog.c) ---------------------------- */
 

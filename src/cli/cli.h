@@ -42,6 +42,7 @@ struct cli_cmd {
 };
 
 int cmd_model_import(struct cli *c, int argc, char **argv);
+int cmd_model_import_hub(struct cli *c, int argc, char **argv);
 int cmd_model_list(struct cli *c, int argc, char **argv);
 int cmd_model_inspect(struct cli *c, int argc, char **argv);
 int cmd_model_verify(struct cli *c, int argc, char **argv);

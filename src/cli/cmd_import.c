@@ -46,7 +46,10 @@ static const char help[] =
 	"  --replica-num N      copies each chunk needs (config key replica_num;\n"
 	"                       default 1): Mooncake replicas, or on Redis the\n"
 	"                       master and N-1 replicas acknowledging\n"
-	"  --jobs N             worker threads (default: number of cores)\n";
+	"  --jobs N             worker threads (default: number of cores)\n"
+	"\n"
+	"wstore model import --from-hub ORG/NAME[@REV] imports from a Hub\n"
+	"server instead (wstore model import --from-hub x/y --help).\n";
 
 /*
  * SGLang's mooncake:// connector maps offsets with its own file_chunk_size
@@ -283,6 +286,10 @@ int cmd_model_import(struct cli *c, int argc, char **argv)
 	uint32_t copies;
 	int rc;
 
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--from-hub") ||
+		    !strncmp(argv[i], "--from-hub=", 11))
+			return cmd_model_import_hub(c, argc, argv);
 	if (rn && wfront_parse_count(&copies, "replica_num", rn))
 		return EXIT_USAGE;
 	/* the store's default chunk size (checked when the config loaded) */

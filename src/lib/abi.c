@@ -54,6 +54,7 @@ static int opts_in(void *dst, size_t dst_size, const void *src,
 #define wstore_pull_options_INIT_ WSTORE_PULL_OPTIONS_INIT
 #define wstore_checkpoint_options_INIT_ WSTORE_CHECKPOINT_OPTIONS_INIT
 #define wstore_delete_options_INIT_ WSTORE_DELETE_OPTIONS_INIT
+#define wstore_hub_options_INIT_ WSTORE_HUB_OPTIONS_INIT
 
 int wstore__import_opts(wstore_import_options *dst,
 			const wstore_import_options *src)
@@ -95,4 +96,10 @@ int wstore__delete_opts(wstore_delete_options *dst,
 {
 	OPTS_IN(dst, src, wstore_delete_options, "delete options",
 		UPTO(wstore_delete_options, progress_ctx));
+}
+
+int wstore__hub_opts(wstore_hub_options *dst, const wstore_hub_options *src)
+{
+	OPTS_IN(dst, src, wstore_hub_options, "hub options",
+		UPTO(wstore_hub_options, reserved));
 }

@@ -27,5 +27,6 @@ int wstore__checkpoint_opts(wstore_checkpoint_options *dst,
 			    const wstore_checkpoint_options *src);
 int wstore__delete_opts(wstore_delete_options *dst,
 			const wstore_delete_options *src);
+int wstore__hub_opts(wstore_hub_options *dst, const wstore_hub_options *src);
 
 #endif

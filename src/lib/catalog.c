@@ -158,6 +158,14 @@ static int taken(wstore_store *s, const char *id)
 int wstore_checkpoint_id_derive(char **out, wstore_store *s,
 				const char *model_id, const char *revision)
 {
+	return wstore__checkpoint_id_derive_mine(out, s, model_id, revision,
+						 NULL, NULL);
+}
+
+int wstore__checkpoint_id_derive_mine(
+	char **out, wstore_store *s, const char *model_id, const char *revision,
+	int (*mine)(void *ctx, wstore_store *s, const char *id), void *ctx)
+{
 	const char *rev = revision && *revision ? revision : "main";
 	char base[232], id[256];
 	size_t len = 0;
@@ -181,7 +189,7 @@ int wstore_checkpoint_id_derive(char **out, wstore_store *s,
 			snprintf(id, sizeof(id), "%s-%u", base, k);
 		if ((rc = taken(s, id)) < 0)
 			return rc;
-		if (rc == 0) {
+		if (rc == 0 || (mine && mine(ctx, s, id))) {
 			wstore__clear_err();
 			return (*out = strdup(id)) ? 0 : -ENOMEM;
 		}

@@ -62,6 +62,8 @@ static const char *const known_keys[] = {
 	"quota",
 	"evict",
 	"chunk_size",
+	"hub_endpoint",
+	"hub_token_file",
 	NULL,
 };
 

@@ -29,6 +29,7 @@
 #include "delete.h"
 #include "error.h"
 #include "generation.h"
+#include "import.h"
 #include "index.h"
 #include "intent.h"
 #include "lock.h"
@@ -42,20 +43,12 @@
 #include "source.h"
 #include "usage.h"
 
-struct import {
-	wstore_store *s;
-	const wstore_import_options *o;
-	wstore__scan scan;
-	wstore_manifest *m;
-	uint64_t chunk_size;
-	uint64_t *attempted;	  /* per file: chunks put (or tried) */
-	char *done;		  /* per file: finished and hashed */
-	const wstore__held *lock; /* the checkpoint's, held while importing */
-};
-
 /* Read, hash and store every chunk (pipeline.c). */
 static int run_workers(struct import *im)
 {
+	if (im->hooks && im->hooks->workers)
+		return im->hooks->workers(im);
+
 	wstore__pipeline p = { .s = im->s,
 			       .scan = &im->scan,
 			       .m = im->m,
@@ -297,7 +290,7 @@ static int add_to_indexes(wstore_store *s, const wstore_manifest *m)
  * the indexes, which a crash right after publishing can leave out); a
  * FAILED or unreadable one is deleted so the import can start clean.
  */
-static int claim_id(wstore_store *s, const char *id)
+int wstore__import_claim(wstore_store *s, const char *id)
 {
 	wstore_manifest *old = NULL;
 	int rc = wstore_manifest_read(&old, s, id);
@@ -361,7 +354,8 @@ static int clear_keys(struct import *im)
 	if (!(im->s->b->flags & WSTORE_BACKEND_WRITE_ONCE))
 		return 0;
 	for (size_t i = 0; i < m->nfiles; i++)
-		for (uint64_t c = 0; c < m->files[i].nchunks; c++) {
+		for (uint64_t c = 0; !im->done[i] && c < m->files[i].nchunks;
+		     c++) {
 			int rc = wstore__remove(im->s, m->files[i].chunks[c]);
 
 			if (rc < 0)
@@ -375,25 +369,30 @@ static int clear_keys(struct import *im)
 
 static int import_locked(struct import *im, const char *source_uri)
 {
-	int rc = claim_id(im->s, im->o->checkpoint_id);
+	const wstore__import_hooks *h = im->hooks;
+	int rc = h && h->claim
+			 ? h->claim(im)
+			 : wstore__import_claim(im->s, im->o->checkpoint_id);
 
 	if (rc < 0)
 		return rc;
 	rc = build_manifest(im, source_uri);
 	if (rc < 0)
 		return rc;
+	im->attempted =
+		calloc(im->scan.n ? im->scan.n : 1, sizeof(*im->attempted));
+	im->done = calloc(im->scan.n ? im->scan.n : 1, 1);
+	if (!im->attempted || !im->done)
+		return -ENOMEM;
 	/* before the first chunk: what a killed import leaves is findable */
-	rc = wstore__intent_write(im->s, im->m, im->chunk_size);
+	rc = h && h->begin ? h->begin(im)
+			   : wstore__intent_write(im->s, im->m, im->chunk_size);
 	/* and a new generation: readers of an earlier import of the id
 	 * notice it before they hand out a byte of this one's */
 	if (rc == 0)
 		rc = wstore__gen_write(im->s, im->m);
 	if (rc < 0)
 		return rc;
-	im->attempted = calloc(im->scan.n, sizeof(*im->attempted));
-	im->done = calloc(im->scan.n, 1);
-	if (!im->attempted || !im->done)
-		return -ENOMEM;
 	rc = clear_keys(im);
 	if (rc == 0)
 		rc = run_workers(im);
@@ -449,8 +448,7 @@ int wstore_import_from(wstore_store *s, const wstore_import_options *given,
 	wstore_import_options oc;
 	const wstore_import_options *o = &oc;
 	struct import im = { .s = s, .o = o };
-	char lockname[WSTORE__KEY_MAX], *source_uri = NULL;
-	wstore__held *token = NULL;
+	char *source_uri = NULL;
 	char *hub = NULL;
 	int rc = wstore_import_check(given);
 
@@ -475,13 +473,25 @@ int wstore_import_from(wstore_store *s, const wstore_import_options *given,
 					  o->source);
 	}
 	if (rc == 0)
-		rc = wstore__make_room(s, o->checkpoint_id, im.scan.total,
-				       o->version >= 2 ? o->on_evict : NULL,
-				       o->version >= 2 ? o->on_evict_ctx
-						       : NULL);
+		rc = wstore__import_run(&im, source_uri);
+	free(source_uri);
+	free(hub);
+	wstore__import_free(&im);
+	return rc;
+}
+
+int wstore__import_run(struct import *im, const char *source_uri)
+{
+	const wstore_import_options *o = im->o;
+	char lockname[WSTORE__KEY_MAX];
+	wstore__held *token = NULL;
+	int rc = wstore__make_room(im->s, o->checkpoint_id, im->scan.total,
+				   o->version >= 2 ? o->on_evict : NULL,
+				   o->version >= 2 ? o->on_evict_ctx : NULL);
+
 	snprintf(lockname, sizeof(lockname), "models/%s", o->checkpoint_id);
 	if (rc == 0) {
-		rc = wstore__lock(s, lockname, &token);
+		rc = wstore__lock(im->s, lockname, &token);
 		if (rc == WSTORE_EBUSY)
 			wstore__err(
 				rc,
@@ -489,15 +499,21 @@ int wstore_import_from(wstore_store *s, const wstore_import_options *given,
 				o->checkpoint_id, wstore_last_error());
 	}
 	if (rc == 0) {
-		im.lock = token;
-		rc = import_locked(&im, source_uri);
-		wstore__unlock(s, token);
+		im->lock = token;
+		rc = import_locked(im, source_uri);
+		wstore__unlock(im->s, token);
+		im->lock = NULL;
 	}
-	free(source_uri);
-	free(hub);
-	free(im.attempted);
-	free(im.done);
-	wstore_manifest_free(im.m);
-	wstore__scan_free(&im.scan);
 	return rc;
+}
+
+void wstore__import_free(struct import *im)
+{
+	free(im->attempted);
+	free(im->done);
+	wstore_manifest_free(im->m);
+	wstore__scan_free(&im->scan);
+	im->attempted = NULL;
+	im->done = NULL;
+	im->m = NULL;
 }

@@ -32,6 +32,13 @@
 int wstore__intent_write(wstore_store *s, const wstore_manifest *m,
 			 uint64_t chunk_size)
 {
+	return wstore__intent_write_with(s, m, chunk_size, NULL, NULL);
+}
+
+int wstore__intent_write_with(wstore_store *s, const wstore_manifest *m,
+			      uint64_t chunk_size, const char *name,
+			      json_t *extra)
+{
 	char key[WSTORE__KEY_MAX], host[256] = "";
 	json_t *j = json_object(), *keys = json_array();
 	char *text = NULL;
@@ -53,7 +60,8 @@ int wstore__intent_write(wstore_store *s, const wstore_manifest *m,
 	    json_object_set_new(j, "created_at",
 				json_integer((json_int_t)time(NULL))) ||
 	    json_object_set_new(j, "host", json_string(host)) ||
-	    json_object_set_new(j, "pid", json_integer(getpid())))
+	    json_object_set_new(j, "pid", json_integer(getpid())) ||
+	    (name && json_object_set(j, name, extra)))
 		goto out;
 	text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
 	if (!text)
@@ -101,6 +109,24 @@ static int parse_keys(char ***out, size_t *out_n, const char *text, size_t len)
 	*out = v;
 	*out_n = n;
 	return 0;
+}
+
+int wstore__intent_get(json_t **out, wstore_store *s, const char *ckpt)
+{
+	char key[WSTORE__KEY_MAX], *text = NULL;
+	size_t len = 0;
+	int rc;
+
+	*out = NULL;
+	wstore__key_intent(key, ckpt);
+	rc = wstore__get_alloc(s, key, &text, &len);
+	if (rc == 0 && len == 0)
+		rc = WSTORE_ENOTFOUND; /* EMPTY_MISSING stores */
+	if (rc == 0 && !(*out = json_loadb(text, len, 0, NULL)))
+		rc = wstore__err(WSTORE_ECORRUPT,
+				 "intent record '%s' is not valid", key);
+	free(text);
+	return rc;
 }
 
 int wstore__intent_read(char ***out, size_t *out_n, wstore_store *s,

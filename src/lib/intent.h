@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
 #include <wstore/wstore.h>
 
 /* Record, before the first chunk is written, every chunk key manifest m
@@ -18,6 +19,15 @@ int wstore__intent_write(wstore_store *s, const wstore_manifest *m,
 /* The chunk keys an intent lists (a NULL-terminated array the caller
  * frees with wstore_strings_free): 0, WSTORE_ENOTFOUND, WSTORE_ECORRUPT,
  * or a store error. */
+/* The same with one more member, name: extra (what an importer keeps to
+ * resume, e.g. hub.c's "hub"); other readers ignore it. */
+int wstore__intent_write_with(wstore_store *s, const wstore_manifest *m,
+			      uint64_t chunk_size, const char *name,
+			      json_t *extra);
+/* The record of ckpt parsed (*out: a new reference), WSTORE_ENOTFOUND or
+ * WSTORE_ECORRUPT. */
+int wstore__intent_get(json_t **out, wstore_store *s, const char *ckpt);
+
 int wstore__intent_read(char ***out, size_t *out_n, wstore_store *s,
 			const char *ckpt);
 

@@ -116,4 +116,10 @@ void wstore__store_buf_free(wstore_store *s, void *p);
 /* Number of worker threads for jobs (0 = cores). */
 unsigned wstore__jobs(uint32_t jobs);
 
+/* wstore_checkpoint_id_derive, also taking an id that is taken when
+ * mine(ctx, s, id) says it is the caller's own (catalog.c). */
+int wstore__checkpoint_id_derive_mine(
+	char **out, wstore_store *s, const char *model_id, const char *revision,
+	int (*mine)(void *ctx, wstore_store *s, const char *id), void *ctx);
+
 #endif

@@ -29,6 +29,7 @@ struct wck *wopen_target(struct MHD_Connection *c, struct wreq *r,
 			 const struct wtarget *t, enum MHD_Result *ret)
 {
 	struct wck *k = NULL;
+	const char *why;
 	int known = 0, rc;
 
 	rc = wcache_get(&k, &known, r->sv->cache, t->repo, t->rev);
@@ -37,10 +38,17 @@ struct wck *wopen_target(struct MHD_Connection *c, struct wreq *r,
 		r->ckpt = strdup(k->id);
 		return k;
 	}
+	why = wmirror_error()[0] ? wmirror_error() : wstore_last_error();
+
 	if (rc == WSTORE_ENOTFOUND)
 		*ret = wreply_error(c, r, MHD_HTTP_NOT_FOUND,
 				    known ? "RevisionNotFound" : "RepoNotFound",
-				    wstore_last_error());
+				    why);
+	else if (rc == -EACCES) /* the upstream refused the mirror */
+		*ret = wreply_error(c, r, MHD_HTTP_UNAUTHORIZED, "RepoNotFound",
+				    why);
+	else if (rc == WSTORE_EVERIFY) /* the upstream sent wrong bytes */
+		*ret = wreply_error(c, r, MHD_HTTP_BAD_GATEWAY, NULL, why);
 	else
 		/* the store failed to answer (a timeout, a refused
 		 * connection, an I/O error): worth retrying, and never
@@ -49,7 +57,7 @@ struct wck *wopen_target(struct MHD_Connection *c, struct wreq *r,
 				    rc == WSTORE_ECORRUPT || rc == WSTORE_EINVAL
 					    ? MHD_HTTP_INTERNAL_SERVER_ERROR
 					    : MHD_HTTP_SERVICE_UNAVAILABLE,
-				    NULL, wstore_last_error());
+				    NULL, why);
 	return NULL;
 }
 

@@ -44,7 +44,13 @@ struct wcache {
 	double ttl;
 	struct wname *names;
 	struct wck *cks;
+	struct wmirror *mirror; /* names the store lacks, or NULL */
 };
+
+void wcache_set_mirror(struct wcache *c, struct wmirror *m)
+{
+	c->mirror = m;
+}
 
 struct wcache *wcache_new(wstore_store *store, double ttl)
 {
@@ -255,15 +261,22 @@ int wcache_get(struct wck **out, int *known, struct wcache *c, const char *repo,
 
 	*out = NULL;
 	*known = 0;
+	wmirror_error_clear();
 	pthread_mutex_lock(&c->mu);
 	k = find_name(c, repo, rev, wclock_mono_s());
 	pthread_mutex_unlock(&c->mu);
 	if (k) {
 		*known = 1;
 		*out = k;
+		wmirror_hit(c->mirror);
 		return 0;
 	}
-	if ((rc = wstore_resolve(&id, known, c->store, repo, rev)) < 0)
+	rc = wstore_resolve(&id, known, c->store, repo, rev);
+	if (rc == WSTORE_ENOTFOUND && c->mirror)
+		rc = wmirror_get(&id, c->mirror, c->store, repo, rev);
+	else if (rc == 0)
+		wmirror_hit(c->mirror);
+	if (rc < 0)
 		return rc;
 	pthread_mutex_lock(&c->mu);
 	k = find_ck(c, id);

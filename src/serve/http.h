@@ -68,6 +68,7 @@ void wtls_free(struct wserve_tls *t);
 struct wserve {
 	wstore_store *store;
 	struct wcache *cache;
+	struct wmirror *mirror; /* --upstream, else NULL */
 	const struct wserve_options *o;
 	struct wserve_tls tls;
 	struct wserve_metrics m;
@@ -141,6 +142,31 @@ void wck_put(struct wcache *c, struct wck *k);
 void wck_dead(struct wcache *c, struct wck *k);
 /* Forget names whose time is up (closing checkpoints no one reads). */
 void wcache_sweep(struct wcache *c);
+
+/* The mirror the cache asks for names the store lacks (may be NULL). */
+void wcache_set_mirror(struct wcache *c, struct wmirror *m);
+
+/* ---- mirror.c ---------------------------------------------------------- */
+
+struct wmirror;
+struct wmirror *wmirror_new(const struct wserve_options *o);
+void wmirror_free(struct wmirror *m);
+/*
+ * The checkpoint id for (repo, rev) imported from the upstream (one
+ * import however many ask at once), or remembered from an earlier one
+ * while the upstream fails.  WSTORE_ENOTFOUND for a repository not
+ * allowed or not on the upstream; other errors with wmirror_error()
+ * saying why.
+ */
+int wmirror_get(char **out_id, struct wmirror *m, wstore_store *s,
+		const char *repo, const char *rev);
+/* A name the store answered (counted in /metrics). */
+void wmirror_hit(struct wmirror *m);
+/* Why this thread's last wmirror_get failed, "" if it did not. */
+const char *wmirror_error(void);
+void wmirror_error_clear(void);
+/* The mirror's /metrics lines (malloc'ed), NULL without one. */
+char *wmirror_metrics_text(struct wmirror *m);
 
 /* ---- api.c ------------------------------------------------------------- */
 

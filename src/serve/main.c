@@ -5,6 +5,7 @@
  * the command line.  The server itself is server.c.  Like the CLI it uses
  * only the public API.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,8 @@ static const char help[] =
 	"                    [--drain SECONDS] [--no-access-log] [--mmap]\n"
 	"                    [--tls-cert FILE --tls-key FILE\n"
 	"                     [--tls-key-password-file FILE]]\n"
+	"                    [--upstream URL [--upstream-allow PATTERN]...\n"
+	"                     [--upstream-token-file FILE]]\n"
 	"\n"
 	"Serve the store read-only over HTTP with the Hugging Face Hub's\n"
 	"download protocol: point HF_ENDPOINT at it and Hub clients (vLLM,\n"
@@ -61,6 +64,14 @@ static const char help[] =
 	"                        the encrypted key's password: the file's\n"
 	"                        first line (config key\n"
 	"                        serve_tls_key_password_file)\n"
+	"  --upstream URL        a pull-through mirror of this Hub server: a\n"
+	"                        name the store lacks is imported from it\n"
+	"                        (once, however many clients ask), then served\n"
+	"  --upstream-allow PATTERN\n"
+	"                        only repositories matching (fnmatch; repeat;\n"
+	"                        default every one) go upstream\n"
+	"  --upstream-token-file FILE\n"
+	"                        the token sent to the upstream (first line)\n"
 	"\n"
 	"Endpoints: /api/models/{repo}[/revision/{rev}], /api/models/{repo}/tree/\n"
 	"{rev}[/{path}], /api/models/{repo}/refs, /{repo}/resolve/{rev}/{path},\n"
@@ -95,6 +106,30 @@ static int check_tls(struct wserve_options *o)
 	return 0;
 }
 
+/* The first line of path, malloc'ed into *out. */
+static int read_token(char **out, const char *path)
+{
+	char line[4096];
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return wfront_usage_error("cannot read token file '%s': %s",
+					  path, strerror(errno));
+	if (!fgets(line, sizeof(line), f))
+		line[0] = '\0';
+	fclose(f);
+	line[strcspn(line, "\r\n")] = '\0';
+	if (!line[0])
+		return wfront_usage_error("token file '%s' is empty", path);
+	free(*out);
+	return (*out = strdup(line)) ? 0 : EXIT_ERR;
+}
+
+/* --upstream-allow patterns and the upstream token, for main's life */
+static const char *allow[64];
+static size_t nallow;
+static char *token;
+
 static int parse_args(struct wserve_options *o, const wstore_config *cfg,
 		      int argc, char **argv)
 {
@@ -111,6 +146,9 @@ static int parse_args(struct wserve_options *o, const wstore_config *cfg,
 		{ "tls-cert", required_argument, NULL, 'C' },
 		{ "tls-key", required_argument, NULL, 'K' },
 		{ "tls-key-password-file", required_argument, NULL, 'P' },
+		{ "upstream", required_argument, NULL, 'U' },
+		{ "upstream-allow", required_argument, NULL, 'A' },
+		{ "upstream-token-file", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -161,10 +199,30 @@ static int parse_args(struct wserve_options *o, const wstore_config *cfg,
 		case 'C': o->tls_cert = optarg; break;
 		case 'K': o->tls_key = optarg; break;
 		case 'P': o->tls_key_password_file = optarg; break;
+		case 'U': o->upstream = optarg; break;
+		case 'A':
+			if (nallow + 1 >= sizeof(allow) / sizeof(*allow))
+				return wfront_usage_error(
+					"too many --upstream-allow patterns");
+			allow[nallow++] = optarg;
+			break;
+		case 'T':
+			if (read_token(&token, optarg))
+				return EXIT_USAGE;
+			o->upstream_token = token;
+			break;
 		case 'h': fputs(help, stdout); return -1;
 		default: return wfront_bad_option(ch, argv, "serve");
 		}
 	}
+	if (nallow && !o->upstream)
+		return wfront_usage_error("--upstream-allow needs --upstream");
+	if (o->upstream && strncmp(o->upstream, "http://", 7) &&
+	    strncmp(o->upstream, "https://", 8))
+		return wfront_usage_error("invalid --upstream '%s': an http:// "
+					  "or https:// URL",
+					  o->upstream);
+	o->upstream_allow = allow;
 	if (optind != argc)
 		return wfront_usage_error(
 			"'serve' takes no arguments, got '%s'", argv[optind]);
@@ -193,13 +251,17 @@ int main(int argc, char **argv)
 	/* SIGTERM, SIGINT and SIGHUP are taken by wserve_run: blocked
 	 * before the store starts threads of its own */
 	wfront_hold_stop_signals();
-	if (wstore_open_flags(&s, cfg, WSTORE_OPEN_READONLY) < 0) {
+	/* a mirror writes what it fetches */
+	if (wstore_open_flags(&s, cfg,
+			      o.upstream ? WSTORE_OPEN_CREATE
+					 : WSTORE_OPEN_READONLY) < 0) {
 		wfront_err("%s", wstore_last_error());
 		wstore_config_free(cfg);
 		return EXIT_ERR;
 	}
 	rc = wserve_run(s, &o);
 	wstore_free(s);
+	free(token);
 	wstore_config_free(cfg);
 	return rc ? EXIT_ERR : EXIT_OK;
 }

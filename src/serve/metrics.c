@@ -147,6 +147,13 @@ enum MHD_Result wmetrics_reply(struct MHD_Connection *c, struct wreq *r)
 		  "%" PRIu64 "\n",
 		  e->id, e->bytes);
 	pthread_mutex_unlock(&m->mu);
+	{
+		char *mirror = wmirror_metrics_text(r->sv->mirror);
+
+		if (mirror)
+			P("%s", mirror);
+		free(mirror);
+	}
 #undef P
 	if (bad) {
 		free(buf);

@@ -35,6 +35,12 @@ struct wserve_options {
 	const char *tls_cert;	  /* HTTPS: PEM certificate chain file, */
 	const char *tls_key;	  /* and its PEM key file (both or none) */
 	const char *tls_key_password_file; /* the key's password, or NULL */
+	/* pull-through mirror (mirror.c): the upstream Hub server, its
+	 * token, and the repositories it may be asked for (NULL-terminated
+	 * fnmatch patterns; NULL or empty: every one) */
+	const char *upstream;
+	const char *upstream_token;
+	const char *const *upstream_allow;
 };
 
 /*

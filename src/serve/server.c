@@ -568,6 +568,7 @@ static void wait_for_stop(struct wserve *sv, const sigset_t *sigs)
 static void teardown(struct wserve *sv)
 {
 	wcache_free(sv->cache);
+	wmirror_free(sv->mirror);
 	wmetrics_free(&sv->m);
 	pthread_mutex_destroy(&sv->log_mu);
 	wtls_free(&sv->tls);
@@ -601,11 +602,13 @@ int wserve_run(wstore_store *store, const struct wserve_options *o)
 	atomic_init(&sv.stopping, 0);
 	wmetrics_init(&sv.m);
 	pthread_mutex_init(&sv.log_mu, NULL);
-	if (!(sv.cache = wcache_new(store, o->cache_seconds))) {
+	if (!(sv.cache = wcache_new(store, o->cache_seconds)) ||
+	    (o->upstream && !(sv.mirror = wmirror_new(o)))) {
 		close(fd);
 		teardown(&sv);
 		return 1;
 	}
+	wcache_set_mirror(sv.cache, sv.mirror);
 	if (!(d = start_daemon(&sv, fd))) {
 		fprintf(stderr,
 			"wstore: cannot start the HTTP%s server on '%s'\n",
@@ -617,6 +620,8 @@ int wserve_run(wstore_store *store, const struct wserve_options *o)
 	fprintf(stderr, "wstore serve: listening on %s://%s (store: %s)\n",
 		sv.tls.on ? "https" : "http", shown,
 		wstore_backend_name(store));
+	if (o->upstream)
+		fprintf(stderr, "wstore serve: mirror of %s\n", o->upstream);
 	wstore_notify("READY=1"); /* a Type=notify unit: listening now */
 	wait_for_stop(&sv, &sigs);
 	fprintf(stderr, "wstore serve: stopping: finishing %d request(s)\n",

@@ -1,7 +1,7 @@
 #!/bin/sh
 # check.sh - the architecture as the build and the tree must keep it: the
-# library exports only the public API, every symbol under the version node
-# WSTORE_0, has a soname; every quoted include names an existing file
+# library exports only the public API, every symbol under a version node
+# (WSTORE_0, then WSTORE_1, ...), has a soname; every quoted include names an existing file
 # relative to the file that includes it, inside what its layer may include
 # (a backend naming a core header bare, "manifest.h", fails here and does
 # not build: the backends are compiled with include/ as their only include

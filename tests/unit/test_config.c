@@ -37,7 +37,7 @@ static void test_set_get(void)
 
 	while (keys[n])
 		n++;
-	CHECK_EQ_INT(n, 21);
+	CHECK_EQ_INT(n, 26);
 	CHECK_EQ_INT(wstore_config_new(&c), 0);
 	/* chunk_size: a size from 1 byte to 4 GiB */
 	CHECK_EQ_INT(wstore_config_set(c, "chunk_size", "4GiB"), 0);

@@ -1,0 +1,49 @@
+/*
+ * hub.h - import from a Hub (hub.c: what to fetch and the lifecycle
+ * hooks; hubrun.c: the workers that fetch, hash, check and store).
+ */
+#ifndef WSTORE_HUB_H
+#define WSTORE_HUB_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <jansson.h>
+#include <wstore/wstore.h>
+
+#include "error.h"
+#include "import.h"
+
+/* A file the server lists, in the scan's order (sorted by path). */
+typedef struct wstore__hub_file {
+	char *path;
+	uint64_t size;
+	char oid[41];	 /* git blob SHA-1 (of the LFS pointer for LFS) */
+	char sha256[65]; /* LFS files: the file's SHA-256; else "" */
+} wstore__hub_file;
+
+typedef struct wstore__hub {
+	wstore_hub_options o; /* the caller's, current layout */
+	char *endpoint;	      /* without trailing '/' */
+	char *commit;
+	wstore__hub_file *files; /* n, sorted by path */
+	size_t n;
+	/* the intent record's "hub" member: endpoint, repo, commit,
+	 * chunk_size and "files": {path: {"oid":..., "sha256":...}} of the
+	 * files stored and verified (what a re-run keeps) */
+	json_t *state;
+	json_t *kept; /* from a killed run: path -> {oid, sha256}, or NULL */
+	/* the workers' */
+	pthread_mutex_t mu;
+	size_t next;
+	uint64_t bytes_done, last_progress;
+	wstore__first_err err;
+} wstore__hub;
+
+/* The workers (hubrun.c): fetch every file not done. */
+int wstore__hub_workers(struct import *im);
+/* Write the intent record with h->state as its "hub" member (mu held by
+ * the caller while the workers run). */
+int wstore__hub_write_intent(struct import *im);
+
+#endif

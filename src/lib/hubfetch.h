@@ -1,0 +1,43 @@
+/*
+ * hubfetch.h - the HTTP client of import from a Hub (hubfetch.c, over
+ * libcurl): GET with retries, a JSON body or a file streamed to a sink
+ * and resumed where a cut transfer stopped.
+ *
+ * Owns: one curl handle per wstore__http (its connections are reused
+ * from request to request); one thread uses it at a time.
+ */
+#ifndef WSTORE_HUBFETCH_H
+#define WSTORE_HUBFETCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <wstore/wstore.h>
+
+typedef struct wstore__http wstore__http;
+
+/* Called with the bytes of a body in order: 0, or a negative code that
+ * stops the transfer (returned by wstore__http_fetch). */
+typedef int (*wstore__http_sink)(void *ctx, const void *data, size_t n);
+/* Non-zero stops retries and waits (another worker failed). */
+typedef int (*wstore__http_stop)(void *ctx);
+
+/* A client for o's endpoint, token and limits (o must outlive it). */
+int wstore__http_new(wstore__http **out, const wstore_hub_options *o,
+		     wstore__http_stop stop, void *stop_ctx);
+void wstore__http_free(wstore__http *h);
+
+/* GET url: the body (malloc'ed, NUL-terminated) and the Link header's
+ * rel="next" URL (*next malloc'ed, NULL when none; next may be NULL). */
+int wstore__http_get(wstore__http *h, const char *url, char **body, size_t *len,
+		     char **next);
+
+/* GET url's bytes from *off to size into sink, *off moving with them;
+ * a cut transfer is retried from *off (Range). */
+int wstore__http_fetch(wstore__http *h, const char *url, uint64_t size,
+		       uint64_t *off, wstore__http_sink sink, void *ctx);
+
+/* url-encode s into a malloc'ed string, keeping '/' when keep_slash. */
+char *wstore__http_escape(const char *s, int keep_slash);
+
+#endif

@@ -1,0 +1,225 @@
+#!/bin/sh
+# hub_import.sh - `wstore model import --from-hub`: against another
+# `wstore serve` over a second store (bytes identical after a pull,
+# verify, NAME@COMMIT, include/exclude, a second run that fetches nothing,
+# tokens, a missing repository, an endpoint where nothing listens), and
+# against tests/tools/fakehub.py, an upstream that misbehaves on request:
+# corrupted bytes (LFS and git files), 429 and 500 then OK, a transfer cut
+# once (resumed with Range) and every time, a redirect of LFS files to
+# another port (no token sent there), a stalled transfer, and an import
+# killed with SIGKILL whose re-run fetches only what was missing.
+#   BUILD  the build directory holding wstore
+TAP_SUITE=hub-import
+. "$(dirname "$0")/../lib/suite.sh"
+. "$HERE/lib/serve.sh"
+FAKE_PID=
+suite_cleanup() {
+	serve_stop_all
+	[ -n "$FAKE_PID" ] && kill -9 "$FAKE_PID" 2>/dev/null
+}
+UP="$T/up"
+DOWN="$T/down"
+ws() { "$W" --store "$DOWN" "$@"; }
+# hub ARGS...: a bounded import from the hub (no import may hang)
+hub() { timeout -k 5 90 "$W" --store "$DOWN" model import "$@"; }
+
+if ! "$W" serve --help >/dev/null 2>&1; then
+	tap_not_ok "wstore was built without 'serve'"
+	tap_done
+	exit 1
+fi
+
+SRC="$T/src"
+/usr/bin/python3 "$HERE/tools/mkckpt.py" "$SRC" --size 3000000 --shards 2 >/dev/null
+printf '' > "$SRC/empty.txt"
+mkdir -p "$SRC/sub"
+printf 'nested\n' > "$SRC/sub/x.txt"
+printf 'blank in name\n' > "$SRC/sub/with space.txt"
+check "upstream: import into the second store" \
+	"$W" --store "$UP" model import --checkpoint-id tiny-1 \
+	--model-id org/tiny --source "$SRC" --quiet
+serve_start up "$UP" || { tap_done; exit 1; }
+B=$SERVE_URL
+SHA=$(curl -sf "$B/api/models/org/tiny" | json_get sha)
+
+# ---- from another wstore serve -------------------------------------------
+check_exit "import from a wstore serve (1 MiB chunks)" 0 \
+	hub --from-hub org/tiny --endpoint "$B" --chunk-size 1MiB
+check_grep "the report names the commit" "org/tiny @ $SHA" "$OUT"
+ID=$(printf '%s' "$SHA" | cut -c1-12)
+ID="org--tiny--$ID"
+check_exit "NAME@COMMIT resolves" 0 ws model resolve "org/tiny@$SHA"
+check_grep "... to the imported checkpoint" "$ID" "$OUT"
+check "model pull" ws model pull "$ID" --dest "$T/pulled" --quiet
+check "pulled bytes identical to the source" diff -r "$SRC" "$T/pulled"
+check "verify passes" ws model verify "$ID"
+check_exit "a second run: nothing fetched, same checkpoint" 0 \
+	hub --from-hub "org/tiny@$SHA" --endpoint "$B"
+n=$(ws model list --json | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+check_grep "... and no second checkpoint" '^1$' "$n"
+
+check_exit "--include '*.json'" 0 hub --from-hub org/tiny --endpoint "$B" \
+	--include '*.json' --checkpoint-id only-json
+files=$(ws model inspect only-json --json | /usr/bin/python3 -c '
+import json, sys
+print(" ".join(sorted(f["path"] for f in json.load(sys.stdin)["files"])))')
+want=$(cd "$SRC" && find . -name '*.json' | sed 's|^\./||' | sort | tr '\n' ' ' | sed 's/ $//')
+check_grep "... takes only the json files" "^$want\$" "$files"
+check_exit "--exclude '*.safetensors' --exclude 'sub/*'" 0 hub \
+	--from-hub org/tiny --endpoint "$B" --exclude '*.safetensors' \
+	--exclude 'sub/*' --checkpoint-id no-weights
+files=$(ws model inspect no-weights --json | /usr/bin/python3 -c '
+import json, sys
+print(" ".join(sorted(f["path"] for f in json.load(sys.stdin)["files"])))')
+check_grep "... leaves them out" '^config.json empty.txt ' "$files"
+case "$files" in *safetensors" "*|*sub/*) tap_not_ok "... none left in" "$files" ;;
+*) tap_ok "... none left in" ;; esac
+check_exit "include matching nothing: error" 1 hub --from-hub org/tiny \
+	--endpoint "$B" --include 'nothing*' --checkpoint-id nothing
+check_grep "... says so" "no file of 'org/tiny'" "$OUT"
+
+check_exit "nonexistent repository: error" 1 hub --from-hub org/nope \
+	--endpoint "$B" --checkpoint-id nope
+check_grep "... not found, named" "org/nope.*not found" "$OUT"
+check_one_line "... one line" "$OUT"
+check_exit "nonexistent revision: error" 1 hub --from-hub org/tiny@nobranch \
+	--endpoint "$B" --checkpoint-id nope
+check_grep "... not found" "not found" "$OUT"
+check_exit "bad --from-hub: usage" 2 hub --from-hub 'noslash' --endpoint "$B"
+
+# nothing listens on a port just freed
+PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+t0=$(date +%s)
+check_exit "unreachable endpoint: error" 1 hub --from-hub org/tiny \
+	--endpoint "http://127.0.0.1:$PORT" --checkpoint-id unreach
+secs=$(($(date +%s) - t0))
+check_grep "... names the endpoint and why" "127.0.0.1:$PORT.*(connect|Connection refused)" "$OUT"
+check_one_line "... one line" "$OUT"
+if [ "$secs" -le 20 ]; then tap_ok "... within 20 s ($secs s)"
+else tap_not_ok "... within 20 s" "took $secs s"; fi
+
+# a server that wants a token
+serve_start tok "$UP" --token sekret || { tap_done; exit 1; }
+BT=$SERVE_URL
+printf 'wrong\n' > "$T/badtok"
+printf 'sekret\n' > "$T/goodtok"
+check_exit "bad token: error" 1 hub --from-hub org/tiny --endpoint "$BT" \
+	--token-file "$T/badtok" --checkpoint-id tok
+check_grep "... an authentication error" "access denied.*refused the token" "$OUT"
+check_one_line "... one line" "$OUT"
+check_exit "no token: error" 1 hub --from-hub org/tiny --endpoint "$BT" \
+	--checkpoint-id tok
+check_grep "... says a token is needed" "token is needed" "$OUT"
+check_exit "good token (--token-file)" 0 hub --from-hub org/tiny \
+	--endpoint "$BT" --token-file "$T/goodtok" --checkpoint-id tok
+check_exit "good token (HF_TOKEN), endpoint from HF_ENDPOINT" 0 \
+	env HF_TOKEN=sekret HF_ENDPOINT="$BT" timeout 90 "$W" --store "$DOWN" \
+	model import --from-hub org/tiny --include config.json --checkpoint-id tok2
+
+# ---- the misbehaving upstream --------------------------------------------
+FSRC="$T/fsrc"
+/usr/bin/python3 "$HERE/tools/mkckpt.py" "$FSRC" --size 2000000 --shards 2 >/dev/null
+mkdir -p "$FSRC/sub"
+printf 'hello\n' > "$FSRC/sub/c.txt"
+head -c 300000 /dev/urandom > "$FSRC/z.bin"
+CTL="$T/ctl.json"
+LOG="$T/fake.log"
+/usr/bin/python3 "$HERE/tools/fakehub.py" "$FSRC" "$CTL" "$LOG" "$T/fakeports" \
+	2>"$T/fake.err" &
+FAKE_PID=$!
+if ! wait_for 60 test -s "$T/fakeports"; then
+	tap_not_ok "fake upstream did not start" "$(tail -3 "$T/fake.err")"
+	tap_done
+	exit 1
+fi
+read -r FP CP < "$T/fakeports"
+F="http://127.0.0.1:$FP"
+SHARD=model-00001-of-00002.safetensors
+ctl() { printf '%s\n' "$1" > "$CTL"; : > "$LOG"; }
+# gets PATH: requests for PATH's bytes in the log
+gets() { grep -c " /org/fake/resolve/[0-9a-f]*/$1 " "$LOG"; }
+fake() { hub --from-hub org/fake --endpoint "$F" --chunk-size 512KiB "$@"; }
+no_ready() {
+	if ws model resolve org/fake >/dev/null 2>&1; then
+		tap_not_ok "$1" "a READY checkpoint of org/fake exists"
+	else tap_ok "$1"; fi
+}
+
+ctl "{\"corrupt\": [\"$SHARD\"]}"
+check_exit "corrupted LFS file: error (exit 3, damage)" 3 fake --checkpoint-id bad1
+check_grep "... names the file and both sha256" \
+	"'$SHARD'.*sha256 is [0-9a-f]{64}, the bytes received hash to [0-9a-f]{64}" "$OUT"
+check_one_line "... one line" "$OUT"
+no_ready "... no READY checkpoint"
+ctl '{"corrupt": ["config.json"]}'
+check_exit "corrupted git file: error (exit 3, damage)" 3 fake --checkpoint-id bad2
+check_grep "... names the file and both sha1" \
+	"'config.json'.*git blob sha1 is [0-9a-f]{40}, the bytes received hash to [0-9a-f]{40}" "$OUT"
+no_ready "... no READY checkpoint"
+check_exit "a FAILED checkpoint is left" 0 ws model inspect bad2
+check_grep "... FAILED" "FAILED" "$OUT"
+
+ctl "{\"r429\": {\"$SHARD\": 2}, \"r500\": {\"config.json\": 2}}"
+check_exit "429 twice, 500 twice, then OK: imported" 0 fake --checkpoint-id retry
+check_grep "... 429 retried (3 requests)" '^3$' "$(gets "$SHARD")"
+check_grep "... 500 retried (3 requests)" '^3$' "$(gets config.json)"
+check "... verify passes" ws model verify retry
+
+ctl "{\"cut_once\": [\"$SHARD\", \"z.bin\"]}"
+check_exit "transfers cut once: imported" 0 fake --checkpoint-id cut1
+check_grep "... resumed with a Range from where it stopped" \
+	"resolve/[0-9a-f]*/$SHARD bytes=[1-9][0-9]*-" "$(cat "$LOG")"
+check "... verify passes" ws model verify cut1
+ctl '{"cut": ["z.bin"]}'
+check_exit "a transfer cut every time: error after the retries" 1 \
+	fake --checkpoint-id cut2 --retries 2
+check_grep "... names the file and the tries" "z.bin.*(gave up after 3 tries)" "$OUT"
+no_ready "... no READY checkpoint"
+
+printf 'tk\n' > "$T/faketok"
+ctl '{"redirect": true, "token": "tk"}'
+check_exit "LFS files redirected to another port: imported" 0 \
+	fake --checkpoint-id redir --token-file "$T/faketok"
+check_grep "... the other port served them" "^cdn GET .*$SHARD" "$(cat "$LOG")"
+if grep -q '^cdn .* auth$' "$LOG"; then
+	tap_not_ok "... the token was not sent to it" "$(grep '^cdn' "$LOG")"
+else tap_ok "... the token was not sent to it"; fi
+check "... verify passes" ws model verify redir
+
+ctl '{"slow": ["z.bin"]}'
+t0=$(date +%s)
+check_exit "a stalled transfer: error" 1 fake --checkpoint-id slow \
+	--stall-timeout 1 --retries 1
+secs=$(($(date +%s) - t0))
+check_grep "... names the file" "z.bin" "$OUT"
+if [ "$secs" -le 30 ]; then tap_ok "... within 30 s ($secs s)"
+else tap_not_ok "... within 30 s" "took $secs s"; fi
+
+# killed mid-import: every file before z.bin stored and verified (one at a
+# time, in path order), z.bin never answered
+ctl '{"hold": ["z.bin"]}'
+"$W" --store "$DOWN" model import --from-hub org/fake --endpoint "$F" \
+	--chunk-size 512KiB --checkpoint-id killed --jobs 1 >/dev/null 2>&1 &
+pid=$!
+wait_for 30 grep -q 'resolve/[0-9a-f]*/z.bin' "$LOG"
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+ctl_keep=$(cat "$LOG")
+ctl '{}'
+check_exit "killed with SIGKILL, run again: imported" 0 \
+	fake --checkpoint-id killed --jobs 1
+printf '%s\n' "$ctl_keep" | cat - "$LOG" > "$T/both.log"
+LOG="$T/both.log"
+bad=""
+for f in $(cd "$FSRC" && find . -type f | sed 's|^\./||' | sort); do
+	n=$(gets "$f")
+	if [ "$f" = z.bin ]; then [ "$n" = 2 ] || bad="$bad $f:$n"
+	else [ "$n" = 1 ] || bad="$bad $f:$n"; fi
+done
+if [ -z "$bad" ]; then tap_ok "... only the missing file was fetched again"
+else tap_not_ok "... only the missing file was fetched again" "requests:$bad"; fi
+check "... verify passes" ws model verify killed
+check "... pulled bytes identical" ws model pull killed --dest "$T/kp" --quiet
+check "... to the source" diff -r "$FSRC" "$T/kp"
+
+tap_done

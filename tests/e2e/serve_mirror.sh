@@ -1,0 +1,137 @@
+#!/bin/sh
+# serve_mirror.sh - `wstore serve --upstream URL`, the pull-through
+# mirror, with tests/tools/fakehub.py as the upstream (it counts the
+# requests): 8 clients asking a cold mirror for one model at the same
+# moment get 8 identical, correct snapshots from one upstream fetch of
+# each file; /metrics counts it; a repository outside --upstream-allow
+# never goes upstream; an upstream sending wrong bytes gives clients an
+# error, never the file; with the upstream gone the mirror serves what it
+# holds.
+#   BUILD  the build directory holding wstore
+TAP_SUITE=serve-mirror
+. "$(dirname "$0")/../lib/suite.sh"
+. "$HERE/lib/serve.sh"
+FAKE_PID=
+suite_cleanup() {
+	serve_stop_all
+	[ -n "$FAKE_PID" ] && kill -9 "$FAKE_PID" 2>/dev/null
+}
+
+FSRC="$T/fsrc"
+/usr/bin/python3 "$HERE/tools/mkckpt.py" "$FSRC" --size 2000000 --shards 2 >/dev/null
+mkdir -p "$FSRC/sub"
+printf 'hello\n' > "$FSRC/sub/c.txt"
+CTL="$T/ctl.json"
+LOG="$T/fake.log"
+printf '{}\n' > "$CTL"
+/usr/bin/python3 "$HERE/tools/fakehub.py" "$FSRC" "$CTL" "$LOG" "$T/fakeports" \
+	2>"$T/fake.err" &
+FAKE_PID=$!
+if ! wait_for 60 test -s "$T/fakeports"; then
+	tap_not_ok "fake upstream did not start" "$(tail -3 "$T/fake.err")"
+	tap_done
+	exit 1
+fi
+read -r FP CP < "$T/fakeports"
+F="http://127.0.0.1:$FP"
+gets() { grep -c " /org/fake/resolve/[0-9a-f]*/$1 " "$LOG"; }
+
+serve_start mirror "$T/mirror" --upstream "$F" --upstream-allow 'org/*' \
+	--cache-seconds 0 --no-access-log || { tap_done; exit 1; }
+M=$SERVE_URL
+
+# 8 clients (threads of one process, each its own connection) released
+# at the same moment, each taking a snapshot of org/fake main as a Hub
+# client does: the commit and file list, then every file at that commit,
+# compared byte for byte with the upstream's files; prints one line per
+# client, "ok" or what went wrong
+/usr/bin/python3 - "$M" "$FSRC" > "$T/clients.out" 2>&1 <<'PY'
+import http.client, json, os, sys, threading, urllib.parse
+base, src = sys.argv[1], sys.argv[2]
+host = urllib.parse.urlparse(base).netloc
+go = threading.Barrier(8)
+out = [None] * 8
+
+def get(conn, path):
+    conn.request("GET", path)
+    r = conn.getresponse()
+    body = r.read()
+    if r.status != 200:
+        raise RuntimeError("%s: HTTP %d %s" % (path, r.status, body[:200]))
+    return body
+
+def client(i):
+    try:
+        conn = http.client.HTTPConnection(host, timeout=300)
+        go.wait()
+        info = json.loads(get(conn, "/api/models/org/fake/revision/main"))
+        for s in info["siblings"]:
+            f = s["rfilename"]
+            got = get(conn, "/org/fake/resolve/%s/%s" % (info["sha"], urllib.parse.quote(f)))
+            if got != open(os.path.join(src, f), "rb").read():
+                raise RuntimeError("%s differs" % f)
+        if len(info["siblings"]) != sum(len(n) for _, _, n in os.walk(src)):
+            raise RuntimeError("wrong file count")
+        out[i] = "ok"
+    except Exception as e:
+        out[i] = "client %d: %s" % (i, e)
+
+ts = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+for t in ts: t.start()
+for t in ts: t.join()
+print("\n".join(out))
+PY
+n=$(grep -c '^ok$' "$T/clients.out")
+if [ "$n" = 8 ]; then
+	tap_ok "8 clients at once on a cold mirror: 8 complete snapshots, byte for byte the upstream's"
+else tap_not_ok "8 clients at once on a cold mirror: 8 complete snapshots, byte for byte the upstream's" \
+	"$(head -8 "$T/clients.out")"; fi
+bad=""
+for f in $(cd "$FSRC" && find . -type f | sed 's|^\./||'); do
+	n=$(gets "$f")
+	[ "$n" = 1 ] || bad="$bad $f:$n"
+done
+if [ -z "$bad" ]; then tap_ok "... one upstream fetch of each file"
+else tap_not_ok "... one upstream fetch of each file" "requests:$bad"; fi
+met=$(curl -sf "$M/metrics")
+check_grep "/metrics: one import from the upstream" \
+	'^wstore_serve_mirror_fetches_total 1$' "$met"
+check_grep "/metrics: upstream bytes counted" \
+	'^wstore_serve_upstream_bytes_total [1-9][0-9]{6,}$' "$met"
+check_grep "/metrics: hits counted" '^wstore_serve_mirror_hits_total [1-9]' "$met"
+check_grep "/metrics: misses counted" '^wstore_serve_mirror_misses_total [1-9]' "$met"
+
+: > "$LOG"
+code=$(curl -s -o /dev/null -w '%{http_code}' "$M/no-such-id/resolve/main/config.json")
+check_grep "a checkpoint id the store lacks: 404, not asked upstream" '^404$' "$code"
+code=$(curl -s -o /dev/null -w '%{http_code}' "$M/other/model/resolve/main/config.json")
+check_grep "a repository outside --upstream-allow: 404" '^404$' "$code"
+if grep -q 'other/model' "$LOG"; then tap_not_ok "... not asked of the upstream" "$(cat "$LOG")"
+else tap_ok "... not asked of the upstream"; fi
+
+# a second mirror, the upstream sending a corrupted shard
+printf '{"corrupt": ["model-00001-of-00002.safetensors"]}\n' > "$CTL"
+serve_start bad "$T/mirror2" --upstream "$F" --cache-seconds 0 \
+	--no-access-log || { tap_done; exit 1; }
+code=$(curl -s -o "$T/got" -w '%{http_code}' \
+	"$SERVE_URL/org/fake/resolve/main/model-00001-of-00002.safetensors")
+check_grep "upstream sends wrong bytes: the client gets 502" '^502$' "$code"
+if cmp -s "$T/got" "$FSRC/model-00001-of-00002.safetensors"; then
+	tap_not_ok "... and not the file"
+else tap_ok "... and not the file"; fi
+check_grep "... the error names the hash mismatch" "hash to" "$(cat "$T/got")"
+printf '{}\n' > "$CTL"
+
+# the upstream gone: what the mirror holds is still served
+kill -9 "$FAKE_PID"
+wait "$FAKE_PID" 2>/dev/null
+FAKE_PID=
+if curl -sf "$M/org/fake/resolve/main/sub/c.txt" -o "$T/down.txt" &&
+	cmp -s "$T/down.txt" "$FSRC/sub/c.txt"; then
+	tap_ok "upstream down: the mirror serves what it holds (by revision main)"
+else tap_not_ok "upstream down: the mirror serves what it holds (by revision main)"; fi
+code=$(curl -s -o "$T/err" -w '%{http_code}' "$M/org/other/resolve/main/x")
+check_grep "upstream down, a name it never had: 503" '^503$' "$code"
+check_grep "... saying the upstream failed" "upstream" "$(cat "$T/err")"
+
+tap_done

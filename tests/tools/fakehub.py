@@ -1,0 +1,199 @@
+#!/usr/bin/python3
+"""fakehub.py - a small Hub protocol server for the hub-import suite that
+misbehaves on request.
+
+  fakehub.py DIR CONTROL LOG PORTFILE
+
+Serves the files under DIR as repository org/fake (one commit), with the
+Hub's endpoints: /api/models/org/fake/revision/REV, .../tree/REV
+(recursive), /org/fake/resolve/REV/PATH (Range: bytes=N-).  Files ending
+in .safetensors are LFS files (oid of the pointer, lfs.oid = SHA-256);
+the others carry their git blob SHA-1.  A second listener (the "CDN")
+serves LFS files when they are redirected.  Writes "PORT CDNPORT" to
+PORTFILE once listening, and one line per request to LOG:
+"SERVER METHOD PATH RANGE AUTH" (AUTH: "auth" when an Authorization
+header came, else "-").
+
+CONTROL is a JSON file read at every request (missing: {}); the request
+counts below start over whenever its content changes:
+  token        required bearer token (401 otherwise; not by the CDN)
+  corrupt      [PATH...]  one byte of these files is flipped
+  cut          [PATH...]  these files are sent half, then the connection
+                          closes (every time)
+  cut_once     [PATH...]  the same, on the first request of each only
+  r429         {PATH: N}  the first N requests answer 429, Retry-After: 1
+  r500         {PATH: N}  the first N requests answer 500
+  redirect     true: LFS files are sent by a 302 to the CDN listener
+  hold         [PATH...]  these files are never answered (the request
+                          waits until the client goes away)
+  slow         [PATH...]  these files send 1 byte, then stall
+"""
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import unquote, urlparse
+
+DIR, CONTROL, LOG, PORTFILE = sys.argv[1:5]
+REPO = "org/fake"
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+LOCK = threading.Lock()
+COUNTS = {}
+CDN_PORT = [0]
+
+
+LAST = [None]
+
+
+def control():
+    """The control file; a new one starts the request counts over."""
+    try:
+        with open(CONTROL) as f:
+            text = f.read()
+    except FileNotFoundError:
+        text = "{}"
+    with LOCK:
+        if text != LAST[0]:
+            LAST[0] = text
+            COUNTS.clear()
+    return json.loads(text)
+
+
+def files():
+    out = []
+    for root, _, names in os.walk(DIR):
+        for n in names:
+            p = os.path.relpath(os.path.join(root, n), DIR)
+            out.append(p)
+    return sorted(out)
+
+
+def entry(path):
+    data = open(os.path.join(DIR, path), "rb").read()
+    e = {"type": "file", "path": path, "size": len(data)}
+    if path.endswith(".safetensors"):
+        sha = hashlib.sha256(data).hexdigest()
+        ptr = ("version https://git-lfs.github.com/spec/v1\noid sha256:%s\n"
+               "size %d\n" % (sha, len(data))).encode()
+        e["oid"] = hashlib.sha1(b"blob %d\0" % len(ptr) + ptr).hexdigest()
+        e["lfs"] = {"oid": sha, "size": len(data), "pointerSize": len(ptr)}
+    else:
+        e["oid"] = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    return e
+
+
+class Hub(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_name = "hub"
+
+    def log_message(self, *a):
+        pass
+
+    def log_req(self):
+        with LOCK, open(LOG, "a") as f:
+            f.write("%s %s %s %s %s\n" % (
+                self.server_name, self.command, self.path,
+                self.headers.get("Range", "-").replace(" ", ""),
+                "auth" if self.headers.get("Authorization") else "-"))
+
+    def reply(self, code, body=b"", headers=()):
+        self.send_response(code)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def error(self, code, xcode, msg):
+        self.reply(code, json.dumps({"error": msg}).encode(),
+                   [("X-Error-Code", xcode), ("X-Error-Message", msg),
+                    ("Content-Type", "application/json")])
+
+    def nth(self, key):
+        with LOCK:
+            COUNTS[key] = COUNTS.get(key, 0) + 1
+            return COUNTS[key]
+
+    def do_GET(self):
+        self.log_req()
+        c = control()
+        tok = c.get("token")
+        if tok and self.server_name == "hub" and self.headers.get("Authorization") != "Bearer " + tok:
+            return self.error(401, "", "Invalid credentials in Authorization header")
+        path = urlparse(self.path).path
+        api = "/api/models/" + REPO + "/"
+        if path.startswith("/api/models/") and not path.startswith(api):
+            return self.error(404, "RepoNotFound", "Repository not found")
+        if path.startswith(api + "revision/"):
+            sib = [{"rfilename": p} for p in files()]
+            return self.reply(200, json.dumps({"id": REPO, "sha": COMMIT,
+                                               "siblings": sib}).encode())
+        if path.startswith(api + "tree/"):
+            return self.reply(200, json.dumps([entry(p) for p in files()]).encode())
+        pre = "/" + REPO + "/resolve/"
+        if not path.startswith(pre):
+            return self.error(404, "RepoNotFound", "Repository not found")
+        rel = unquote(path[len(pre):].split("/", 1)[1])
+        if rel not in files():
+            return self.error(404, "EntryNotFound", "Entry not found")
+        self.send_file(c, rel)
+
+    def send_file(self, c, rel):
+        if rel in c.get("hold", []):
+            time.sleep(3600)
+        n = self.nth(rel)
+        if n <= c.get("r429", {}).get(rel, 0):
+            return self.reply(429, b"slow down", [("Retry-After", "1")])
+        if n <= c.get("r500", {}).get(rel, 0):
+            return self.reply(500, b"oops")
+        if (c.get("redirect") and rel.endswith(".safetensors")
+                and self.server_name == "hub"):
+            return self.reply(302, b"", [("Location", "http://127.0.0.1:%d%s"
+                                          % (CDN_PORT[0], self.path))])
+        data = bytearray(open(os.path.join(DIR, rel), "rb").read())
+        if rel in c.get("corrupt", []) and data:
+            data[len(data) // 2] ^= 0xFF
+        start = 0
+        rng = self.headers.get("Range")
+        if rng and rng.startswith("bytes=") and rng.endswith("-"):
+            start = int(rng[6:-1])
+        body = bytes(data[start:])
+        self.send_response(206 if start else 200)
+        if start:
+            self.send_header("Content-Range", "bytes %d-%d/%d" %
+                             (start, len(data) - 1, len(data)))
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if rel in c.get("slow", []):
+            self.wfile.write(body[:1])
+            self.wfile.flush()
+            time.sleep(3600)
+        if rel in c.get("cut", []) or (rel in c.get("cut_once", []) and n == 1):
+            self.wfile.write(body[:len(body) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        self.wfile.write(body)
+
+
+class Cdn(Hub):
+    server_name = "cdn"
+
+
+def main():
+    hub = ThreadingHTTPServer(("127.0.0.1", 0), Hub)
+    cdn = ThreadingHTTPServer(("127.0.0.1", 0), Cdn)
+    hub.daemon_threads = cdn.daemon_threads = True
+    CDN_PORT[0] = cdn.server_address[1]
+    threading.Thread(target=cdn.serve_forever, daemon=True).start()
+    with open(PORTFILE + ".tmp", "w") as f:
+        f.write("%d %d\n" % (hub.server_address[1], CDN_PORT[0]))
+    os.rename(PORTFILE + ".tmp", PORTFILE)
+    hub.serve_forever()
+
+
+main()
