@@ -10,6 +10,7 @@
 #    node left gives "cluster is down";
 #  - wrong password, unreachable port, maxmemory (noeviction), a chunk
 #    over proto-max-bulk-len: one-line errors, exit 1, never READY;
+#  - connections cut mid-transfer by a proxy: pulls retry and complete;
 #  - the password kept out of the URL (config key redis_password, env
 #    WSTORE_REDIS_PASSWORD), and never printed by any command.
 # Starts its own servers (tests/lib/redis.sh) and stops them on exit, so
@@ -285,6 +286,35 @@ if _redis_start "$T/bulk" --proto-max-bulk-len 1mb; then
 	redis_kill_port "$BP"
 else
 	tap_not_ok "start a server with proto-max-bulk-len 1mb"
+fi
+
+# ---- connections cut mid-transfer (a flaky network, a proxy) --------------
+# A forwarder in front of the server aborts a connection on 1% of the
+# pieces of data it forwards (tests/fleet/proxy.py, mode chunk): a pull
+# must retry its reads on fresh connections and finish with the right
+# bytes, not fail at the first cut.
+mkdir -p "$T/cut"
+if _redis_start "$T/cut"; then
+	XP=$_REDIS_LAST_PORT
+	check_exit "behind a cutting proxy: import straight to the server" 0 rec "$W" \
+		--store "redis://127.0.0.1:$XP" model import --checkpoint-id cut \
+		--model-id Org/Cut --source "$SRC" --chunk-size 1M
+	PXP=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+	python3 "$HERE/fleet/proxy.py" 127.0.0.1 "$PXP" 127.0.0.1 "$XP" 0 0.01 chunk \
+		> "$T/cutproxy.log" 2>&1 &
+	PXPID=$!
+	wait_for 10 grep -q listening "$T/cutproxy.log"
+	bad=0
+	for i in 1 2 3; do
+		rec "$W" --store "redis://127.0.0.1:$PXP" model pull cut --dest "$T/cut/out$i" ||
+			bad=$((bad + 1))
+	done
+	kill -TERM "$PXPID" 2>/dev/null; wait_exit 10 "$PXPID" >/dev/null
+	check "behind a cutting proxy: 3 pulls of 48 MiB complete, verified ($bad failed; proxy: $(tail -1 "$T/cutproxy.log"))" \
+		test "$bad" = 0
+	redis_kill_port "$XP"
+else
+	tap_not_ok "start a server for the cutting proxy"
 fi
 
 # ---- cluster: a master SIGKILLed, its replica takes over ------------------

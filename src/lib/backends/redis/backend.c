@@ -45,20 +45,54 @@ static int starts(const char *s, const char *p)
 
 /* ---- the backend callbacks ----------------------------------------------- */
 
+/* Requests that can run again after a lost connection with the same
+ * result: a write or remove that did reach the server before the
+ * connection broke is done a second time to the same effect.  Not
+ * PUT_NEW (its second run would find its own value and report it taken)
+ * nor UPDATE (a read-modify-write). */
+static int idempotent(enum rd_op op)
+{
+	return op != RD_PUT_NEW && op != RD_UPDATE;
+}
+
+/*
+ * One request on a standalone server.  A pooled connection may have died
+ * while idle: once more on a fresh one at once.  A connection lost in the
+ * middle of an idempotent request (a reset, a proxy or load balancer
+ * cutting it, a server restart) is retried on a fresh connection with
+ * backoff, a few times and within command_timeout_ms, as the cluster
+ * router does (and so is a connection that could not be set up, but for
+ * refused credentials); a wait that timed out or was interrupted is not retried
+ * (it has used the time already, or the caller is stopping).
+ */
 static int run_node(struct rd_node *n, struct rd_req *req)
 {
+	int64_t deadline = rd_now_ms() + n->opts->command_ms;
+
 	for (int attempt = 0;; attempt++) {
 		struct rd_conn *rc;
 		int reused, r = rd_node_take(n, &rc, &reused);
 
+		/* a connection lost while it was being set up: the same,
+		 * unless the server refused our credentials */
+		if (r && idempotent(req->op) && attempt < 5 &&
+		    !__atomic_load_n(&n->auth_failed, __ATOMIC_ACQUIRE) &&
+		    !wstore__interrupted() && rd_now_ms() < deadline) {
+			rd_backoff(attempt + 2);
+			continue;
+		}
 		if (r)
 			return r;
 		r = rd_do(n, rc, req);
 		rd_node_give(n, rc, r == RD_CONN_ERR);
-		/* a pooled connection may have died while idle: once more
-		 * on a fresh one */
 		if (r == RD_CONN_ERR && reused && attempt == 0)
 			continue;
+		if (r == RD_CONN_ERR && idempotent(req->op) && attempt < 5 &&
+		    !wstore__interrupted() && !strstr(req->err, "timed out") &&
+		    rd_now_ms() < deadline) {
+			rd_backoff(attempt + 2);
+			continue;
+		}
 		if (r == RD_REPLY_ERR || r == RD_CONN_ERR)
 			return rd_fail(n, req, r);
 		return r;
