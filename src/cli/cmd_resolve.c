@@ -22,8 +22,10 @@ static const char help[] =
 	"instead of a checkpoint id): among the READY checkpoints with that\n"
 	"model id whose revision, or commit id, is REVISION (default main),\n"
 	"the newest wins: latest updated_at, then created_at, then the\n"
-	"greatest checkpoint id.  A checkpoint id never contains '/'; a model\n"
-	"name always does.\n";
+	"greatest checkpoint id.  main, when no checkpoint of the model is\n"
+	"recorded at main, names the newest imported from a Hub (recorded at\n"
+	"the Hub's 40-digit commit).  A checkpoint id never contains '/'; a\n"
+	"model name always does.\n";
 
 /* Why candidate m did or did not win. */
 static const char *why(const wstore_manifest *m, const char *chosen,
@@ -32,7 +34,11 @@ static const char *why(const wstore_manifest *m, const char *chosen,
 	char sha[WSTORE_COMMIT_LEN + 1];
 
 	if (!strcmp(wstore_manifest_checkpoint_id(m), chosen))
-		return "chosen: newest match";
+		return strcmp(wstore_manifest_revision(m), rev) &&
+				       !strcmp(rev, "main") &&
+				       strlen(wstore_manifest_revision(m)) == 40
+			       ? "chosen: newest Hub import (no main)"
+			       : "chosen: newest match";
 	if (strcmp(wstore_manifest_status(m), "READY") != 0)
 		return "not READY";
 	if (strcmp(wstore_manifest_revision(m), rev) != 0 &&

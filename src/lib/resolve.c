@@ -92,14 +92,38 @@ static int ready_manifest(wstore_manifest **out, wstore_store *s,
 	return rc;
 }
 
+/* A revision that is a Hub commit id (40 lowercase hex digits): what an
+ * import from a Hub records. */
+static int hub_commit(const char *rev)
+{
+	size_t n = strspn(rev, "0123456789abcdef");
+
+	return n == 40 && !rev[n];
+}
+
+/* Keep m in *slot when it is newer than what *slot holds; else free it. */
+static void keep_newest(wstore_manifest **slot, wstore_manifest *m)
+{
+	if (!*slot || newer(m, *slot)) {
+		wstore_manifest_free(*slot);
+		*slot = m;
+	} else {
+		wstore_manifest_free(m);
+	}
+}
+
 /* The newest READY checkpoint of model repo at rev into *best (NULL if
- * none); *known is set when the model has any READY checkpoint. */
+ * none); *known is set when the model has any READY checkpoint.  The
+ * default branch ("main") with no checkpoint recorded at "main" names
+ * the newest one imported from a Hub (recorded at the commit the Hub
+ * named), as the Hub's own main names its newest commit. */
 static int by_model(wstore_manifest **best, int *known, wstore_store *s,
 		    const char *repo, const char *rev)
 {
+	wstore_manifest *hub = NULL;
 	char **ids = NULL;
 	size_t n = 0;
-	int rc;
+	int rc, want_hub = !strcmp(rev, "main");
 
 	*best = NULL;
 	if ((rc = wstore_list_model(&ids, &n, s, repo)) < 0)
@@ -117,14 +141,19 @@ static int by_model(wstore_manifest **best, int *known, wstore_store *s,
 			continue;
 		}
 		*known = 1;
-		if (rev_matches(m, rev) && (!*best || newer(m, *best))) {
-			wstore_manifest_free(*best);
-			*best = m;
-		} else {
+		if (rev_matches(m, rev))
+			keep_newest(best, m);
+		else if (want_hub && hub_commit(wstore_manifest_revision(m)))
+			keep_newest(&hub, m);
+		else
 			wstore_manifest_free(m);
-		}
 	}
 	wstore_strings_free(ids);
+	if (rc >= 0 && !*best) {
+		*best = hub;
+		hub = NULL;
+	}
+	wstore_manifest_free(hub);
 	return rc;
 }
 

@@ -50,6 +50,8 @@ ID=$(printf '%s' "$SHA" | cut -c1-12)
 ID="org--tiny--$ID"
 check_exit "NAME@COMMIT resolves" 0 ws model resolve "org/tiny@$SHA"
 check_grep "... to the imported checkpoint" "$ID" "$OUT"
+check_exit "NAME (main) resolves too: serve answers main" 0 ws model resolve org/tiny
+check_grep "... to the Hub import, saying why" "$ID.*newest Hub import" "$OUT"
 check "model pull" ws model pull "$ID" --dest "$T/pulled" --quiet
 check "pulled bytes identical to the source" diff -r "$SRC" "$T/pulled"
 check "verify passes" ws model verify "$ID"
@@ -139,10 +141,16 @@ ctl() { printf '%s\n' "$1" > "$CTL"; : > "$LOG"; }
 # gets PATH: requests for PATH's bytes in the log
 gets() { grep -c " /org/fake/resolve/[0-9a-f]*/$1 " "$LOG"; }
 fake() { hub --from-hub org/fake --endpoint "$F" --chunk-size 512KiB "$@"; }
+# no_ready ID MESSAGE: checkpoint ID is not READY (absent or FAILED)
 no_ready() {
-	if ws model resolve org/fake >/dev/null 2>&1; then
-		tap_not_ok "$1" "a READY checkpoint of org/fake exists"
-	else tap_ok "$1"; fi
+	_st=$(ws model list --all --json | /usr/bin/python3 -c '
+import json, sys
+print([c.get("status") for c in json.load(sys.stdin)
+       if c.get("checkpoint_id") == sys.argv[1]] or "absent")' "$1")
+	case $_st in
+	*READY*) tap_not_ok "$2" "checkpoint $1 is READY" ;;
+	*) tap_ok "$2 ($_st)" ;;
+	esac
 }
 
 ctl "{\"corrupt\": [\"$SHARD\"]}"
@@ -150,12 +158,12 @@ check_exit "corrupted LFS file: error (exit 3, damage)" 3 fake --checkpoint-id b
 check_grep "... names the file and both sha256" \
 	"'$SHARD'.*sha256 is [0-9a-f]{64}, the bytes received hash to [0-9a-f]{64}" "$OUT"
 check_one_line "... one line" "$OUT"
-no_ready "... no READY checkpoint"
+no_ready bad1 "... no READY checkpoint"
 ctl '{"corrupt": ["config.json"]}'
 check_exit "corrupted git file: error (exit 3, damage)" 3 fake --checkpoint-id bad2
 check_grep "... names the file and both sha1" \
 	"'config.json'.*git blob sha1 is [0-9a-f]{40}, the bytes received hash to [0-9a-f]{40}" "$OUT"
-no_ready "... no READY checkpoint"
+no_ready bad2 "... no READY checkpoint"
 check_exit "a FAILED checkpoint is left" 0 ws model inspect bad2
 check_grep "... FAILED" "FAILED" "$OUT"
 
@@ -174,7 +182,7 @@ ctl '{"cut": ["z.bin"]}'
 check_exit "a transfer cut every time: error after the retries" 1 \
 	fake --checkpoint-id cut2 --retries 2
 check_grep "... names the file and the tries" "z.bin.*(gave up after 3 tries)" "$OUT"
-no_ready "... no READY checkpoint"
+no_ready cut2 "... no READY checkpoint"
 
 printf 'tk\n' > "$T/faketok"
 ctl '{"redirect": true, "token": "tk"}'
