@@ -18,8 +18,8 @@ OUT=$(cd "$OUT" && pwd)
 
 command -v "$CC" >/dev/null || { echo "fuzz: $CC not found (apt-get install clang libclang-rt-14-dev)"; exit 1; }
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
-CFLAGS="-g -O1 -std=c11 -Werror -Wall -D_GNU_SOURCE -DWSTORE_HAVE_REDIS -Wno-missing-field-initializers -Iinclude -Isrc/lib $(pkg-config --cflags jansson libcrypto hiredis 2>/dev/null)"
-LIBS="$(pkg-config --libs jansson libcrypto hiredis 2>/dev/null || echo -ljansson -lcrypto -lhiredis) -lpthread -ldl"
+CFLAGS="-g -O1 -std=c11 -Werror -Wall -D_GNU_SOURCE -DWSTORE_HAVE_REDIS -Wno-missing-field-initializers -Iinclude -Isrc/lib $(pkg-config --cflags jansson libcrypto libssl hiredis libcurl 2>/dev/null)"
+LIBS="$(pkg-config --libs jansson libcrypto libssl hiredis libcurl 2>/dev/null || echo -ljansson -lcrypto -lssl -lhiredis -lcurl) -lpthread -ldl"
 
 # the library, instrumented once (the same sources meson builds)
 LIBSRC=$(grep -o "'src/lib/[^']*\.c'" meson.build | tr -d "'")
