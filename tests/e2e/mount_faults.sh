@@ -94,10 +94,13 @@ EOF
 # ---- failing reads: the fault backend ------------------------------------
 check_exit "import a" 0 "$W" --store "$STORE" --quiet model import \
 	--checkpoint-id a --model-id Org/A --source "$SRC" --chunk-size 256K
-# Every other get from the 60th on fails: an idle refresh is one get of
-# the index and one of the manifest, so after the first failed listing
-# each failure hits a manifest read.
-spec=$(for k in $(seq 61 2 99); do printf 'failop=get:%d,' "$k"; done)
+# Two gets in every three from the 61st to the 107th fail (31 rules, of
+# the fault backend's 32).  An idle refresh is one get of the index, one
+# of the manifest to see it unchanged (through the fault backend: a get
+# and a compare) and, when that fails, one more to read it: whatever the
+# alignment, refreshes soon meet a listing that succeeds followed by two
+# failed manifest reads.
+spec=$(for k in $(seq 61 107); do [ $((k % 3)) = 0 ] || printf 'failop=get:%d,' "$k"; done)
 WSTORE_FAULTS=${spec%,} "$W" --store "fault+$STORE" mount "$MNT" \
 	--foreground --refresh 0.1 2> "$T/fault.log" &
 FGPID=$!
