@@ -113,6 +113,18 @@ in_ns() {
 }
 # busy ID: a delete of ID is refused because its lock is held
 busy() { ws model delete "$1" 2>&1 | grep -q "is busy"; }
+# locked ID: ID's lock record exists, looked at without taking the lock (a
+# delete probing for "busy" holds the lock for a moment itself, and an
+# import starting in that moment is refused as busy); the Mooncake
+# stand-in has no such view, so there the probe is the delete
+locked() {
+	case $KIND in
+	file) [ -e "$S/weight/locks/models/$1" ] ;;
+	redis) [ "$(redis_cli "$WSTORE_TEST_REDIS_PORT" exists \
+		"${WSTORE_KEY_PREFIX:-}weight/locks/models/$1" | tr -dc 0-9)" = 1 ] ;;
+	*) busy "$1" ;;
+	esac
+}
 # ms_since T0: milliseconds since $(date +%s%N) was T0
 ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 
@@ -268,7 +280,7 @@ if unshare --pid --fork --kill-child true 2>/dev/null; then
 			>"$T/$1.log" 2>&1 &
 	}
 	imp_ns n1; P=$!; PIDS="$PIDS $P"
-	if wait_for 60 busy n1; then
+	if wait_for 60 locked n1 && busy n1; then
 		tap_ok "an import in another PID namespace holds its checkpoint's lock"
 	else
 		tap_not_ok "an import in another PID namespace holds its checkpoint's lock" \
@@ -308,7 +320,8 @@ if unshare --pid --fork --kill-child true 2>/dev/null; then
 	# a SIGKILLed import in another namespace: its lock holds until its
 	# lease time runs out, then the next import takes it over
 	imp_ns n2; P=$!; PIDS="$PIDS $P"
-	check "a second slow import in another namespace holds its lock" wait_for 60 busy n2
+	wait_for 60 locked n2
+	check "a second slow import in another namespace holds its lock" busy n2
 	ns_kill "$P"
 	t0=$(date +%s%N)
 	check "right after its SIGKILL its lock still holds" busy n2
