@@ -65,7 +65,6 @@ int unit_same_file(const char *path, const void *data, size_t n)
 	return same;
 }
 
-
 wstore_store *unit_mem_store(int no_range, unsigned flags)
 {
 	wstore_backend *b = NULL;
@@ -131,7 +130,8 @@ char *fixture_source(char **shard, size_t *shard_n)
 	*shard = fixture_shard(shard_n, &hn);
 	unit_spit(dir, "model.safetensors", *shard, *shard_n);
 	unit_spit(dir, "config.json", "{\"a\":1}\n", 8);
-	unit_spit(dir, "model.safetensors.index.json", index, sizeof(index) - 1);
+	unit_spit(dir, "model.safetensors.index.json", index,
+		  sizeof(index) - 1);
 	PATHF(sub, "%s/sub", dir);
 	mkdir(sub, 0755);
 	PATHF(sub, "%s/sub/dir", dir);
@@ -142,7 +142,7 @@ char *fixture_source(char **shard, size_t *shard_n)
 }
 
 int fixture_import(wstore_store *s, const char *id, const char *src,
-		      uint64_t chunk_size)
+		   uint64_t chunk_size)
 {
 	wstore_import_options o = WSTORE_IMPORT_OPTIONS_INIT;
 
@@ -199,7 +199,7 @@ void fixture_put_raw(wstore_store *s, const char *key, const void *v, size_t n)
 /* Write a READY checkpoint by hand: one file, split into chunks of cs
  * bytes (the record claims chunk_size rec_cs). */
 void fixture_put_by_hand(wstore_store *s, const char *id, const char *path,
-			const char *data, size_t n, size_t cs, uint64_t rec_cs)
+			 const char *data, size_t n, size_t cs, uint64_t rec_cs)
 {
 	wstore_manifest *m = wstore__manifest_new();
 	wstore__file_rec *f = wstore__manifest_add_file(m, path);
@@ -222,7 +222,8 @@ void fixture_put_by_hand(wstore_store *s, const char *id, const char *path,
 	for (size_t off = 0, i = 0; off < n; off += cs, i++) {
 		wstore__key_chunk(key, f->key, i);
 		wstore__file_rec_add_chunk(f, key);
-		fixture_put_raw(s, key, data + off, off + cs > n ? n - off : cs);
+		fixture_put_raw(s, key, data + off,
+				off + cs > n ? n - off : cs);
 	}
 	wstore__manifest_sort(m);
 	CHECK_EQ_INT(wstore_manifest_serialize(&json, &len, m), 0);

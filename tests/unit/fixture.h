@@ -72,11 +72,9 @@ int fixture_init(struct fixture *fx, int no_range, uint64_t cs);
 void fixture_done(struct fixture *fx);
 
 /* Key of chunk i of path in checkpoint id (out: WSTORE__KEY_MAX bytes). */
-void fixture_chunk_key(char *out, const char *id, const char *path,
-		       uint64_t i);
+void fixture_chunk_key(char *out, const char *id, const char *path, uint64_t i);
 /* Put a value straight into the backend under key (replacing it). */
-void fixture_put_raw(wstore_store *s, const char *key, const void *v,
-		     size_t n);
+void fixture_put_raw(wstore_store *s, const char *key, const void *v, size_t n);
 /* Write a READY checkpoint by hand: one file, split into chunks of cs
  * bytes (the record claims chunk_size rec_cs). */
 void fixture_put_by_hand(wstore_store *s, const char *id, const char *path,

@@ -69,7 +69,8 @@ static void check_tensors(wstore_file *f, const char *data)
 	CHECK_EQ_INT(wstore_safetensors_count(ws), FIXTURE_NT + 1);
 	CHECK_STR(wstore_safetensors_metadata(ws, "format"), "pt");
 	CHECK(wstore_safetensors_metadata(ws, "nope") == NULL);
-	CHECK_EQ_INT(wstore_safetensors_tensor(&ti, ws, FIXTURE_NT + 1), WSTORE_ERANGE);
+	CHECK_EQ_INT(wstore_safetensors_tensor(&ti, ws, FIXTURE_NT + 1),
+		     WSTORE_ERANGE);
 	CHECK_EQ_INT(wstore_safetensors_find(ws, "w"), FIXTURE_NT);
 	CHECK_EQ_INT(wstore_safetensors_tensor(&ti, ws, FIXTURE_NT), 0);
 	CHECK_STR(ti.name, "w");
@@ -88,7 +89,9 @@ static void check_tensors(wstore_file *f, const char *data)
 		caps[i] = ti.nbytes;
 		bufs[i] = malloc(ti.nbytes + 1);
 	}
-	CHECK_EQ_INT(wstore_safetensors_read(ws, names, bufs, caps, FIXTURE_NT + 1), 0);
+	CHECK_EQ_INT(
+		wstore_safetensors_read(ws, names, bufs, caps, FIXTURE_NT + 1),
+		0);
 	for (size_t i = 0; i <= FIXTURE_NT; i++) {
 		int64_t k = wstore_safetensors_find(ws, names[i]);
 
@@ -241,7 +244,6 @@ void test_read_concurrent(void)
 	concurrent(0);
 	concurrent(1);
 }
-
 
 void test_read_legacy(void)
 {
