@@ -17,12 +17,7 @@ MNT3="$T/mnt3"
 FGPID=
 suite_cleanup() {
 	[ -n "$FGPID" ] && kill "$FGPID" 2>/dev/null
-	for m in "$MNT" "$MNT2" "$MNT3"; do
-		if grep -q " $m fuse" /proc/mounts 2>/dev/null; then
-			"$W" umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null ||
-				fusermount3 -u -z "$m" 2>/dev/null
-		fi
-	done
+	suite_unmount "$MNT" "$MNT2" "$MNT3"
 }
 mkdir -p "$MNT" "$MNT2" "$MNT3"
 STORE="$T/store"

@@ -7,30 +7,19 @@
 # Needs /dev/fuse and root (or fusermount3); redis-server for the second
 # part (not installed: a failed check, never a silent pass).
 #   BUILD  the build directory holding wstore
-set -u
-BUILD=${BUILD:-build}
 TAP_SUITE=mount-faults
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-. "$HERE/lib/tap.sh"
+. "$(dirname "$0")/../lib/suite.sh"
 . "$HERE/lib/redis.sh"
-
-suite_env mount-faults
 PY=/usr/bin/python3
 MNT="$T/mnt"
 FGPID=
 STOPPED=
-cleanup() {
+suite_cleanup() {
 	[ -n "$STOPPED" ] && kill -CONT "$STOPPED" 2>/dev/null
 	[ -n "$FGPID" ] && kill -KILL "$FGPID" 2>/dev/null
-	if grep -q " $MNT fuse" /proc/mounts 2>/dev/null; then
-		"$W" umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null ||
-			fusermount3 -u -z "$MNT" 2>/dev/null
-	fi
+	suite_unmount "$MNT"
 	redis_stop_all >/dev/null 2>&1
-	rm -rf "$T"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 mkdir -p "$MNT"
 STORE="$T/store"
 mounted() { grep -q " $1 fuse.wstore " /proc/mounts; }

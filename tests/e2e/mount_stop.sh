@@ -5,26 +5,15 @@
 # refused, --log-file, start-up errors on the starter's stderr.
 # Needs /dev/fuse and root (or fusermount3).
 #   BUILD  the build directory holding wstore
-set -u
-BUILD=${BUILD:-build}
 TAP_SUITE=mount-stop
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-. "$HERE/lib/tap.sh"
-
-suite_env mount-stop
+. "$(dirname "$0")/../lib/suite.sh"
 PY=/usr/bin/python3
 MNT="$T/mnt"
 FGPID=
-cleanup() {
+suite_cleanup() {
 	[ -n "$FGPID" ] && kill -KILL "$FGPID" 2>/dev/null
-	if grep -q " $MNT fuse" /proc/mounts 2>/dev/null; then
-		"$W" umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null ||
-			fusermount3 -u -z "$MNT" 2>/dev/null
-	fi
-	rm -rf "$T"
+	suite_unmount "$MNT"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 mkdir -p "$MNT"
 STORE="$T/store"
 ws() { "$W" --store "$STORE" "$@"; }

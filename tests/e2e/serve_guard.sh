@@ -10,22 +10,14 @@
 # SIGSTOP): 503 with Retry-After, never another checkpoint and never 404;
 # a read failing mid-body cuts the transfer.
 #   BUILD  the build directory holding wstore
-set -u
-BUILD=${BUILD:-build}
 TAP_SUITE=serve-guard
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-. "$HERE/lib/tap.sh"
+. "$(dirname "$0")/../lib/suite.sh"
 . "$HERE/lib/redis.sh"
 . "$HERE/lib/serve.sh"
-
-suite_env serve-guard
-cleanup() {
+suite_cleanup() {
 	serve_stop_all
 	redis_stop_all >/dev/null 2>&1
-	rm -rf "$T"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 STORE="$T/store"
 ws() { "$W" --store "$STORE" "$@"; }
 
