@@ -18,11 +18,7 @@ suite_cleanup() {
 mkdir -p "$MNT"
 STORE="$T/store"
 
-if [ ! -c /dev/fuse ]; then
-	tap_not_ok "/dev/fuse is missing: FUSE tests cannot run"
-	tap_done
-	exit 1
-fi
+suite_need_fuse
 
 # big.bin spans hundreds of chunks at these sizes; small.bin is one chunk
 SRC="$T/src"

@@ -22,13 +22,8 @@ suite_cleanup() {
 }
 mkdir -p "$MNT"
 STORE="$T/store"
-mounted() { grep -q " $1 fuse.wstore " /proc/mounts; }
 
-if [ ! -c /dev/fuse ]; then
-	tap_not_ok "/dev/fuse is missing: FUSE tests cannot run"
-	tap_done
-	exit 1
-fi
+suite_need_fuse
 
 SRC="$T/src"
 python3 "$HERE/tools/mkckpt.py" "$SRC" --size 2000000 --shards 1 >/dev/null
@@ -93,7 +88,7 @@ spec=$(for k in $(seq 61 107); do [ $((k % 3)) = 0 ] || printf 'failop=get:%d,' 
 WSTORE_FAULTS=${spec%,} "$W" --store "fault+$STORE" mount "$MNT" \
 	--foreground --refresh 0.1 2> "$T/fault.log" &
 FGPID=$!
-if wait_for 10 mounted "$MNT"; then
+if wait_for 10 suite_mounted "$MNT"; then
 	check_exit "failed manifest reads during refreshes: the checkpoint stays, its open file reads again" \
 		0 timeout 120 $PY "$T/reads.py" "$MNT" "$SRC" "$T/fault.log" \
 		"cannot read the manifest of 'a'" "$F"
@@ -147,7 +142,7 @@ WSTORE_COMMAND_TIMEOUT_MS=500 "$W" --store "$R" mount "$MNT" --foreground \
 	--refresh 0.2 2> "$T/redis.log" &
 FGPID=$!
 RPID=$(_redis_pid "$T/redis" "$WSTORE_TEST_REDIS_PORT")
-if ! wait_for 10 mounted "$MNT" || [ -z "$RPID" ]; then
+if ! wait_for 10 suite_mounted "$MNT" || [ -z "$RPID" ]; then
 	tap_not_ok "mount on Redis (server pid '$RPID')" "$(cat "$T/redis.log")"
 	kill -KILL "$FGPID" 2>/dev/null; FGPID=
 	tap_done

@@ -44,6 +44,18 @@ suite_unmount() {
 	return 0
 }
 
+# suite_need_fuse: the first check of a FUSE suite; without /dev/fuse it
+# fails (one not-ok line saying how to get it) and ends the script
+suite_need_fuse() {
+	[ -c /dev/fuse ] && return 0
+	tap_not_ok "/dev/fuse is missing: FUSE tests cannot run (load the fuse module or run the container with --device /dev/fuse)"
+	tap_done
+	exit 1
+}
+
+# suite_mounted MNT: a wstore mount is up at MNT
+suite_mounted() { grep -q " $1 fuse.wstore " /proc/mounts; }
+
 # ---- cases run as another user ------------------------------------------
 # AS_USER CMD...: run CMD as an unprivileged user (uid and gid 65534)
 AS_USER="setpriv --reuid=65534 --regid=65534 --clear-groups"
