@@ -48,12 +48,6 @@ d = json.load(sys.stdin)
 print(sum(c["leases"] for c in d["checkpoints"] if c["checkpoint_id"] == sys.argv[1]))' "$1"
 }
 has_lease() { [ "$(nleases "$1")" -ge 1 ]; }
-# check_wait NAME STATUS SECONDS PID: PID exits STATUS within SECONDS
-check_wait() {
-	wait_exit "$3" "$4"; _cw=$?
-	if [ "$_cw" = "$2" ]; then tap_ok "$1"
-	else tap_not_ok "$1" "pid $4 exited $_cw, wanted $2"; fi
-}
 # refused URL: a new connection is refused at once (curl exit 7), not
 # left hanging (exit 28 after --max-time)
 refused() {
