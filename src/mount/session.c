@@ -94,7 +94,7 @@ int wmount_new(struct wmount **out, wstore_store *store,
 
 	*out = NULL;
 	if (!m) {
-		fprintf(stderr, "wstore: out of memory\n");
+		wfront_err("out of memory");
 		return -ENOMEM;
 	}
 	m->s = store;
@@ -112,7 +112,7 @@ int wmount_new(struct wmount **out, wstore_store *store,
 	m->captab = 64;
 	m->tab = calloc(m->captab, sizeof(*m->tab));
 	if (!m->tab || cache_init(m) < 0) {
-		fprintf(stderr, "wstore: out of memory\n");
+		wfront_err("out of memory");
 		wmount_free(m);
 		return -ENOMEM;
 	}
@@ -127,10 +127,10 @@ int wmount_new(struct wmount **out, wstore_store *store,
 		/* say why: absent, FAILED, unreadable */
 		rc = wstore_checkpoint_open(&ck, store, o->checkpoint);
 		wstore_checkpoint_free(ck);
-		fprintf(stderr, "wstore: %s\n",
-			rc < 0 && *wstore_last_error()
-				? wstore_last_error()
-				: "checkpoint is not in the store's index");
+		wfront_err("%s",
+			   rc < 0 && *wstore_last_error()
+				   ? wstore_last_error()
+				   : "checkpoint is not in the store's index");
 		wmount_free(m);
 		return rc < 0 ? rc : WSTORE_ENOTFOUND;
 	}
@@ -311,20 +311,18 @@ int wmount_run(struct wmount *m, const char *mountpoint,
 	if (!realpath(mountpoint, canon))
 		canon[0] = '\0';
 	if (make_session(m) < 0) {
-		fprintf(stderr, "wstore: cannot set up the FUSE session\n");
+		wfront_err("cannot set up the FUSE session");
 		return 1;
 	}
 	if (stop_setup(m) < 0) {
-		fprintf(stderr, "wstore: cannot install signal handlers: %s\n",
-			strerror(errno));
+		wfront_err("cannot install signal handlers: %s",
+			   strerror(errno));
 		stop_teardown(m);
 		return 1;
 	}
 	if (fuse_session_mount(m->se, mountpoint) < 0) {
-		fprintf(stderr,
-			"wstore: cannot mount on '%s' (see the "
-			"message above)\n",
-			mountpoint);
+		wfront_err("cannot mount on '%s' (see the message above)",
+			   mountpoint);
 		stop_teardown(m);
 		return 1;
 	}

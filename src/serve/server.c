@@ -444,8 +444,7 @@ static int listen_on(const char *spec, char *shown, size_t cap)
 	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
 	    bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, 128) < 0 ||
 	    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
-		fprintf(stderr, "wstore: cannot listen on '%s': %s\n", spec,
-			strerror(errno));
+		wfront_err("cannot listen on '%s': %s", spec, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return -1;
@@ -458,10 +457,9 @@ static int listen_on(const char *spec, char *shown, size_t cap)
 			 (unsigned)ntohs(s4->sin_port));
 	return fd;
 bad:
-	fprintf(stderr,
-		"wstore: invalid listen address '%s': expected ADDR:PORT, "
-		"[V6ADDR]:PORT or :PORT\n",
-		spec);
+	wfront_err("invalid listen address '%s': expected ADDR:PORT, "
+		   "[V6ADDR]:PORT or :PORT",
+		   spec);
 	return -1;
 }
 
@@ -610,9 +608,8 @@ int wserve_run(wstore_store *store, const struct wserve_options *o)
 	}
 	wcache_set_mirror(sv.cache, sv.mirror);
 	if (!(d = start_daemon(&sv, fd))) {
-		fprintf(stderr,
-			"wstore: cannot start the HTTP%s server on '%s'\n",
-			sv.tls.on ? "S" : "", shown);
+		wfront_err("cannot start the HTTP%s server on '%s'",
+			   sv.tls.on ? "S" : "", shown);
 		close(fd);
 		teardown(&sv);
 		return 1;

@@ -29,6 +29,7 @@
 #include <gnutls/x509.h>
 #include <microhttpd.h>
 
+#include "../common/frontend.h"
 #include "http.h"
 
 /* A PEM file larger than this is not a certificate chain or a key. */
@@ -40,11 +41,9 @@ static int tls_err(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("wstore: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	wfront_verr(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	return -1;
 }
 

@@ -4,14 +4,8 @@
 # of each, config get/set/unset (checked values, atomic edits of one file),
 # the XDG default paths, the default store before its first import, a
 # server address given as --store, and version.
-set -u
-BUILD=${BUILD:-build}
 TAP_SUITE=config
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-. "$HERE/lib/tap.sh"
-
-suite_env config
-trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/../lib/suite.sh"
 # this suite sets the layers itself
 unset WSTORE_HOME XDG_CONFIG_HOME XDG_DATA_HOME WSTORE_STORE WSTORE_QUOTA \
 	WSTORE_EVICT

@@ -15,11 +15,7 @@ TAP_SUITE=confine
 . "$(dirname "$0")/../lib/suite.sh"
 MNT=
 suite_cleanup() {
-	for m in "$MNT" "$T/nomnt"; do
-		if [ -n "$MNT" ] && grep -q " $m fuse" /proc/mounts 2>/dev/null; then
-			"$W" umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
-		fi
-	done
+	[ -n "$MNT" ] && suite_unmount "$MNT" "$T/nomnt"
 }
 S="$T/store"
 ws() { "$W" --store "$S" "$@"; }

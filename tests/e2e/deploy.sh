@@ -10,24 +10,16 @@
 # purged.
 #   WSTORE_TEST_DEBS=DIR   use the packages already built in DIR
 #   WSTORE_TEST_NO_DPKG=1  skip the dpkg part (it installs into the system)
-set -u
-BUILD=${BUILD:-build}
 TAP_SUITE=deploy
-HERE=$(cd "$(dirname "$0")/.." && pwd)
+. "$(dirname "$0")/../lib/suite.sh"
 ROOT=$(cd "$HERE/.." && pwd)
-. "$HERE/lib/tap.sh"
-
-suite_env deploy
 B=$(cd "$BUILD" && pwd)
 MNT="$T/mnt"
-cleanup() {
+suite_cleanup() {
 	[ -n "${serve_pid:-}" ] && kill "$serve_pid" 2>/dev/null
 	fusermount3 -u -z "$MNT" 2>/dev/null
 	command -v system_restore >/dev/null && system_restore
-	rm -rf "$T"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 skip() { echo "# skip: $1"; }
 SRC="$T/src"
 python3 "$HERE/tools/mkckpt.py" "$SRC" --size 100000 --shards 1 >/dev/null

@@ -12,10 +12,10 @@
 TAP_SUITE=hub-import
 . "$(dirname "$0")/../lib/suite.sh"
 . "$HERE/lib/serve.sh"
-FAKE_PID=
+. "$HERE/lib/fakehub.sh"
 suite_cleanup() {
 	serve_stop_all
-	[ -n "$FAKE_PID" ] && kill -9 "$FAKE_PID" 2>/dev/null
+	fakehub_stop
 }
 UP="$T/up"
 DOWN="$T/down"
@@ -120,26 +120,10 @@ check_exit "good token (HF_TOKEN), endpoint from HF_ENDPOINT" 0 \
 
 # ---- the misbehaving upstream --------------------------------------------
 FSRC="$T/fsrc"
-/usr/bin/python3 "$HERE/tools/mkckpt.py" "$FSRC" --size 2000000 --shards 2 >/dev/null
-mkdir -p "$FSRC/sub"
-printf 'hello\n' > "$FSRC/sub/c.txt"
+fakehub_source "$FSRC"
 head -c 300000 /dev/urandom > "$FSRC/z.bin"
-CTL="$T/ctl.json"
-LOG="$T/fake.log"
-/usr/bin/python3 "$HERE/tools/fakehub.py" "$FSRC" "$CTL" "$LOG" "$T/fakeports" \
-	2>"$T/fake.err" &
-FAKE_PID=$!
-if ! wait_for 60 test -s "$T/fakeports"; then
-	tap_not_ok "fake upstream did not start" "$(tail -3 "$T/fake.err")"
-	tap_done
-	exit 1
-fi
-read -r FP CP < "$T/fakeports"
-F="http://127.0.0.1:$FP"
+fakehub_start "$FSRC" || { tap_done; exit 1; }
 SHARD=model-00001-of-00002.safetensors
-ctl() { printf '%s\n' "$1" > "$CTL"; : > "$LOG"; }
-# gets PATH: requests for PATH's bytes in the log
-gets() { grep -c " /org/fake/resolve/[0-9a-f]*/$1 " "$LOG"; }
 fake() { hub --from-hub org/fake --endpoint "$F" --chunk-size 512KiB "$@"; }
 # no_ready ID MESSAGE: checkpoint ID is not READY (absent or FAILED)
 no_ready() {
@@ -153,13 +137,13 @@ print([c.get("status") for c in json.load(sys.stdin)
 	esac
 }
 
-ctl "{\"corrupt\": [\"$SHARD\"]}"
+fakehub_ctl "{\"corrupt\": [\"$SHARD\"]}"
 check_exit "corrupted LFS file: error (exit 3, damage)" 3 fake --checkpoint-id bad1
 check_grep "... names the file and both sha256" \
 	"'$SHARD'.*sha256 is [0-9a-f]{64}, the bytes received hash to [0-9a-f]{64}" "$OUT"
 check_one_line "... one line" "$OUT"
 no_ready bad1 "... no READY checkpoint"
-ctl '{"corrupt": ["config.json"]}'
+fakehub_ctl '{"corrupt": ["config.json"]}'
 check_exit "corrupted git file: error (exit 3, damage)" 3 fake --checkpoint-id bad2
 check_grep "... names the file and both sha1" \
 	"'config.json'.*git blob sha1 is [0-9a-f]{40}, the bytes received hash to [0-9a-f]{40}" "$OUT"
@@ -167,25 +151,25 @@ no_ready bad2 "... no READY checkpoint"
 check_exit "a FAILED checkpoint is left" 0 ws model inspect bad2
 check_grep "... FAILED" "FAILED" "$OUT"
 
-ctl "{\"r429\": {\"$SHARD\": 2}, \"r500\": {\"config.json\": 2}}"
+fakehub_ctl "{\"r429\": {\"$SHARD\": 2}, \"r500\": {\"config.json\": 2}}"
 check_exit "429 twice, 500 twice, then OK: imported" 0 fake --checkpoint-id retry
-check_grep "... 429 retried (3 requests)" '^3$' "$(gets "$SHARD")"
-check_grep "... 500 retried (3 requests)" '^3$' "$(gets config.json)"
+check_grep "... 429 retried (3 requests)" '^3$' "$(fakehub_gets "$SHARD")"
+check_grep "... 500 retried (3 requests)" '^3$' "$(fakehub_gets config.json)"
 check "... verify passes" ws model verify retry
 
-ctl "{\"cut_once\": [\"$SHARD\", \"z.bin\"]}"
+fakehub_ctl "{\"cut_once\": [\"$SHARD\", \"z.bin\"]}"
 check_exit "transfers cut once: imported" 0 fake --checkpoint-id cut1
 check_grep "... resumed with a Range from where it stopped" \
 	"resolve/[0-9a-f]*/$SHARD bytes=[1-9][0-9]*-" "$(cat "$LOG")"
 check "... verify passes" ws model verify cut1
-ctl '{"cut": ["z.bin"]}'
+fakehub_ctl '{"cut": ["z.bin"]}'
 check_exit "a transfer cut every time: error after the retries" 1 \
 	fake --checkpoint-id cut2 --retries 2
 check_grep "... names the file and the tries" "z.bin.*(gave up after 3 tries)" "$OUT"
 no_ready cut2 "... no READY checkpoint"
 
 printf 'tk\n' > "$T/faketok"
-ctl '{"redirect": true, "token": "tk"}'
+fakehub_ctl '{"redirect": true, "token": "tk"}'
 check_exit "LFS files redirected to another port: imported" 0 \
 	fake --checkpoint-id redir --token-file "$T/faketok"
 check_grep "... the other port served them" "^cdn GET .*$SHARD" "$(cat "$LOG")"
@@ -194,7 +178,7 @@ if grep -q '^cdn .* auth$' "$LOG"; then
 else tap_ok "... the token was not sent to it"; fi
 check "... verify passes" ws model verify redir
 
-ctl '{"slow": ["z.bin"]}'
+fakehub_ctl '{"slow": ["z.bin"]}'
 t0=$(date +%s)
 check_exit "a stalled transfer: error" 1 fake --checkpoint-id slow \
 	--stall-timeout 1 --retries 1
@@ -205,7 +189,7 @@ else tap_not_ok "... within 30 s" "took $secs s"; fi
 
 # killed mid-import: every file before z.bin stored and verified (one at a
 # time, in path order), z.bin never answered
-ctl '{"hold": ["z.bin"]}'
+fakehub_ctl '{"hold": ["z.bin"]}'
 "$W" --store "$DOWN" model import --from-hub org/fake --endpoint "$F" \
 	--chunk-size 512KiB --checkpoint-id killed --jobs 1 >/dev/null 2>&1 &
 pid=$!
@@ -213,14 +197,14 @@ wait_for 30 grep -q 'resolve/[0-9a-f]*/z.bin' "$LOG"
 kill -9 "$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
 ctl_keep=$(cat "$LOG")
-ctl '{}'
+fakehub_ctl '{}'
 check_exit "killed with SIGKILL, run again: imported" 0 \
 	fake --checkpoint-id killed --jobs 1
 printf '%s\n' "$ctl_keep" | cat - "$LOG" > "$T/both.log"
 LOG="$T/both.log"
 bad=""
 for f in $(cd "$FSRC" && find . -type f | sed 's|^\./||' | sort); do
-	n=$(gets "$f")
+	n=$(fakehub_gets "$f")
 	if [ "$f" = z.bin ]; then [ "$n" = 2 ] || bad="$bad $f:$n"
 	else [ "$n" = 1 ] || bad="$bad $f:$n"; fi
 done

@@ -52,14 +52,6 @@ export WSTORE_KEY_PREFIX="lease-$$-"
 export WSTORE_LIBRARY=$(dirname "$W")/libwstore.so
 export PYTHONPATH="$HERE/../python${PYTHONPATH:+:$PYTHONPATH}"
 ws() { "$W" --store "$S" "$@"; }
-# check_wait NAME STATUS SECONDS PID: the background job PID exits with
-# STATUS within SECONDS (waited for in this shell: a zombie stays alive
-# for kill -0 in a command substitution)
-check_wait() {
-	wait_exit "$3" "$4"; _cw=$?
-	if [ "$_cw" = "$2" ]; then tap_ok "$1"
-	else tap_not_ok "$1" "pid $4 exited $_cw, wanted $2"; fi
-}
 
 SRC="$T/src"
 python3 "$HERE/tools/mkckpt.py" "$SRC" --size 200000 --shards 2 >/dev/null

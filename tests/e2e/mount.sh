@@ -17,24 +17,14 @@ MNT3="$T/mnt3"
 FGPID=
 suite_cleanup() {
 	[ -n "$FGPID" ] && kill "$FGPID" 2>/dev/null
-	for m in "$MNT" "$MNT2" "$MNT3"; do
-		if grep -q " $m fuse" /proc/mounts 2>/dev/null; then
-			"$W" umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null ||
-				fusermount3 -u -z "$m" 2>/dev/null
-		fi
-	done
+	suite_unmount "$MNT" "$MNT2" "$MNT3"
 }
 mkdir -p "$MNT" "$MNT2" "$MNT3"
 STORE="$T/store"
 ws() { "$W" --store "$STORE" "$@"; }
 
-if [ ! -c /dev/fuse ]; then
-	tap_not_ok "/dev/fuse is missing: FUSE tests cannot run (load the fuse module or run the container with --device /dev/fuse)"
-	tap_done
-	exit 1
-fi
+suite_need_fuse
 
-mounted() { grep -q " $1 fuse.wstore " /proc/mounts; }
 
 SRC="$T/src"
 python3 "$HERE/tools/mkckpt.py" "$SRC" --size 3000000 --shards 2 >/dev/null
@@ -48,7 +38,7 @@ check_exit "import a" 0 ws --quiet model import --checkpoint-id a --model-id Org
 # ---- mount (daemon) and read everything ---------------------------------
 check_exit "mount as a daemon returns once mounted" 0 ws mount "$MNT" --refresh 0.5
 MOUNT_OUT=$OUT
-check "the mount is listed as fuse.wstore" mounted "$MNT"
+check "the mount is listed as fuse.wstore" suite_mounted "$MNT"
 # Linux 6.6 and later let shared mmap work on direct-io files, so there a
 # store of local files is served with direct I/O by default
 kmaj=$(uname -r | cut -d. -f1); kmin=$(uname -r | cut -d. -f2 | tr -cd 0-9)
@@ -227,7 +217,7 @@ check_exit "import p with chunks larger than its files" 0 ws --quiet model impor
 # not through ws(): $! must be the daemon itself (wstore execs it)
 "$W" --store "$STORE" mount "$MNT2" --checkpoint p -f > "$T/pt.log" 2>&1 &
 PTPID=$!
-check "mount p (foreground)" wait_for 10 mounted "$MNT2"
+check "mount p (foreground)" wait_for 10 suite_mounted "$MNT2"
 pt_ok=0
 if [ "$kmaj" -gt 6 ] || { [ "$kmaj" = 6 ] && [ "${kmin:-0}" -ge 9 ]; }; then
 	[ "$(id -u)" = 0 ] && pt_ok=1
@@ -394,7 +384,7 @@ check_grep "the mountpoint is empty" "^$" "$(ls -A "$MNT")"
 # ---- foreground, SIGTERM unmounts cleanly --------------------------------
 "$W" --store "$STORE" mount "$MNT3" --foreground 2> "$T/fg.log" &
 FGPID=$!
-if wait_for 5 mounted "$MNT3" && wait_for 5 test -d "$MNT3/b"; then tap_ok "mount --foreground serves"
+if wait_for 5 suite_mounted "$MNT3" && wait_for 5 test -d "$MNT3/b"; then tap_ok "mount --foreground serves"
 else tap_not_ok "mount --foreground serves" "$(cat "$T/fg.log")"; fi
 kill -TERM "$FGPID"
 wait_exit 10 "$FGPID"; rc=$?
@@ -415,12 +405,12 @@ for i in $(seq 1 20); do
 	"$W" --store "$STORE" mount "$MNT3" --foreground --refresh 0.2 \
 		2> "$T/fg.$i.log" &
 	FGPID=$!
-	wait_for 10 mounted "$MNT3" || bad="$bad [$i: not mounted]"
+	wait_for 10 suite_mounted "$MNT3" || bad="$bad [$i: not mounted]"
 	kill -TERM "$FGPID" 2>/dev/null
 	wait_exit 10 "$FGPID"; rc=$?
 	FGPID=
 	[ "$rc" = 0 ] || bad="$bad [$i: exit $rc: $(head -c 200 "$T/fg.$i.log")]"
-	if mounted "$MNT3"; then
+	if suite_mounted "$MNT3"; then
 		bad="$bad [$i: still mounted]"
 		"$W" umount "$MNT3" 2>/dev/null || umount -l "$MNT3" 2>/dev/null
 	fi

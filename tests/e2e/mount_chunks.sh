@@ -8,32 +8,17 @@
 # (passed through where the kernel allows).
 # Needs /dev/fuse and root (or fusermount3).
 #   BUILD  the build directory holding wstore
-set -u
-BUILD=${BUILD:-build}
 TAP_SUITE=mount-chunks
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-. "$HERE/lib/tap.sh"
-
-suite_env mount-chunks
+. "$(dirname "$0")/../lib/suite.sh"
 PY=/usr/bin/python3
 MNT="$T/mnt"
-cleanup() {
-	if grep -q " $MNT fuse" /proc/mounts 2>/dev/null; then
-		"$W" umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null ||
-			fusermount3 -u -z "$MNT" 2>/dev/null
-	fi
-	rm -rf "$T"
+suite_cleanup() {
+	suite_unmount "$MNT"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 mkdir -p "$MNT"
 STORE="$T/store"
 
-if [ ! -c /dev/fuse ]; then
-	tap_not_ok "/dev/fuse is missing: FUSE tests cannot run"
-	tap_done
-	exit 1
-fi
+suite_need_fuse
 
 # big.bin spans hundreds of chunks at these sizes; small.bin is one chunk
 SRC="$T/src"

@@ -7,39 +7,23 @@
 # Needs /dev/fuse and root (or fusermount3); redis-server for the second
 # part (not installed: a failed check, never a silent pass).
 #   BUILD  the build directory holding wstore
-set -u
-BUILD=${BUILD:-build}
 TAP_SUITE=mount-faults
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-. "$HERE/lib/tap.sh"
+. "$(dirname "$0")/../lib/suite.sh"
 . "$HERE/lib/redis.sh"
-
-suite_env mount-faults
 PY=/usr/bin/python3
 MNT="$T/mnt"
 FGPID=
 STOPPED=
-cleanup() {
+suite_cleanup() {
 	[ -n "$STOPPED" ] && kill -CONT "$STOPPED" 2>/dev/null
 	[ -n "$FGPID" ] && kill -KILL "$FGPID" 2>/dev/null
-	if grep -q " $MNT fuse" /proc/mounts 2>/dev/null; then
-		"$W" umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null ||
-			fusermount3 -u -z "$MNT" 2>/dev/null
-	fi
+	suite_unmount "$MNT"
 	redis_stop_all >/dev/null 2>&1
-	rm -rf "$T"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 mkdir -p "$MNT"
 STORE="$T/store"
-mounted() { grep -q " $1 fuse.wstore " /proc/mounts; }
 
-if [ ! -c /dev/fuse ]; then
-	tap_not_ok "/dev/fuse is missing: FUSE tests cannot run"
-	tap_done
-	exit 1
-fi
+suite_need_fuse
 
 SRC="$T/src"
 python3 "$HERE/tools/mkckpt.py" "$SRC" --size 2000000 --shards 1 >/dev/null
@@ -104,7 +88,7 @@ spec=$(for k in $(seq 61 107); do [ $((k % 3)) = 0 ] || printf 'failop=get:%d,' 
 WSTORE_FAULTS=${spec%,} "$W" --store "fault+$STORE" mount "$MNT" \
 	--foreground --refresh 0.1 2> "$T/fault.log" &
 FGPID=$!
-if wait_for 10 mounted "$MNT"; then
+if wait_for 10 suite_mounted "$MNT"; then
 	check_exit "failed manifest reads during refreshes: the checkpoint stays, its open file reads again" \
 		0 timeout 120 $PY "$T/reads.py" "$MNT" "$SRC" "$T/fault.log" \
 		"cannot read the manifest of 'a'" "$F"
@@ -158,7 +142,7 @@ WSTORE_COMMAND_TIMEOUT_MS=500 "$W" --store "$R" mount "$MNT" --foreground \
 	--refresh 0.2 2> "$T/redis.log" &
 FGPID=$!
 RPID=$(_redis_pid "$T/redis" "$WSTORE_TEST_REDIS_PORT")
-if ! wait_for 10 mounted "$MNT" || [ -z "$RPID" ]; then
+if ! wait_for 10 suite_mounted "$MNT" || [ -z "$RPID" ]; then
 	tap_not_ok "mount on Redis (server pid '$RPID')" "$(cat "$T/redis.log")"
 	kill -KILL "$FGPID" 2>/dev/null; FGPID=
 	tap_done

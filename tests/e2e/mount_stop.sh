@@ -5,36 +5,20 @@
 # refused, --log-file, start-up errors on the starter's stderr.
 # Needs /dev/fuse and root (or fusermount3).
 #   BUILD  the build directory holding wstore
-set -u
-BUILD=${BUILD:-build}
 TAP_SUITE=mount-stop
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-. "$HERE/lib/tap.sh"
-
-suite_env mount-stop
+. "$(dirname "$0")/../lib/suite.sh"
 PY=/usr/bin/python3
 MNT="$T/mnt"
 FGPID=
-cleanup() {
+suite_cleanup() {
 	[ -n "$FGPID" ] && kill -KILL "$FGPID" 2>/dev/null
-	if grep -q " $MNT fuse" /proc/mounts 2>/dev/null; then
-		"$W" umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null ||
-			fusermount3 -u -z "$MNT" 2>/dev/null
-	fi
-	rm -rf "$T"
+	suite_unmount "$MNT"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 mkdir -p "$MNT"
 STORE="$T/store"
 ws() { "$W" --store "$STORE" "$@"; }
-mounted() { grep -q " $1 fuse.wstore " /proc/mounts; }
 
-if [ ! -c /dev/fuse ]; then
-	tap_not_ok "/dev/fuse is missing: FUSE tests cannot run"
-	tap_done
-	exit 1
-fi
+suite_need_fuse
 
 SRC="$T/src"
 python3 "$HERE/tools/mkckpt.py" "$SRC" --size 3000000 --shards 1 >/dev/null
@@ -52,7 +36,7 @@ for spec in "1 1" "1 8" "3 8"; do
 	WSTORE_MOUNT_TEST_LOSE_KICKS=$1 "$W" --store "$STORE" mount "$MNT" \
 		--foreground --threads "$2" 2> "$T/kick.log" &
 	FGPID=$!
-	if ! wait_for 10 mounted "$MNT"; then
+	if ! wait_for 10 suite_mounted "$MNT"; then
 		tap_not_ok "mount with $1 lost kick(s), $2 thread(s)" "$(cat "$T/kick.log")"
 		kill -KILL "$FGPID" 2>/dev/null; wait "$FGPID" 2>/dev/null; FGPID=
 		continue
@@ -60,7 +44,7 @@ for spec in "1 1" "1 8" "3 8"; do
 	kill -TERM "$FGPID"
 	wait_exit 10 "$FGPID"; rc=$?
 	FGPID=
-	if [ "$rc" = 0 ] && ! mounted "$MNT"; then
+	if [ "$rc" = 0 ] && ! suite_mounted "$MNT"; then
 		tap_ok "$1 lost kick(s), $2 thread(s): SIGTERM still unmounts and exits 0 within 10 s"
 	else
 		tap_not_ok "$1 lost kick(s), $2 thread(s): SIGTERM unmounts" "exit $rc" "$(tail -3 "$T/kick.log")"
@@ -128,7 +112,7 @@ for mode in --direct-io --page-cache; do
 	WSTORE_FAULTS=delay=50 "$W" --store "fault+$STORE" mount "$MNT" \
 		--foreground --checkpoint a $mode 2> "$T/after.log" &
 	FGPID=$!
-	if ! wait_for 10 mounted "$MNT"; then
+	if ! wait_for 10 suite_mounted "$MNT"; then
 		tap_not_ok "mount $mode for reads after SIGTERM" "$(cat "$T/after.log")"
 		kill -KILL "$FGPID" 2>/dev/null; FGPID=
 		continue
@@ -139,7 +123,7 @@ for mode in --direct-io --page-cache; do
 		"after: ENOTCONN unmounted: True" "$OUT"
 	echo "# $mode: $(echo "$OUT" | tr '\n' ' ')"
 	wait_exit 10 "$FGPID" >/dev/null; FGPID=
-	mounted "$MNT" && umount -l "$MNT" 2>/dev/null
+	suite_mounted "$MNT" && umount -l "$MNT" 2>/dev/null
 done
 
 # ---- a second mount on one path is refused --------------------------------

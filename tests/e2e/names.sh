@@ -4,19 +4,12 @@
 # names in place of checkpoint ids, and output people read (tables,
 # timestamps, the order of stdout and stderr, errors that name the flag,
 # "did you mean").  File store.
-set -u
-BUILD=${BUILD:-build}
 TAP_SUITE=names
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-. "$HERE/lib/tap.sh"
-
-suite_env names
+. "$(dirname "$0")/../lib/suite.sh"
 MNT="$T/mnt"
-cleanup() {
-	grep -q " $MNT fuse" /proc/mounts 2>/dev/null && "$W" umount "$MNT" 2>/dev/null
-	rm -rf "$T"
+suite_cleanup() {
+	suite_unmount "$MNT"
 }
-trap cleanup EXIT
 S="$T/store"
 ws() { "$W" --store "$S" "$@"; }
 # manifest_paths ID: the file paths of a checkpoint, one a line

@@ -12,29 +12,19 @@
 # Store from /opt/mooncake).  Sources: w.bin is 24 chunks of 'A' bytes, then of 'B'
 # bytes, so a mixed result shows as a 'B' in an 'A' file.
 #   BUILD  the build directory holding wstore
-set -u
-BUILD=${BUILD:-build}
 TAP_SUITE=replace
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-. "$HERE/lib/tap.sh"
+. "$(dirname "$0")/../lib/suite.sh"
 . "$HERE/lib/redis.sh"
 . "$HERE/lib/mooncake.sh"
 . "$HERE/lib/serve.sh"
-
-suite_env replace
 PY=/usr/bin/python3
 MNT="$T/mnt"
-cleanup() {
-	if grep -q " $MNT fuse" /proc/mounts 2>/dev/null; then
-		"$W" umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
-	fi
+suite_cleanup() {
+	suite_unmount "$MNT"
 	serve_stop_all
 	redis_stop_all >/dev/null 2>&1
 	mooncake_stop_all >/dev/null 2>&1
-	rm -rf "$T"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 mkdir -p "$MNT"
 CS=1MiB
 NCH=24

@@ -10,22 +10,14 @@
 # SIGSTOP): 503 with Retry-After, never another checkpoint and never 404;
 # a read failing mid-body cuts the transfer.
 #   BUILD  the build directory holding wstore
-set -u
-BUILD=${BUILD:-build}
 TAP_SUITE=serve-guard
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-. "$HERE/lib/tap.sh"
+. "$(dirname "$0")/../lib/suite.sh"
 . "$HERE/lib/redis.sh"
 . "$HERE/lib/serve.sh"
-
-suite_env serve-guard
-cleanup() {
+suite_cleanup() {
 	serve_stop_all
 	redis_stop_all >/dev/null 2>&1
-	rm -rf "$T"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 STORE="$T/store"
 ws() { "$W" --store "$STORE" "$@"; }
 
@@ -56,12 +48,6 @@ d = json.load(sys.stdin)
 print(sum(c["leases"] for c in d["checkpoints"] if c["checkpoint_id"] == sys.argv[1]))' "$1"
 }
 has_lease() { [ "$(nleases "$1")" -ge 1 ]; }
-# check_wait NAME STATUS SECONDS PID: PID exits STATUS within SECONDS
-check_wait() {
-	wait_exit "$3" "$4"; _cw=$?
-	if [ "$_cw" = "$2" ]; then tap_ok "$1"
-	else tap_not_ok "$1" "pid $4 exited $_cw, wanted $2"; fi
-}
 # refused URL: a new connection is refused at once (curl exit 7), not
 # left hanging (exit 28 after --max-time)
 refused() {

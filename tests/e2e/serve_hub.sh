@@ -24,11 +24,7 @@ if ! hub_npm_ready; then
 fi
 
 SRC="$T/src"
-python3 "$HERE/tools/mkckpt.py" "$SRC" --size 3000000 --shards 2 >/dev/null
-mkdir -p "$SRC/sub/dir"
-printf 'nested\n' > "$SRC/sub/dir/x.bin"
-printf 'blank in name\n' > "$SRC/sub/with space.txt"
-printf '' > "$SRC/empty.txt"
+hub_source "$SRC"
 TOKEN=hf_wstore_test_token   # the JS client insists on the hf_ prefix
 
 # hub_run LABEL STORE REPO: serve STORE, run the client, count its lines

@@ -11,30 +11,15 @@
 TAP_SUITE=serve-mirror
 . "$(dirname "$0")/../lib/suite.sh"
 . "$HERE/lib/serve.sh"
-FAKE_PID=
+. "$HERE/lib/fakehub.sh"
 suite_cleanup() {
 	serve_stop_all
-	[ -n "$FAKE_PID" ] && kill -9 "$FAKE_PID" 2>/dev/null
+	fakehub_stop
 }
 
 FSRC="$T/fsrc"
-/usr/bin/python3 "$HERE/tools/mkckpt.py" "$FSRC" --size 2000000 --shards 2 >/dev/null
-mkdir -p "$FSRC/sub"
-printf 'hello\n' > "$FSRC/sub/c.txt"
-CTL="$T/ctl.json"
-LOG="$T/fake.log"
-printf '{}\n' > "$CTL"
-/usr/bin/python3 "$HERE/tools/fakehub.py" "$FSRC" "$CTL" "$LOG" "$T/fakeports" \
-	2>"$T/fake.err" &
-FAKE_PID=$!
-if ! wait_for 60 test -s "$T/fakeports"; then
-	tap_not_ok "fake upstream did not start" "$(tail -3 "$T/fake.err")"
-	tap_done
-	exit 1
-fi
-read -r FP CP < "$T/fakeports"
-F="http://127.0.0.1:$FP"
-gets() { grep -c " /org/fake/resolve/[0-9a-f]*/$1 " "$LOG"; }
+fakehub_source "$FSRC"
+fakehub_start "$FSRC" || { tap_done; exit 1; }
 
 serve_start mirror "$T/mirror" --upstream "$F" --upstream-allow 'org/*' \
 	--cache-seconds 0 --no-access-log || { tap_done; exit 1; }
@@ -88,7 +73,7 @@ else tap_not_ok "8 clients at once on a cold mirror: 8 complete snapshots, byte 
 	"$(head -8 "$T/clients.out")"; fi
 bad=""
 for f in $(cd "$FSRC" && find . -type f | sed 's|^\./||'); do
-	n=$(gets "$f")
+	n=$(fakehub_gets "$f")
 	[ "$n" = 1 ] || bad="$bad $f:$n"
 done
 if [ -z "$bad" ]; then tap_ok "... one upstream fetch of each file"
@@ -123,9 +108,7 @@ check_grep "... the error names the hash mismatch" "hash to" "$(cat "$T/got")"
 printf '{}\n' > "$CTL"
 
 # the upstream gone: what the mirror holds is still served
-kill -9 "$FAKE_PID"
-wait "$FAKE_PID" 2>/dev/null
-FAKE_PID=
+fakehub_stop
 if curl -sf "$M/org/fake/resolve/main/sub/c.txt" -o "$T/down.txt" &&
 	cmp -s "$T/down.txt" "$FSRC/sub/c.txt"; then
 	tap_ok "upstream down: the mirror serves what it holds (by revision main)"

@@ -60,12 +60,7 @@ printf 'wrong\n' > "$P/badpw"
 CA="$P/ca.pem"
 
 SRC="$T/src"
-# the shape hub_client.mjs expects (as in serve-hub)
-python3 "$HERE/tools/mkckpt.py" "$SRC" --size 3000000 --shards 2 >/dev/null
-mkdir -p "$SRC/sub/dir"
-printf 'nested\n' > "$SRC/sub/dir/x.bin"
-printf 'blank in name\n' > "$SRC/sub/with space.txt"
-printf '' > "$SRC/empty.txt"
+hub_source "$SRC"
 check "import" "$W" --store "$T/store" model import --checkpoint-id tiny-1 \
 	--model-id org/tiny --source "$SRC" --chunk-size 1MiB --quiet
 TOKEN=hf_wstore_tls_token

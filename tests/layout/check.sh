@@ -6,8 +6,13 @@
 # (a backend naming a core header bare, "manifest.h", fails here and does
 # not build: the backends are compiled with include/ as their only include
 # path); headers have no include cycle, modules no call cycle, the CLI
-# does not link libfuse3, and every executable exports Py_IsInitialized.  A source file over 1,000 lines is named in a
-# warning (not a failure).
+# does not link libfuse3, and every executable exports Py_IsInitialized.
+# What is written once has no second copy: the front ends' exit statuses,
+# "wstore: " printer, usage errors and embedding shim (src/common), the C
+# tests' CHECK macros (tests/lib/check.h), the shell tests' wait_for
+# (tests/lib/tap.sh), the e2e prologue (tests/lib/suite.sh), the fake
+# Hub's start (tests/lib/fakehub.sh).  A source file over 1,000 lines is
+# named in a warning (not a failure), and the warnings are counted.
 #   sh tests/layout/check.sh [BUILD_DIR]
 set -u
 BUILD=${1:-${BUILD:-build}}
@@ -100,15 +105,55 @@ check_grep "every core header opens with a comment naming itself" '^ok$' \
 		head -2 "$h" | grep -q "$(basename "$h") - " || echo "$h"
 	done | grep . || echo ok)"
 
-# rooms: a source file over 1,000 lines is named (a warning, not a failure)
+# rooms: a source file over 1,000 lines is named (a warning, not a
+# failure), and the warnings counted
 big=$(find src include tests bench python -name '*.[ch]' -o -name '*.py' -o -name '*.sh' |
 	sort | while read -r f; do
 		n=$(wc -l < "$f")
 		[ "$n" -gt 1000 ] && echo "$f: $n lines"
 	done)
-if [ -n "$big" ]; then
+nbig=$(printf '%s' "$big" | grep -c .)
+if [ "$nbig" -gt 0 ]; then
 	printf '%s\n' "$big" | sed 's/^/# warning: over 1,000 lines: /'
 fi
+echo "# source files over 1,000 lines: $nbig"
+
+# what is written once: a second copy fails (code lines only: comments
+# may name them)
+code_lines() { grep -v '^[^:]*:[0-9]*:[[:space:]]*\(/\*\|\*\|//\|#[[:space:]]\)' || true; }
+FRONT="src/cli src/mount src/serve src/common"
+once() { # NAME OUTPUT
+	if [ -z "$2" ]; then tap_ok "$1"
+	else tap_not_ok "$1" "$2"; fi
+}
+once "the front ends' exit statuses are defined once (src/common/frontend.h)" \
+	"$(grep -rnE '#[[:space:]]*define[[:space:]]+EXIT_(OK|ERR|USAGE|VERIFY)\b|\bEXIT_(OK|ERR|USAGE|VERIFY)[[:space:]]*=' \
+		$FRONT | grep -v '^src/common/frontend\.h:')"
+# the "wstore: <msg>" line and usage errors: frontend.h's wfront_err and
+# wfront_usage_error, no printer of a front end's own (a daemon's log
+# lines, "wstore mount: ..." and "wstore serve: ...", are not it)
+once "the front ends print 'wstore: <msg>' and usage errors through src/common/frontend.h" \
+	"$(grep -rnE 'vfprintf\(stderr|"wstore: |[a-z_]*usage_err[a-z_]*\([^)]*\)[[:space:]]*$|[a-z_]*bad_option\([^)]*\)[[:space:]]*$' \
+		$FRONT | grep -v '^src/common/frontend\.h:' | code_lines)"
+once "the embedding shim (Py_IsInitialized) is defined once (src/common/embed.c)" \
+	"$(grep -rnE '\bPy_IsInitialized[[:space:]]*\(void\)[[:space:]]*$|\bPy_IsInitialized[[:space:]]*\(void\)[[:space:]]*\{' \
+		src bench tests | grep -v '^src/common/embed\.c:' | code_lines)"
+once "the C test programs assert with tests/lib/check.h's CHECK macros alone" \
+	"$(grep -rnE '#[[:space:]]*define[[:space:]]+(CHECK|EXPECT|ASSERT|REQUIRE)[A-Z_]*\b' \
+		tests bench --include='*.[ch]' | grep -v '^tests/lib/check\.h:')"
+once "the shell tests wait with tests/lib/tap.sh's wait_for alone" \
+	"$(grep -rnE '^[[:space:]]*wait_for[[:space:]]*\(\)' tests bench scripts 2>/dev/null |
+		grep -v '^tests/lib/tap\.sh:')"
+# the e2e prologue: tests/lib/suite.sh, never a script's own
+out=$(for f in tests/e2e/*.sh; do
+	grep -q '^\. "$(dirname "$0")/../lib/suite\.sh"$' "$f" ||
+		echo "$f: does not source tests/lib/suite.sh"
+	grep -nE '^[[:space:]]*(suite_env |trap [^ ]+ EXIT|\. "?\$HERE/lib/tap\.sh)' "$f" |
+		sed "s|^|$f:|"
+done)
+once "every e2e script opens with tests/lib/suite.sh (no prologue of its own)" "$out"
+once "the fake Hub is started by tests/lib/fakehub.sh alone" \
+	"$(grep -rn 'fakehub\.py"\? ' tests/e2e tests/fleet bench 2>/dev/null | code_lines)"
 # the core opens backends through backends/table.c, never by name: a
 # constructor or kind named outside src/lib/backends/ means adding a
 # backend would edit the core again

@@ -1,6 +1,6 @@
 /*
  * check.h - the one assertion harness of the C test programs (unit,
- * redis-backend, mooncake-backend, conformance).
+ * abi-frozen, redis-backend, mooncake-backend, conformance).
  *
  * Each CHECK counts a pass or a failure; a failure prints one line
  *   FAIL <check_current>: <file>:<line>: <expression> (last error: ...)

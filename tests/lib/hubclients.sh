@@ -15,6 +15,9 @@
 #                              when that version is not unpacked there
 #   hub_pythonpath VERSION     the PYTHONPATH for huggingface_hub VERSION;
 #                              non-zero when it is not unpacked
+#   hub_source DIR             fill DIR with the checkpoint the clients'
+#                              checks expect: two shards (3 MB), a nested
+#                              file, a name with a blank, an empty file
 # The environment of the caller reaches the clients (a test CA:
 # NODE_EXTRA_CA_CERTS, REQUESTS_CA_BUNDLE, SSL_CERT_FILE).
 HUB_PKG=@huggingface/hub@2.17.5
@@ -23,6 +26,14 @@ NPM_DIR=${WSTORE_NPM_DIR:-$(cd "$BUILD" && pwd)/npm-hub}
 # and deps-for-1.x for 1.x, unpacked there with Debian's python3-requests,
 # -httpx, -filelock, -fsspec, -tqdm, -yaml, -packaging installed.
 HFHUB=${WSTORE_HFHUB_HOME:-/opt/hfhub}
+
+hub_source() {
+	python3 "$HERE/tools/mkckpt.py" "$1" --size 3000000 --shards 2 >/dev/null
+	mkdir -p "$1/sub/dir"
+	printf 'nested\n' > "$1/sub/dir/x.bin"
+	printf 'blank in name\n' > "$1/sub/with space.txt"
+	printf '' > "$1/empty.txt"
+}
 
 hub_npm_ready() {
 	if ! command -v node >/dev/null || ! command -v npm >/dev/null; then

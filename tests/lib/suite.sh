@@ -9,8 +9,9 @@
 # W, the wstore binary of $BUILD; T, a fresh temporary directory (mode
 # 0755: see suite_share) with a private HOME and WSTORE_HOME and no config
 # file; an EXIT trap that calls suite_cleanup, which a script redefines for
-# its own teardown (servers, mounts), and then removes $T whatever the
-# modes left in it; INT and TERM end the script through that trap.
+# its own teardown (servers, mounts: suite_unmount), and then removes $T
+# whatever the modes left in it; INT and TERM end the script through that
+# trap.
 set -u
 BUILD=${BUILD:-build}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,6 +30,31 @@ _suite_exit() {
 }
 trap _suite_exit EXIT
 trap 'exit 130' INT TERM
+
+# suite_unmount MNT...: take down each wstore mount among MNT that is still
+# up (a cleanup's work): `wstore umount`, else a lazy umount, else
+# fusermount3's (a mount left by a killed daemon)
+suite_unmount() {
+	for _su_m in "$@"; do
+		[ -n "$_su_m" ] || continue
+		grep -q " $_su_m fuse" /proc/mounts 2>/dev/null || continue
+		"$W" umount "$_su_m" 2>/dev/null || umount -l "$_su_m" 2>/dev/null ||
+			fusermount3 -u -z "$_su_m" 2>/dev/null
+	done
+	return 0
+}
+
+# suite_need_fuse: the first check of a FUSE suite; without /dev/fuse it
+# fails (one not-ok line saying how to get it) and ends the script
+suite_need_fuse() {
+	[ -c /dev/fuse ] && return 0
+	tap_not_ok "/dev/fuse is missing: FUSE tests cannot run (load the fuse module or run the container with --device /dev/fuse)"
+	tap_done
+	exit 1
+}
+
+# suite_mounted MNT: a wstore mount is up at MNT
+suite_mounted() { grep -q " $1 fuse.wstore " /proc/mounts; }
 
 # ---- cases run as another user ------------------------------------------
 # AS_USER CMD...: run CMD as an unprivileged user (uid and gid 65534)

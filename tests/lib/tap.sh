@@ -101,6 +101,15 @@ check_exit() {
 	else tap_not_ok "$name" "command: $*" "exit $got, wanted $want" "output: $(printf %s "$OUT" | tail -5)"; fi
 }
 
+# check_wait NAME STATUS SECONDS PID: the background job PID exits with
+# STATUS within SECONDS (wait_exit; waited for in this shell: a zombie
+# stays alive for kill -0 in a command substitution)
+check_wait() {
+	wait_exit "$3" "$4"; _cw=$?
+	if [ "$_cw" = "$2" ]; then tap_ok "$1"
+	else tap_not_ok "$1" "pid $4 exited $_cw, wanted $2"; fi
+}
+
 # check_grep NAME PATTERN TEXT: TEXT contains the (grep -E) PATTERN
 check_grep() {
 	if printf '%s\n' "$3" | grep -Eq -- "$2"; then tap_ok "$1"

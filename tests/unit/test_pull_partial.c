@@ -14,20 +14,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "unit.h"
 #include "wstore/wstore.h"
 #include "wstore/read.h"
 #include "wstore/sys/backend.h"
 #include "../../src/lib/owner.h"
 #include "../../src/lib/partial.h"
-
-/* snprintf into an array, which must not truncate. */
-#define PATHF(buf, ...)                                                        \
-	do {                                                                   \
-		if (snprintf(buf, sizeof(buf), __VA_ARGS__) >=                 \
-		    (int)sizeof(buf))                                          \
-			abort();                                               \
-	} while (0)
 
 #define CS 256u	      /* chunk size */
 #define BIG (10 * CS) /* big.bin: ten chunks */
@@ -97,33 +90,13 @@ static wstore_store *counting_store(void)
 /* ---- files ----------------------------------------------------------------
  */
 
-static void spit(const char *dir, const char *name, const void *data, size_t n)
-{
-	char path[4096];
-	FILE *fp;
-
-	PATHF(path, "%s/%s", dir, name);
-	fp = fopen(path, "wb");
-	CHECK(fp != NULL);
-	if (!fp)
-		return;
-	CHECK(fwrite(data, 1, n, fp) == n);
-	fclose(fp);
-}
-
 static int same_file(const char *dir, const char *name, const void *data,
 		     size_t n)
 {
 	char path[4096];
-	size_t got;
-	char *buf;
-	int same;
 
 	PATHF(path, "%s/%s", dir, name);
-	buf = unit_slurp(path, &got);
-	same = buf && got == n && memcmp(buf, data, n) == 0;
-	free(buf);
-	return same;
+	return unit_same_file(path, data, n);
 }
 
 /* The partial files in dir: how many, and the name and size of one. */
@@ -161,8 +134,8 @@ static void make_src(struct src *s, unsigned seed)
 	s->dir = unit_tmpdir();
 	for (size_t i = 0; i < BIG; i++)
 		s->big[i] = (char)((i * 131 + seed * 7 + i / 97) & 255);
-	spit(s->dir, "big.bin", s->big, BIG);
-	spit(s->dir, "config.json", "{\"a\":1}\n", 8);
+	unit_spit(s->dir, "big.bin", s->big, BIG);
+	unit_spit(s->dir, "config.json", "{\"a\":1}\n", 8);
 }
 
 static int import(wstore_store *st, const struct src *s)
@@ -399,7 +372,7 @@ void test_pull_partial_owners(void)
 	snprintf(name, sizeof(name),
 		 WSTORE__PART_TAG "0123456789abcdef0123456789abcdef-%ld-%s-0",
 		 (long)gone, tag);
-	spit(dest, name, "stale", 5);
+	unit_spit(dest, name, "stale", 5);
 	CHECK_EQ_INT(partials(dest, NULL, NULL), 1);
 	CHECK_EQ_INT(
 		unlink(strcat(strcat(strcpy(other, dest), "/"), "big.bin")), 0);

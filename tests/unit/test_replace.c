@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "unit.h"
 #include "wstore/wstore.h"
 #include "wstore/read.h"
@@ -29,27 +30,6 @@
 #define CS 64	    /* chunk size of every import here */
 #define NB (CS * 6) /* bytes of w.bin: six chunks */
 
-#define PATHF(buf, ...)                                                        \
-	do {                                                                   \
-		if (snprintf(buf, sizeof(buf), __VA_ARGS__) >=                 \
-		    (int)sizeof(buf))                                          \
-			abort();                                               \
-	} while (0)
-
-static void spit(const char *dir, const char *name, const void *data, size_t n)
-{
-	char path[4096];
-	FILE *fp;
-
-	PATHF(path, "%s/%s", dir, name);
-	fp = fopen(path, "wb");
-	CHECK(fp != NULL);
-	if (!fp)
-		return;
-	CHECK(fwrite(data, 1, n, fp) == n);
-	fclose(fp);
-}
-
 /* Import id from a fresh source whose w.bin is NB bytes of fill (and a
  * config.json); 0 or the import's code. */
 static int import_fill(wstore_store *s, const char *id, char fill)
@@ -59,8 +39,8 @@ static int import_fill(wstore_store *s, const char *id, char fill)
 	int rc;
 
 	memset(data, fill, sizeof(data));
-	spit(src, "w.bin", data, sizeof(data));
-	spit(src, "config.json", "{}\n", 3);
+	unit_spit(src, "w.bin", data, sizeof(data));
+	unit_spit(src, "config.json", "{}\n", 3);
 	o.checkpoint_id = id;
 	o.model_id = "test/replace";
 	o.source = src;
@@ -87,20 +67,6 @@ static void replace(wstore_store *s, const char *id, char fill)
 {
 	CHECK_EQ_INT(delete_force(s, id), 0);
 	CHECK_EQ_INT(import_fill(s, id, fill), 0);
-}
-
-static wstore_store *mem_store(unsigned flags)
-{
-	wstore_backend *b = NULL;
-	wstore_store *s = NULL;
-
-	if (wstore_backend_mem_new(&b, flags) < 0)
-		return NULL;
-	if (wstore_open_backend(&s, b) < 0) {
-		b->free(b);
-		return NULL;
-	}
-	return s;
 }
 
 static wstore_store *file_store(const char *root)
@@ -203,7 +169,7 @@ void test_replace_read(void)
 					WSTORE_BACKEND_EMPTY_MISSING };
 
 	for (size_t i = 0; i < 2; i++) {
-		wstore_store *s = mem_store(flags[i]);
+		wstore_store *s = unit_mem_store(0, flags[i]);
 
 		CHECK(s != NULL);
 		if (!s)
@@ -233,7 +199,7 @@ static void put_stale_generation(wstore_store *s, const char *id)
  * read again; identical file records (same bytes) read on. */
 void test_replace_read_by_manifest(void)
 {
-	wstore_store *s = mem_store(0);
+	wstore_store *s = unit_mem_store(0, 0);
 	wstore_checkpoint *ck = NULL;
 	wstore_file *f = NULL;
 	char buf[NB];
@@ -347,7 +313,7 @@ static void pull_replaced(int no_verify)
 {
 	wstore_pull_options o = WSTORE_PULL_OPTIONS_INIT;
 	char *tmp = unit_tmpdir(), dest[4096], path[4096];
-	wstore_store *s = mem_store(0);
+	wstore_store *s = unit_mem_store(0, 0);
 	struct swap sw = { s, 0 };
 
 	CHECK(s != NULL);
@@ -395,7 +361,7 @@ void test_replace_pull(void)
  * (the open starts again); a record of another import: by manifest. */
 void test_replace_guard_bind(void)
 {
-	wstore_store *s = mem_store(0);
+	wstore_store *s = unit_mem_store(0, 0);
 	wstore_manifest *m = NULL;
 	wstore__guard *g = NULL;
 
@@ -467,7 +433,7 @@ static int flaky_get(wstore_backend *b, const char *key, void *buf, size_t cap,
  * damage, as before. */
 void test_replace_check_fails(void)
 {
-	wstore_store *s = mem_store(0);
+	wstore_store *s = unit_mem_store(0, 0);
 	wstore_backend *b = s ? wstore_store_backend(s) : NULL;
 	wstore_checkpoint *ck = NULL;
 	wstore_file *f = NULL;
@@ -571,7 +537,7 @@ static void count_bad(const char *path, int code, const char *msg, void *ctx)
 void test_replace_verify(void)
 {
 	wstore_verify_options o = WSTORE_VERIFY_OPTIONS_INIT;
-	wstore_store *s = mem_store(0);
+	wstore_store *s = unit_mem_store(0, 0);
 	struct swap sw = { s, 0 };
 	int bad = 0;
 
@@ -620,7 +586,7 @@ static void *read_all(void *arg)
 void test_replace_threads(void)
 {
 	char *root = unit_tmpdir();
-	wstore_store *stores[2] = { mem_store(0), file_store(root) };
+	wstore_store *stores[2] = { unit_mem_store(0, 0), file_store(root) };
 
 	for (int k = 0; k < 2; k++) {
 		wstore_store *s = stores[k];
@@ -678,7 +644,7 @@ void test_replace_unchanged(void)
 {
 	for (int fs = 0; fs < 2; fs++) {
 		char *root = fs ? unit_tmpdir() : NULL;
-		wstore_store *s = fs ? file_store(root) : mem_store(0);
+		wstore_store *s = fs ? file_store(root) : unit_mem_store(0, 0);
 		wstore_checkpoint *ck = NULL, *ck2 = NULL;
 
 		CHECK(s != NULL);

@@ -12,21 +12,8 @@
 #include "error.h"
 #include "manifest.h"
 #include "store.h"
+#include "fixture.h"
 #include "unit.h"
-
-static wstore_store *mem_store(unsigned flags)
-{
-	wstore_backend *b = NULL;
-	wstore_store *s = NULL;
-
-	if (wstore_backend_mem_new(&b, flags) < 0)
-		return NULL;
-	if (wstore_open_backend(&s, b) < 0) {
-		b->free(b);
-		return NULL;
-	}
-	return s;
-}
 
 static void test_open_backend_checks(void)
 {
@@ -89,7 +76,7 @@ static void test_has_callback(void)
 
 static void test_caps(void)
 {
-	wstore_store *s = mem_store(0);
+	wstore_store *s = unit_mem_store(0, 0);
 	char *dir = unit_tmpdir();
 	unsigned c;
 
@@ -101,7 +88,7 @@ static void test_caps(void)
 		CHECK(!(c & WSTORE_CAP_LOCAL_FILES));
 		wstore_free(s);
 	}
-	s = mem_store(WSTORE_BACKEND_WRITE_ONCE);
+	s = unit_mem_store(0, WSTORE_BACKEND_WRITE_ONCE);
 	CHECK(s != NULL);
 	if (s) {
 		CHECK(wstore_store_caps(s) & WSTORE_CAP_WRITE_ONCE);
@@ -123,7 +110,7 @@ static void test_caps(void)
 
 static void test_get_replace_remove(unsigned flags)
 {
-	wstore_store *s = mem_store(flags);
+	wstore_store *s = unit_mem_store(0, flags);
 	char *v = NULL;
 	size_t n = 0;
 
@@ -152,7 +139,7 @@ static void test_get_replace_remove(unsigned flags)
 
 static void test_get_empty_missing(void)
 {
-	wstore_store *s = mem_store(WSTORE_BACKEND_EMPTY_MISSING);
+	wstore_store *s = unit_mem_store(0, WSTORE_BACKEND_EMPTY_MISSING);
 	char *v = NULL;
 	size_t n = 7;
 
@@ -186,7 +173,7 @@ static wstore__file_rec *file_record(wstore_manifest *m, uint64_t size,
 
 static void test_chunks(void)
 {
-	wstore_store *s = mem_store(0);
+	wstore_store *s = unit_mem_store(0, 0);
 	wstore_manifest *m = wstore__manifest_new();
 	wstore__file_rec *f;
 	uint64_t len = 0;

@@ -2,7 +2,8 @@
  * unit.h - the unit-test program's helpers.  Each test file defines functions
  * registered in main.c's table and asserts with the CHECK macros of
  * tests/lib/check.h; the runner prints "unit: N passed, N failed,
- * N skipped".
+ * N skipped".  The files, stores and checkpoints the tests build their
+ * cases from are fixture.h's.
  */
 #ifndef WSTORE_UNIT_H
 #define WSTORE_UNIT_H
