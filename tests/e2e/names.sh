@@ -117,6 +117,62 @@ if [ -x "$(dirname "$W")/wstore-mount" ] && [ -c /dev/fuse ]; then
 else
 	echo "# SKIP mount --checkpoint ORG/NAME: wstore-mount not built or no /dev/fuse"
 fi
+# the cache itself (~/.cache/huggingface/hub, or ~/.cache/huggingface)
+nstored() { ls "$S/weight/models" 2>/dev/null | wc -l; }
+before=$(nstored)
+check_exit "the hub cache root is refused" 1 ws model import --source "$T/hub"
+check_grep "... naming a repo folder to pass" \
+	"^wstore: source '.*/hub' is a hugging face hub cache \(1 repo\), not a checkpoint; pass one model's folder, e.g. '.*/hub/models--Acme--Tiny-LM'" "$OUT"
+check_one_line "... in one line" "$OUT"
+check_exit "... also with --model-id and --force" 1 ws model import --source "$T/hub" \
+	--model-id Org/Cache --force
+mkdir -p "$T/hfhome" && ln -s ../hub "$T/hfhome/hub"
+check_exit "~/.cache/huggingface (holding hub/) is refused" 1 \
+	ws model import --source "$T/hfhome" --model-id Org/Cache
+check_grep "... naming the repo folder under hub/" "e.g. '.*/hfhome/hub/models--Acme--Tiny-LM'" "$OUT"
+check "... nothing stored by either" test "$(nstored)" = "$before"
+
+# a git clone made without git-lfs: pointer files where the weights were
+L="$T/nolfs"
+mkdir -p "$L"
+cp "$CK"/*.json "$L/"
+for f in "$CK"/*.safetensors; do
+	printf 'version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %s\n' \
+		"$(sha256sum "$f" | cut -d' ' -f1)" "$(wc -c < "$f")" > "$L/$(basename "$f")"
+done
+check_exit "weight files that are git lfs pointers are refused" 1 \
+	ws model import --model-id Org/Lfs --source "$L"
+check_grep "... naming the file and 'git lfs pull'" \
+	"^wstore: source '.*nolfs' holds git lfs pointer files in place of weights \('model-00001-of-00002.safetensors' and more\): .*git lfs pull" "$OUT"
+check_exit "... also with --force" 1 ws model import --model-id Org/Lfs --source "$L" --force
+check "... nothing stored" test "$(nstored)" = "$before"
+
+# a source named one level (or two) too high
+mkdir -p "$T/high/a/b"
+cp -R "$CK" "$T/high/a/b/model"
+printf 'notes\n' > "$T/high/a/README.md"
+check_exit "a source whose checkpoint is all in one subfolder is refused" 1 \
+	ws model import --model-id Org/High --source "$T/high"
+check_grep "... with a hint naming that folder" \
+	"^wstore: source '.*/high' holds its checkpoint in the folder 'a/b/model': pass '.*/high/a/b/model'" "$OUT"
+check "... nothing stored" test "$(nstored)" = "$before"
+check_exit "... --force imports it as it is" 0 ws model import --model-id Org/High \
+	--checkpoint-id high --source "$T/high" --force
+check_grep "... with the folder in its paths" "^a/b/model/config.json$" "$(manifest_paths high)"
+ws -q model delete high
+
+# a derived checkpoint id is never taken twice, also by imports racing
+# (each store call slowed, so that all derive before any takes its lock)
+pids=""
+for i in 1 2 3; do
+	WSTORE_FAULTS=delay=60 "$W" --store "fault+$S" --json model import \
+		--model-id Org/Race --source "$CK" > "$T/race$i" 2>&1 &
+	pids="$pids $!"
+done
+wait_all 120
+check "three imports deriving an id at once all succeed" test $? = 0
+ids=$(cat "$T"/race? | sed -n 's/.*"checkpoint_id": "\(.*\)".*/\1/p' | sort -u | tr '\n' ' ')
+check_grep "... each under its own id" "^Org--Race--main Org--Race--main-2 Org--Race--main-3 $" "$ids"
 check_exit "a plain folder without --model-id is a usage error" 2 ws model import --source "$CK"
 check_grep "... naming the flag" "needs --model-id" "$OUT"
 
