@@ -48,7 +48,7 @@ int cmd_admin_unlock(struct cli *c, int argc, char **argv)
 		else if (ch == 'h')
 			return cli_print_help(help), EXIT_OK;
 		else
-			return wfront_bad_option(ch, argv, "admin unlock");
+			return cli_bad_option(ch, argv, "admin unlock", opts);
 	}
 	if (optind + 1 != argc)
 		return wfront_usage_error(

@@ -218,7 +218,7 @@ static int parse(struct cli *c, wstore_import_options *o, struct import_args *a,
 			cli_print_help(help);
 			rc = -1;
 			break;
-		default: rc = wfront_bad_option(ch, argv, "model import");
+		default: rc = cli_bad_option(ch, argv, "model import", opts);
 		}
 	}
 	if (!rc && optind < argc)

@@ -169,7 +169,7 @@ int cmd_model_inspect(struct cli *c, int argc, char **argv)
 		switch (ch) {
 		case 't': tensors = 1; break;
 		case 'h': cli_print_help(help); return EXIT_OK;
-		default: return wfront_bad_option(ch, argv, "model inspect");
+		default: return cli_bad_option(ch, argv, "model inspect", opts);
 		}
 	}
 	if (optind + 1 != argc)

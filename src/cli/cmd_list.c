@@ -123,7 +123,7 @@ int cmd_model_list(struct cli *c, int argc, char **argv)
 		else if (ch == 'h')
 			return cli_print_help(help), EXIT_OK;
 		else
-			return wfront_bad_option(ch, argv, "model list");
+			return cli_bad_option(ch, argv, "model list", opts);
 	}
 	if (optind < argc)
 		return wfront_usage_error(

@@ -196,6 +196,18 @@ const char *cli_flag_for_key(const char *key)
 	return NULL;
 }
 
+const char *cli_global_option(size_t i)
+{
+	static const char *const flags[] = { "--json", "--quiet", "--verbose",
+					     "--help", "--version" };
+	size_t nv = sizeof(value_flags) / sizeof(*value_flags);
+
+	if (i < nv)
+		return value_flags[i].flag;
+	i -= nv;
+	return i < sizeof(flags) / sizeof(*flags) ? flags[i] : NULL;
+}
+
 /* Load the file at path as *out when it exists (or must: required). */
 static int load_layer(wstore_config **out, const char *path, int required)
 {
@@ -275,34 +287,6 @@ static void group_help(const char *group)
 	       group);
 }
 
-/* Edit distance (insert, delete, substitute, swap of neighbours). */
-static size_t distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b), d[32][32];
-
-	if (la >= 32 || lb >= 32)
-		return 99;
-	for (size_t i = 0; i <= la; i++)
-		for (size_t j = 0; j <= lb; j++) {
-			size_t v;
-
-			if (!i || !j) {
-				d[i][j] = i + j;
-				continue;
-			}
-			v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-			if (d[i - 1][j] + 1 < v)
-				v = d[i - 1][j] + 1;
-			if (d[i][j - 1] + 1 < v)
-				v = d[i][j - 1] + 1;
-			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] &&
-			    a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
-				v = d[i - 2][j - 2] + 1;
-			d[i][j] = v;
-		}
-	return d[la][lb];
-}
-
 /* The closest command of group (NULL: top level and the group names) to
  * word, or NULL when none is close. */
 static const char *closest(const char *group, const char *word)
@@ -322,7 +306,7 @@ static const char *closest(const char *group, const char *word)
 			name = commands[i].name;
 		else
 			name = NULL;
-		if (!name || (k = distance(word, name)) >= best ||
+		if (!name || (k = cli_distance(word, name)) >= best ||
 		    k * 2 > strlen(name))
 			continue;
 		best = k;
@@ -333,7 +317,19 @@ static const char *closest(const char *group, const char *word)
 
 static int unknown(const char *group, const char *word)
 {
-	const char *near = closest(group, word);
+	const char *near;
+
+	/* a mistyped global option is left where a command should be */
+	if (!group && word[0] == '-') {
+		near = cli_closest_option(word, NULL);
+		if (near)
+			return wfront_usage_error(
+				"unknown option '%s'; did you mean '%s'?", word,
+				near);
+		return wfront_usage_error(
+			"unknown option '%s'; see 'wstore --help'", word);
+	}
+	near = closest(group, word);
 
 	if (near)
 		return wfront_usage_error(

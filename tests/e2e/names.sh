@@ -276,6 +276,18 @@ check_exit "a mistyped command" 2 ws moddel list
 check_grep "... did you mean" "did you mean 'model'\?" "$OUT"
 check_exit "nothing close: no guess" 2 ws model frobnicate
 check_grep "... points at help" "see 'wstore model --help'" "$OUT"
+check_exit "a mistyped option" 2 ws model import --sorce "$CK"
+check_grep "... did you mean" "^wstore: unknown option '--sorce' for 'model import'; did you mean '--source'\?$" "$OUT"
+check_exit "a mistyped option with its value" 2 ws model list --modle=Org/Name
+check_grep "... did you mean (the value left out)" "did you mean '--model'\?$" "$OUT"
+check_exit "a mistyped global option after the command" 2 ws model list --jsno
+check_grep "... did you mean" "for 'model list'; did you mean '--json'\?$" "$OUT"
+check_exit "a mistyped global option before the command" 2 ws --stroe "$S" model list
+check_grep "... is named as an option, not a command" "^wstore: unknown option '--stroe'; did you mean '--store'\?$" "$OUT"
+check_exit "a mistyped option of model delete" 2 ws model delete --misisng-ok x
+check_grep "... did you mean" "did you mean '--missing-ok'\?$" "$OUT"
+check_exit "an option close to none" 2 ws model pull wide --frobnicate
+check_grep "... no guess" "^wstore: unknown option '--frobnicate' for 'model pull'$" "$OUT"
 check_exit "wstore model --help" 0 ws model --help
 check_grep "... shows the model group's commands" "^  resolve +which checkpoint" "$OUT"
 check_grep "... with its usage line" "^usage: wstore model <command>" "$OUT"
