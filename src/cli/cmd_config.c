@@ -233,6 +233,7 @@ static int known_key(const char *key, const char *cmd)
 	for (size_t k = 0; keys[k]; k++)
 		if (!strcmp(keys[k], key))
 			return 0;
+	fflush(stdout); /* as wfront_err does */
 	fprintf(stderr, "wstore: %s: unknown config key '%s'; the keys:", cmd,
 		key);
 	for (size_t k = 0; keys[k]; k++)
@@ -254,8 +255,7 @@ int cmd_config_get(struct cli *c, int argc, char **argv)
 	if ((rc = known_key(argv[optind], "config get")))
 		return rc;
 	if (resolve(c, argv[optind], &v, &owned, origin, sizeof(origin))) {
-		fprintf(stderr, "wstore: config key '%s' is not set\n",
-			argv[optind]);
+		wfront_err("config key '%s' is not set", argv[optind]);
 		return EXIT_ERR;
 	}
 	if (is_secret(argv[optind]))
@@ -275,10 +275,9 @@ static void warn_exposed(const char *path, const char *key)
 	struct stat st;
 
 	if (is_secret(key) && stat(path, &st) == 0 && (st.st_mode & 0044))
-		fprintf(stderr,
-			"wstore: warning: '%s' is readable by other users "
-			"(mode %04o) and holds '%s'\n",
-			path, (unsigned)(st.st_mode & 07777), key);
+		wfront_err("warning: '%s' is readable by other users "
+			   "(mode %04o) and holds '%s'",
+			   path, (unsigned)(st.st_mode & 07777), key);
 }
 
 /* Set (value) or clear (NULL) key in the file at path alone. */
@@ -303,8 +302,8 @@ static int edit_file(struct cli *c, const char *path, int system,
 		return cli_fail(rc);
 	/* a new system file is for every user to read (0600 otherwise) */
 	if (system && !existed && chmod(path, 0644) < 0)
-		fprintf(stderr, "wstore: warning: cannot chmod '%s': %s\n",
-			path, strerror(errno));
+		wfront_err("warning: cannot chmod '%s': %s", path,
+			   strerror(errno));
 	if (value)
 		warn_exposed(path, key);
 	if (c->json)
