@@ -88,6 +88,7 @@ static const char main_help[] =
 	"  config show [--origin] | config get KEY\n"
 	"  config set [--system] KEY VALUE | config unset [--system] KEY\n"
 	"  mount MOUNTPOINT [--checkpoint ID] [--cache-size SIZE] [--foreground]\n"
+	"                   [--log-file PATH]\n"
 	"  umount MOUNTPOINT\n"
 	"  serve [--listen ADDR:PORT] [--token TOKEN] [--max-connections N]\n"
 	"  admin gc [--dry-run] [--grace SECONDS] [--evict-to SIZE]\n"
@@ -116,7 +117,8 @@ static const char main_help[] =
 	"                         client certificate and key (mutual TLS)\n"
 	"  --master-server-addr, --metadata-server, --protocol, --rdma-devices,\n"
 	"  --local-hostname       Mooncake connection settings\n"
-	"  -h, --help             help (also after any command)\n"
+	"  -h, --help             help (also after any command; or wstore help\n"
+	"                         GROUP [COMMAND])\n"
 	"  --version              print the version\n"
 	"\n"
 	"Wherever a command takes a checkpoint ID it also takes a model name\n"
@@ -342,10 +344,31 @@ static int unknown(const char *group, const char *word)
 		group ? " " : "");
 }
 
+static int dispatch(struct cli *c, int argc, char **argv);
+
+/* "help GROUP [COMMAND]" and "help COMMAND", as git's: the help of what
+ * follows, as its --help shows it. */
+static int help_of(struct cli *c, int argc, char **argv)
+{
+	char *args[5] = { argv[0] };
+	int n = 1;
+
+	for (int i = 2; i < argc && n < 3; i++)
+		args[n++] = argv[i];
+	if (argc > 4)
+		return wfront_usage_error("'help' takes a command, e.g. "
+					  "'wstore help model import'");
+	args[n++] = "--help";
+	args[n] = NULL;
+	return dispatch(c, n, args);
+}
+
 static int dispatch(struct cli *c, int argc, char **argv)
 {
 	size_t n = sizeof(commands) / sizeof(*commands);
 
+	if (argc > 2 && !strcmp(argv[1], "help"))
+		return help_of(c, argc, argv);
 	if (argc < 2 || !strcmp(argv[1], "help")) {
 		cli_print_help(main_help);
 		return argc < 2 ? EXIT_USAGE : EXIT_OK;

@@ -291,5 +291,11 @@ check_grep "... no guess" "^wstore: unknown option '--frobnicate' for 'model pul
 check_exit "wstore model --help" 0 ws model --help
 check_grep "... shows the model group's commands" "^  resolve +which checkpoint" "$OUT"
 check_grep "... with its usage line" "^usage: wstore model <command>" "$OUT"
+check_exit "wstore help model (git's habit)" 0 ws help model
+check_grep "... the same group help" "^usage: wstore model <command>" "$OUT"
+check_exit "wstore help model import" 0 ws help model import
+check_grep "... the command's help" "^usage: wstore model import --source DIR" "$OUT"
+check_exit "wstore help with a mistyped command" 2 ws help modle
+check_grep "... did you mean" "did you mean 'model'\?" "$OUT"
 
 tap_done
