@@ -249,6 +249,19 @@ for line in sys.stdin.read().splitlines():
 print(len(seen))')
 check_grep "columns line up in display width (CJK, long ids)" "^1$" "$cols"
 check_grep "list: UTC ISO 8601 times" "READY +[0-9]+ +[0-9.]+ [KMG]?i?B +[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$" "$LIST"
+INS=$(ws model inspect wide)
+# SIZE is as wide as its widest cell: the header's SIZE ends where the
+# longest size does, two spaces after the widest TYPE
+fit=$(printf '%s\n' "$INS" | python3 -c '
+import re, sys
+rows = [l for l in sys.stdin.read().splitlines()
+        if re.match(r"(TYPE|WEIGHT|METADATA|OTHER) ", l)]
+head, body = rows[0], rows[1:]
+end = head.index("SIZE") + 4
+sizes = [re.match(r"\S+ +(\d+)", l) for l in body]
+print(all(m.end(1) == end for m in sizes) and
+      end == max(len(m.group(1)) for m in sizes) + len("METADATA") + 2)')
+check_grep "inspect: the file table's columns sized to content" "^True$" "$fit"
 check_grep "inspect: the same format" "^updated: +[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$" "$(ws model inspect wide)"
 DF=$(ws --json df)
 check_grep "df --json: times in Unix seconds (*_at)" '"last_read_at": [0-9]' "$DF"
