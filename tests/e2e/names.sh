@@ -203,6 +203,13 @@ check_exit "verify takes a model name" 0 ws model verify Org/Name@v1
 check_grep "... verifying the resolved one" "verified 'n-new'" "$OUT"
 check_exit "pull takes a model name" 0 ws model pull Org/Name --dest "$T/pulled"
 check "... the files arrive" cmp "$T/pulled/config.json" "$CK/config.json"
+check_exit "list --model ORG/NAME@REV" 0 ws model list --model Org/Name@v1
+check_grep "... lists that revision's checkpoints" "^n-new +Org/Name +v1 " "$OUT"
+check "... and not those of main" sh -c "! printf '%s\n' '$OUT' | grep -q '^n-main '"
+check_exit "list --model with an empty revision is a usage error" 2 ws model list --model Org/Name@
+check_exit "admin unlock of a model name is a usage error" 2 ws admin unlock Org/Name
+check_grep "... saying it takes a checkpoint id, and how to find it" \
+	"takes a checkpoint id, not a model name \('Org/Name'\).*model list --all --model Org/Name" "$OUT"
 check_exit "a malformed name is refused before the store is read" 1 ws model inspect a/b/c
 check_grep "... with the rule" "invalid checkpoint id or model name 'a/b/c'" "$OUT"
 check_exit "pin takes several ids and names" 0 ws model pin n-old Org/Name@v1
