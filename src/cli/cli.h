@@ -61,9 +61,6 @@ int cmd_version(struct cli *c, int argc, char **argv);
 const char *cli_flag_for_key(const char *key);
 /* The i-th global option ("--store", "--json", ...), NULL past the last. */
 const char *cli_global_option(size_t i);
-/* Edit distance of a and b (insert, delete, substitute, swap of
- * neighbours); large for words of 32 characters and more. */
-size_t cli_distance(const char *a, const char *b);
 /* The name of opts (or a global option, "--" included) closest to word
  * ("--sorce": "--source"), or NULL when none is close; valid until the
  * next call. */

@@ -286,79 +286,29 @@ int cli_open_named(struct cli *c, wstore_store **s, const char **id)
 	return 0;
 }
 
-size_t cli_distance(const char *a, const char *b)
+/* The global options, NULL-terminated. */
+static const char *const *globals(void)
 {
-	size_t la = strlen(a), lb = strlen(b), d[32][32];
+	static const char *g[32];
 
-	if (la >= 32 || lb >= 32)
-		return 99;
-	for (size_t i = 0; i <= la; i++)
-		for (size_t j = 0; j <= lb; j++) {
-			size_t v;
-
-			if (!i || !j) {
-				d[i][j] = i + j;
-				continue;
-			}
-			v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-			if (d[i - 1][j] + 1 < v)
-				v = d[i - 1][j] + 1;
-			if (d[i][j - 1] + 1 < v)
-				v = d[i][j - 1] + 1;
-			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] &&
-			    a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
-				v = d[i - 2][j - 2] + 1;
-			d[i][j] = v;
-		}
-	return d[la][lb];
-}
-
-/* Keep best (out, cap bytes: "--" and the name) if name is closer to
- * word (no dashes) than *k. */
-static void consider(char *out, size_t cap, size_t *k, const char *word,
-		     const char *name)
-{
-	size_t d = cli_distance(word, name);
-
-	if (d < *k && d * 2 <= strlen(name) && strcmp(word, name)) {
-		*k = d;
-		snprintf(out, cap, "--%s", name);
-	}
+	if (!g[0])
+		for (size_t i = 0; i + 1 < sizeof(g) / sizeof(*g); i++)
+			if (!(g[i] = cli_global_option(i)))
+				break;
+	return g;
 }
 
 const char *cli_closest_option(const char *word, const struct option *opts)
 {
 	static char best[64];
-	char w[40];
-	const char *g;
-	size_t k = 3, n;
 
-	best[0] = '\0';
-	if (strncmp(word, "--", 2) != 0)
-		return NULL;
-	n = strcspn(word + 2, "=");
-	if (n >= sizeof(w))
-		return NULL;
-	memcpy(w, word + 2, n);
-	w[n] = '\0';
-	for (size_t i = 0; opts && opts[i].name; i++)
-		consider(best, sizeof(best), &k, w, opts[i].name);
-	for (size_t i = 0; (g = cli_global_option(i)); i++)
-		consider(best, sizeof(best), &k, w, g + 2);
-	return best[0] ? best : NULL;
+	return wfront_closest_option(best, sizeof(best), word, opts, globals());
 }
 
 int cli_bad_option(int ch, char **argv, const char *cmd,
 		   const struct option *opts)
 {
-	const char *near;
-
-	if (ch != ':' && optind > 0 &&
-	    (near = cli_closest_option(argv[optind - 1], opts)))
-		return wfront_usage_error(
-			"unknown option '%s' for '%s'; did you mean '%s'?",
-			argv[optind - 1], cmd, near);
-	return wfront_bad_option(ch, argv, cmd);
+	return wfront_bad_option_of(ch, argv, cmd, opts, globals());
 }
 
 /* Commands taking one checkpoint id and no options besides --help. */

@@ -308,7 +308,7 @@ static const char *closest(const char *group, const char *word)
 			name = commands[i].name;
 		else
 			name = NULL;
-		if (!name || (k = cli_distance(word, name)) >= best ||
+		if (!name || (k = wfront_distance(word, name)) >= best ||
 		    k * 2 > strlen(name))
 			continue;
 		best = k;

@@ -306,6 +306,17 @@ check_exit "a mistyped global option before the command" 2 ws --stroe "$S" model
 check_grep "... is named as an option, not a command" "^wstore: unknown option '--stroe'; did you mean '--store'\?$" "$OUT"
 check_exit "a mistyped option of model delete" 2 ws model delete --misisng-ok x
 check_grep "... did you mean" "did you mean '--missing-ok'\?$" "$OUT"
+for d in mount:--chekpoint:--checkpoint serve:--lisen:--listen; do
+	cmd=${d%%:*}; rest=${d#*:}; bad=${rest%%:*}; good=${rest#*:}
+	arg=; [ $cmd = mount ] && arg=$T/nomnt
+	if [ -x "$(dirname "$W")/wstore-$cmd" ]; then
+		check_exit "a mistyped option of $cmd (its daemon parses it)" 2 \
+			ws $cmd $arg $bad x
+		check_grep "... did you mean" "for '$cmd'; did you mean '$good'\?$" "$OUT"
+	else
+		tap_skip "a mistyped option of $cmd" "wstore-$cmd not built"
+	fi
+done
 check_exit "an option close to none" 2 ws model pull wide --frobnicate
 check_grep "... no guess" "^wstore: unknown option '--frobnicate' for 'model pull'$" "$OUT"
 check_exit "wstore model --help" 0 ws model --help
