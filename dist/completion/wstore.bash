@@ -1,10 +1,13 @@
 # bash completion for wstore(1) -*- shell-script -*-
 # Commands, subcommands, options, config keys; checkpoint ids come from
-# `wstore model list --json` of the store the line names (or the default).
+# `wstore model list --json` of the store the line names (or the default),
+# and so do model ids (model resolve, model list --model).
 
+# _wstore_ids [FIELD]: checkpoint_id (default) or model_id of every
+# checkpoint listed
 _wstore_ids()
 {
-    local store=() i
+    local store=() i field=${1:-checkpoint_id}
     for ((i = 1; i < ${#COMP_WORDS[@]} - 1; i++)); do
         case ${COMP_WORDS[i]} in
         --store) store=(--store "${COMP_WORDS[i + 1]}") ;;
@@ -12,7 +15,7 @@ _wstore_ids()
         esac
     done
     wstore "${store[@]}" --json model list 2>/dev/null |
-        sed -n 's/^ *"checkpoint_id": "\(.*\)",\{0,1\}$/\1/p'
+        sed -n "s/^ *\"$field\": \"\(.*\)\",\{0,1\}$/\1/p" | sort -u
 }
 
 _wstore()
@@ -36,11 +39,18 @@ _wstore()
         --checkpoint-id | --model-id | --revision | --chunk-size | \
         --replica-num | --jobs | --cache-size | --grace | --evict-to | \
         --max-connections | --drain | --refresh | --threads | --include | \
-        --exclude | --path | --checkpoint | --from-hub | --endpoint | \
-        --retries | --stall-timeout | --upstream | --upstream-allow)
+        --exclude | --path | --from-hub | --endpoint | \
+        --retries | --stall-timeout | --upstream | --upstream-allow | \
+        --cache-seconds | --header-timeout | --max-connections-per-client)
+        return ;;
+    --checkpoint)
+        COMPREPLY=($(compgen -W "$(_wstore_ids)" -- "$cur"))
+        return ;;
+    --model)
+        COMPREPLY=($(compgen -W "$(_wstore_ids model_id)" -- "$cur"))
         return ;;
     --config | --output | --tls-cert | --tls-key | --tls-key-password-file | \
-    --token-file | --upstream-token-file)
+    --token-file | --upstream-token-file | --log-file)
         _filedir
         return ;;
     --source | --dest)
@@ -63,14 +73,15 @@ _wstore()
     if [[ $cur == -* ]]; then
         local opts=""
         case "${cmd[*]}" in
-        "model import"*) opts="--checkpoint-id --model-id --source --revision --chunk-size --replica-num --jobs --from-hub --endpoint --token-file --retries --stall-timeout --include --exclude" ;;
-        "model list"*) opts="--model" ;;
+        "model import"*) opts="--checkpoint-id --model-id --source --revision --chunk-size --replica-num --jobs --from-hub --endpoint --token-file --retries --stall-timeout --include --exclude --force" ;;
+        "model list"* | "model ls"*) opts="--model --all" ;;
+        "model inspect"*) opts="--tensors" ;;
         "model verify"*) opts="--jobs" ;;
-        "model delete"*) opts="--missing-ok --wait --force" ;;
+        "model delete"* | "model rm"*) opts="--missing-ok --wait --force" ;;
         "model materialize-file"*) opts="--path --output" ;;
         "model pull"*) opts="--dest --include --exclude --jobs --no-verify --force" ;;
-        "mount"*) opts="--checkpoint --cache-size --foreground --direct-io --page-cache --refresh --threads --allow-other" ;;
-        "serve"*) opts="--listen --token --max-connections --drain --no-access-log --mmap --tls-cert --tls-key --tls-key-password-file --upstream --upstream-allow --upstream-token-file" ;;
+        "mount"*) opts="--checkpoint --cache-size --foreground --direct-io --page-cache --refresh --threads --allow-other --log-file" ;;
+        "serve"*) opts="--listen --token --max-connections --max-connections-per-client --drain --header-timeout --cache-seconds --no-access-log --mmap --tls-cert --tls-key --tls-key-password-file --upstream --upstream-allow --upstream-token-file" ;;
         "gc"* | "admin gc"*) opts="--dry-run --grace --evict-to" ;;
         "admin unlock"*) opts="--force" ;;
         "config init"*) opts="--force" ;;
@@ -87,7 +98,7 @@ _wstore()
         return ;;
     1)
         case ${cmd[0]} in
-        model) COMPREPLY=($(compgen -W "import list inspect verify delete materialize-file pull pin unpin" -- "$cur")) ;;
+        model) COMPREPLY=($(compgen -W "import list ls resolve inspect verify delete rm materialize-file pull pin unpin" -- "$cur")) ;;
         config) COMPREPLY=($(compgen -W "init show get set unset" -- "$cur")) ;;
         admin) COMPREPLY=($(compgen -W "gc unlock" -- "$cur")) ;;
         mount | umount) _filedir -d ;;
@@ -95,12 +106,21 @@ _wstore()
         return ;;
     2)
         case "${cmd[*]}" in
-        "model inspect" | "model verify" | "model delete" | \
+        "model inspect" | "model verify" | "model delete" | "model rm" | \
             "model materialize-file" | "model pull" | "model pin" | \
             "model unpin" | "admin unlock")
             COMPREPLY=($(compgen -W "$(_wstore_ids)" -- "$cur")) ;;
+        "model resolve")
+            COMPREPLY=($(compgen -W "$(_wstore_ids model_id)" -- "$cur")) ;;
         "config get" | "config set" | "config unset")
             COMPREPLY=($(compgen -W "$keys" -- "$cur")) ;;
+        esac
+        return ;;
+    *)
+        # commands taking several ids
+        case "${cmd[0]} ${cmd[1]}" in
+        "model delete" | "model rm" | "model pin" | "model unpin")
+            COMPREPLY=($(compgen -W "$(_wstore_ids)" -- "$cur")) ;;
         esac
         return ;;
     esac

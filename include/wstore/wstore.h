@@ -616,8 +616,14 @@ int wstore_lock_break(wstore_store *store, const char *name, int force);
  * - The files left must look like a checkpoint: a weight file (.safetensors,
  *   .gguf, .bin, .pt, .pth, .ckpt, .h5, .msgpack, .onnx, .npz) and a config
  *   (config.json, params.json or model_index.json, at any depth; GGUF
- *   weights carry their own).  Else WSTORE_EINVAL naming what is missing,
+ *   weights carry their own), and some of them at the top: a source whose
+ *   config and weight files all sit in one folder under it is refused
+ *   naming that folder.  Else WSTORE_EINVAL naming what is missing,
  *   unless forced.
+ * - Never, forced or not: a hub cache itself (a folder holding
+ *   models--* or datasets--* folders, or a hub/ holding them), or weight
+ *   files that are Git LFS pointer files (WSTORE_EINVAL naming a repo
+ *   folder to pass, or the first pointer file).
  */
 typedef struct wstore_source wstore_source;
 

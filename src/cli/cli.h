@@ -15,6 +15,8 @@
  * (EXIT_*), messages to stderr (wfront_err), usage errors and option
  * values, as the mount daemon and the server have them. */
 #include "../common/clock.h"
+#include <getopt.h>
+
 #include "../common/frontend.h"
 
 /* Where settings come from, lowest first (config show --origin). */
@@ -57,6 +59,16 @@ int cmd_config_unset(struct cli *c, int argc, char **argv);
 int cmd_version(struct cli *c, int argc, char **argv);
 /* The global flag that sets config key, e.g. "--store", or NULL. */
 const char *cli_flag_for_key(const char *key);
+/* The i-th global option ("--store", "--json", ...), NULL past the last. */
+const char *cli_global_option(size_t i);
+/* The name of opts (or a global option, "--" included) closest to word
+ * ("--sorce": "--source"), or NULL when none is close; valid until the
+ * next call. */
+const char *cli_closest_option(const char *word, const struct option *opts);
+/* wfront_bad_option, with "did you mean '--source'?" when an option of
+ * opts or a global one is close to the unknown one; EXIT_USAGE. */
+int cli_bad_option(int ch, char **argv, const char *cmd,
+		   const struct option *opts);
 int cmd_mount(struct cli *c, int argc, char **argv);
 int cmd_umount(struct cli *c, int argc, char **argv);
 int cmd_serve(struct cli *c, int argc, char **argv);

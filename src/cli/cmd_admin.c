@@ -48,7 +48,7 @@ int cmd_admin_unlock(struct cli *c, int argc, char **argv)
 		else if (ch == 'h')
 			return cli_print_help(help), EXIT_OK;
 		else
-			return wfront_bad_option(ch, argv, "admin unlock");
+			return cli_bad_option(ch, argv, "admin unlock", opts);
 	}
 	if (optind + 1 != argc)
 		return wfront_usage_error(
@@ -56,6 +56,14 @@ int cmd_admin_unlock(struct cli *c, int argc, char **argv)
 	arg = argv[optind];
 	if (!strcmp(arg, "catalog") || !strncmp(arg, "models/", 7))
 		snprintf(name, sizeof(name), "%s", arg);
+	else if (strchr(arg, '/'))
+		/* a lock is on one checkpoint, most often one that is not
+		 * READY, which no model name stands for */
+		return wfront_usage_error(
+			"'admin unlock' takes a checkpoint id, not a model "
+			"name ('%s'): the lock is on one checkpoint; 'wstore "
+			"model list --all --model %s' lists them",
+			arg, arg);
 	else if (wstore_validate_checkpoint_id(arg) < 0)
 		return wfront_usage_error("invalid checkpoint id '%s'", arg);
 	else

@@ -91,7 +91,7 @@ static int config_opts(int argc, char **argv, const char *cmd, const char *help,
 			return -1;
 		}
 		if (ch != 'f')
-			return wfront_bad_option(ch, argv, cmd);
+			return cli_bad_option(ch, argv, cmd, opts);
 		*flag = 1;
 	}
 	return 0;

@@ -70,6 +70,14 @@ static int is_number(const char *v)
 static int parse_args(const char ***ids, size_t *n, wstore_delete_options *o,
 		      int *missing_ok, int argc, char **argv)
 {
+	static const struct option opts[] = {
+		{ "missing-ok", no_argument, NULL, 0 },
+		{ "force", no_argument, NULL, 0 },
+		{ "wait", optional_argument, NULL, 0 },
+		{ "help", no_argument, NULL, 0 },
+		{ 0 }
+	};
+
 	*n = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -87,6 +95,13 @@ static int parse_args(const char ***ids, size_t *n, wstore_delete_options *o,
 			if (parse_wait(&o->wait_ms, a + 7))
 				return EXIT_USAGE;
 		} else if (a[0] == '-' && a[1]) {
+			const char *near = cli_closest_option(a, opts);
+
+			if (near)
+				return wfront_usage_error(
+					"unknown option '%s' for 'model "
+					"delete'; did you mean '%s'?",
+					a, near);
 			return wfront_usage_error(
 				"unknown option '%s' for 'model delete'", a);
 		} else {

@@ -211,7 +211,7 @@ int cmd_gc(struct cli *c, int argc, char **argv)
 			rc = EXIT_OK;
 			goto done;
 		} else {
-			wfront_bad_option(ch, argv, "admin gc");
+			cli_bad_option(ch, argv, "admin gc", opts);
 			goto usage;
 		}
 	}

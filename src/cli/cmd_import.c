@@ -218,7 +218,7 @@ static int parse(struct cli *c, wstore_import_options *o, struct import_args *a,
 			cli_print_help(help);
 			rc = -1;
 			break;
-		default: rc = wfront_bad_option(ch, argv, "model import");
+		default: rc = cli_bad_option(ch, argv, "model import", opts);
 		}
 	}
 	if (!rc && optind < argc)
@@ -321,6 +321,19 @@ int cmd_model_import(struct cli *c, int argc, char **argv)
 	o.progress_ctx = &p;
 	p.start = wclock_mono_s();
 	rc = wstore_import_from(s, &o, a.src);
+	/* another import took the derived id between deriving and locking
+	 * it: derive again (the id is taken now) rather than fail */
+	for (int tries = 0; derived && tries < 8 &&
+			    (rc == WSTORE_EEXISTS || rc == WSTORE_EBUSY);
+	     tries++) {
+		free(derived);
+		rc = wstore_checkpoint_id_derive(&derived, s, o.model_id,
+						 o.revision);
+		o.checkpoint_id = derived;
+		if (rc < 0)
+			break;
+		rc = wstore_import_from(s, &o, a.src);
+	}
 	cli_progress_end(&p);
 	if (rc < 0)
 		rc = cli_fail(rc);

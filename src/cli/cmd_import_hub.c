@@ -124,7 +124,7 @@ static int parse(struct cli *c, wstore_import_options *o, wstore_hub_options *h,
 		}
 		rc = parse_opt(c, ch, o, h, a);
 		if (rc == -2)
-			rc = wfront_bad_option(ch, argv, "model import");
+			rc = cli_bad_option(ch, argv, "model import", opts);
 	}
 	if (!rc && optind < argc)
 		rc = wfront_usage_error(

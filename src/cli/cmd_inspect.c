@@ -106,6 +106,62 @@ static void print_chunk_size(const wstore_manifest *m, int *out_mixed)
 		       sz, (unsigned long long)cs);
 }
 
+/* The file table, its columns sized to their content (paths run long,
+ * sizes of shards to 11 digits). */
+static void print_files(const struct cli *c, const wstore_manifest *m,
+			wstore_checkpoint *ck, int tensors, int mixed)
+{
+	static const char *const head[] = { "TYPE",	  "SIZE",   "CHUNKS",
+					    "CHUNK SIZE", "SHA256", "PATH" };
+	const char *const *h = head;
+	const char *mixed_head[6];
+	struct cli_table t;
+
+	if (!mixed) {
+		mixed_head[0] = head[0];
+		mixed_head[1] = head[1];
+		mixed_head[2] = head[2];
+		mixed_head[3] = head[4];
+		mixed_head[4] = head[5];
+		h = mixed_head;
+	}
+	cli_table_init(&t, mixed ? 6 : 5, mixed ? "lrrrll" : "lrrll", h);
+	for (size_t i = 0; i < wstore_manifest_file_count(m); i++) {
+		wstore_file_info f;
+		char sum[512], size[24], chunks[24], csize[24], sha[17];
+		char *path = NULL;
+		const char *cell[6];
+		size_t k = 0;
+
+		if (wstore_manifest_file(&f, m, i) < 0)
+			continue;
+		sum[0] = '\0';
+		if (tensors || f.chunk_size <= CHEAP_CHUNK)
+			summary(sum, sizeof(sum), ck, f.path);
+		snprintf(size, sizeof(size), "%llu",
+			 (unsigned long long)f.size);
+		snprintf(chunks, sizeof(chunks), "%llu",
+			 (unsigned long long)f.chunk_count);
+		snprintf(csize, sizeof(csize), "%llu",
+			 (unsigned long long)f.chunk_size);
+		snprintf(sha, sizeof(sha), "%s",
+			 *f.sha256 ? cli_text(c, f.sha256) : "-");
+		if (asprintf(&path, "%s%s", cli_text(c, f.path),
+			     cli_text(c, sum)) < 0)
+			path = NULL;
+		cell[k++] = f.type;
+		cell[k++] = size;
+		cell[k++] = chunks;
+		if (mixed)
+			cell[k++] = csize;
+		cell[k++] = sha;
+		cell[k++] = path ? path : "?";
+		cli_table_add(&t, cell);
+		free(path);
+	}
+	cli_table_print(&t);
+}
+
 static void print_manifest(const struct cli *c, const wstore_manifest *m,
 			   wstore_checkpoint *ck, int tensors)
 {
@@ -128,28 +184,8 @@ static void print_manifest(const struct cli *c, const wstore_manifest *m,
 	printf("updated:    %s\n", t);
 	printf("size:       %s in %zu files\n", sz, n);
 	print_chunk_size(m, &mixed);
-	printf("\n%-8s %14s %7s  ", "TYPE", "SIZE", "CHUNKS");
-	if (mixed)
-		printf("%10s  ", "CHUNK SIZE");
-	printf("%-16s  %s\n", "SHA256", "PATH");
-	for (size_t i = 0; i < n; i++) {
-		wstore_file_info f;
-		char sum[512];
-
-		if (wstore_manifest_file(&f, m, i) < 0)
-			continue;
-		sum[0] = '\0';
-		if (tensors || f.chunk_size <= CHEAP_CHUNK)
-			summary(sum, sizeof(sum), ck, f.path);
-		printf("%-8s %14llu %7llu  ", f.type,
-		       (unsigned long long)f.size,
-		       (unsigned long long)f.chunk_count);
-		if (mixed)
-			printf("%10llu  ", (unsigned long long)f.chunk_size);
-		printf("%-16.16s  %s%s\n",
-		       *f.sha256 ? cli_text(c, f.sha256) : "-",
-		       cli_text(c, f.path), cli_text(c, sum));
-	}
+	putchar('\n');
+	print_files(c, m, ck, tensors, mixed);
 }
 
 int cmd_model_inspect(struct cli *c, int argc, char **argv)
@@ -169,7 +205,7 @@ int cmd_model_inspect(struct cli *c, int argc, char **argv)
 		switch (ch) {
 		case 't': tensors = 1; break;
 		case 'h': cli_print_help(help); return EXIT_OK;
-		default: return wfront_bad_option(ch, argv, "model inspect");
+		default: return cli_bad_option(ch, argv, "model inspect", opts);
 		}
 	}
 	if (optind + 1 != argc)

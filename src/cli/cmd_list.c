@@ -13,12 +13,13 @@
 #include "cli.h"
 
 static const char help[] =
-	"usage: wstore model list [--model MODEL] [--all]\n"
+	"usage: wstore model list [--model MODEL[@REV]] [--all]\n"
 	"       (also: wstore model ls)\n"
 	"\n"
 	"List published (READY) checkpoints: all, or those of one model id.\n"
 	"\n"
-	"  --model MODEL   only checkpoints of this model id\n"
+	"  --model MODEL   only checkpoints of this model id (ORG/NAME@REV:\n"
+	"                  and of that revision)\n"
 	"  --all           also checkpoints that are not READY (FAILED\n"
 	"                  imports), read from every manifest in the store\n";
 
@@ -108,6 +109,7 @@ int cmd_model_list(struct cli *c, int argc, char **argv)
 		{ 0 }
 	};
 	const char *model = NULL;
+	char *mid_only = NULL, *rev = NULL;
 	wstore_store *s = NULL;
 	char **ids = NULL;
 	size_t n = 0;
@@ -123,17 +125,31 @@ int cmd_model_list(struct cli *c, int argc, char **argv)
 		else if (ch == 'h')
 			return cli_print_help(help), EXIT_OK;
 		else
-			return wfront_bad_option(ch, argv, "model list");
+			return cli_bad_option(ch, argv, "model list", opts);
 	}
 	if (optind < argc)
 		return wfront_usage_error(
 			"unexpected argument '%s' for 'model list'",
 			argv[optind]);
-	if (cli_open_store(c, &s, WSTORE_OPEN_READONLY))
+	/* ORG/NAME@REV: the model's checkpoints at that revision */
+	if (model && strchr(model, '@')) {
+		if (wstore_parse_name(&mid_only, &rev, model) != 1)
+			return wfront_usage_error("invalid --model '%s': a "
+						  "model name is ORG/NAME or "
+						  "ORG/NAME@REVISION",
+						  model);
+		model = mid_only;
+	}
+	if (cli_open_store(c, &s, WSTORE_OPEN_READONLY)) {
+		free(mid_only);
+		free(rev);
 		return EXIT_ERR;
+	}
 	rc = ids_of(&ids, &n, s, model, all);
 	if (rc < 0) {
 		cli_close_store(s);
+		free(mid_only);
+		free(rev);
 		return cli_fail(rc);
 	}
 	rows = json_array();
@@ -141,8 +157,11 @@ int cmd_model_list(struct cli *c, int argc, char **argv)
 		json_t *r = row(s, ids[i]);
 		const char *mid = field(r, "model_id");
 
+		const char *r_rev = field(r, "revision");
+
 		/* --all reads every manifest: keep those of --model */
-		if (all && model && (!mid || strcmp(mid, model) != 0))
+		if ((all && model && (!mid || strcmp(mid, model) != 0)) ||
+		    (rev && (!r_rev || strcmp(r_rev, rev) != 0)))
 			json_decref(r);
 		else
 			json_array_append_new(rows, r);
@@ -155,5 +174,7 @@ int cmd_model_list(struct cli *c, int argc, char **argv)
 		print_table(c, rows), json_decref(rows);
 	wstore_strings_free(ids);
 	cli_close_store(s);
+	free(mid_only);
+	free(rev);
 	return EXIT_OK;
 }

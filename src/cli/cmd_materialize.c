@@ -37,8 +37,8 @@ int cmd_model_materialize(struct cli *c, int argc, char **argv)
 		else if (ch == 'h')
 			return cli_print_help(help), EXIT_OK;
 		else
-			return wfront_bad_option(ch, argv,
-						 "model materialize-file");
+			return cli_bad_option(ch, argv,
+					      "model materialize-file", opts);
 	}
 	if (optind == argc)
 		return wfront_usage_error(

@@ -55,7 +55,7 @@ static int run(struct cli *c, int argc, char **argv, int pinned)
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		if (ch != 'h')
-			return wfront_bad_option(ch, argv, cmd);
+			return cli_bad_option(ch, argv, cmd, opts);
 		cli_print_help(pinned ? pin_help : unpin_help);
 		return EXIT_OK;
 	}

@@ -79,7 +79,7 @@ int cmd_model_pull(struct cli *c, int argc, char **argv)
 		case 'n': o.no_verify = 1; break;
 		case 'f': o.force = 1; break;
 		case 'h': cli_print_help(help); return EXIT_OK;
-		default: return wfront_bad_option(ch, argv, "model pull");
+		default: return cli_bad_option(ch, argv, "model pull", opts);
 		}
 	}
 	if (optind == argc)

@@ -98,7 +98,7 @@ int cmd_model_verify(struct cli *c, int argc, char **argv)
 		} else if (ch == 'h') {
 			return cli_print_help(help), EXIT_OK;
 		} else {
-			return wfront_bad_option(ch, argv, "model verify");
+			return cli_bad_option(ch, argv, "model verify", opts);
 		}
 	}
 	if (optind + 1 != argc)

@@ -286,6 +286,31 @@ int cli_open_named(struct cli *c, wstore_store **s, const char **id)
 	return 0;
 }
 
+/* The global options, NULL-terminated. */
+static const char *const *globals(void)
+{
+	static const char *g[32];
+
+	if (!g[0])
+		for (size_t i = 0; i + 1 < sizeof(g) / sizeof(*g); i++)
+			if (!(g[i] = cli_global_option(i)))
+				break;
+	return g;
+}
+
+const char *cli_closest_option(const char *word, const struct option *opts)
+{
+	static char best[64];
+
+	return wfront_closest_option(best, sizeof(best), word, opts, globals());
+}
+
+int cli_bad_option(int ch, char **argv, const char *cmd,
+		   const struct option *opts)
+{
+	return wfront_bad_option_of(ch, argv, cmd, opts, globals());
+}
+
 /* Commands taking one checkpoint id and no options besides --help. */
 int cli_one_id(const char **out, int argc, char **argv, const char *cmd,
 	       const char *help)
@@ -301,7 +326,7 @@ int cli_one_id(const char **out, int argc, char **argv, const char *cmd,
 			cli_print_help(help);
 			return -1;
 		}
-		return wfront_bad_option(ch, argv, cmd);
+		return cli_bad_option(ch, argv, cmd, opts);
 	}
 	if (optind + 1 != argc)
 		return wfront_usage_error(

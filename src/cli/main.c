@@ -88,6 +88,7 @@ static const char main_help[] =
 	"  config show [--origin] | config get KEY\n"
 	"  config set [--system] KEY VALUE | config unset [--system] KEY\n"
 	"  mount MOUNTPOINT [--checkpoint ID] [--cache-size SIZE] [--foreground]\n"
+	"                   [--log-file PATH]\n"
 	"  umount MOUNTPOINT\n"
 	"  serve [--listen ADDR:PORT] [--token TOKEN] [--max-connections N]\n"
 	"  admin gc [--dry-run] [--grace SECONDS] [--evict-to SIZE]\n"
@@ -116,7 +117,8 @@ static const char main_help[] =
 	"                         client certificate and key (mutual TLS)\n"
 	"  --master-server-addr, --metadata-server, --protocol, --rdma-devices,\n"
 	"  --local-hostname       Mooncake connection settings\n"
-	"  -h, --help             help (also after any command)\n"
+	"  -h, --help             help (also after any command; or wstore help\n"
+	"                         GROUP [COMMAND])\n"
 	"  --version              print the version\n"
 	"\n"
 	"Wherever a command takes a checkpoint ID it also takes a model name\n"
@@ -194,6 +196,18 @@ const char *cli_flag_for_key(const char *key)
 		if (value_flags[k].key && !strcmp(value_flags[k].key, key))
 			return value_flags[k].flag;
 	return NULL;
+}
+
+const char *cli_global_option(size_t i)
+{
+	static const char *const flags[] = { "--json", "--quiet", "--verbose",
+					     "--help", "--version" };
+	size_t nv = sizeof(value_flags) / sizeof(*value_flags);
+
+	if (i < nv)
+		return value_flags[i].flag;
+	i -= nv;
+	return i < sizeof(flags) / sizeof(*flags) ? flags[i] : NULL;
 }
 
 /* Load the file at path as *out when it exists (or must: required). */
@@ -275,34 +289,6 @@ static void group_help(const char *group)
 	       group);
 }
 
-/* Edit distance (insert, delete, substitute, swap of neighbours). */
-static size_t distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b), d[32][32];
-
-	if (la >= 32 || lb >= 32)
-		return 99;
-	for (size_t i = 0; i <= la; i++)
-		for (size_t j = 0; j <= lb; j++) {
-			size_t v;
-
-			if (!i || !j) {
-				d[i][j] = i + j;
-				continue;
-			}
-			v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-			if (d[i - 1][j] + 1 < v)
-				v = d[i - 1][j] + 1;
-			if (d[i][j - 1] + 1 < v)
-				v = d[i][j - 1] + 1;
-			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] &&
-			    a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
-				v = d[i - 2][j - 2] + 1;
-			d[i][j] = v;
-		}
-	return d[la][lb];
-}
-
 /* The closest command of group (NULL: top level and the group names) to
  * word, or NULL when none is close. */
 static const char *closest(const char *group, const char *word)
@@ -322,7 +308,7 @@ static const char *closest(const char *group, const char *word)
 			name = commands[i].name;
 		else
 			name = NULL;
-		if (!name || (k = distance(word, name)) >= best ||
+		if (!name || (k = wfront_distance(word, name)) >= best ||
 		    k * 2 > strlen(name))
 			continue;
 		best = k;
@@ -333,7 +319,19 @@ static const char *closest(const char *group, const char *word)
 
 static int unknown(const char *group, const char *word)
 {
-	const char *near = closest(group, word);
+	const char *near;
+
+	/* a mistyped global option is left where a command should be */
+	if (!group && word[0] == '-') {
+		near = cli_closest_option(word, NULL);
+		if (near)
+			return wfront_usage_error(
+				"unknown option '%s'; did you mean '%s'?", word,
+				near);
+		return wfront_usage_error(
+			"unknown option '%s'; see 'wstore --help'", word);
+	}
+	near = closest(group, word);
 
 	if (near)
 		return wfront_usage_error(
@@ -346,10 +344,31 @@ static int unknown(const char *group, const char *word)
 		group ? " " : "");
 }
 
+static int dispatch(struct cli *c, int argc, char **argv);
+
+/* "help GROUP [COMMAND]" and "help COMMAND", as git's: the help of what
+ * follows, as its --help shows it. */
+static int help_of(struct cli *c, int argc, char **argv)
+{
+	char *args[5] = { argv[0] };
+	int n = 1;
+
+	for (int i = 2; i < argc && n < 3; i++)
+		args[n++] = argv[i];
+	if (argc > 4)
+		return wfront_usage_error("'help' takes a command, e.g. "
+					  "'wstore help model import'");
+	args[n++] = "--help";
+	args[n] = NULL;
+	return dispatch(c, n, args);
+}
+
 static int dispatch(struct cli *c, int argc, char **argv)
 {
 	size_t n = sizeof(commands) / sizeof(*commands);
 
+	if (argc > 2 && !strcmp(argv[1], "help"))
+		return help_of(c, argc, argv);
 	if (argc < 2 || !strcmp(argv[1], "help")) {
 		cli_print_help(main_help);
 		return argc < 2 ? EXIT_USAGE : EXIT_OK;

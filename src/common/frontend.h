@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <wstore/wstore.h>
 
@@ -63,15 +64,104 @@ wfront_usage_error(const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
-/* Report a getopt_long failure of command cmd (ch is ':' for a missing
- * value, anything else for an unknown option); returns EXIT_USAGE. */
-static inline int wfront_bad_option(int ch, char **argv, const char *cmd)
+/* Edit distance of a and b (insert, delete, substitute, swap of
+ * neighbours); 99 for words of 32 characters and more. */
+static inline size_t wfront_distance(const char *a, const char *b)
 {
+	size_t la = strlen(a), lb = strlen(b), d[32][32];
+
+	if (la >= 32 || lb >= 32)
+		return 99;
+	for (size_t i = 0; i <= la; i++)
+		for (size_t j = 0; j <= lb; j++) {
+			size_t v;
+
+			if (!i || !j) {
+				d[i][j] = i + j;
+				continue;
+			}
+			v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+			if (d[i - 1][j] + 1 < v)
+				v = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < v)
+				v = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] &&
+			    a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
+				v = d[i - 2][j - 2] + 1;
+			d[i][j] = v;
+		}
+	return d[la][lb];
+}
+
+/* Keep "--name" in out (cap bytes) if name is closer to word than *best
+ * edits, within two edits and half its length. */
+static inline void wfront_closer(char *out, size_t cap, size_t *best,
+				 const char *word, const char *name)
+{
+	size_t d = wfront_distance(word, name);
+
+	if (d < *best && d * 2 <= strlen(name) && strcmp(word, name)) {
+		*best = d;
+		snprintf(out, cap, "--%s", name);
+	}
+}
+
+/*
+ * The long option closest to word ("--sorce=x": "--source"), among the
+ * names of opts and more (NULL-terminated "--name" strings; either may be
+ * NULL), written to out (cap bytes) with its dashes; NULL when none is
+ * within two edits and half its length.
+ */
+static inline const char *wfront_closest_option(char *out, size_t cap,
+						const char *word,
+						const struct option *opts,
+						const char *const *more)
+{
+	char w[40];
+	size_t best = 3, n;
+
+	if (strncmp(word, "--", 2) != 0 || cap < 3)
+		return NULL;
+	n = strcspn(word + 2, "=");
+	if (n >= sizeof(w))
+		return NULL;
+	memcpy(w, word + 2, n);
+	w[n] = '\0';
+	out[0] = '\0';
+	for (size_t i = 0; opts && opts[i].name; i++)
+		wfront_closer(out, cap, &best, w, opts[i].name);
+	for (size_t i = 0; more && more[i]; i++)
+		wfront_closer(out, cap, &best, w, more[i] + 2);
+	return out[0] ? out : NULL;
+}
+
+/* Report a getopt_long failure of command cmd (ch is ':' for a missing
+ * value, anything else for an unknown option), with "did you mean" when
+ * an option of opts or more (as for wfront_closest_option) is close;
+ * returns EXIT_USAGE. */
+static inline int wfront_bad_option_of(int ch, char **argv, const char *cmd,
+				       const struct option *opts,
+				       const char *const *more)
+{
+	char near[64];
+
 	if (ch == ':')
 		return wfront_usage_error("option '%s' needs a value",
 					  argv[optind - 1]);
+	if (wfront_closest_option(near, sizeof(near), argv[optind - 1], opts,
+				  more))
+		return wfront_usage_error(
+			"unknown option '%s' for '%s'; did you mean '%s'?",
+			argv[optind - 1], cmd, near);
 	return wfront_usage_error("unknown option '%s' for '%s'",
 				  argv[optind - 1], cmd);
+}
+
+/* wfront_bad_option_of with options opts only. */
+static inline int wfront_bad_option(int ch, char **argv, const char *cmd,
+				    const struct option *opts)
+{
+	return wfront_bad_option_of(ch, argv, cmd, opts, NULL);
 }
 
 /* A positive count (1..1024: --jobs, --threads, --replica-num) for option

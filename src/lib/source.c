@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "source.h"
@@ -134,19 +135,73 @@ static int is_config(const char *rel)
 	       !strcmp(base, "model_index.json");
 }
 
-/* A weight file and a config (GGUF weights carry their own), or an error
- * naming what is missing. */
+static int is_weight(const char *rel)
+{
+	for (size_t k = 0; weight_ext[k]; k++)
+		if (has_ext(rel, weight_ext[k]))
+			return 1;
+	return 0;
+}
+
+/*
+ * The folder under the source that holds every config and weight file
+ * when none is at the top (a source named one level too high, e.g. the
+ * folder a checkpoint was unpacked into): the longest leading folder
+ * those files share, copied into out (cap bytes), else "".
+ */
+static void common_folder(const wstore__scan *scan, char *out, size_t cap)
+{
+	size_t len = 0;
+	int first = 1;
+
+	out[0] = '\0';
+	for (size_t i = 0; i < scan->n; i++) {
+		const char *rel = scan->files[i].rel, *slash;
+
+		if (!is_weight(rel) && !is_config(rel))
+			continue;
+		if (!(slash = strrchr(rel, '/'))) {
+			out[0] = '\0';
+			return;
+		}
+		if (first) {
+			len = (size_t)(slash - rel);
+			if (len >= cap)
+				len = cap - 1;
+			memcpy(out, rel, len);
+			out[len] = '\0';
+			first = 0;
+			continue;
+		}
+		/* cut out back to the folder this path shares with it */
+		while (len && (strncmp(out, rel, len) || rel[len] != '/')) {
+			char *up = strrchr(out, '/');
+
+			len = up ? (size_t)(up - out) : 0;
+			out[len] = '\0';
+		}
+	}
+}
+
+/* A weight file and a config (GGUF weights carry their own), at the top
+ * of the source, or an error naming what is missing or where they are. */
 static int check_checkpoint(const wstore__scan *scan, const char *dir)
 {
 	int weights = 0, config = 0;
+	char sub[1024];
 
 	for (size_t i = 0; i < scan->n; i++) {
 		const char *rel = scan->files[i].rel;
 
-		for (size_t k = 0; weight_ext[k]; k++)
-			weights |= has_ext(rel, weight_ext[k]);
+		weights |= is_weight(rel);
 		config |= is_config(rel) || has_ext(rel, ".gguf");
 	}
+	common_folder(scan, sub, sizeof(sub));
+	if (weights && config && *sub)
+		return wstore__err(
+			WSTORE_EINVAL,
+			"source '%s' holds its checkpoint in the folder '%s': pass '%s/%s' (--force imports '%s' as it is, '%s/' in every path)",
+			dir, sub, dir, sub, dir, sub);
 	if (weights && config)
 		return 0;
 	return wstore__err(
@@ -158,7 +213,94 @@ static int check_checkpoint(const wstore__scan *scan, const char *dir)
 			: "no weight file (*.safetensors, *.gguf, *.bin, *.pt, ...)");
 }
 
+/*
+ * Weight files that are Git LFS pointers (a `git clone` made without
+ * git-lfs, or with GIT_LFS_SKIP_SMUDGE): a few lines of text in place of
+ * the weights.  Imported, they would be tiny files under weight names, so
+ * they are refused whatever --force says.
+ */
+#define LFS_MAGIC "version https://git-lfs.github.com/spec/"
+
+static int lfs_pointer(const wstore__scan_file *f)
+{
+	char head[sizeof(LFS_MAGIC) - 1];
+	struct stat st;
+	ssize_t n;
+	int fd;
+
+	/* a pointer is about 130 bytes; weights are never that small */
+	if (f->size > 1024 || f->size < sizeof(head) || !is_weight(f->rel))
+		return 0;
+	if ((fd = wstore__source_open(f->abs, &st)) < 0) {
+		wstore__clear_err();
+		return 0; /* the import itself says why it cannot be read */
+	}
+	n = read(fd, head, sizeof(head));
+	close(fd);
+	return n == (ssize_t)sizeof(head) &&
+	       !memcmp(head, LFS_MAGIC, (size_t)n);
+}
+
+static int check_lfs(const wstore__scan *scan, const char *dir)
+{
+	size_t count = 0, first = 0;
+
+	for (size_t i = 0; i < scan->n; i++)
+		if (lfs_pointer(&scan->files[i]) && !count++)
+			first = i;
+	if (!count)
+		return 0;
+	return wstore__err(
+		WSTORE_EINVAL,
+		"source '%s' holds git lfs pointer files in place of weights ('%s'%s): a git clone without git-lfs? run 'git lfs pull' in '%s', or leave them out with --exclude",
+		dir, scan->files[first].rel, count > 1 ? " and more" : "", dir);
+}
+
 /* ---- Hugging Face cache folders ----------------------------------------- */
+
+static int is_dir_at(const char *dir, const char *name);
+
+/*
+ * A Hugging Face hub cache itself (~/.cache/huggingface/hub, holding
+ * models--ORG--NAME folders, or ~/.cache/huggingface holding hub/) is
+ * many repos, each with blobs and snapshots: never one checkpoint.  An
+ * error naming a repo folder to pass instead, else 0.
+ */
+static int check_hub_cache(const char *path)
+{
+	char *hub = NULL, first[256] = "";
+	const char *dir = path;
+	size_t repos = 0;
+	struct dirent *e;
+	DIR *d;
+	int rc = 0;
+
+	for (int pass = 0; pass < 2 && !repos; pass++) {
+		if (pass == 1) {
+			if (asprintf(&hub, "%s/hub", path) < 0)
+				return -ENOMEM;
+			dir = hub;
+		}
+		if (!(d = opendir(dir)))
+			continue;
+		while ((e = readdir(d)))
+			if ((!strncmp(e->d_name, "models--", 8) ||
+			     !strncmp(e->d_name, "datasets--", 10)) &&
+			    is_dir_at(dir, e->d_name) && ++repos &&
+			    !strncmp(e->d_name, "models--", 8) &&
+			    (!*first || strcmp(e->d_name, first) < 0))
+				snprintf(first, sizeof(first), "%s", e->d_name);
+		closedir(d);
+	}
+	if (repos)
+		rc = wstore__err(
+			WSTORE_EINVAL,
+			"source '%s' is a hugging face hub cache (%zu repo%s), not a checkpoint; pass one model's folder, e.g. '%s/%s' (its snapshot of main), or one of its snapshots/COMMIT folders",
+			path, repos, repos == 1 ? "" : "s", dir,
+			*first ? first : "models--ORG--NAME");
+	free(hub);
+	return rc;
+}
 
 /* "models--ORG--NAME" -> "ORG/NAME" (malloc'ed), else NULL. */
 static char *hub_model_id(const char *repo_dir)
@@ -275,14 +417,20 @@ static int walk(const wstore_source *src, wstore__scan *out, char **dir,
 
 	*dir = NULL;
 	memset(out, 0, sizeof(*out));
-	if (rc < 0)
+	if (rc == 0 && !hub)
+		rc = check_hub_cache(src->path);
+	if (rc < 0) {
+		free(hub);
 		return rc;
+	}
 	*dir = hub ? hub : strdup(src->path);
 	if (!*dir)
 		return -ENOMEM;
 	rc = wstore__scan_source_filtered(out, *dir, filter, &f);
 	if (rc == 0 && f.oom)
 		rc = -ENOMEM;
+	if (rc == 0)
+		rc = check_lfs(out, src->path);
 	if (rc == 0 && !src->force)
 		rc = check_checkpoint(out, src->path);
 	if (rc < 0)

@@ -176,7 +176,7 @@ static int parse_mount_args(struct wmount_opts *o, const char **mp,
 			*log = optarg;
 			break;
 		case 'h': fputs(help, stdout); return -1;
-		default: return wfront_bad_option(ch, argv, "mount");
+		default: return wfront_bad_option(ch, argv, "mount", opts);
 		}
 	}
 	if (optind + 1 != argc)

@@ -212,7 +212,7 @@ static int parse_args(struct wserve_options *o, const wstore_config *cfg,
 			o->upstream_token = token;
 			break;
 		case 'h': fputs(help, stdout); return -1;
-		default: return wfront_bad_option(ch, argv, "serve");
+		default: return wfront_bad_option(ch, argv, "serve", opts);
 		}
 	}
 	if (nallow && !o->upstream)

@@ -94,7 +94,7 @@ static void show_time(char *out, size_t cap, time_t t)
 	struct tm tm;
 
 	if (!gmtime_r(&t, &tm) ||
-	    !strftime(out, cap, "%Y-%m-%d %H:%M:%S UTC", &tm))
+	    !strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm))
 		snprintf(out, cap, "%lld", (long long)t);
 }
 

@@ -61,12 +61,23 @@ complete_bash() {
 }
 if [ -f /usr/share/bash-completion/bash_completion ]; then
 	check_grep "bash: 'wstore mod' completes to model" "^model$" "$(complete_bash "wstore mod")"
-	check_grep "bash: model subcommands" "^import list inspect .*pin unpin$" "$(complete_bash "wstore model ")"
 	check_grep "bash: config keys" "^store$" "$(complete_bash "wstore config get sto")"
 	check_grep "bash: --system after a global option" "^--system$" \
 		"$(complete_bash "wstore --store /x config set --sys")"
 	check_grep "bash: checkpoint ids from the store" "^c1$" \
 		"$(PATH="$B:$PATH" complete_bash "wstore --store $T/s model inspect c")"
+	check_grep "bash: the aliases and resolve among model's commands" \
+		"^import list ls resolve inspect verify delete rm materialize-file pull pin unpin$" \
+		"$(complete_bash "wstore model ")"
+	check_grep "bash: model list --all" "^--all$" "$(complete_bash "wstore model ls --al")"
+	check_grep "bash: model import --force" "^--force$" "$(complete_bash "wstore model import --fo")"
+	check_grep "bash: mount --log-file" "^--log-file$" "$(complete_bash "wstore mount /m --log")"
+	check_grep "bash: model resolve offers model ids" "^m/x$" \
+		"$(PATH="$B:$PATH" complete_bash "wstore --store $T/s model resolve m")"
+	check_grep "bash: model rm takes a second id" "^c1$" \
+		"$(PATH="$B:$PATH" complete_bash "wstore --store $T/s model rm c1 c")"
+	check_grep "bash: mount --checkpoint offers ids" "^c1$" \
+		"$(PATH="$B:$PATH" complete_bash "wstore --store $T/s mount /m --checkpoint c")"
 else
 	tap_not_ok "bash-completion is not installed (scripts/deps.sh test)"
 fi

@@ -110,6 +110,62 @@ if [ -x "$(dirname "$W")/wstore-mount" ] && [ -c /dev/fuse ]; then
 else
 	echo "# SKIP mount --checkpoint ORG/NAME: wstore-mount not built or no /dev/fuse"
 fi
+# the cache itself (~/.cache/huggingface/hub, or ~/.cache/huggingface)
+nstored() { ls "$S/weight/models" 2>/dev/null | wc -l; }
+before=$(nstored)
+check_exit "the hub cache root is refused" 1 ws model import --source "$T/hub"
+check_grep "... naming a repo folder to pass" \
+	"^wstore: source '.*/hub' is a hugging face hub cache \(1 repo\), not a checkpoint; pass one model's folder, e.g. '.*/hub/models--Acme--Tiny-LM'" "$OUT"
+check_one_line "... in one line" "$OUT"
+check_exit "... also with --model-id and --force" 1 ws model import --source "$T/hub" \
+	--model-id Org/Cache --force
+mkdir -p "$T/hfhome" && ln -s ../hub "$T/hfhome/hub"
+check_exit "~/.cache/huggingface (holding hub/) is refused" 1 \
+	ws model import --source "$T/hfhome" --model-id Org/Cache
+check_grep "... naming the repo folder under hub/" "e.g. '.*/hfhome/hub/models--Acme--Tiny-LM'" "$OUT"
+check "... nothing stored by either" test "$(nstored)" = "$before"
+
+# a git clone made without git-lfs: pointer files where the weights were
+L="$T/nolfs"
+mkdir -p "$L"
+cp "$CK"/*.json "$L/"
+for f in "$CK"/*.safetensors; do
+	printf 'version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %s\n' \
+		"$(sha256sum "$f" | cut -d' ' -f1)" "$(wc -c < "$f")" > "$L/$(basename "$f")"
+done
+check_exit "weight files that are git lfs pointers are refused" 1 \
+	ws model import --model-id Org/Lfs --source "$L"
+check_grep "... naming the file and 'git lfs pull'" \
+	"^wstore: source '.*nolfs' holds git lfs pointer files in place of weights \('model-00001-of-00002.safetensors' and more\): .*git lfs pull" "$OUT"
+check_exit "... also with --force" 1 ws model import --model-id Org/Lfs --source "$L" --force
+check "... nothing stored" test "$(nstored)" = "$before"
+
+# a source named one level (or two) too high
+mkdir -p "$T/high/a/b"
+cp -R "$CK" "$T/high/a/b/model"
+printf 'notes\n' > "$T/high/a/README.md"
+check_exit "a source whose checkpoint is all in one subfolder is refused" 1 \
+	ws model import --model-id Org/High --source "$T/high"
+check_grep "... with a hint naming that folder" \
+	"^wstore: source '.*/high' holds its checkpoint in the folder 'a/b/model': pass '.*/high/a/b/model'" "$OUT"
+check "... nothing stored" test "$(nstored)" = "$before"
+check_exit "... --force imports it as it is" 0 ws model import --model-id Org/High \
+	--checkpoint-id high --source "$T/high" --force
+check_grep "... with the folder in its paths" "^a/b/model/config.json$" "$(manifest_paths high)"
+ws -q model delete high
+
+# a derived checkpoint id is never taken twice, also by imports racing
+# (each store call slowed, so that all derive before any takes its lock)
+pids=""
+for i in 1 2 3; do
+	WSTORE_FAULTS=delay=60 "$W" --store "fault+$S" --json model import \
+		--model-id Org/Race --source "$CK" > "$T/race$i" 2>&1 &
+	pids="$pids $!"
+done
+wait_all 120
+check "three imports deriving an id at once all succeed" test $? = 0
+ids=$(cat "$T"/race? | sed -n 's/.*"checkpoint_id": "\(.*\)".*/\1/p' | sort -u | tr '\n' ' ')
+check_grep "... each under its own id" "^Org--Race--main Org--Race--main-2 Org--Race--main-3 $" "$ids"
 check_exit "a plain folder without --model-id is a usage error" 2 ws model import --source "$CK"
 check_grep "... naming the flag" "needs --model-id" "$OUT"
 
@@ -140,6 +196,13 @@ check_exit "verify takes a model name" 0 ws model verify Org/Name@v1
 check_grep "... verifying the resolved one" "verified 'n-new'" "$OUT"
 check_exit "pull takes a model name" 0 ws model pull Org/Name --dest "$T/pulled"
 check "... the files arrive" cmp "$T/pulled/config.json" "$CK/config.json"
+check_exit "list --model ORG/NAME@REV" 0 ws model list --model Org/Name@v1
+check_grep "... lists that revision's checkpoints" "^n-new +Org/Name +v1 " "$OUT"
+check "... and not those of main" sh -c "! printf '%s\n' '$OUT' | grep -q '^n-main '"
+check_exit "list --model with an empty revision is a usage error" 2 ws model list --model Org/Name@
+check_exit "admin unlock of a model name is a usage error" 2 ws admin unlock Org/Name
+check_grep "... saying it takes a checkpoint id, and how to find it" \
+	"takes a checkpoint id, not a model name \('Org/Name'\).*model list --all --model Org/Name" "$OUT"
 check_exit "a malformed name is refused before the store is read" 1 ws model inspect a/b/c
 check_grep "... with the rule" "invalid checkpoint id or model name 'a/b/c'" "$OUT"
 check_exit "pin takes several ids and names" 0 ws model pin n-old Org/Name@v1
@@ -186,6 +249,19 @@ for line in sys.stdin.read().splitlines():
 print(len(seen))')
 check_grep "columns line up in display width (CJK, long ids)" "^1$" "$cols"
 check_grep "list: UTC ISO 8601 times" "READY +[0-9]+ +[0-9.]+ [KMG]?i?B +[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$" "$LIST"
+INS=$(ws model inspect wide)
+# SIZE is as wide as its widest cell: the header's SIZE ends where the
+# longest size does, two spaces after the widest TYPE
+fit=$(printf '%s\n' "$INS" | python3 -c '
+import re, sys
+rows = [l for l in sys.stdin.read().splitlines()
+        if re.match(r"(TYPE|WEIGHT|METADATA|OTHER) ", l)]
+head, body = rows[0], rows[1:]
+end = head.index("SIZE") + 4
+sizes = [re.match(r"\S+ +(\d+)", l) for l in body]
+print(all(m.end(1) == end for m in sizes) and
+      end == max(len(m.group(1)) for m in sizes) + len("METADATA") + 2)')
+check_grep "inspect: the file table's columns sized to content" "^True$" "$fit"
 check_grep "inspect: the same format" "^updated: +[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$" "$(ws model inspect wide)"
 DF=$(ws --json df)
 check_grep "df --json: times in Unix seconds (*_at)" '"last_read_at": [0-9]' "$DF"
@@ -213,8 +289,37 @@ check_exit "a mistyped command" 2 ws moddel list
 check_grep "... did you mean" "did you mean 'model'\?" "$OUT"
 check_exit "nothing close: no guess" 2 ws model frobnicate
 check_grep "... points at help" "see 'wstore model --help'" "$OUT"
+check_exit "a mistyped option" 2 ws model import --sorce "$CK"
+check_grep "... did you mean" "^wstore: unknown option '--sorce' for 'model import'; did you mean '--source'\?$" "$OUT"
+check_exit "a mistyped option with its value" 2 ws model list --modle=Org/Name
+check_grep "... did you mean (the value left out)" "did you mean '--model'\?$" "$OUT"
+check_exit "a mistyped global option after the command" 2 ws model list --jsno
+check_grep "... did you mean" "for 'model list'; did you mean '--json'\?$" "$OUT"
+check_exit "a mistyped global option before the command" 2 ws --stroe "$S" model list
+check_grep "... is named as an option, not a command" "^wstore: unknown option '--stroe'; did you mean '--store'\?$" "$OUT"
+check_exit "a mistyped option of model delete" 2 ws model delete --misisng-ok x
+check_grep "... did you mean" "did you mean '--missing-ok'\?$" "$OUT"
+for d in mount:--chekpoint:--checkpoint serve:--lisen:--listen; do
+	cmd=${d%%:*}; rest=${d#*:}; bad=${rest%%:*}; good=${rest#*:}
+	arg=; [ $cmd = mount ] && arg=$T/nomnt
+	if [ -x "$(dirname "$W")/wstore-$cmd" ]; then
+		check_exit "a mistyped option of $cmd (its daemon parses it)" 2 \
+			ws $cmd $arg $bad x
+		check_grep "... did you mean" "for '$cmd'; did you mean '$good'\?$" "$OUT"
+	else
+		tap_skip "a mistyped option of $cmd" "wstore-$cmd not built"
+	fi
+done
+check_exit "an option close to none" 2 ws model pull wide --frobnicate
+check_grep "... no guess" "^wstore: unknown option '--frobnicate' for 'model pull'$" "$OUT"
 check_exit "wstore model --help" 0 ws model --help
 check_grep "... shows the model group's commands" "^  resolve +which checkpoint" "$OUT"
 check_grep "... with its usage line" "^usage: wstore model <command>" "$OUT"
+check_exit "wstore help model (git's habit)" 0 ws help model
+check_grep "... the same group help" "^usage: wstore model <command>" "$OUT"
+check_exit "wstore help model import" 0 ws help model import
+check_grep "... the command's help" "^usage: wstore model import --source DIR" "$OUT"
+check_exit "wstore help with a mistyped command" 2 ws help modle
+check_grep "... did you mean" "did you mean 'model'\?" "$OUT"
 
 tap_done

@@ -212,7 +212,7 @@ check_grep "server exited 0" '^0$' "$SERVE_RC"
 # ---- an expired certificate, a certificate for another host ------------------
 if serve_start expired "$T/store" --tls-cert "$P/expired.pem" --tls-key "$P/expired.key"; then
 	check_grep "an expired certificate: a warning at start" \
-		"warning: the certificate in '$P/expired.pem' expired on .*: clients will refuse it" \
+		"warning: the certificate in '$P/expired.pem' expired on [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z: clients will refuse it" \
 		"$(cat "$SERVE_LOG")"
 	check_exit "curl: refused (exit 60)" 60 curl -sS --cacert "$CA" "$SERVE_URL/healthz"
 	check_grep "... as expired" 'expired' "$OUT"
