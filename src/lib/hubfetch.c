@@ -49,8 +49,8 @@ struct wstore__http {
 	char xcode[64], xmsg[256], next[2048];
 	long status;
 	int64_t range_start; /* Content-Range start, -1 when none */
-	uint64_t last_ask; /* when on_xfer last asked stop (monotonic ms) */
-	int stopped; /* on_xfer ended the transfer: a stop */
+	uint64_t last_ask;   /* when on_xfer last asked stop (monotonic ms) */
+	int stopped;	     /* on_xfer ended the transfer: a stop */
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
