@@ -5,9 +5,10 @@
 # read and a shared mmap, on the default mount (direct I/O, chunk files
 # spliced), --page-cache, --direct-io, a store that is no local files
 # (replies copied from the daemon's cache) and files of one chunk
-# (passed through where the kernel allows), and a store whose every file
-# is one chunk, passed through (checked with the daemon stopped) or,
-# where the kernel or privileges do not allow it, skipped with the reason.
+# (passed through where the kernel allows), chunks as small as 1 byte, and
+# a store whose every file is one chunk, passed through (checked with the
+# daemon stopped) or, where the kernel or privileges do not allow it,
+# skipped with the reason.
 # Needs /dev/fuse and root (or fusermount3).
 #   BUILD  the build directory holding wstore
 set -u
@@ -109,6 +110,25 @@ for cs in ${CHUNK_SIZES:-4096 12345 16384 65536 100003}; do
 	check_mode "$cs-byte chunks, a store of no local files" "fault+$STORE"
 	check_mode "$cs-byte chunks, no local files, --direct-io" "fault+$STORE" \
 		--direct-io
+done
+
+# ---- the smallest chunk sizes the format allows ---------------------------
+# (1 byte and up): a 70001-byte file, a read of it spanning tens of
+# thousands of chunks
+TINY="$T/tiny"
+mkdir -p "$TINY"
+head -c 70001 "$SRC/big.bin" > "$TINY/big.bin"
+head -c 301 "$SRC/small.bin" > "$TINY/small.bin"
+for cs in ${TINY_CHUNK_SIZES:-1 511}; do
+	rm -rf "$STORE"
+	check_exit "import a 70001-byte file with $cs-byte chunks" 0 "$W" \
+		--store "$STORE" --quiet model import --checkpoint-id c \
+		--model-id Org/C --source "$TINY" --chunk-size "$cs" --force
+	SRC_KEEP=$SRC SRC=$TINY
+	check_mode "$cs-byte chunks, default mount" "$STORE"
+	check_mode "$cs-byte chunks, --page-cache" "$STORE" --page-cache
+	check_mode "$cs-byte chunks, a store of no local files" "fault+$STORE"
+	SRC=$SRC_KEEP
 done
 
 # ---- passthrough: every file one chunk, read by the kernel itself ---------
