@@ -19,7 +19,7 @@
  * go upstream.
  *
  * When the server stops, imports under way are canceled through their
- * progress callback (asked about every 100 ms, also while no byte comes),
+ * progress callback (asked about once a second also while no byte comes),
  * so that a held or slow upstream never holds up the drain.
  */
 #include <errno.h>
