@@ -715,6 +715,10 @@ typedef struct wstore_hub_options {
  * of the same commit that was killed being taken again.  An import killed
  * and run again fetches only the files it had not stored and verified.
  * An id already READY with this model and commit is left as it is (0).
+ * opts->progress is also asked while no byte arrives (about once a
+ * second, with path "" and, before the file list is in, total 0): non-zero
+ * cancels within about a second (WSTORE_ECANCELED), also while a transfer
+ * waits on a server that sends nothing; wstore_interrupt does the same.
  *
  * *out_id (may be NULL) is the checkpoint id, malloc'ed, also on failure
  * once it is known.  Errors: WSTORE_ENOTFOUND (repository, revision or

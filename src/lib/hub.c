@@ -462,13 +462,22 @@ static int already_there(wstore_store *s, const char *id, const char *model,
 	return yes;
 }
 
+/* While the file list comes in: the caller cancels (its progress
+ * callback, asked with nothing done yet). */
+static int canceled(void *ctx)
+{
+	const wstore_import_options *o = ctx;
+
+	return o->progress && o->progress(0, 0, "", o->progress_ctx);
+}
+
 static int run(char **out_id, wstore_store *s, wstore_import_options *oc,
 	       wstore__hub *h)
 {
 	struct import im = { .s = s, .o = oc, .hooks = &hub_hooks, .ctx = h };
 	wstore__http *http = NULL;
 	char *id = NULL, *uri = NULL;
-	int rc = wstore__http_new(&http, &h->o, NULL, NULL);
+	int rc = wstore__http_new(&http, &h->o, canceled, oc);
 
 	if (rc == 0)
 		rc = list_files(h, http);

@@ -27,6 +27,7 @@
 #include "../common/clock.h"
 #include "error.h"
 #include "hubfetch.h"
+#include "util.h"
 
 #define CONNECT_TIMEOUT_S 10L
 #define BACKOFF_FIRST_MS 500
@@ -35,6 +36,8 @@
 #define JSON_MAX ((size_t)256 << 20)
 /* couldn't connect: few tries, an endpoint that is down says so soon */
 #define CONNECT_RETRIES 2u
+/* during a transfer, the stop callback is asked at most this often */
+#define STOP_ASK_MS 100
 
 struct wstore__http {
 	CURL *curl;
@@ -46,6 +49,8 @@ struct wstore__http {
 	char xcode[64], xmsg[256], next[2048];
 	long status;
 	int64_t range_start; /* Content-Range start, -1 when none */
+	uint64_t last_ask;   /* when on_xfer last asked stop (monotonic ms) */
+	int stopped;	     /* on_xfer ended the transfer: a stop */
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -133,6 +138,35 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *ctx)
 /* ---- one client ----------------------------------------------------------
  */
 
+/* Whether to stop: wstore_interrupt was called, or the caller says so. */
+static int stop_now(wstore__http *h)
+{
+	return wstore__interrupted() || (h->stop && h->stop(h->stop_ctx));
+}
+
+/*
+ * curl calls this during a transfer, also while no byte moves (then about
+ * once a second): a stop ends the transfer there, rather than when the
+ * upstream answers or the stall timeout runs out.
+ */
+static int on_xfer(void *ctx, curl_off_t dltotal, curl_off_t dlnow,
+		   curl_off_t ultotal, curl_off_t ulnow)
+{
+	wstore__http *h = ctx;
+	uint64_t now = wclock_mono_ms();
+
+	(void)dltotal;
+	(void)dlnow;
+	(void)ultotal;
+	(void)ulnow;
+	if (now - h->last_ask < STOP_ASK_MS && !wstore__interrupted())
+		return 0;
+	h->last_ask = now;
+	if (stop_now(h))
+		h->stopped = 1;
+	return h->stopped;
+}
+
 int wstore__http_new(wstore__http **out, const wstore_hub_options *o,
 		     wstore__http_stop stop, void *stop_ctx)
 {
@@ -162,6 +196,9 @@ int wstore__http_new(wstore__http **out, const wstore_hub_options *o,
 	curl_easy_setopt(h->curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
 	curl_easy_setopt(h->curl, CURLOPT_LOW_SPEED_TIME, stall_s);
 	curl_easy_setopt(h->curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h->curl, CURLOPT_XFERINFOFUNCTION, on_xfer);
+	curl_easy_setopt(h->curl, CURLOPT_XFERINFODATA, h);
+	curl_easy_setopt(h->curl, CURLOPT_NOPROGRESS, 0L);
 	curl_easy_setopt(h->curl, CURLOPT_ERRORBUFFER, h->errbuf);
 	curl_easy_setopt(h->curl, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(h->curl, CURLOPT_HEADERDATA, h);
@@ -289,12 +326,12 @@ static int nap(wstore__http *h, uint64_t ms)
 	while (ms > 0) {
 		uint64_t k = ms < 100 ? ms : 100;
 
-		if (h->stop && h->stop(h->stop_ctx))
+		if (stop_now(h))
 			return 1;
 		wclock_sleep_ms(k);
 		ms -= k;
 	}
-	return h->stop && h->stop(h->stop_ctx);
+	return stop_now(h);
 }
 
 struct attempt {
@@ -323,10 +360,13 @@ static int perform_retrying(wstore__http *h, const char *url,
 		if ((rc = a->prepare(h, a->ctx)) < 0)
 			return rc;
 		curl_easy_setopt(h->curl, CURLOPT_URL, url);
+		h->stopped = 0;
 		cc = curl_easy_perform(h->curl);
 		curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &h->status);
 		if (*a->sink_rc < 0)
 			return *a->sink_rc;
+		if (h->stopped)
+			return wstore__err(WSTORE_ECANCELED, "interrupted");
 		v = judge(h, cc, url, &connect_fails, &wait, &code);
 		if (v == DONE) {
 			if ((rc = a->finish(h, a->ctx)) <= 0)

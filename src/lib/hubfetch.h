@@ -19,7 +19,10 @@ typedef struct wstore__http wstore__http;
 /* Called with the bytes of a body in order: 0, or a negative code that
  * stops the transfer (returned by wstore__http_fetch). */
 typedef int (*wstore__http_sink)(void *ctx, const void *data, size_t n);
-/* Non-zero stops retries and waits (another worker failed). */
+/* Non-zero stops retries, waits and a transfer under way (another
+ * worker failed, the caller cancels): asked at most every 100 ms, and
+ * about once a second while no byte moves.  A transfer also stops once
+ * wstore_interrupt was called. */
 typedef int (*wstore__http_stop)(void *ctx);
 
 /* A client for o's endpoint, token and limits (o must outlive it). */

@@ -2,7 +2,7 @@
  * store.c - the store front end: opening a store from a URL or config, and
  * the checked primitives every operation is built on (whole-value reads,
  * replacing mutable objects on write-once stores, removes that treat "not
- * found" as done, and the per-checkpoint lock).
+ * found" as done; the per-checkpoint lock is lock.c's).
  *
  * Backends are not trusted: sizes they report are re-checked here and by
  * callers against the manifest.  Read src/lib/import.c next.

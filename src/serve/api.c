@@ -32,6 +32,19 @@ struct wck *wopen_target(struct MHD_Connection *c, struct wreq *r,
 	const char *why;
 	int known = 0, rc;
 
+	/* no store holds such a name, and it never goes upstream (a
+	 * mirror): the Hub's answer to a name it does not have */
+	if (!wutf8_valid(t->repo)) {
+		*ret = wreply_error(c, r, MHD_HTTP_NOT_FOUND, "RepoNotFound",
+				    "repository name not valid UTF-8");
+		return NULL;
+	}
+	if (t->rev && !wutf8_valid(t->rev)) {
+		*ret = wreply_error(c, r, MHD_HTTP_NOT_FOUND,
+				    "RevisionNotFound",
+				    "revision not valid UTF-8");
+		return NULL;
+	}
 	rc = wcache_get(&k, &known, r->sv->cache, t->repo, t->rev);
 	if (rc == 0) {
 		free(r->ckpt);

@@ -162,6 +162,10 @@ int wmirror_get(char **out_id, struct wmirror *m, wstore_store *s,
 		const char *repo, const char *rev);
 /* A name the store answered (counted in /metrics). */
 void wmirror_hit(struct wmirror *m);
+/* The server stops: imports under way are canceled (within about a
+ * second; their clients get the error) and no new one starts.  Any
+ * thread; m may be NULL. */
+void wmirror_stop(struct wmirror *m);
 /* Why this thread's last wmirror_get failed, "" if it did not. */
 const char *wmirror_error(void);
 void wmirror_error_clear(void);

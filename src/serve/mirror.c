@@ -17,6 +17,10 @@
  * down, the mirror answers them from what it holds.  Only repositories
  * matching an --upstream-allow pattern (fnmatch; none given: every one)
  * go upstream.
+ *
+ * When the server stops, imports under way are canceled through their
+ * progress callback (asked about once a second also while no byte comes),
+ * so that a held or slow upstream never holds up the drain.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -60,6 +64,7 @@ struct wmirror {
 	struct flight *flights;
 	struct remembered *names;
 	atomic_uint_fast64_t hits, misses, fetches, failures, bytes;
+	atomic_int stopping;
 };
 
 struct wmirror *wmirror_new(const struct wserve_options *o)
@@ -70,6 +75,7 @@ struct wmirror *wmirror_new(const struct wserve_options *o)
 		return NULL;
 	pthread_mutex_init(&m->mu, NULL);
 	wclock_cond_init(&m->cv);
+	atomic_init(&m->stopping, 0);
 	m->o = o;
 	return m;
 }
@@ -121,7 +127,7 @@ static int on_progress(uint64_t done, uint64_t total, const char *path,
 		atomic_fetch_add(&t->m->bytes, done - t->last);
 		t->last = done;
 	}
-	return 0;
+	return atomic_load(&t->m->stopping);
 }
 
 static void remember(struct wmirror *m, const char *repo, const char *rev,
@@ -178,6 +184,10 @@ static int fetch(struct flight *f, struct wmirror *m, wstore_store *s)
 	ho.token = m->o->upstream_token;
 	ho.repo = f->repo;
 	ho.revision = f->rev;
+	if (atomic_load(&m->stopping)) {
+		snprintf(f->msg, sizeof(f->msg), "the server is stopping");
+		return WSTORE_ECANCELED;
+	}
 	atomic_fetch_add(&m->fetches, 1);
 	rc = wstore_import_hub(&f->id, s, &io, &ho);
 	if (rc < 0) {
@@ -256,6 +266,12 @@ static int fly(char **out_id, struct wmirror *m, wstore_store *s,
 		drop_flight(m, f);
 	pthread_mutex_unlock(&m->mu);
 	return rc;
+}
+
+void wmirror_stop(struct wmirror *m)
+{
+	if (m)
+		atomic_store(&m->stopping, 1);
 }
 
 void wmirror_hit(struct wmirror *m)

@@ -236,6 +236,17 @@ static size_t utf8_seq(const unsigned char *s, size_t n, unsigned *cp)
 	return len;
 }
 
+int wutf8_valid(const char *s)
+{
+	size_t n = strlen(s), i = 0, len;
+	unsigned cp;
+
+	for (; i < n; i += len)
+		if (!(len = utf8_seq((const unsigned char *)s + i, n - i, &cp)))
+			return 0;
+	return 1;
+}
+
 char *wescape(const char *s, int keep_space)
 {
 	static const char hex[] = "0123456789abcdef";

@@ -53,6 +53,9 @@ char *wurl_decode(const char *s, size_t n);
  */
 int wparse_range(const char *h, uint64_t size, uint64_t *a, uint64_t *b);
 
+/* 1 when s is well-formed UTF-8 (no overlong forms, no surrogates). */
+int wutf8_valid(const char *s);
+
 /*
  * s made safe for a log line or a JSON string (malloc'ed, NULL when out
  * of memory): well-formed UTF-8 is kept, except control characters (C0,

@@ -40,7 +40,8 @@
  * than queued; waits until no request is in flight (bounded by
  * drain_seconds; a request arriving meanwhile on a kept-alive connection
  * gets 503 and "Connection: close") and stops the daemon, which closes
- * idle keep-alive connections.
+ * idle keep-alive connections.  Imports from the upstream under way
+ * (--upstream) are canceled at once rather than drained.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -627,6 +628,9 @@ int wserve_run(wstore_store *store, const struct wserve_options *o)
 	/* stop listening at once: a new connection is refused, not left in
 	 * the backlog until the drain ends */
 	atomic_store(&sv.stopping, 1);
+	/* an import from the upstream would hold the drain for as long as
+	 * the upstream takes: canceled, its clients get the error */
+	wmirror_stop(sv.mirror);
 	fd = MHD_quiesce_daemon(d);
 	if (fd >= 0)
 		close(fd);

@@ -6,8 +6,9 @@
 # against tests/tools/fakehub.py, an upstream that misbehaves on request:
 # corrupted bytes (LFS and git files), 429 and 500 then OK, a transfer cut
 # once (resumed with Range) and every time, a redirect of LFS files to
-# another port (no token sent there), a stalled transfer, and an import
-# killed with SIGKILL whose re-run fetches only what was missing.
+# another port (no token sent there), a stalled transfer, SIGINT while a
+# transfer waits (stops within a second or so), and an import killed with
+# SIGKILL whose re-run fetches only what was missing.
 #   BUILD  the build directory holding wstore
 TAP_SUITE=hub-import
 . "$(dirname "$0")/../lib/suite.sh"
@@ -186,6 +187,32 @@ secs=$(($(date +%s) - t0))
 check_grep "... names the file" "z.bin" "$OUT"
 if [ "$secs" -le 30 ]; then tap_ok "... within 30 s ($secs s)"
 else tap_not_ok "... within 30 s" "took $secs s"; fi
+
+# SIGINT while a transfer waits on the upstream (z.bin never answered, no
+# byte moving): the import stops within a second or so, not at the stall
+# timeout, and leaves no READY checkpoint
+ms() { echo $(($(date +%s%N) / 1000000)); }
+ctl '{"hold": ["z.bin"]}'
+"$W" --store "$DOWN" model import --from-hub org/fake --endpoint "$F" \
+	--chunk-size 512KiB --checkpoint-id sigint --stall-timeout 60 \
+	> "$T/sigint.out" 2>&1 &
+pid=$!
+if wait_for 30 grep -q 'resolve/[0-9a-f]*/z.bin' "$LOG"; then
+	t0=$(ms)
+	kill -INT "$pid"
+	wait_exit 20 "$pid"; rc=$?
+	el=$(($(ms) - t0))
+	if [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$el" -le 5000 ]; then
+		tap_ok "SIGINT during a held transfer: the import stops within a second or so ($el ms, exit $rc)"
+	else tap_not_ok "SIGINT during a held transfer: the import stops within a second or so" \
+		"exit $rc after $el ms" "$(tail -3 "$T/sigint.out")"; fi
+	check_grep "... saying it was interrupted" "interrupted" "$(cat "$T/sigint.out")"
+	no_ready sigint "... no READY checkpoint"
+else
+	kill -9 "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	tap_not_ok "SIGINT during a held transfer: z.bin was never asked for" "$(tail -3 "$T/sigint.out")"
+fi
 
 # killed mid-import: every file before z.bin stored and verified (one at a
 # time, in path order), z.bin never answered

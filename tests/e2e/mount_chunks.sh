@@ -5,7 +5,10 @@
 # read and a shared mmap, on the default mount (direct I/O, chunk files
 # spliced), --page-cache, --direct-io, a store that is no local files
 # (replies copied from the daemon's cache) and files of one chunk
-# (passed through where the kernel allows).
+# (passed through where the kernel allows), chunks as small as 1 byte, and
+# a store whose every file is one chunk, passed through (checked with the
+# daemon stopped) or, where the kernel or privileges do not allow it,
+# skipped with the reason.
 # Needs /dev/fuse and root (or fusermount3).
 #   BUILD  the build directory holding wstore
 TAP_SUITE=mount-chunks
@@ -93,5 +96,74 @@ for cs in ${CHUNK_SIZES:-4096 12345 16384 65536 100003}; do
 	check_mode "$cs-byte chunks, no local files, --direct-io" "fault+$STORE" \
 		--direct-io
 done
+
+# ---- the smallest chunk sizes the format allows ---------------------------
+# (1 byte and up): a 70001-byte file, a read of it spanning tens of
+# thousands of chunks
+TINY="$T/tiny"
+mkdir -p "$TINY"
+head -c 70001 "$SRC/big.bin" > "$TINY/big.bin"
+head -c 301 "$SRC/small.bin" > "$TINY/small.bin"
+for cs in ${TINY_CHUNK_SIZES:-1 511}; do
+	rm -rf "$STORE"
+	check_exit "import a 70001-byte file with $cs-byte chunks" 0 "$W" \
+		--store "$STORE" --quiet model import --checkpoint-id c \
+		--model-id Org/C --source "$TINY" --chunk-size "$cs" --force
+	SRC_KEEP=$SRC SRC=$TINY
+	check_mode "$cs-byte chunks, default mount" "$STORE"
+	check_mode "$cs-byte chunks, --page-cache" "$STORE" --page-cache
+	check_mode "$cs-byte chunks, a store of no local files" "fault+$STORE"
+	SRC=$SRC_KEEP
+done
+
+# ---- passthrough: every file one chunk, read by the kernel itself ---------
+# (Linux 6.9+ and CAP_SYS_ADMIN; elsewhere the mount says its files are
+# served by the daemon, and the passthrough checks are skipped)
+cs=8388608
+rm -rf "$STORE"
+check_exit "import with $cs-byte chunks (every file one chunk)" 0 "$W" \
+	--store "$STORE" --quiet model import --checkpoint-id c \
+	--model-id Org/C --source "$SRC" --chunk-size "$cs"
+# not through a wrapper: $! must be the daemon itself (wstore execs it)
+"$W" --store "$STORE" mount "$MNT" --checkpoint c --foreground > "$T/pt.log" 2>&1 &
+PTPID=$!
+if wait_for 10 grep -q " $MNT fuse" /proc/mounts &&
+	wait_for 10 grep -q 'mounted' "$T/pt.log"; then
+	if grep -q 'files of one chunk passed through' "$T/pt.log"; then
+		check_exit "passthrough: pread, read and mmap get every byte" 0 \
+			timeout 120 $PY "$T/read.py" "$MNT" "$SRC" "$cs"
+		# a file passed through is read with the daemon stopped (one
+		# the daemon answers would wait for SIGCONT)
+		check_exit "passthrough in use: a 4 MiB read with the daemon stopped" 0 \
+			timeout 60 $PY - "$MNT" "$SRC" "$PTPID" <<'EOF'
+import os, signal, sys, threading
+mnt, src, pid = sys.argv[1], sys.argv[2], int(sys.argv[3])
+want = open(src + "/big.bin", "rb").read()
+fd = os.open(mnt + "/big.bin", os.O_RDONLY)
+got = []
+t = threading.Thread(target=lambda: got.append(os.pread(fd, 4 << 20, 12345)))
+os.kill(pid, signal.SIGSTOP)
+try:
+    t.start()
+    t.join(10)
+    alive = t.is_alive()
+finally:
+    os.kill(pid, signal.SIGCONT)
+t.join()
+if alive:
+    sys.exit("a read waited for the stopped daemon: not passed through")
+if got[0] != want[12345:12345 + (4 << 20)]:
+    sys.exit("wrong bytes with the daemon stopped")
+EOF
+	else
+		tap_skip "passthrough: reads of files passed through" \
+			"not available here: $(grep mounted "$T/pt.log" | head -1)"
+	fi
+	check_exit "passthrough mount: unmounts" 0 "$W" umount "$MNT"
+else
+	tap_not_ok "mount with $cs-byte chunks" "$(tail -3 "$T/pt.log")"
+fi
+wait_exit 10 "$PTPID"; rc=$?
+check_grep "... the daemon exits 0" '^0$' "$rc"
 
 tap_done

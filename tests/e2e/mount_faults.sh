@@ -33,18 +33,37 @@ F=model-00001-of-00001.safetensors
 # daemon's log shows PATTERN (the store failing); then reads of the file
 # opened before must come back (never other bytes) and the checkpoint stay
 # listed
+# listed; all along, lookups (stat of the checkpoint and of a file never
+# opened, with the mount's entry cache as short as its refresh) find them
 cat > "$T/reads.py" <<'EOF'
-import errno, os, sys, time
+import errno, os, sys, threading, time
 mnt, src, log, pattern, f = sys.argv[1:6]
 want = open(src + "/" + f, "rb").read()
 fd = os.open(mnt + "/a/" + f, os.O_RDONLY)
 assert os.pread(fd, 65536, 0) == want[:65536], "bytes before the faults"
 print("opened", flush=True)
+lookups, lost, done = [0], [], threading.Event()
+def look():
+    while not done.is_set():
+        for p in ("/a", "/a/config.json"):
+            try:
+                os.stat(mnt + p)
+                lookups[0] += 1
+            except OSError as e:
+                lost.append("%s: %s" % (p, errno.errorcode.get(e.errno, e.errno)))
+        time.sleep(0.02)
+looker = threading.Thread(target=look)
+looker.start()
+def end(rc):
+    done.set()
+    looker.join()
+    print("lookups:", lookups[0], "failed:", len(lost), lost[:3])
+    sys.exit(rc if not lost else (rc or 4))
 deadline = time.monotonic() + 60
 while pattern not in open(log).read():
     if time.monotonic() > deadline:
         print("the store never failed (log: %r)" % open(log).read()[-300:])
-        sys.exit(2)
+        end(2)
     time.sleep(0.05)
 print("the store failed", flush=True)
 # the store answers again (the faults end, the server continues): the
@@ -55,7 +74,7 @@ while True:
         got = os.pread(fd, 65536, off)
         if got != want[off:off + len(got)] or not got:
             print("WRONG BYTES at", off)
-            sys.exit(3)
+            end(3)
         if off > 0:
             break
         off = len(want) // 2  # one read at the start, then one elsewhere
@@ -65,14 +84,14 @@ while True:
         errs[name] = errs.get(name, 0) + 1
         if e.errno != errno.EIO:
             print("unexpected error", e)
-            sys.exit(3)
+            end(3)
     if time.monotonic() > deadline:
         print("reads still fail:", errs)
-        sys.exit(1)
+        end(1)
     time.sleep(0.1)
 listed = os.path.isdir(mnt + "/a")
 print("read again after", errs or "no error", "listed:", listed)
-sys.exit(0 if listed else 1)
+end(0 if listed else 1)
 EOF
 
 # ---- failing reads: the fault backend ------------------------------------
@@ -93,6 +112,8 @@ if wait_for 10 suite_mounted "$MNT"; then
 		0 timeout 120 $PY "$T/reads.py" "$MNT" "$SRC" "$T/fault.log" \
 		"cannot read the manifest of 'a'" "$F"
 	check_grep "the reads were answered again" "read again after .* listed: True" "$OUT"
+	check_grep "lookups during the failed refreshes all found the entry" \
+		"^lookups: [1-9][0-9]* failed: 0 " "$OUT"
 	check_grep "the log says the entry was kept" "kept as it was, tried again" \
 		"$(cat "$T/fault.log")"
 	if grep -q "no longer served" "$T/fault.log"; then
@@ -166,6 +187,8 @@ wait_exit 120 "$RD"; rc=$?
 if [ "$rc" = 0 ]; then tap_ok "Redis stopped for a few seconds: the checkpoint stays, its open file reads again"
 else tap_not_ok "Redis stopped for a few seconds: the open file reads again" "exit $rc" "$(cat "$T/redis.out")" "$(tail -5 "$T/redis.log")"; fi
 echo "# during the stop: $(grep -c "cannot read the manifest" "$T/redis.log") failed manifest read(s) logged"
+check_grep "Redis stopped: lookups all along found the entry" \
+	"^lookups: [1-9][0-9]* failed: 0 " "$(cat "$T/redis.out")"
 if grep -q "no longer served" "$T/redis.log"; then
 	tap_not_ok "Redis stopped: the checkpoint was never retired" "$(grep "no longer served" "$T/redis.log")"
 else

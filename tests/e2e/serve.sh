@@ -38,6 +38,7 @@ mkdir -p "$SRC/sub/dir"
 printf 'nested\n' > "$SRC/sub/dir/x.bin"
 printf 'blank in name\n' > "$SRC/sub/with space.txt"
 printf 'not ascii\n' > "$SRC/sub/ünï.txt"
+printf 'plus in name\n' > "$SRC/a+b.txt"
 FILES=$(cd "$SRC" && find . -type f | sed 's|^\./||' | sort)
 NFILES=$(printf '%s\n' "$FILES" | wc -l)
 BIG=model-00001-of-00002.safetensors
@@ -172,6 +173,12 @@ ok = len(t) == 2 and t[0]['lfs']['oid'] == '$SHA256' and t[0]['lastCommit']['id'
 print('ok' if ok else t)")"
 PI=$(curl -sf -X POST -d "paths=config.json&paths=sub%2Fdir%2Fx.bin&expand=False" "$B/api/models/org/tiny/paths-info/main")
 check_grep "paths-info (form body, as huggingface_hub sends)" '^config.json,sub/dir/x.bin$' "$(printf %s "$PI" | python3 -c "import json,sys; print(','.join(e['path'] for e in json.load(sys.stdin)))")"
+# form encoding: %2B is a '+', a bare '+' a blank
+PI=$(curl -sf -X POST -d "paths=a%2Bb.txt&paths=sub%2Fwith+space.txt&paths=a+b.txt" "$B/api/models/org/tiny/paths-info/main")
+check_grep "paths-info (form body): %2B decodes to '+', '+' to a blank" '^a\+b.txt,sub/with space.txt$' "$(printf %s "$PI" | python3 -c "import json,sys; print(','.join(e['path'] for e in json.load(sys.stdin)))")"
+check_grep "a file named a+b.txt by its encoded name (a%2Bb.txt)" '^plus in name$' "$(curl -sf "$B/org/tiny/resolve/main/a%2Bb.txt")"
+check_grep "... and by its bare name (a '+' in a path is a '+')" '^plus in name$' "$(curl -sf "$B/org/tiny/resolve/main/a+b.txt")"
+check_grep "query values are percent-decoded (recursive=%74rue)" "^$NFILES\$" "$(curl -sf "$B/api/models/org/tiny/tree/main?recursive=%74rue" | python3 -c "import json,sys; print(sum(e['type']=='file' for e in json.load(sys.stdin)))")"
 
 # ---- roll-over ----------------------------------------------------------------
 printf '{"changed": true}\n' > "$T/config2.json"

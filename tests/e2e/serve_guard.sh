@@ -306,6 +306,26 @@ if redis_start_standalone "$T/redis" >/dev/null 2>&1; then
 	check "redis running again: main is r-2 again" wait_for 20 sh -c \
 		"curl -sf '$SERVE_URL/org/r/resolve/main/config.json' | cmp -s - '$T/new.json'"
 	serve_stop
+	# a name resolved is reused for --cache-seconds with its checkpoint
+	# open: HEAD and model info read nothing from the store meanwhile
+	# (the server stopped: any read would fail or time out)
+	WSTORE_COMMAND_TIMEOUT_MS=1000 serve_start rcache "$RS" --cache-seconds 60 ||
+		{ tap_done; exit 1; }
+	check "redis, cached: main is r-2" cmp "$T/new.json" "$(curl -sf "$SERVE_URL/org/r/resolve/main/config.json" -o "$T/c" && echo "$T/c")"
+	curl -sf -o /dev/null "$SERVE_URL/api/models/org/r"
+	kill -STOP "$RPID"
+	bad=""
+	for i in 1 2 3 4 5; do
+		st=$(curl -s --max-time 10 -I -o /dev/null -w '%{http_code}' "$SERVE_URL/org/r/resolve/main/$BIG")
+		[ "$st" = 200 ] || bad="$bad HEAD:$st"
+		st=$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' "$SERVE_URL/api/models/org/r")
+		[ "$st" = 200 ] || bad="$bad info:$st"
+	done
+	kill -CONT "$RPID"
+	if [ -z "$bad" ]; then
+		tap_ok "redis stopped, name cached: HEAD and model info answered 200 without the store (5 each)"
+	else tap_not_ok "redis stopped, name cached: HEAD and model info without the store" "$bad"; fi
+	serve_stop
 else
 	tap_not_ok "cannot start a redis-server"
 fi

@@ -5,8 +5,10 @@
 # moment get 8 identical, correct snapshots from one upstream fetch of
 # each file; /metrics counts it; a repository outside --upstream-allow
 # never goes upstream; an upstream sending wrong bytes gives clients an
-# error, never the file; with the upstream gone the mirror serves what it
-# holds.
+# error, never the file; names that are not UTF-8 get 404 with the Hub's
+# X-Error-Code and never go upstream; SIGTERM or SIGINT while an import
+# waits on the upstream cancels it at once; with the upstream gone the
+# mirror serves what it holds.
 #   BUILD  the build directory holding wstore
 TAP_SUITE=serve-mirror
 . "$(dirname "$0")/../lib/suite.sh"
@@ -94,6 +96,28 @@ check_grep "a repository outside --upstream-allow: 404" '^404$' "$code"
 if grep -q 'other/model' "$LOG"; then tap_not_ok "... not asked of the upstream" "$(cat "$LOG")"
 else tap_ok "... not asked of the upstream"; fi
 
+# names that are not UTF-8: 404 with the Hub's X-Error-Code, never asked
+# of the upstream
+code_of() { curl -s -D- -o /dev/null "$@" | tr -d '\r' | awk '/^HTTP/ {s=$2} /^X-Error-Code:/ {c=$2} END {print s, c}'; }
+: > "$LOG"
+check_grep "mirror: file path not UTF-8: 404 EntryNotFound" '^404 EntryNotFound$' \
+	"$(code_of "$M/org/fake/resolve/main/%ff%fe.json")"
+check_grep "mirror: repository not UTF-8: 404 RepoNotFound" '^404 RepoNotFound$' \
+	"$(code_of "$M/org/%c3%28/resolve/main/config.json")"
+check_grep "mirror: organisation not UTF-8: 404 RepoNotFound" '^404 RepoNotFound$' \
+	"$(code_of "$M/%ff/fake/resolve/main/config.json")"
+check_grep "mirror: revision not UTF-8: 404 RevisionNotFound" '^404 RevisionNotFound$' \
+	"$(code_of "$M/org/fake/resolve/%80/config.json")"
+check_grep "mirror: API of a repository not UTF-8: 404 RepoNotFound" '^404 RepoNotFound$' \
+	"$(code_of "$M/api/models/org/%ed%a0%80")"
+check_grep "mirror: API revision not UTF-8: 404 RevisionNotFound" '^404 RevisionNotFound$' \
+	"$(code_of "$M/api/models/org/fake/revision/%c0%af")"
+check_grep "mirror: tree of a directory not UTF-8: 404 EntryNotFound" '^404 EntryNotFound$' \
+	"$(code_of "$M/api/models/org/fake/tree/main/%ff")"
+if grep -q 'revision/%\|%[89A-Fa-f][0-9A-Fa-f]' "$LOG"; then
+	tap_not_ok "... none asked of the upstream" "$(cat "$LOG")"
+else tap_ok "... none asked of the upstream"; fi
+
 # a second mirror, the upstream sending a corrupted shard
 printf '{"corrupt": ["model-00001-of-00002.safetensors"]}\n' > "$CTL"
 serve_start bad "$T/mirror2" --upstream "$F" --cache-seconds 0 \
@@ -105,6 +129,41 @@ if cmp -s "$T/got" "$FSRC/model-00001-of-00002.safetensors"; then
 	tap_not_ok "... and not the file"
 else tap_ok "... and not the file"; fi
 check_grep "... the error names the hash mismatch" "hash to" "$(cat "$T/got")"
+printf '{}\n' > "$CTL"
+
+# stopping the server while an import from the upstream waits on it (a
+# file never answered, no byte moving): SIGTERM, and SIGINT, cancel the
+# import within a second or so; the client waiting for it gets 503, the
+# server exits 0, and nothing of the import is READY
+ms() { echo $(($(date +%s%N) / 1000000)); }
+for sig in TERM INT; do
+	printf '{"hold": ["sub/c.txt"]}\n' > "$CTL"
+	: > "$LOG"
+	serve_start "stop$sig" "$T/mirror-$sig" --upstream "$F" \
+		--no-access-log || break
+	curl -s -o "$T/held" -w '%{http_code}' \
+		"$SERVE_URL/org/fake/resolve/main/sub/c.txt" > "$T/held.code" &
+	C=$!
+	if ! wait_for 30 grep -q 'resolve/[0-9a-f]*/sub/c.txt' "$LOG"; then
+		tap_not_ok "SIG$sig: the held file was never asked for" "$(cat "$LOG")"
+		kill "$C" 2>/dev/null
+		serve_stop
+		continue
+	fi
+	t0=$(ms)
+	kill -"$sig" "$SERVE_PID"
+	serve_wait_exit
+	el=$(($(ms) - t0))
+	if [ "$SERVE_RC" = 0 ] && [ "$el" -le 5000 ]; then
+		tap_ok "SIG$sig with an import from the upstream held: the server exits 0 within a second or so ($el ms)"
+	else tap_not_ok "SIG$sig with an import from the upstream held: the server exits 0 within a second or so" \
+		"exit $SERVE_RC after $el ms" "$(tail -3 "$SERVE_LOG")"; fi
+	wait_exit 10 "$C"
+	check_grep "... the waiting client gets 503" '^503$' "$(cat "$T/held.code")"
+	n=$("$W" --store "$T/mirror-$sig" model list --json 2>/dev/null |
+		/usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+	check_grep "... no READY checkpoint of the import" '^0$' "$n"
+done
 printf '{}\n' > "$CTL"
 
 # the upstream gone: what the mirror holds is still served

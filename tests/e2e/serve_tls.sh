@@ -9,7 +9,9 @@
 # with the wrong CA, an expired or wrong-host certificate is refused while
 # the server keeps serving the others; a plain-HTTP request to the TLS port
 # gets no data; a connection that never starts its handshake is closed
-# after the header timeout; each bad start (one flag of the two, a missing file, a file
+# after the header timeout; 300 such sockets of one client leave others
+# served; SIGTERM stops listening at once and finishes the download in
+# flight; each bad start (one flag of the two, a missing file, a file
 # without a certificate, a key of another certificate, an encrypted key
 # without its password or with a wrong one) is one line and a non-zero
 # exit before anything listens.
@@ -197,6 +199,8 @@ if command -v node >/dev/null; then
 fetch(process.argv[1]).then(r => console.log("accepted", r.status),
 	e => console.log("refused", e.cause ? e.cause.code + " " + e.cause.message : e.message))' \
 			"$URL/healthz" 2>&1)"
+else
+	tap_skip "node fetch trusting another CA" "node is not installed"
 fi
 OUT=$(curl -sS -m 20 -o "$T/plain" "http://127.0.0.1:$port/healthz" 2>&1)
 rc=$?
@@ -208,6 +212,98 @@ check "after the refused clients the server still serves: a weight file byte for
 check "... the same process" kill -0 "$SERVE_PID"
 serve_stop
 check_grep "server exited 0" '^0$' "$SERVE_RC"
+
+# ---- careless clients over TLS ------------------------------------------------
+# 300 sockets from 127.0.0.2 that never finish their handshake (half of
+# them send half a ClientHello): /healthz and a download over HTTPS from
+# 127.0.0.1 are answered at once, the sockets are closed after the header
+# timeout; SIGTERM with a slow download in flight stops listening at once
+# and finishes the download
+mkdir -p "$T/slowsrc"
+head -c 16777216 /dev/urandom > "$T/slowsrc/slow.bin"
+check "import a 16 MiB file" "$W" --store "$T/store" model import \
+	--checkpoint-id s-1 --model-id org/s --source "$T/slowsrc" \
+	--chunk-size 1MiB --quiet --force
+if serve_start guard "$T/store" --tls-cert "$P/srv.pem" --tls-key "$P/srv.key" \
+	--header-timeout 2; then
+	python3 - "$SERVE_URL" "$CA" "$SRC/$BIG" "$T/idle.out" <<'EOF2'
+import hashlib, socket, ssl, sys, time, urllib.request
+url, ca, big, out = sys.argv[1:5]
+port = int(url.rsplit(":", 1)[1])
+ctx = ssl.create_default_context(cafile=ca)
+socks = []
+for i in range(300):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.2", 0))
+        s.connect(("127.0.0.1", port))
+        if i % 2:
+            # the start of a TLS record of a ClientHello, never finished
+            s.send(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
+    except OSError:
+        pass
+    socks.append(s)
+res = []
+t = time.monotonic()
+try:
+    ok = urllib.request.urlopen(url + "/healthz", timeout=10, context=ctx).read() == b"ok\n"
+except Exception as e:
+    ok = False
+res.append("healthz %s %.2f" % ("ok" if ok else "failed", time.monotonic() - t))
+t = time.monotonic()
+try:
+    want = hashlib.sha256(open(big, "rb").read()).hexdigest()
+    got = urllib.request.urlopen(url + "/org/tiny/resolve/main/" + big.rsplit("/", 1)[1],
+                                 timeout=10, context=ctx).read()
+    ok = hashlib.sha256(got).hexdigest() == want
+except Exception as e:
+    ok = False
+res.append("download %s %.2f" % ("ok" if ok else "failed", time.monotonic() - t))
+deadline = time.monotonic() + 15
+closed = 0
+while time.monotonic() < deadline:
+    closed = 0
+    for s in socks:
+        s.setblocking(False)
+        try:
+            if s.recv(100) == b"":
+                closed += 1
+        except BlockingIOError:
+            pass
+        except OSError:
+            closed += 1
+    if closed == len(socks):
+        break
+    time.sleep(0.2)
+res.append("closed %d" % closed)
+open(out, "w").write("\n".join(res) + "\n")
+EOF2
+	echo "# $(tr '\n' ' ' < "$T/idle.out")"
+	if grep -q '^healthz ok' "$T/idle.out" && awk '/^healthz/ {exit !($3 < 3)}' "$T/idle.out"; then
+		tap_ok "HTTPS, 300 sockets that never finish their handshake: /healthz answers at once"
+	else tap_not_ok "HTTPS, 300 idle sockets: /healthz" "$(cat "$T/idle.out")"; fi
+	if grep -q '^download ok' "$T/idle.out" && awk '/^download/ {exit !($3 < 5)}' "$T/idle.out"; then
+		tap_ok "HTTPS, 300 idle sockets: a download completes at once"
+	else tap_not_ok "HTTPS, 300 idle sockets: a download" "$(cat "$T/idle.out")"; fi
+	check_grep "... the idle sockets are closed by the server (header timeout)" \
+		'^closed 300$' "$(cat "$T/idle.out")"
+
+	rm -f "$T/slow"
+	python3 "$HERE/tools/slowget.py" "$SERVE_URL/org/s/resolve/main/slow.bin" \
+		"$T/slow" 2000000 "$CA" &
+	C=$!
+	wait_for 20 test -s "$T/slow"
+	kill -TERM "$SERVE_PID"
+	wait_for 5 grep -q 'stopping' "$SERVE_LOG"
+	curl -s --max-time 5 --cacert "$CA" -o /dev/null "$SERVE_URL/healthz"
+	rc=$?
+	check_grep "HTTPS, SIGTERM: a new connection is refused at once (curl exit 7)" '^7$' "$rc"
+	wait_exit 60 "$C"; rc=$?
+	check_grep "HTTPS, SIGTERM: the download in flight goes on" '^0$' "$rc"
+	check "... and is whole" cmp "$T/slow" "$T/slowsrc/slow.bin"
+	serve_wait_exit
+	check_grep "HTTPS, SIGTERM: exit status 0" '^0$' "$SERVE_RC"
+fi
 
 # ---- an expired certificate, a certificate for another host ------------------
 if serve_start expired "$T/store" --tls-cert "$P/expired.pem" --tls-key "$P/expired.key"; then

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""slowget.py URL OUT [BYTES_PER_SECOND] - a slow HTTP/1.1 GET for tests.
+"""slowget.py URL OUT [BYTES_PER_SECOND [CAFILE]] - a slow HTTP/1.1 GET for
+tests; an https:// URL is fetched over TLS trusting CAFILE.
 
 The socket's receive buffer is made small before connecting, so that the
 server is still sending when the client is slow (curl's --limit-rate only
@@ -10,6 +11,7 @@ the server cut it (as curl's exit status), 7 when the connection is
 refused, 1 on anything else.
 """
 import socket
+import ssl
 import sys
 import time
 import urllib.parse
@@ -19,12 +21,17 @@ def main():
     url, out = sys.argv[1], sys.argv[2]
     rate = int(sys.argv[3]) if len(sys.argv) > 3 else 1 << 20
     u = urllib.parse.urlsplit(url)
+    tls = u.scheme == "https"
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32768)
     try:
-        s.connect((u.hostname, u.port or 80))
+        s.connect((u.hostname, u.port or (443 if tls else 80)))
     except ConnectionRefusedError:
         return 7
+    if tls:
+        ctx = ssl.create_default_context(
+            cafile=sys.argv[4] if len(sys.argv) > 4 else None)
+        s = ctx.wrap_socket(s, server_hostname=u.hostname)
     path = u.path + ("?" + u.query if u.query else "")
     s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
                % (path, u.netloc)).encode())
