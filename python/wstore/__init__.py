@@ -160,6 +160,8 @@ _CLASSES = {
     _ERR_BASE - 10: Unsupported, _ERR_BASE - 11: Changed,
 }
 EVERIFY = _ERR_BASE - 6
+_ERR_EXISTS = _ERR_BASE - 1
+_ERR_BUSY = _ERR_BASE - 5
 
 
 def _dec(b):
@@ -462,10 +464,14 @@ class Store(_Handle):
         prog.check(_fn("wstore_pull")(self._handle(), _b(id), _b(dest),
                                       byref(opts)))
 
-    def import_(self, source, checkpoint_id, model_id, revision=None,
-                chunk_size=None, jobs=0, progress=None, include=(),
-                exclude=(), force=False):
-        """Import directory ``source`` as ``checkpoint_id`` of ``model_id``.
+    def import_(self, source, checkpoint_id=None, model_id=None,
+                revision=None, chunk_size=None, jobs=0, progress=None,
+                include=(), exclude=(), force=False):
+        """Import directory ``source`` as ``checkpoint_id`` of ``model_id``
+        and return the checkpoint id.  ``checkpoint_id`` None: one derived
+        from ``model_id`` and ``revision`` that no checkpoint has (as
+        ``wstore model import`` without --checkpoint-id; another import
+        taking it first makes this one derive again).
         ``chunk_size``: bytes (int) or a size string ("64MiB"); default
         64 MiB.  The source rules of ``wstore model import`` apply:
         version-control and tool folders are skipped, ``include`` and
@@ -473,6 +479,8 @@ class Store(_Handle):
         like a checkpoint (no config, no weight file) is refused
         (InvalidArgument) unless ``force``.  Raises Exists if the id is
         taken and READY."""
+        if not model_id:
+            raise ValueError("import_: model_id is required")
         cs = chunk_size or 0
         if isinstance(cs, (str, bytes)):
             v = c_uint64()
@@ -487,15 +495,34 @@ class Store(_Handle):
                 _check(lib.wstore_source_exclude(src, _b(pat)))
             lib.wstore_source_set_force(src, 1 if force else 0)
             prog = _Progress(progress)
-            opts = _native.ImportOptions(
-                version=_native.IMPORT_OPTIONS_VERSION,
-                checkpoint_id=_b(checkpoint_id), model_id=_b(model_id),
-                revision=_b(revision), source=_b(source), chunk_size=cs,
-                jobs=jobs, progress=prog.c)
-            prog.check(lib.wstore_import_from(self._handle(), byref(opts),
-                                              src))
+            # a derived id another import took between deriving and
+            # locking it: derive again (it is taken now), a few times
+            for tries in range(9):
+                cid = checkpoint_id
+                if cid is None:
+                    cid = self._derive_id(model_id, revision)
+                opts = _native.ImportOptions(
+                    version=_native.IMPORT_OPTIONS_VERSION,
+                    checkpoint_id=_b(cid), model_id=_b(model_id),
+                    revision=_b(revision), source=_b(source),
+                    chunk_size=cs, jobs=jobs, progress=prog.c)
+                rc = lib.wstore_import_from(self._handle(), byref(opts), src)
+                if (checkpoint_id is None and tries < 8 and prog.exc is None
+                        and rc in (_ERR_EXISTS, _ERR_BUSY)):
+                    continue
+                prog.check(rc)
+                return cid
         finally:
             lib.wstore_source_free(src)
+
+    def _derive_id(self, model_id, revision):
+        out = c_void_p()
+        _check(_fn("wstore_checkpoint_id_derive")(
+            byref(out), self._handle(), _b(model_id), _b(revision)))
+        try:
+            return _dec(ctypes.string_at(out.value))
+        finally:
+            _native.libc.free(out)
 
     def delete(self, id, missing_ok=False, wait=0, force=False):
         """Delete checkpoint ``id``.  Raises NotFound if it does not exist,

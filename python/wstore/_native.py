@@ -182,6 +182,7 @@ _PROTOS = {
     "wstore_list_model": (c_int, [POINTER(_STRV), POINTER(c_size_t), _P,
                                   c_char_p]),
     "wstore_strings_free": (None, [_STRV]),
+    "wstore_checkpoint_id_derive": (c_int, [_PP, _P, c_char_p, c_char_p]),
     "wstore_delete": (c_int, [_P, c_char_p]),
     "wstore_delete_ext": (c_int, [_P, c_char_p, POINTER(DeleteOptions)]),
     "wstore_pin": (c_int, [_P, c_char_p, c_int]),

@@ -527,6 +527,37 @@ def test_errors_and_threads(st):
     check("exclude patterns apply", not any(p.endswith(".bin")
                                             for p in paths), paths)
     st.delete("pyt-git")
+    # no checkpoint id: one derived from the model id and revision, a new
+    # one for each import (never an existing checkpoint's), returned
+    d1 = st.import_(SRC, model_id="Org/Derived", revision="r1")
+    d2 = st.import_(SRC, model_id="Org/Derived", revision="r1")
+    check("import_ without a checkpoint id returns a derived one",
+          isinstance(d1, str) and d1 in st.list() and "derived" in d1.lower(),
+          (d1, st.list()))
+    check("... and a second import derives another", d2 != d1 and
+          d2 in st.list(), (d1, d2))
+    check("an explicit id is returned as given",
+          st.import_(SRC, "pyt-given", "Org/Given") == "pyt-given")
+    # three at once: each derives, a lost race derives again
+    import threading
+    got, errs = [], []
+
+    def imp():
+        try:
+            got.append(st.import_(SRC, model_id="Org/Race", revision="r"))
+        except Exception as e:  # noqa: BLE001 - reported by the check
+            errs.append(repr(e))
+    ths = [threading.Thread(target=imp) for _ in range(3)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    check("three imports deriving at once all succeed, each its own id",
+          not errs and len(set(got)) == 3, (got, errs))
+    raises("model_id is required", ValueError,
+           lambda: st.import_(SRC, "pyt-nomodel"))
+    for i in [d1, d2, "pyt-given"] + got:
+        st.delete(i)
     shutil.rmtree(notck)
     shutil.rmtree(gitck)
 
