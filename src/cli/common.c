@@ -155,6 +155,15 @@ int cli_progress_fn(uint64_t done, uint64_t total, const char *path, void *ctx)
 	(void)path;
 	if (interrupted)
 		return 1;
+	/* asked before the work is known (a Hub import listing its files):
+	 * no sizes to show, and the rate counts from the first byte */
+	if (total == 0 && done == 0) {
+		if (p->c->tty && now - p->last >= 0.2) {
+			p->last = now;
+			fprintf(stderr, "\r%s: listing files ", p->verb);
+		}
+		return 0;
+	}
 	if (p->t0 == 0) {
 		p->t0 = now;
 		p->d0 = done;

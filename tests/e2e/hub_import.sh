@@ -60,6 +60,22 @@ check_exit "a second run: nothing fetched, same checkpoint" 0 \
 	hub --from-hub "org/tiny@$SHA" --endpoint "$B"
 n=$(ws model list --json | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
 check_grep "... and no second checkpoint" '^1$' "$n"
+# on a terminal: progress lines, none with sizes before the file list is
+# known (a "0 B / 0 B" line, and a rate counted from the listing)
+if command -v script >/dev/null 2>&1; then
+	prog=$(timeout -k 5 90 script -qec "'$W' --store '$DOWN' model import \
+		--from-hub org/tiny --endpoint '$B' --checkpoint-id on-tty \
+		--chunk-size 1MiB" /dev/null 2>&1 | tr '\r' '\n')
+	check_grep "on a terminal an import shows its progress" \
+		'^importing [0-9.]+ [KMG]?i?B / [0-9.]+ [KMG]?i?B' "$prog"
+	case "$prog" in
+	*" 0 B / 0 B"*) tap_not_ok "... never sizes before the file list is known" "$prog" ;;
+	*) tap_ok "... never sizes before the file list is known" ;;
+	esac
+	ws model delete on-tty >/dev/null 2>&1
+else
+	tap_skip "on a terminal an import shows its progress" "script(1) is not installed"
+fi
 
 check_exit "--include '*.json'" 0 hub --from-hub org/tiny --endpoint "$B" \
 	--include '*.json' --checkpoint-id only-json
@@ -192,7 +208,7 @@ else tap_not_ok "... within 30 s" "took $secs s"; fi
 # byte moving): the import stops within a second or so, not at the stall
 # timeout, and leaves no READY checkpoint
 ms() { echo $(($(date +%s%N) / 1000000)); }
-ctl '{"hold": ["z.bin"]}'
+fakehub_ctl '{"hold": ["z.bin"]}'
 "$W" --store "$DOWN" model import --from-hub org/fake --endpoint "$F" \
 	--chunk-size 512KiB --checkpoint-id sigint --stall-timeout 60 \
 	> "$T/sigint.out" 2>&1 &
