@@ -67,54 +67,7 @@ check "no message of libmicrohttpd's own logger" sh -c "! grep -q 'MHD_OPTION\|f
 # with half a request line; then /healthz and a download from 127.0.0.1
 # while they are open, and whether the server has closed them after the
 # header timeout (2 s here)
-python3 - "$SERVE_URL" "$SRC/$BIG" "$T/idle.out" <<'EOF'
-import socket, sys, time, urllib.request, hashlib
-url, big, out = sys.argv[1], sys.argv[2], sys.argv[3]
-port = int(url.rsplit(":", 1)[1])
-socks = []
-for _ in range(300):
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.2", 0))
-        s.connect(("127.0.0.1", port))
-        s.send(b"GET /healthz HTTP/1.1\r\nHost: x")
-    except OSError:
-        pass
-    socks.append(s)
-res = []
-t = time.monotonic()
-try:
-    ok = urllib.request.urlopen(url + "/healthz", timeout=10).read() == b"ok\n"
-except Exception as e:
-    ok = False
-res.append("healthz %s %.2f" % ("ok" if ok else "failed", time.monotonic() - t))
-t = time.monotonic()
-try:
-    want = hashlib.sha256(open(big, "rb").read()).hexdigest()
-    got = urllib.request.urlopen(url + "/org/g/resolve/main/" + big.rsplit("/", 1)[1], timeout=10).read()
-    ok = hashlib.sha256(got).hexdigest() == want
-except Exception as e:
-    ok = False
-res.append("download %s %.2f" % ("ok" if ok else "failed", time.monotonic() - t))
-deadline = time.monotonic() + 15
-closed = 0
-while time.monotonic() < deadline:
-    closed = 0
-    for s in socks:
-        s.setblocking(False)
-        try:
-            if s.recv(100) == b"":
-                closed += 1
-        except BlockingIOError:
-            pass
-        except OSError:
-            closed += 1
-    if closed == len(socks):
-        break
-    time.sleep(0.2)
-res.append("closed %d" % closed)
-open(out, "w").write("\n".join(res) + "\n")
-EOF
+/usr/bin/python3 "$HERE/tools/idlesocks.py" "$SERVE_URL" org/g "$SRC/$BIG" "$T/idle.out"
 echo "# $(tr '\n' ' ' < "$T/idle.out")"
 if grep -q '^healthz ok' "$T/idle.out" && awk '/^healthz/ {exit !($3 < 3)}' "$T/idle.out"; then
 	tap_ok "300 idle sockets of another client: /healthz answers at once"

@@ -226,58 +226,8 @@ check "import a 16 MiB file" "$W" --store "$T/store" model import \
 	--chunk-size 1MiB --quiet --force
 if serve_start guard "$T/store" --tls-cert "$P/srv.pem" --tls-key "$P/srv.key" \
 	--header-timeout 2; then
-	python3 - "$SERVE_URL" "$CA" "$SRC/$BIG" "$T/idle.out" <<'EOF2'
-import hashlib, socket, ssl, sys, time, urllib.request
-url, ca, big, out = sys.argv[1:5]
-port = int(url.rsplit(":", 1)[1])
-ctx = ssl.create_default_context(cafile=ca)
-socks = []
-for i in range(300):
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.2", 0))
-        s.connect(("127.0.0.1", port))
-        if i % 2:
-            # the start of a TLS record of a ClientHello, never finished
-            s.send(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
-    except OSError:
-        pass
-    socks.append(s)
-res = []
-t = time.monotonic()
-try:
-    ok = urllib.request.urlopen(url + "/healthz", timeout=10, context=ctx).read() == b"ok\n"
-except Exception as e:
-    ok = False
-res.append("healthz %s %.2f" % ("ok" if ok else "failed", time.monotonic() - t))
-t = time.monotonic()
-try:
-    want = hashlib.sha256(open(big, "rb").read()).hexdigest()
-    got = urllib.request.urlopen(url + "/org/tiny/resolve/main/" + big.rsplit("/", 1)[1],
-                                 timeout=10, context=ctx).read()
-    ok = hashlib.sha256(got).hexdigest() == want
-except Exception as e:
-    ok = False
-res.append("download %s %.2f" % ("ok" if ok else "failed", time.monotonic() - t))
-deadline = time.monotonic() + 15
-closed = 0
-while time.monotonic() < deadline:
-    closed = 0
-    for s in socks:
-        s.setblocking(False)
-        try:
-            if s.recv(100) == b"":
-                closed += 1
-        except BlockingIOError:
-            pass
-        except OSError:
-            closed += 1
-    if closed == len(socks):
-        break
-    time.sleep(0.2)
-res.append("closed %d" % closed)
-open(out, "w").write("\n".join(res) + "\n")
-EOF2
+	/usr/bin/python3 "$HERE/tools/idlesocks.py" "$SERVE_URL" org/tiny "$SRC/$BIG" \
+		"$T/idle.out" "$CA"
 	echo "# $(tr '\n' ' ' < "$T/idle.out")"
 	if grep -q '^healthz ok' "$T/idle.out" && awk '/^healthz/ {exit !($3 < 3)}' "$T/idle.out"; then
 		tap_ok "HTTPS, 300 sockets that never finish their handshake: /healthz answers at once"
