@@ -50,6 +50,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "../../common/clock.h"
 #include "mooncake.h"
 
 #define MC_BUF_MIN (1u << 20)
@@ -313,34 +314,47 @@ static int wait_more(struct mc_wait *w)
 	return 1;
 }
 
-/* ---- callbacks --------------------------------------------------------- */
+/*
+ * A transfer to or from a storage node fails (-800) while that node is
+ * dead or stalled, until the master drops it (its client_ttl, 10 s by
+ * default): then reads find the surviving replica and puts go to live
+ * nodes.  A failed transfer is retried with backoff (50 ms doubling to
+ * 1 s) until transfer_wait_ms have passed since the first failure, in
+ * wall time (a failing transfer may itself take a while), and never past
+ * wstore_interrupt.
+ */
+struct mc_retry {
+	uint64_t start; /* of the first failure; 0 before one */
+	uint64_t step;
+};
 
-static int mc_put(wstore_backend *wb, const char *key, const void *data,
-		  size_t len)
-{
-	struct mc_backend *b = (struct mc_backend *)wb;
-	struct mc_buf *x;
-	int rc;
-
-	if (len == 0)
-		return wstore__err(WSTORE_EINVAL,
-				   "cannot store an empty value "
-				   "under '%s': mooncake refuses zero-length "
-				   "objects",
-				   key);
-	if (is_lent(b, data, len)) {
-		/* registered already: Mooncake reads it in place */
-		rc = b->api.put_from(b->h, key, (void *)data, len, &b->rcfg);
-		return rc == 0 ? 0 : mc_fail(b, rc, "write", key);
+#define MC_RETRY                                                               \
+	{                                                                      \
+		0, 50                                                          \
 	}
-	rc = buf_take(b, len, &x, key);
-	if (rc != 0)
-		return rc;
-	memcpy(x->mem, data, len);
-	rc = b->api.put_from(b->h, key, x->mem, len, &b->rcfg);
-	buf_put(b, x);
-	return rc == 0 ? 0 : mc_fail(b, rc, "write", key);
+
+/* After a failed transfer: sleep one step and return 1 to try again, or
+ * 0 when the time is up or the caller was interrupted. */
+static int transfer_again(struct mc_backend *b, struct mc_retry *r)
+{
+	uint64_t now = wclock_mono_ms() + 1, end, st;
+
+	if (!r->start)
+		r->start = now;
+	end = r->start + b->transfer_wait_ms;
+	for (st = r->step; st > 0 && now < end; now = wclock_mono_ms() + 1) {
+		uint64_t nap = st < 100 ? st : 100;
+
+		if (wstore__interrupted())
+			return 0;
+		sleep_ms(nap < end - now ? nap : end - now);
+		st -= nap;
+	}
+	r->step = r->step * 2 > 1000 ? 1000 : r->step * 2;
+	return now < end && !wstore__interrupted();
 }
+
+/* ---- callbacks --------------------------------------------------------- */
 
 /*
  * A key whose put is in progress answers -703 ("replica not ready") to
@@ -371,20 +385,74 @@ static int mc_size(wstore_backend *wb, const char *key, uint64_t *out)
 }
 
 /*
+ * put_from, with failed transfers retried.  Mooncake revokes a put whose
+ * transfer failed; should the revoke not have reached the master, the key
+ * stays "being written" and a new put returns 0 without writing: so a put
+ * that succeeded only after a failure is checked to have landed.
+ */
+static int put_retrying(struct mc_backend *b, const char *key, void *mem,
+			size_t len)
+{
+	struct mc_retry r = MC_RETRY;
+	int64_t n;
+	int rc;
+
+	for (;;) {
+		rc = b->api.put_from(b->h, key, mem, len, &b->rcfg);
+		if (rc == 0 && r.start) {
+			n = size_of(b, key);
+			if (n == MC_REPLICA_NOT_READY || n == MC_NOT_FOUND)
+				rc = MC_TRANSFER_FAIL;
+			else if (n < 0)
+				rc = (int)n;
+		}
+		if (rc != MC_TRANSFER_FAIL || !transfer_again(b, &r))
+			return rc;
+	}
+}
+
+static int mc_put(wstore_backend *wb, const char *key, const void *data,
+		  size_t len)
+{
+	struct mc_backend *b = (struct mc_backend *)wb;
+	struct mc_buf *x;
+	int rc;
+
+	if (len == 0)
+		return wstore__err(WSTORE_EINVAL,
+				   "cannot store an empty value "
+				   "under '%s': mooncake refuses zero-length "
+				   "objects",
+				   key);
+	if (is_lent(b, data, len)) {
+		/* registered already: Mooncake reads it in place */
+		rc = put_retrying(b, key, (void *)data, len);
+		return rc == 0 ? 0 : mc_fail(b, rc, "write", key);
+	}
+	rc = buf_take(b, len, &x, key);
+	if (rc != 0)
+		return rc;
+	memcpy(x->mem, data, len);
+	rc = put_retrying(b, key, x->mem, len);
+	buf_put(b, x);
+	return rc == 0 ? 0 : mc_fail(b, rc, "write", key);
+}
+
+/*
  * Read key into buf (capacity cap) through a registered buffer.  The value
  * may be replaced (forced remove + put) between get_size and get_into, so
  * the size get_into returns is the one that counts; a value that grew past
- * the registered buffer (-600) is retried with its new size.
+ * the registered buffer (-600) is retried with its new size, a failed
+ * transfer (-800) until r's time is up.
  */
-static int mc_get(wstore_backend *wb, const char *key, void *buf, size_t cap,
-		  size_t *out_len)
+static int get_one(struct mc_backend *b, const char *key, void *buf, size_t cap,
+		   size_t *out_len, struct mc_retry *r)
 {
-	struct mc_backend *b = (struct mc_backend *)wb;
 	struct mc_buf *x;
 	int64_t size, n;
 	int rc;
 
-	for (int attempt = 0;; attempt++) {
+	for (int attempt = 0;;) {
 		size = size_of(b, key);
 		if (size < 0)
 			return mc_fail(b, size, "read", key);
@@ -408,7 +476,9 @@ static int mc_get(wstore_backend *wb, const char *key, void *buf, size_t cap,
 		/* a read slower than the lease is not guaranteed whole */
 		if ((n == MC_INVALID_PARAMS || n == MC_REPLICA_NOT_READY ||
 		     n == MC_LEASE_EXPIRED) &&
-		    attempt < 3)
+		    attempt++ < 3)
+			continue;
+		if (n == MC_TRANSFER_FAIL && transfer_again(b, r))
 			continue;
 		if (n < 0)
 			return mc_fail(b, n, "read", key);
@@ -423,17 +493,28 @@ static int mc_get(wstore_backend *wb, const char *key, void *buf, size_t cap,
 			   key, *out_len, cap);
 }
 
+static int mc_get(wstore_backend *wb, const char *key, void *buf, size_t cap,
+		  size_t *out_len)
+{
+	struct mc_retry r = MC_RETRY;
+
+	return get_one((struct mc_backend *)wb, key, buf, cap, out_len, &r);
+}
+
 /*
  * Several whole chunks in one batch_get_into request (one round trip to
  * the master and the transfer engine instead of n).  Each destination must
  * be registered memory: the values land in pooled registered buffers and
- * are copied out, as in mc_get.
+ * are copied out, as in mc_get.  Keys the batch could not read for a
+ * passing reason are read again one by one, failed transfers within one
+ * transfer_wait_ms for the whole batch.
  */
 static int mc_get_many(wstore_backend *wb, size_t n, const char *const *keys,
 		       void *const *bufs, const size_t *caps, size_t *out_lens,
 		       int *out_rcs)
 {
 	struct mc_backend *b = (struct mc_backend *)wb;
+	struct mc_retry r = MC_RETRY;
 	struct mc_buf *x[16] = { 0 };
 	void *mems[16] = { 0 };
 	size_t sizes[16] = { 0 }, got = 0;
@@ -450,14 +531,19 @@ static int mc_get_many(wstore_backend *wb, size_t n, const char *const *keys,
 		}
 	}
 	if (rc == 0 && (rc = b->api.batch_get_into(b->h, (const char **)keys,
-						   mems, sizes, n, res)) != 0)
-		rc = mc_fail(b, rc, "read", keys[0]);
+						   mems, sizes, n, res)) != 0) {
+		/* each key on its own, with get_one's retries */
+		for (size_t i = 0; rc == MC_TRANSFER_FAIL && i < n; i++)
+			res[i] = MC_TRANSFER_FAIL;
+		rc = rc == MC_TRANSFER_FAIL ? 0
+					    : mc_fail(b, rc, "read", keys[0]);
+	}
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		out_lens[i] = res[i] > 0 ? (size_t)res[i] : 0;
 		if (res[i] == MC_REPLICA_NOT_READY ||
-		    res[i] == MC_LEASE_EXPIRED)
-			out_rcs[i] = mc_get(wb, keys[i], bufs[i], caps[i],
-					    &out_lens[i]);
+		    res[i] == MC_LEASE_EXPIRED || res[i] == MC_TRANSFER_FAIL)
+			out_rcs[i] = get_one(b, keys[i], bufs[i], caps[i],
+					     &out_lens[i], &r);
 		else if (res[i] < 0)
 			out_rcs[i] = mc_fail(b, res[i], "read", keys[i]);
 		else if ((uint64_t)res[i] > caps[i])

@@ -72,14 +72,15 @@ struct mc_backend {
 	char *master; /* master_server_addr, for messages */
 	struct mc_replicate_config rcfg;
 	uint64_t lease_wait_ms;
-	uint64_t read_wait_ms;	/* a get waiting out a put in progress */
-	uint64_t write_wait_ms; /* a remove waiting out a dead writer */
-	int connect_ms;		/* bound on reaching the master at open */
-	int rpc_ms;		/* bound on one master RPC */
-	int log_stderr;		/* leave Mooncake's glog output on stderr */
-	pthread_mutex_t lock;	/* guards idle and lent */
-	struct mc_buf *idle;	/* registered buffers not in use */
-	struct mc_buf *lent;	/* registered buffers buf_alloc handed out */
+	uint64_t read_wait_ms;	   /* a get waiting out a put in progress */
+	uint64_t write_wait_ms;	   /* a remove waiting out a dead writer */
+	uint64_t transfer_wait_ms; /* retrying failed transfers (-800) */
+	int connect_ms;		   /* bound on reaching the master at open */
+	int rpc_ms;		   /* bound on one master RPC */
+	int log_stderr;		   /* leave Mooncake's glog output on stderr */
+	pthread_mutex_t lock;	   /* guards idle and lent */
+	struct mc_buf *idle;	   /* registered buffers not in use */
+	struct mc_buf *lent;	   /* registered buffers buf_alloc handed out */
 };
 
 /* ---- mooncake.c --------------------------------------------------------- */

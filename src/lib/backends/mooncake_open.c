@@ -32,6 +32,9 @@
 /* the master discards a dead writer's put some seconds after its
  * put_start_discard_timeout_sec (30 s by default) */
 #define MC_WRITE_WAIT_MS 60000
+/* a dead storage node fails transfers until the master drops it (its
+ * client_ttl, 10 s by default) */
+#define MC_TRANSFER_WAIT_MS 30000
 #define MC_CONNECT_TIMEOUT_MS 3000
 /* bound on one master RPC (Mooncake's own default is 30 s) */
 #define MC_RPC_TIMEOUT_MS 10000
@@ -40,7 +43,6 @@
 /* glog's minimum level (gflags variable fLI::FLAGS_minloglevel) */
 #define MC_GLOG_MINLEVEL "_ZN3fLI17FLAGS_minloglevelE"
 #define MC_GLOG_FATAL 3
-
 
 static const struct {
 	const char *name;
@@ -310,6 +312,10 @@ static int mc_settings(struct mc_backend *b, const wstore_config *cfg)
 	wait = getenv("WSTORE_MOONCAKE_WRITE_WAIT_MS");
 	if (wait && *wait)
 		b->write_wait_ms = strtoull(wait, NULL, 10);
+	b->transfer_wait_ms = MC_TRANSFER_WAIT_MS;
+	wait = getenv("WSTORE_MOONCAKE_TRANSFER_WAIT_MS");
+	if (wait && *wait)
+		b->transfer_wait_ms = strtoull(wait, NULL, 10);
 	b->master =
 		strdup(cfg_str(cfg, "master_server_addr", "127.0.0.1:50051"));
 	if (!b->master)
