@@ -105,15 +105,23 @@ scn_mount() {
 	rec "mount nodes=$N ok=$ok mibs=$(mibs $((N * SRC_BYTES)) $(($(now_ns) - t0)))"
 }
 
-# scn_serve: wstore serve in the server namespace in front of the Redis
-# Cluster; 32 Hub clients (curl, 4 per node) fetch every file of a second
-# checkpoint, each checked against the source
+# scn_serve STORE PSTORE: wstore serve in the server namespace in front of
+# the Redis Cluster or Mooncake; 32 Hub clients (curl, 4 per node) fetch
+# every file of a second checkpoint, each checked against the source
 scn_serve() {
-	say "== serve: 32 Hub clients"
-	bed_node 1 "$W" --store "$BED_REDIS_URL" model import --checkpoint-id sv \
-		--model-id Org/Serve --source "$T/ssrc" >&2 || { rec "serve import=failed"; return; }
-	bed_spawn serve "$BED_SRV" "$W" --store "$BED_REDIS_URL" serve \
-		--listen "$BED_SRV_IP:8088"
+	STORE=$1 PSTORE=$2
+	say "== serve on $STORE: 32 Hub clients"
+	local srv=$BED_SRV_IP:8088 env=""
+	# Mooncake's client in the server namespace: its own address there
+	[ "$STORE" = mooncake ] && env="WSTORE_MOONCAKE_LIBRARY=$BED_MC_HOME/lib/libmooncake_store.so
+		WSTORE_MASTER_SERVER_ADDR=$BED_MC_MASTER WSTORE_METADATA_SERVER=$BED_MC_META
+		WSTORE_PROTOCOL=tcp WSTORE_LOCAL_HOSTNAME=$BED_SRV_IP
+		MC_TCP_BIND_ADDRESS=$BED_SRV_IP WSTORE_REPLICA_NUM=$MC_REPLICAS"
+	on 1 "$W" --store "$PSTORE" model delete --force --missing-ok sv >&2
+	on 1 "$W" --store "$PSTORE" model import --checkpoint-id sv \
+		--model-id Org/Serve --source "$T/ssrc" >&2 || { rec "serve store=$STORE import=failed"; return; }
+	# shellcheck disable=SC2086 # env: NAME=VALUE words
+	bed_spawn serve "$BED_SRV" env $env "$W" --store "$PSTORE" serve --listen "$srv"
 	# its "listening" line first (60 s at most): a connect from a node
 	# made while it was still starting up was seen to stall for 10 s
 	local i
@@ -121,7 +129,7 @@ scn_serve() {
 		grep -q listening "$BED_DIR/serve.log" && break
 		sleep 0.1
 	done
-	bed_reach 1 "$BED_SRV_IP" 8088 || { rec "serve start=failed"; return; }
+	bed_reach 1 "$BED_SRV_IP" 8088 || { rec "serve store=$STORE start=failed"; bed_kill serve; return; }
 	local files pids="" c k p ok=0 t0 bytes
 	files=$(cd "$T/ssrc" && find . -type f | sed 's|^\./||' | sort)
 	bytes=$(du -sb "$T/ssrc" | cut -f1)
@@ -135,12 +143,12 @@ scn_serve() {
 				curl -sfL -o "$d/$f" "$base/$f" || exit 1
 			done
 			diff -r "$src" "$d" >/dev/null' sh "$T/hub-$c" \
-			"http://$BED_SRV_IP:8088/Org/Serve/resolve/main" "$T/ssrc" \
+			"http://$srv/Org/Serve/resolve/main" "$T/ssrc" \
 			$files > "$T/hub-$c.out" 2>&1 &
 		pids="$pids $!"
 	done
 	for p in $pids; do timeout_wait 600 "$p" && ok=$((ok + 1)); done
-	rec "serve clients=32 ok=$ok mibs=$(mibs $((32 * bytes)) $(($(now_ns) - t0)))"
+	rec "serve store=$STORE clients=32 ok=$ok mibs=$(mibs $((32 * bytes)) $(($(now_ns) - t0)))"
 	rm -rf "$T"/hub-*
 	bed_kill serve
 }
