@@ -126,7 +126,7 @@ scn_serve() {
 	# made while it was still starting up was seen to stall for 10 s
 	local i
 	for ((i = 0; i < 600; i++)); do
-		grep -q listening "$BED_DIR/serve.log" && break
+		grep -q listening "$BED_DIR/serve.log" 2>/dev/null && break
 		sleep 0.1
 	done
 	bed_reach 1 "$BED_SRV_IP" 8088 || { rec "serve store=$STORE start=failed"; bed_kill serve; return; }
