@@ -101,10 +101,11 @@ def main():
     if mnt:
         labels.append(f"mount x{n}")
         values.append(mnt["mibs"])
-    for name, kv, _ in rows:
-        if name == "serve" and "mibs" in kv:
-            labels.append(f"serve ({kv.get('store', 'redis')}): 32 Hub")
-            values.append(kv["mibs"])
+    for name, store in (("serve", "redis"), ("serve_mooncake", "mooncake")):
+        srv, _ = first(rows, name)
+        if srv and "mibs" in srv:
+            labels.append(f"serve ({store}): 32 Hub")
+            values.append(srv["mibs"])
     png = os.path.join(plotdir, "throughput.png")
     if labels and bars(png, f"{n} nodes on one machine: aggregate throughput",
                        labels, values):

@@ -107,11 +107,13 @@ scn_mount() {
 
 # scn_serve STORE PSTORE: wstore serve in the server namespace in front of
 # the Redis Cluster or Mooncake; 32 Hub clients (curl, 4 per node) fetch
-# every file of a second checkpoint, each checked against the source
+# every file of a second checkpoint, each checked against the source.
+# Recorded as serve (Redis) or serve_mooncake.
 scn_serve() {
 	STORE=$1 PSTORE=$2
 	say "== serve on $STORE: 32 Hub clients"
-	local srv=$BED_SRV_IP:8088 env=""
+	local srv=$BED_SRV_IP:8088 env="" name=serve
+	[ "$STORE" = mooncake ] && name=serve_mooncake
 	# Mooncake's client in the server namespace: its own address there
 	[ "$STORE" = mooncake ] && env="WSTORE_MOONCAKE_LIBRARY=$BED_MC_HOME/lib/libmooncake_store.so
 		WSTORE_MASTER_SERVER_ADDR=$BED_MC_MASTER WSTORE_METADATA_SERVER=$BED_MC_META
@@ -119,7 +121,7 @@ scn_serve() {
 		MC_TCP_BIND_ADDRESS=$BED_SRV_IP WSTORE_REPLICA_NUM=$MC_REPLICAS"
 	on 1 "$W" --store "$PSTORE" model delete --force --missing-ok sv >&2
 	on 1 "$W" --store "$PSTORE" model import --checkpoint-id sv \
-		--model-id Org/Serve --source "$T/ssrc" >&2 || { rec "serve store=$STORE import=failed"; return; }
+		--model-id Org/Serve --source "$T/ssrc" >&2 || { rec "$name import=failed"; return; }
 	# shellcheck disable=SC2086 # env: NAME=VALUE words
 	bed_spawn serve "$BED_SRV" env $env "$W" --store "$PSTORE" serve --listen "$srv"
 	# its "listening" line first (60 s at most): a connect from a node
@@ -129,7 +131,7 @@ scn_serve() {
 		grep -q listening "$BED_DIR/serve.log" 2>/dev/null && break
 		sleep 0.1
 	done
-	bed_reach 1 "$BED_SRV_IP" 8088 || { rec "serve store=$STORE start=failed"; bed_kill serve; return; }
+	bed_reach 1 "$BED_SRV_IP" 8088 || { rec "$name start=failed"; bed_kill serve; return; }
 	local files pids="" c k p ok=0 t0 bytes
 	files=$(cd "$T/ssrc" && find . -type f | sed 's|^\./||' | sort)
 	bytes=$(du -sb "$T/ssrc" | cut -f1)
@@ -148,7 +150,7 @@ scn_serve() {
 		pids="$pids $!"
 	done
 	for p in $pids; do timeout_wait 600 "$p" && ok=$((ok + 1)); done
-	rec "serve store=$STORE clients=32 ok=$ok mibs=$(mibs $((32 * bytes)) $(($(now_ns) - t0)))"
+	rec "$name clients=32 ok=$ok mibs=$(mibs $((32 * bytes)) $(($(now_ns) - t0)))"
 	rm -rf "$T"/hub-*
 	bed_kill serve
 }
@@ -200,28 +202,51 @@ scn_cutoff() {
 	rec "cutoff pull=$v ms_after_return=$after delete_rc=$?"
 }
 
-# mc_pull_killing NODE TAG: N nodes pull fl (slowed by 20 ms per call)
-# and storage node NODE is SIGKILLed once they started
+# mc_holder: the storage node (1..3) holding a replica of one of fl's
+# chunks (the master's HTTP API on its metrics port gives the transfer
+# endpoint of each replica, ss the process listening there); 1 when that
+# cannot be told.  Without it the victim may hold none of fl: the master
+# puts new objects on the emptiest segments, i.e. on a node just restarted.
+mc_holder() {
+	local api=http://$BED_SRV_IP:9003 key ep pid i
+	key=$(bed_srv curl -s "$api/get_all_keys" | tr -c 'A-Za-z0-9/_.-' '\n' |
+		grep '^weight/models/fl/files/.*/chunks/' | head -1)
+	ep=$(bed_srv curl -s "$api/query_key?key=$key" |
+		grep -o '"transport_endpoint_":"[^"]*"' | head -1 | cut -d'"' -f4)
+	pid=$(bed_srv ss -Hltnp "sport = :${ep##*:}" | grep -o 'pid=[0-9]*' |
+		head -1 | cut -d= -f2)
+	for i in 1 2 3; do
+		[ -n "$pid" ] && [ "$(cat "$BED_DIR/mc-node$i.pid")" = "$pid" ] &&
+			{ echo $i; return; }
+	done
+	echo 1
+}
+
+# mc_pull_killing TAG: N nodes pull fl (slowed by 20 ms per call) and the
+# storage node mc_holder names (VICTIM) is SIGKILLed once they started
 mc_pull_killing() {
 	local _pids="" k
+	VICTIM=$(mc_holder)
 	_t0=$(now_ns)
 	ERRLINE=""
 	for ((k = 1; k <= N; k++)); do
 		on $k env WSTORE_FAULTS=delay=20 "$W" --store fault+mooncake model pull fl \
-			--dest "$T/$2-$k" > "$T/$2-$k.out" 2>&1 &
+			--dest "$T/$1-$k" > "$T/$1-$k.out" 2>&1 &
 		_pids="$_pids $!"
 	done
-	started "$T/$2-1"
-	bed_kill "mc-node$1"
-	fleet_settle "$2" $_pids
+	started "$T/$1-1"
+	bed_kill "mc-node$VICTIM"
+	fleet_settle "$1" $_pids
 }
 
 # mc_forgotten: until the master no longer hands out the killed node's
-# replicas (a wstore read of fl fails on a transfer no more); 120 s at most
+# replicas (a wstore read of fl, failed transfers not retried, fails on a
+# transfer no more); 120 s at most
 mc_forgotten() {
 	local i
 	for ((i = 0; i < 240; i++)); do
-		on 1 "$W" --store mooncake model inspect fl 2>&1 |
+		on 1 env WSTORE_MOONCAKE_TRANSFER_WAIT_MS=0 \
+			"$W" --store mooncake model inspect fl 2>&1 |
 			grep -q 'transfer to a mooncake storage node failed' || return 0
 		sleep 0.5
 	done
@@ -234,13 +259,13 @@ mc_forgotten() {
 scn_mc_kill() {
 	STORE=mooncake PSTORE=mooncake MC_REPLICAS=2
 	say "== mooncake: a storage node killed mid-pull (replica_num 2)"
-	mc_pull_killing 1 mc
-	rec "mc_kill replica_num=2 nodes=$N during: ok=$ok err=$err bad=$bad${ERRLINE:+ error: $ERRLINE}"
+	mc_pull_killing mc
+	rec "mc_kill replica_num=2 nodes=$N victim=$VICTIM during: ok=$ok err=$err bad=$bad secs=$(awk -v ns="$ns" 'BEGIN { printf "%.1f", ns / 1e9 }')${ERRLINE:+ error: $ERRLINE}"
 	local t_kill=$(now_ns) fgt=never
 	mc_forgotten && fgt=$(( ($(now_ns) - t_kill) / 1000000 ))
 	fleet_pull mc2
 	rec "mc_kill replica_num=2 after (master forgot the node ${fgt} ms after the pulls ended): ok=$ok err=$err bad=$bad${ERRLINE:+ error: $ERRLINE}"
-	bed_mc_node 1 >&2
+	bed_mc_node $VICTIM >&2
 	say "== mooncake: the same through the raw C API"
 	if cc -O2 -o "$T/mc_replica" "$ROOT/tests/fleet/mc_replica.c" -ldl; then
 		local L=$BED_MC_HOME/lib/libmooncake_store.so
@@ -259,10 +284,10 @@ scn_mc_kill() {
 	on 1 "$W" --store mooncake model delete --force fl >&2
 	on 1 "$W" --store mooncake model import \
 		--checkpoint-id fl --model-id Org/Fleet --source "$T/src" >&2
-	mc_pull_killing 2 m1
-	rec "mc_kill replica_num=1 nodes=$N during: ok=$ok err=$err bad=$bad${ERRLINE:+ error: $ERRLINE}"
+	mc_pull_killing m1
+	rec "mc_kill replica_num=1 nodes=$N victim=$VICTIM during: ok=$ok err=$err bad=$bad${ERRLINE:+ error: $ERRLINE}"
 	mc_forgotten
-	bed_mc_node 2 >&2
+	bed_mc_node $VICTIM >&2
 	local del imp
 	on 1 "$W" --store mooncake model delete --force fl > "$T/del.out" 2>&1
 	del="delete --force: exit $? $(tail -1 "$T/del.out")"
