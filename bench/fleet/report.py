@@ -65,7 +65,7 @@ set yrange [0:*]
 set grid ytics
 set xtics noenhanced rotate by {rotate}
 set bmargin 6
-set rmargin 10
+set rmargin 12
 unset key
 $d << EOD
 {data}
@@ -104,7 +104,7 @@ def main():
     for name, store in (("serve", "redis"), ("serve_mooncake", "mooncake")):
         srv, _ = first(rows, name)
         if srv and "mibs" in srv:
-            labels.append(f"serve ({store}): 32 Hub")
+            labels.append(f"{store}: serve x32")
             values.append(srv["mibs"])
     png = os.path.join(plotdir, "throughput.png")
     if labels and bars(png, f"{n} nodes on one machine: aggregate throughput",
