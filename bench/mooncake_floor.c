@@ -164,7 +164,8 @@ static void *worker(void *arg)
 		snprintf(key, sizeof(key), "%s%zu", g.prefix, i);
 		if (g.get ? get_write(&g.c[i], key, buf, cap, md) != 0
 			  : (read_hash(&g.c[i], buf, md) != 0 ||
-			     g.put_from(g.h, key, buf, g.c[i].len, &cfg) != 0)) {
+			     g.put_from(g.h, key, buf, g.c[i].len, &cfg) !=
+				     0)) {
 			fprintf(stderr, "mooncake_floor: chunk %zu failed\n",
 				i);
 			g.failed = 1;
@@ -207,10 +208,10 @@ static int plan(char **files, int nfiles)
 			g.c = realloc(g.c, (g.n + 1) * sizeof(*g.c));
 			if (!g.c)
 				return -1;
-			g.c[g.n++] = (struct chunk){
-				fd, out, off,
-				left < g.chunk ? (size_t)left : g.chunk
-			};
+			g.c[g.n++] =
+				(struct chunk){ fd, out, off,
+						left < g.chunk ? (size_t)left
+							       : g.chunk };
 		}
 	}
 	return 0;
