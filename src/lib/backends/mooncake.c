@@ -23,6 +23,9 @@
  *  - weights are stored hard-pinned with replica_num replicas;
  *  - a key whose put is in progress answers -703; one whose writer died
  *    stays so until the master discards the write (see unstick);
+ *  - a dead storage node fails transfers (-800) until the master drops
+ *    it: they are retried for up to 30 s ($WSTORE_MOONCAKE_TRANSFER_WAIT_MS,
+ *    see transfer_again);
  *  - setup retries an unreachable master for ~90 s: a bounded TCP connect
  *    to it comes first (mc_probe_master);
  *  - glog writes to stderr: raised to FATAL after dlopen (mc_logging).
