@@ -97,10 +97,11 @@ def main():
         if raw:
             labels.append(f"{store}: raw x{n}")
             values.append(raw["get_sum_mibs"])
-    mnt, _ = first(rows, "mount")
-    if mnt:
-        labels.append(f"mount x{n}")
-        values.append(mnt["mibs"])
+    for name, store in (("mount", "redis"), ("mount_mooncake", "mooncake")):
+        mnt, _ = first(rows, name)
+        if mnt and "mibs" in mnt:
+            labels.append(f"{store}: mount x{n}")
+            values.append(mnt["mibs"])
     for name, store in (("serve", "redis"), ("serve_mooncake", "mooncake")):
         srv, _ = first(rows, name)
         if srv and "mibs" in srv:

@@ -128,18 +128,23 @@ started() { local i; for ((i = 0; i < 600; i++)); do [ -d "$1" ] && return 0; sl
 
 # FLEET_ONLY="raw_mooncake serve ...": only these scenarios (names of the
 # scn_ functions; mount, serve, redis_kill and cutoff need concurrent_redis,
-# mc_kill needs concurrent_mooncake; serve_mooncake is serve on Mooncake)
+# mc_kill needs concurrent_mooncake; mount_mooncake, serve_mooncake and
+# cutoff_mooncake are mount, serve and cutoff on Mooncake, and need
+# concurrent_mooncake too)
 want() { [ -z "${FLEET_ONLY:-}" ] || [[ " $FLEET_ONLY " == *" $1 "* ]]; }
 want concurrent_redis && scn_concurrent redis "$BED_REDIS_URL"
 [ $MC = 1 ] && want concurrent_mooncake && scn_concurrent mooncake mooncake
 want raw_redis && scn_raw_redis
 [ $MC = 1 ] && want raw_mooncake && scn_raw_mooncake
-want mount && scn_mount
+want mount && scn_mount redis "$BED_REDIS_URL"
+[ $MC = 1 ] && want mount_mooncake && scn_mount mooncake mooncake
 want serve && scn_serve redis "$BED_REDIS_URL"
 [ $MC = 1 ] && want serve_mooncake && scn_serve mooncake mooncake
 want redis_kill && scn_redis_kill
-want cutoff && scn_cutoff
+want cutoff && scn_cutoff redis "$BED_REDIS_URL"
 [ $MC = 1 ] && want mc_kill && scn_mc_kill
+# after mc_kill, which re-imports fl: the cut-off ends by deleting it
+[ $MC = 1 ] && want cutoff_mooncake && scn_cutoff mooncake mooncake
 want latency && scn_latency
 want redis_kill && rec "redis_failovers total=$(bed_redis_failovers) (one is the master kill)"
 rec "end load average: $(cut -d" " -f1-3 /proc/loadavg)"

@@ -80,19 +80,21 @@ scn_raw_mooncake() {
 	rm -f "$T"/mraw-*.out
 }
 
-# scn_mount: every node mounts the Redis store (in its own mount namespace:
-# ip netns exec makes one) and reads every file of fl, checked by SHA-256
+# scn_mount STORE PSTORE: every node mounts the store (in its own mount
+# namespace: ip netns exec makes one) and reads every file of fl, checked
+# by SHA-256; recorded as mount (Redis) or mount_mooncake
 scn_mount() {
-	STORE=redis
-	say "== mount: $N nodes mount and read at once"
-	local pids="" k p ok=0 t0
+	STORE=$1 PSTORE=$2
+	say "== mount on $STORE: $N nodes mount and read at once"
+	local pids="" k p ok=0 t0 name=mount
+	[ "$STORE" = mooncake ] && name=mount_mooncake
 	t0=$(now_ns)
 	for ((k = 1; k <= N; k++)); do
 		mkdir -p "$T/mnt-$k"
-		bed_node $k sh -c '
+		on $k sh -c '
 			"$1" --store "$2" mount "$3" --checkpoint fl || exit 2
 			cd "$3" && sha256sum -c --quiet "$4"; rc=$?
-			cd / && "$1" umount "$3"; exit $rc' sh "$W" "$BED_REDIS_URL" \
+			cd / && "$1" umount "$3"; exit $rc' sh "$W" "$PSTORE" \
 			"$T/mnt-$k" "$T/src.sums" > "$T/mnt-$k.out" 2>&1 &
 		pids="$pids $!"
 	done
@@ -102,7 +104,7 @@ scn_mount() {
 			say "mount node $k: $(tail -2 "$T/mnt-$k.out")"
 		k=$((k + 1))
 	done
-	rec "mount nodes=$N ok=$ok mibs=$(mibs $((N * SRC_BYTES)) $(($(now_ns) - t0)))"
+	rec "$name nodes=$N ok=$ok mibs=$(mibs $((N * SRC_BYTES)) $(($(now_ns) - t0)))"
 }
 
 # scn_serve STORE PSTORE: wstore serve in the server namespace in front of
@@ -180,14 +182,16 @@ scn_redis_kill() {
 	bed_redis_start_port "$victim"
 }
 
-# scn_cutoff: node 1's link down for 10 s mid-pull; then a plain delete
+# scn_cutoff STORE PSTORE: node 1's link down for 10 s mid-pull; then a
+# plain delete from node 2; recorded as cutoff (Redis) or cutoff_mooncake
 scn_cutoff() {
-	STORE=redis
-	say "== cut-off: node 1 down 10 s mid-pull"
+	STORE=$1 PSTORE=$2
+	say "== cut-off on $STORE: node 1 down 10 s mid-pull"
 	rm -rf "$T/cut"
-	bed_node 1 env WSTORE_FAULTS=delay=20 "$W" --store "fault+$BED_REDIS_URL" \
+	on 1 env WSTORE_FAULTS=delay=20 "$W" --store "fault+$PSTORE" \
 		model pull fl --dest "$T/cut" > "$T/cut.out" 2>&1 &
-	local p=$! rc t0 v
+	local p=$! rc t0 v name=cutoff
+	[ "$STORE" = mooncake ] && name=cutoff_mooncake
 	started "$T/cut"
 	bed_cut 1
 	sleep 10
@@ -198,8 +202,8 @@ scn_cutoff() {
 	elif [ $rc = 1 ]; then v="error: $(head -1 "$T/cut.out")"
 	else v="exit $rc"; fi
 	local after=$(( ($(now_ns) - t0) / 1000000 ))
-	bed_node 2 timeout 60 "$W" --store "$BED_REDIS_URL" model delete fl >&2
-	rec "cutoff pull=$v ms_after_return=$after delete_rc=$?"
+	on 2 timeout 60 "$W" --store "$PSTORE" model delete fl >&2
+	rec "$name pull=$v ms_after_return=$after delete_rc=$?"
 }
 
 # mc_holder: the storage node (1..3) holding a replica of one of fl's
