@@ -22,12 +22,18 @@
 #                    time (goal >= 0.9)
 #   pull --no-verify wstore model pull --no-verify
 #   pull, verified   wstore model pull (SHA-256 checked)
+#   pull floor       bench/mooncake_floor get: the chunks (stored once by
+#                    the raw C API) get_into a registered buffer, pwritten
+#                    to files under the pulls' destination and fsynced,
+#                    hashed too for the verified pull; interleaved with
+#                    the pulls, whose ratio to it is the median of the
+#                    per-round ratios
 #   list, inspect    wstore model list / inspect (seconds per command)
 # and prints them as bench/redis.sh does: GB/s, the ratio to the raw
-# figure (import vs its floor, pulls vs raw get_into; goal >= 0.9 for
-# import, 0.8 for pull --no-verify), peak RSS.  Each pull figure is the
-# best of BENCH_MOONCAKE_RUNS runs, the import and floor figures their
-# medians.  The cluster is stopped on exit.
+# figure (import vs its floor, pulls vs raw get_into and vs their floor;
+# goal >= 0.9 for import, 0.8 for pull --no-verify against get_into),
+# peak RSS.  Each pull's GB/s is the best of BENCH_MOONCAKE_RUNS runs, the
+# import and floor figures and every ratio to a floor their medians.  The cluster is stopped on exit.
 #
 #   BENCH_MOONCAKE_SIZE  checkpoint bytes (default 1 GiB, 4 shards)
 #   BENCH_MOONCAKE_RUNS  runs per figure (default 3)
@@ -207,6 +213,21 @@ rows.append(("import", total / statistics.median(im_t) / 1e9, "floor",
              statistics.median(ratios), max(im_rss), 0.9))
 print("import / floor, per round: "
       + " ".join(f"{r:.2f}" for r in ratios))
+def floor_cmd(mode, threads):
+    return [os.path.join(tmp, "mooncake_floor"),
+            E["WSTORE_MOONCAKE_LIBRARY"], E["WSTORE_MASTER_SERVER_ADDR"],
+            E["WSTORE_METADATA_SERVER"], "64", str(threads), "pfloor/",
+            mode] + files
+
+
+# the pull's floor: the chunks stored once by the raw C API, then read
+# back by it (get_into, pwrite, fsync; hashed too for a verified pull),
+# alternating with the pulls; each pull's ratio is the median of the
+# per-round ratios floor time / pull time
+fenv = dict(env, MC_LOG_LEVEL="ERROR")
+if subprocess.run(floor_cmd("put", jobs), env=fenv,
+                  capture_output=True).returncode:
+    sys.exit("bench/mooncake.sh: the pull floor's put failed")
 for verify in (False, True):
     def pull():
         d = os.path.join(dest, "pull")
@@ -215,10 +236,36 @@ for verify in (False, True):
         r = run(ws + ["model", "pull", "b", "--dest", d] + extra, env)
         shutil.rmtree(d, ignore_errors=True)
         return r
-    t, rss = best(nruns, pull)
+
+    def floor_get(threads):
+        d = os.path.join(dest, "pfloor")
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        r = run(floor_cmd("get", threads),
+                dict(fenv, FLOOR_DEST=d, FLOOR_HASH="1" if verify else "0"))
+        shutil.rmtree(d, ignore_errors=True)
+        return r
+    pl_t, pl_rss, pf_t, pratios = [], [], {jobs: [], 2 * jobs: []}, []
+    for i in range(nruns):
+        for n in pf_t:
+            pf_t[n].append(floor_get(n)[0])
+        t, rss = pull()
+        pl_t.append(t)
+        pl_rss.append(rss)
+        pratios.append(min(pf_t[n][-1] for n in pf_t) / t)
+    fbest = min(statistics.median(ts) for ts in pf_t.values())
     what = "pull, verified" if verify else "pull, --no-verify"
-    rows.append((what, total / t / 1e9, "get_into", total / t / 1e9 / raw_get,
-                 rss, None if verify else 0.8))
+    rows.append((f"floor: get_into + {'hash + ' if verify else ''}"
+                 "pwrite + fsync", total / fbest / 1e9, "", None, None, None))
+    rate = total / min(pl_t) / 1e9
+    rows.append((what, rate, "get_into", rate / raw_get, max(pl_rss),
+                 None if verify else 0.8))
+    rows.append((f"  {what[6:]} against its floor", total /
+                 statistics.median(pl_t) / 1e9, "floor",
+                 statistics.median(pratios), None, None))
+    print(f"{what} / floor, per round: "
+          + " ".join(f"{r:.2f}" for r in pratios))
+subprocess.run(floor_cmd("rm", jobs), env=fenv, capture_output=True)
 secs = {}
 for what, args in (("list", ["model", "list"]),
                    ("inspect", ["model", "inspect", "b"])):

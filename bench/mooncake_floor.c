@@ -11,11 +11,16 @@
  * nothing back to the cluster by destroying).
  *
  *   mooncake_floor LIBRARY MASTER METADATA MIB THREADS PREFIX put FILE...
+ *   mooncake_floor LIBRARY MASTER METADATA MIB THREADS PREFIX get FILE...
  *   mooncake_floor LIBRARY MASTER METADATA MIB THREADS PREFIX rm FILE...
  *
  * "put" stores the chunks under PREFIX<n> and prints "floor put x GB/s
  * (transfers) setup s"; time the whole process from outside for the
  * figure to compare with a whole wstore command.  "rm" removes them again.
+ * "get" is the floor of a pull of what put stored: each chunk get_into a
+ * registered buffer and pwritten at its offset into a file of the same
+ * name in $FLOOR_DEST (created, truncated to size), every file fsynced
+ * at the end; FLOOR_HASH=1 also hashes each chunk (a verified pull).
  * Build: cc -O2 -pthread -o mooncake_floor bench/mooncake_floor.c -ldl
  * -lcrypto
  */
@@ -45,6 +50,7 @@ struct rcfg {
 
 struct chunk {
 	int fd;
+	int out; /* get: the file in $FLOOR_DEST */
 	uint64_t off;
 	size_t len;
 };
@@ -55,6 +61,12 @@ static struct {
 			const struct rcfg *);
 	int (*reg)(void *, void *, size_t);
 	int (*rm)(void *, const char *, int);
+	int64_t (*get_into)(void *, const char *, void *, size_t);
+	int get;  /* the get mode */
+	int hash; /* get: hash each chunk too */
+	const char *dest;
+	int outs[256];
+	int nouts;
 	const char *prefix;
 	size_t chunk;
 	struct chunk *c;
@@ -101,6 +113,31 @@ static int read_hash(const struct chunk *c, char *buf, EVP_MD_CTX *md)
 	return 0;
 }
 
+/* get: chunk c from key into buf, then its place in the output file */
+static int get_write(const struct chunk *c, const char *key, char *buf,
+		     size_t cap, EVP_MD_CTX *md)
+{
+	int64_t n = g.get_into(g.h, key, buf, cap);
+	unsigned char d[32];
+
+	if (n != (int64_t)c->len)
+		return -1;
+	if (g.hash) {
+		EVP_DigestInit_ex(md, EVP_sha256(), NULL);
+		EVP_DigestUpdate(md, buf, c->len);
+		EVP_DigestFinal_ex(md, d, NULL);
+	}
+	for (size_t done = 0; done < c->len;) {
+		ssize_t w = pwrite(c->out, buf + done, c->len - done,
+				   (off_t)(c->off + done));
+
+		if (w <= 0)
+			return -1;
+		done += (size_t)w;
+	}
+	return 0;
+}
+
 static void *worker(void *arg)
 {
 	struct rcfg cfg = { 1, 0, 1, NULL, 0 };
@@ -125,8 +162,10 @@ static void *worker(void *arg)
 		if (i >= g.n)
 			break;
 		snprintf(key, sizeof(key), "%s%zu", g.prefix, i);
-		if (read_hash(&g.c[i], buf, md) != 0 ||
-		    g.put_from(g.h, key, buf, g.c[i].len, &cfg) != 0) {
+		if (g.get ? get_write(&g.c[i], key, buf, cap, md) != 0
+			  : (read_hash(&g.c[i], buf, md) != 0 ||
+			     g.put_from(g.h, key, buf, g.c[i].len, &cfg) !=
+				     0)) {
 			fprintf(stderr, "mooncake_floor: chunk %zu failed\n",
 				i);
 			g.failed = 1;
@@ -142,12 +181,25 @@ static int plan(char **files, int nfiles)
 	g.c = NULL;
 	g.n = 0;
 	for (int f = 0; f < nfiles; f++) {
-		int fd = open(files[f], O_RDONLY);
+		int fd = open(files[f], O_RDONLY), out = -1;
 		struct stat st;
+		char path[4096];
+		const char *base = strrchr(files[f], '/');
 
 		if (fd < 0 || fstat(fd, &st) != 0) {
 			perror(files[f]);
 			return -1;
+		}
+		if (g.get) {
+			snprintf(path, sizeof(path), "%s/%s", g.dest,
+				 base ? base + 1 : files[f]);
+			out = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+			if (out < 0 || ftruncate(out, st.st_size) != 0 ||
+			    g.nouts >= 256) {
+				perror(path);
+				return -1;
+			}
+			g.outs[g.nouts++] = out;
 		}
 		for (uint64_t off = 0; off < (uint64_t)st.st_size;
 		     off += g.chunk) {
@@ -156,9 +208,10 @@ static int plan(char **files, int nfiles)
 			g.c = realloc(g.c, (g.n + 1) * sizeof(*g.c));
 			if (!g.c)
 				return -1;
-			g.c[g.n++] = (struct chunk){
-				fd, off, left < g.chunk ? (size_t)left : g.chunk
-			};
+			g.c[g.n++] =
+				(struct chunk){ fd, out, off,
+						left < g.chunk ? (size_t)left
+							       : g.chunk };
 		}
 	}
 	return 0;
@@ -175,9 +228,17 @@ int main(int argc, char **argv)
 	int nt;
 	void *dl;
 
-	if (argc < 9 || (strcmp(argv[7], "put") && strcmp(argv[7], "rm"))) {
+	if (argc < 9 || (strcmp(argv[7], "put") && strcmp(argv[7], "get") &&
+			 strcmp(argv[7], "rm"))) {
 		fprintf(stderr, "usage: mooncake_floor LIBRARY MASTER METADATA "
-				"MIB THREADS PREFIX put|rm FILE...\n");
+				"MIB THREADS PREFIX put|get|rm FILE...\n");
+		return 2;
+	}
+	g.get = strcmp(argv[7], "get") == 0;
+	g.hash = getenv("FLOOR_HASH") && !strcmp(getenv("FLOOR_HASH"), "1");
+	g.dest = getenv("FLOOR_DEST");
+	if (g.get && !g.dest) {
+		fprintf(stderr, "mooncake_floor: get needs FLOOR_DEST\n");
 		return 2;
 	}
 	g.chunk = strtoull(argv[4], NULL, 10) << 20;
@@ -196,6 +257,7 @@ int main(int argc, char **argv)
 	*(void **)&g.put_from = sym(dl, "mooncake_store_put_from");
 	*(void **)&g.reg = sym(dl, "mooncake_store_register_buffer");
 	*(void **)&g.rm = sym(dl, "mooncake_store_remove");
+	*(void **)&g.get_into = sym(dl, "mooncake_store_get_into");
 	g.h = create();
 	if (!g.h || setup(g.h, "127.0.0.1", argv[3], 0, 128u << 20, "tcp", "",
 			  argv[2]) != 0) {
@@ -218,13 +280,16 @@ int main(int argc, char **argv)
 			return 1;
 	for (int i = 0; i < nt; i++)
 		pthread_join(t[i], NULL);
+	for (int i = 0; i < g.nouts && !g.failed; i++)
+		if (fsync(g.outs[i]) != 0)
+			g.failed = 1;
 	t2 = now_s();
 	for (size_t i = 0; i < g.n; i++)
 		total += g.c[i].len;
 	if (g.failed)
 		_exit(1);
-	printf("floor put %.2f GB/s (transfers)  setup %.3f s  %zu chunks\n",
-	       total / (t2 - t1) / 1e9, t1 - t0, g.n);
+	printf("floor %s %.2f GB/s (transfers)  setup %.3f s  %zu chunks\n",
+	       argv[7], total / (t2 - t1) / 1e9, t1 - t0, g.n);
 	fflush(stdout);
 	_exit(0);
 }

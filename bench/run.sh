@@ -12,7 +12,6 @@
 set -eu
 BUILD=${1:-build}
 [ "${BENCH_ONLY:-}" = serve ] && exec sh "$(dirname "$0")/serve.sh" "$BUILD"
-sh "$(dirname "$0")/hub.sh" "$BUILD"
 [ "${BENCH_ONLY:-}" = hub ] && exec sh "$(dirname "$0")/hub.sh" "$BUILD"
 [ "${BENCH_ONLY:-}" = mooncake ] && exec sh "$(dirname "$0")/mooncake.sh" "$BUILD"
 python3 "$(dirname "$0")/whole.py" "$BUILD"

@@ -65,7 +65,7 @@ set yrange [0:*]
 set grid ytics
 set xtics noenhanced rotate by {rotate}
 set bmargin 6
-set rmargin 10
+set rmargin 12
 unset key
 $d << EOD
 {data}
@@ -97,14 +97,16 @@ def main():
         if raw:
             labels.append(f"{store}: raw x{n}")
             values.append(raw["get_sum_mibs"])
-    mnt, _ = first(rows, "mount")
-    if mnt:
-        labels.append(f"mount x{n}")
-        values.append(mnt["mibs"])
-    srv, _ = first(rows, "serve")
-    if srv and "mibs" in srv:
-        labels.append("serve: 32 Hub")
-        values.append(srv["mibs"])
+    for name, store in (("mount", "redis"), ("mount_mooncake", "mooncake")):
+        mnt, _ = first(rows, name)
+        if mnt and "mibs" in mnt:
+            labels.append(f"{store}: mount x{n}")
+            values.append(mnt["mibs"])
+    for name, store in (("serve", "redis"), ("serve_mooncake", "mooncake")):
+        srv, _ = first(rows, name)
+        if srv and "mibs" in srv:
+            labels.append(f"{store}: serve x32")
+            values.append(srv["mibs"])
     png = os.path.join(plotdir, "throughput.png")
     if labels and bars(png, f"{n} nodes on one machine: aggregate throughput",
                        labels, values):
@@ -130,7 +132,12 @@ def main():
     # when the results were measured (not when this page was written)
     stamp = time.strftime("%Y-%m-%d %H:%M UTC",
                           time.gmtime(os.path.getmtime(res)))
-    body = "\n".join(table) + f"\n\nMeasured {stamp}; raw lines in " \
+    when = f"Measured {stamp}"
+    if any(name == "rerun" for name, _, _ in rows):
+        when = ("Measured in the run of the `bed` line; the scenarios a "
+                "`rerun` line names were measured again later, with the "
+                "sizes it gives, and their lines replace that run's")
+    body = "\n".join(table) + f"\n\n{when}; raw lines in " \
         "[fleet/results.txt](fleet/results.txt).\n"
     pl = "\n".join(f"![{t}](fleet/{f})\n" for f, t in plots) or \
         "(no plot: gnuplot is not installed)\n"

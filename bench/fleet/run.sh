@@ -5,7 +5,9 @@
 # (bench/fleet/report.py).
 #   FLEET_NODES (8)  client nodes           FLEET_MIB (256)  checkpoint size
 #   FLEET_SERVE_MIB (32) checkpoint the 32 Hub clients fetch
-#   FLEET_ONLY       some scenarios only (see below)
+#   FLEET_ONLY       some scenarios only (see below): their lines replace
+#                    those of the same names in the results, the others
+#                    stay, and a "rerun" line says what was measured again
 #   sh bench/fleet/run.sh [BUILD_DIR]
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -25,11 +27,14 @@ export WSTORE_SYSTEM_CONFIG=/nonexistent/wstore-fleet/config.json
 mkdir -p "$HOME"
 RES=${FLEET_RESULTS:-$ROOT/docs/fleet/results.txt}
 mkdir -p "$(dirname "$RES")"
-: > "$RES"
+# a partial run records into a file of its own, merged at the end
+OUT=$RES
+[ -n "${FLEET_ONLY:-}" ] && OUT=$T/partial.txt
+: > "$OUT"
 
 say() { echo "[fleet] $*" >&2; }
 # rec KEY VALUE...: one result line
-rec() { echo "$*" >> "$RES"; say "$*"; }
+rec() { echo "$*" >> "$OUT"; say "$*"; }
 now_ns() { date +%s%N; }
 mibs() { awk -v b="$1" -v ns="$2" 'BEGIN { printf "%.1f", b / 1048576 / (ns / 1e9) }'; }
 
@@ -47,7 +52,11 @@ if bed_mc_installed; then
 fi
 BED_REDIS_NODE_TIMEOUT=${FLEET_REDIS_NODE_TIMEOUT:-5000}
 bed_redis_cluster || exit 1
-rec bed nodes=$N mib=$MIB cores=$(nproc) mooncake=$MC "load average at start: $(cut -d" " -f1-3 /proc/loadavg)"
+if [ -n "${FLEET_ONLY:-}" ]; then
+	rec rerun nodes=$N mib=$MIB cores=$(nproc) mooncake=$MC "of $FLEET_ONLY on $(date -u "+%Y-%m-%d %H:%M UTC"); load average at start: $(cut -d" " -f1-3 /proc/loadavg)"
+else
+	rec bed nodes=$N mib=$MIB cores=$(nproc) mooncake=$MC "on $(date -u "+%Y-%m-%d %H:%M UTC"); load average at start: $(cut -d" " -f1-3 /proc/loadavg)"
+fi
 python3 "$ROOT/tests/tools/mkckpt.py" "$T/src" --size $((MIB << 20)) \
 	--shards 4 --seed 25 > /dev/null
 python3 "$ROOT/tests/tools/mkckpt.py" "$T/ssrc" --size $((SMIB << 20)) \
@@ -119,19 +128,29 @@ started() { local i; for ((i = 0; i < 600; i++)); do [ -d "$1" ] && return 0; sl
 
 # FLEET_ONLY="raw_mooncake serve ...": only these scenarios (names of the
 # scn_ functions; mount, serve, redis_kill and cutoff need concurrent_redis,
-# mc_kill needs concurrent_mooncake)
+# mc_kill needs concurrent_mooncake; mount_mooncake, serve_mooncake and
+# cutoff_mooncake are mount, serve and cutoff on Mooncake, and need
+# concurrent_mooncake too)
 want() { [ -z "${FLEET_ONLY:-}" ] || [[ " $FLEET_ONLY " == *" $1 "* ]]; }
 want concurrent_redis && scn_concurrent redis "$BED_REDIS_URL"
 [ $MC = 1 ] && want concurrent_mooncake && scn_concurrent mooncake mooncake
 want raw_redis && scn_raw_redis
 [ $MC = 1 ] && want raw_mooncake && scn_raw_mooncake
-want mount && scn_mount
-want serve && scn_serve
+want mount && scn_mount redis "$BED_REDIS_URL"
+[ $MC = 1 ] && want mount_mooncake && scn_mount mooncake mooncake
+want serve && scn_serve redis "$BED_REDIS_URL"
+[ $MC = 1 ] && want serve_mooncake && scn_serve mooncake mooncake
 want redis_kill && scn_redis_kill
-want cutoff && scn_cutoff
+want cutoff && scn_cutoff redis "$BED_REDIS_URL"
 [ $MC = 1 ] && want mc_kill && scn_mc_kill
+# after mc_kill, which re-imports fl: the cut-off ends by deleting it
+[ $MC = 1 ] && want cutoff_mooncake && scn_cutoff mooncake mooncake
 want latency && scn_latency
-rec "redis_failovers total=$(bed_redis_failovers) (one is the master kill)"
+want redis_kill && rec "redis_failovers total=$(bed_redis_failovers) (one is the master kill)"
 rec "end load average: $(cut -d" " -f1-3 /proc/loadavg)"
+if [ -n "${FLEET_ONLY:-}" ]; then
+	awk -f "$ROOT/bench/fleet/merge.awk" "$OUT" "$RES" "$RES" > "$T/merged.txt" &&
+		cat "$T/merged.txt" > "$RES"
+fi
 say "results in $RES"
 python3 "$ROOT/bench/fleet/report.py" "$RES" "$ROOT/docs"

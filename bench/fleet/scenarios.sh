@@ -80,19 +80,21 @@ scn_raw_mooncake() {
 	rm -f "$T"/mraw-*.out
 }
 
-# scn_mount: every node mounts the Redis store (in its own mount namespace:
-# ip netns exec makes one) and reads every file of fl, checked by SHA-256
+# scn_mount STORE PSTORE: every node mounts the store (in its own mount
+# namespace: ip netns exec makes one) and reads every file of fl, checked
+# by SHA-256; recorded as mount (Redis) or mount_mooncake
 scn_mount() {
-	STORE=redis
-	say "== mount: $N nodes mount and read at once"
-	local pids="" k p ok=0 t0
+	STORE=$1 PSTORE=$2
+	say "== mount on $STORE: $N nodes mount and read at once"
+	local pids="" k p ok=0 t0 name=mount
+	[ "$STORE" = mooncake ] && name=mount_mooncake
 	t0=$(now_ns)
 	for ((k = 1; k <= N; k++)); do
 		mkdir -p "$T/mnt-$k"
-		bed_node $k sh -c '
+		on $k sh -c '
 			"$1" --store "$2" mount "$3" --checkpoint fl || exit 2
 			cd "$3" && sha256sum -c --quiet "$4"; rc=$?
-			cd / && "$1" umount "$3"; exit $rc' sh "$W" "$BED_REDIS_URL" \
+			cd / && "$1" umount "$3"; exit $rc' sh "$W" "$PSTORE" \
 			"$T/mnt-$k" "$T/src.sums" > "$T/mnt-$k.out" 2>&1 &
 		pids="$pids $!"
 	done
@@ -102,26 +104,36 @@ scn_mount() {
 			say "mount node $k: $(tail -2 "$T/mnt-$k.out")"
 		k=$((k + 1))
 	done
-	rec "mount nodes=$N ok=$ok mibs=$(mibs $((N * SRC_BYTES)) $(($(now_ns) - t0)))"
+	rec "$name nodes=$N ok=$ok mibs=$(mibs $((N * SRC_BYTES)) $(($(now_ns) - t0)))"
 }
 
-# scn_serve: wstore serve in the server namespace in front of the Redis
-# Cluster; 32 Hub clients (curl, 4 per node) fetch every file of a second
-# checkpoint, each checked against the source
+# scn_serve STORE PSTORE: wstore serve in the server namespace in front of
+# the Redis Cluster or Mooncake; 32 Hub clients (curl, 4 per node) fetch
+# every file of a second checkpoint, each checked against the source.
+# Recorded as serve (Redis) or serve_mooncake.
 scn_serve() {
-	say "== serve: 32 Hub clients"
-	bed_node 1 "$W" --store "$BED_REDIS_URL" model import --checkpoint-id sv \
-		--model-id Org/Serve --source "$T/ssrc" >&2 || { rec "serve import=failed"; return; }
-	bed_spawn serve "$BED_SRV" "$W" --store "$BED_REDIS_URL" serve \
-		--listen "$BED_SRV_IP:8088"
+	STORE=$1 PSTORE=$2
+	say "== serve on $STORE: 32 Hub clients"
+	local srv=$BED_SRV_IP:8088 env="" name=serve
+	[ "$STORE" = mooncake ] && name=serve_mooncake
+	# Mooncake's client in the server namespace: its own address there
+	[ "$STORE" = mooncake ] && env="WSTORE_MOONCAKE_LIBRARY=$BED_MC_HOME/lib/libmooncake_store.so
+		WSTORE_MASTER_SERVER_ADDR=$BED_MC_MASTER WSTORE_METADATA_SERVER=$BED_MC_META
+		WSTORE_PROTOCOL=tcp WSTORE_LOCAL_HOSTNAME=$BED_SRV_IP
+		MC_TCP_BIND_ADDRESS=$BED_SRV_IP WSTORE_REPLICA_NUM=$MC_REPLICAS"
+	on 1 "$W" --store "$PSTORE" model delete --force --missing-ok sv >&2
+	on 1 "$W" --store "$PSTORE" model import --checkpoint-id sv \
+		--model-id Org/Serve --source "$T/ssrc" >&2 || { rec "$name import=failed"; return; }
+	# shellcheck disable=SC2086 # env: NAME=VALUE words
+	bed_spawn serve "$BED_SRV" env $env "$W" --store "$PSTORE" serve --listen "$srv"
 	# its "listening" line first (60 s at most): a connect from a node
 	# made while it was still starting up was seen to stall for 10 s
 	local i
 	for ((i = 0; i < 600; i++)); do
-		grep -q listening "$BED_DIR/serve.log" && break
+		grep -q listening "$BED_DIR/serve.log" 2>/dev/null && break
 		sleep 0.1
 	done
-	bed_reach 1 "$BED_SRV_IP" 8088 || { rec "serve start=failed"; return; }
+	bed_reach 1 "$BED_SRV_IP" 8088 || { rec "$name start=failed"; bed_kill serve; return; }
 	local files pids="" c k p ok=0 t0 bytes
 	files=$(cd "$T/ssrc" && find . -type f | sed 's|^\./||' | sort)
 	bytes=$(du -sb "$T/ssrc" | cut -f1)
@@ -135,12 +147,12 @@ scn_serve() {
 				curl -sfL -o "$d/$f" "$base/$f" || exit 1
 			done
 			diff -r "$src" "$d" >/dev/null' sh "$T/hub-$c" \
-			"http://$BED_SRV_IP:8088/Org/Serve/resolve/main" "$T/ssrc" \
+			"http://$srv/Org/Serve/resolve/main" "$T/ssrc" \
 			$files > "$T/hub-$c.out" 2>&1 &
 		pids="$pids $!"
 	done
 	for p in $pids; do timeout_wait 600 "$p" && ok=$((ok + 1)); done
-	rec "serve clients=32 ok=$ok mibs=$(mibs $((32 * bytes)) $(($(now_ns) - t0)))"
+	rec "$name clients=32 ok=$ok mibs=$(mibs $((32 * bytes)) $(($(now_ns) - t0)))"
 	rm -rf "$T"/hub-*
 	bed_kill serve
 }
@@ -170,14 +182,16 @@ scn_redis_kill() {
 	bed_redis_start_port "$victim"
 }
 
-# scn_cutoff: node 1's link down for 10 s mid-pull; then a plain delete
+# scn_cutoff STORE PSTORE: node 1's link down for 10 s mid-pull; then a
+# plain delete from node 2; recorded as cutoff (Redis) or cutoff_mooncake
 scn_cutoff() {
-	STORE=redis
-	say "== cut-off: node 1 down 10 s mid-pull"
+	STORE=$1 PSTORE=$2
+	say "== cut-off on $STORE: node 1 down 10 s mid-pull"
 	rm -rf "$T/cut"
-	bed_node 1 env WSTORE_FAULTS=delay=20 "$W" --store "fault+$BED_REDIS_URL" \
+	on 1 env WSTORE_FAULTS=delay=20 "$W" --store "fault+$PSTORE" \
 		model pull fl --dest "$T/cut" > "$T/cut.out" 2>&1 &
-	local p=$! rc t0 v
+	local p=$! rc t0 v name=cutoff
+	[ "$STORE" = mooncake ] && name=cutoff_mooncake
 	started "$T/cut"
 	bed_cut 1
 	sleep 10
@@ -188,32 +202,55 @@ scn_cutoff() {
 	elif [ $rc = 1 ]; then v="error: $(head -1 "$T/cut.out")"
 	else v="exit $rc"; fi
 	local after=$(( ($(now_ns) - t0) / 1000000 ))
-	bed_node 2 timeout 60 "$W" --store "$BED_REDIS_URL" model delete fl >&2
-	rec "cutoff pull=$v ms_after_return=$after delete_rc=$?"
+	on 2 timeout 60 "$W" --store "$PSTORE" model delete fl >&2
+	rec "$name pull=$v ms_after_return=$after delete_rc=$?"
 }
 
-# mc_pull_killing NODE TAG: N nodes pull fl (slowed by 20 ms per call)
-# and storage node NODE is SIGKILLed once they started
+# mc_holder: the storage node (1..3) holding a replica of one of fl's
+# chunks (the master's HTTP API on its metrics port gives the transfer
+# endpoint of each replica, ss the process listening there); 1 when that
+# cannot be told.  Without it the victim may hold none of fl: the master
+# puts new objects on the emptiest segments, i.e. on a node just restarted.
+mc_holder() {
+	local api=http://$BED_SRV_IP:9003 key ep pid i
+	key=$(bed_srv curl -s "$api/get_all_keys" | tr -c 'A-Za-z0-9/_.-' '\n' |
+		grep '^weight/models/fl/files/.*/chunks/' | head -1)
+	ep=$(bed_srv curl -s "$api/query_key?key=$key" |
+		grep -o '"transport_endpoint_":"[^"]*"' | head -1 | cut -d'"' -f4)
+	pid=$(bed_srv ss -Hltnp "sport = :${ep##*:}" | grep -o 'pid=[0-9]*' |
+		head -1 | cut -d= -f2)
+	for i in 1 2 3; do
+		[ -n "$pid" ] && [ "$(cat "$BED_DIR/mc-node$i.pid")" = "$pid" ] &&
+			{ echo $i; return; }
+	done
+	echo 1
+}
+
+# mc_pull_killing TAG: N nodes pull fl (slowed by 20 ms per call) and the
+# storage node mc_holder names (VICTIM) is SIGKILLed once they started
 mc_pull_killing() {
 	local _pids="" k
+	VICTIM=$(mc_holder)
 	_t0=$(now_ns)
 	ERRLINE=""
 	for ((k = 1; k <= N; k++)); do
 		on $k env WSTORE_FAULTS=delay=20 "$W" --store fault+mooncake model pull fl \
-			--dest "$T/$2-$k" > "$T/$2-$k.out" 2>&1 &
+			--dest "$T/$1-$k" > "$T/$1-$k.out" 2>&1 &
 		_pids="$_pids $!"
 	done
-	started "$T/$2-1"
-	bed_kill "mc-node$1"
-	fleet_settle "$2" $_pids
+	started "$T/$1-1"
+	bed_kill "mc-node$VICTIM"
+	fleet_settle "$1" $_pids
 }
 
 # mc_forgotten: until the master no longer hands out the killed node's
-# replicas (a wstore read of fl fails on a transfer no more); 120 s at most
+# replicas (a wstore read of fl, failed transfers not retried, fails on a
+# transfer no more); 120 s at most
 mc_forgotten() {
 	local i
 	for ((i = 0; i < 240; i++)); do
-		on 1 "$W" --store mooncake model inspect fl 2>&1 |
+		on 1 env WSTORE_MOONCAKE_TRANSFER_WAIT_MS=0 \
+			"$W" --store mooncake model inspect fl 2>&1 |
 			grep -q 'transfer to a mooncake storage node failed' || return 0
 		sleep 0.5
 	done
@@ -226,13 +263,13 @@ mc_forgotten() {
 scn_mc_kill() {
 	STORE=mooncake PSTORE=mooncake MC_REPLICAS=2
 	say "== mooncake: a storage node killed mid-pull (replica_num 2)"
-	mc_pull_killing 1 mc
-	rec "mc_kill replica_num=2 nodes=$N during: ok=$ok err=$err bad=$bad${ERRLINE:+ error: $ERRLINE}"
+	mc_pull_killing mc
+	rec "mc_kill replica_num=2 nodes=$N victim=$VICTIM during: ok=$ok err=$err bad=$bad secs=$(awk -v ns="$ns" 'BEGIN { printf "%.1f", ns / 1e9 }')${ERRLINE:+ error: $ERRLINE}"
 	local t_kill=$(now_ns) fgt=never
 	mc_forgotten && fgt=$(( ($(now_ns) - t_kill) / 1000000 ))
 	fleet_pull mc2
 	rec "mc_kill replica_num=2 after (master forgot the node ${fgt} ms after the pulls ended): ok=$ok err=$err bad=$bad${ERRLINE:+ error: $ERRLINE}"
-	bed_mc_node 1 >&2
+	bed_mc_node $VICTIM >&2
 	say "== mooncake: the same through the raw C API"
 	if cc -O2 -o "$T/mc_replica" "$ROOT/tests/fleet/mc_replica.c" -ldl; then
 		local L=$BED_MC_HOME/lib/libmooncake_store.so
@@ -251,10 +288,10 @@ scn_mc_kill() {
 	on 1 "$W" --store mooncake model delete --force fl >&2
 	on 1 "$W" --store mooncake model import \
 		--checkpoint-id fl --model-id Org/Fleet --source "$T/src" >&2
-	mc_pull_killing 2 m1
-	rec "mc_kill replica_num=1 nodes=$N during: ok=$ok err=$err bad=$bad${ERRLINE:+ error: $ERRLINE}"
+	mc_pull_killing m1
+	rec "mc_kill replica_num=1 nodes=$N victim=$VICTIM during: ok=$ok err=$err bad=$bad${ERRLINE:+ error: $ERRLINE}"
 	mc_forgotten
-	bed_mc_node 2 >&2
+	bed_mc_node $VICTIM >&2
 	local del imp
 	on 1 "$W" --store mooncake model delete --force fl > "$T/del.out" 2>&1
 	del="delete --force: exit $? $(tail -1 "$T/del.out")"

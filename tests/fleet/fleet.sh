@@ -10,9 +10,13 @@
 #  - a node cut off for 10 s mid-pull (its link down inside its namespace),
 #    then back: the pull ends within a bound, with the source's bytes or
 #    one line of error, and a plain delete (no --force, no --wait) then
-#    succeeds: no lease is left behind.
-# Needs root, iproute2 and redis-server; without them each case counts as
-# skipped.  The full bed with measurements is bench/fleet/run.sh (make fleet).
+#    succeeds: no lease is left behind;
+#  - with Mooncake installed, a master and 3 storage nodes in the server
+#    namespace, replica_num 2: a storage node SIGKILLed while the nodes
+#    pull, and every pull completes with the source's bytes (failed
+#    transfers are retried until the master drops the dead node).
+# Needs root, iproute2 and redis-server (and Mooncake for the last case);
+# without them each case counts as skipped.  The full bed with measurements is bench/fleet/run.sh (make fleet).
 #   BUILD=build sh tests/fleet/fleet.sh
 TAP_SUITE=fleet
 . "$(dirname "$0")/../lib/suite.sh"
@@ -36,7 +40,7 @@ if [ -z "$why" ]; then
 	fi
 fi
 if [ -n "$why" ]; then
-	for c in "concurrent pulls" "master kill" "node cut-off"; do
+	for c in "concurrent pulls" "master kill" "node cut-off" "mooncake node kill"; do
 		tap_skip "$c" "$why"
 	done
 	tap_done
@@ -169,5 +173,40 @@ check_exit "cut-off: a plain delete from node 2 succeeds (no lease left)" 0 \
 	bed_node 2 timeout 60 "$W" --store "$URL" model delete fl
 check_exit "cut-off: the checkpoint is gone" 1 bed_node 2 "$W" --store "$URL" \
 	model inspect fl
+
+# ---- a Mooncake storage node killed mid-pull, replica_num 2 -------------------
+# every command with replica_num 2: a pull's lease object needs the second
+# replica as much as the chunks do
+mc() { _mk=$1; shift; bed_mc "$_mk" env WSTORE_REPLICA_NUM=2 "$@"; }
+if ! bed_mc_installed; then
+	tap_skip "mooncake node kill" "Mooncake is not installed in $BED_MC_HOME"
+elif BED_MC_SEGMENT="256 MB" bed_mooncake; then
+	tap_ok "mooncake: a master and 3 storage nodes in the server namespace"
+	check_exit "mooncake: import $SIZE MiB, replica_num 2" 0 mc 1 "$W" \
+		--store mooncake model import --checkpoint-id fl --model-id Org/Fleet \
+		--source "$T/src" --chunk-size 512KiB
+	pids=""
+	k=1
+	while [ $k -le "$N" ]; do
+		rm -rf "$T/mck-$k"
+		mc $k env WSTORE_FAULTS=delay=40 "$W" --store fault+mooncake \
+			model pull fl --dest "$T/mck-$k" --jobs 2 > "$T/mck-$k.out" 2>&1 &
+		pids="$pids $!"
+		k=$((k + 1))
+	done
+	check "mooncake node kill: the pulls started" wait_for 60 test -d "$T/mck-1"
+	running=0
+	for p in $pids; do kill -0 "$p" 2>/dev/null && running=$((running + 1)); done
+	bed_kill mc-node1
+	check "mooncake node kill: pulls still running at the kill ($running)" \
+		test $running -gt 0
+	settled mck
+	rc=$?
+	check "mooncake node kill: each pull completes or fails with one line" test $rc = 0
+	check "mooncake node kill: every pull completes with the source's bytes ($n_ok of $N)" \
+		test "$n_ok" = "$N"
+else
+	tap_not_ok "mooncake: a master and 3 storage nodes in the server namespace"
+fi
 
 tap_done

@@ -23,6 +23,9 @@
  *  - $MOONCAKE_STANDIN_FAIL_SETUP=1 makes setup return -900, as an
  *    unreachable master would; $MOONCAKE_STANDIN_NO_SEGMENT=1 makes puts
  *    return -200, as a pool with no storage node does;
+ *  - $MOONCAKE_STANDIN_TRANSFER_FAIL=N makes the first N transfers of each
+ *    client (put_from, get_into, each key of the batch calls) return -800,
+ *    as a storage node that died does until the master drops it;
  *  - any call before a successful setup returns -1.
  *
  * Storage: a directory shared by every process that sets the same
@@ -69,6 +72,7 @@
 #define MC_INVALID (-600)
 #define MC_NOT_FOUND (-704)
 #define MC_LEASED (-706)
+#define MC_TRANSFER_FAIL (-800)
 #define MC_RPC_FAILED (-900)
 
 #define PIECE 200
@@ -95,6 +99,7 @@ struct standin {
 	int ready;   /* setup succeeded */
 	uint64_t lease_ms;
 	uint64_t local_buffer_size;
+	unsigned long transfer_fail; /* transfers still to fail (-800) */
 };
 
 /* ---- paths ------------------------------------------------------------- */
@@ -255,6 +260,7 @@ EXPORT int mooncake_store_setup(void *h, const char *local_hostname,
 	struct standin *s = h;
 	const char *fail = getenv("MOONCAKE_STANDIN_FAIL_SETUP");
 	const char *lease = getenv("MOONCAKE_STANDIN_LEASE_MS");
+	const char *tf = getenv("MOONCAKE_STANDIN_TRANSFER_FAIL");
 
 	(void)global_segment_size;
 	if (!s || !local_hostname || !metadata_server || !protocol ||
@@ -264,6 +270,7 @@ EXPORT int mooncake_store_setup(void *h, const char *local_hostname,
 		return MC_RPC_FAILED;
 	s->lease_ms = lease && *lease ? strtoull(lease, NULL, 10) : 10000;
 	s->local_buffer_size = local_buffer_size;
+	s->transfer_fail = tf && *tf ? strtoul(tf, NULL, 10) : 0;
 	if (make_dirs(s) != 0)
 		return MC_INTERNAL;
 	s->ready = 1;
@@ -331,6 +338,20 @@ static int registered(struct standin *s, const void *buf, size_t size)
 	}
 	pthread_mutex_unlock(&s->lock);
 	return ok;
+}
+
+/* Whether this transfer is one of the first $MOONCAKE_STANDIN_TRANSFER_FAIL
+ * of the client, which fail. */
+static int transfer_fails(struct standin *s)
+{
+	int fail;
+
+	pthread_mutex_lock(&s->lock);
+	fail = s->transfer_fail > 0;
+	if (fail)
+		s->transfer_fail--;
+	pthread_mutex_unlock(&s->lock);
+	return fail;
 }
 
 /* ---- put --------------------------------------------------------------- */
@@ -404,6 +425,8 @@ EXPORT int mooncake_store_put_from(void *h, const char *key, void *buf,
 		return MC_INTERNAL;
 	if (!cfg || !registered(s, buf, size))
 		return MC_INVALID;
+	if (transfer_fails(s))
+		return MC_TRANSFER_FAIL;
 	return store_value(s, key, buf, size);
 }
 
@@ -508,6 +531,8 @@ GET_INTO_EXPORT int64_t mooncake_store_get_into(void *h, const char *key,
 		return MC_INTERNAL;
 	if (!buf || !registered(s, buf, size))
 		return MC_INVALID;
+	if (transfer_fails(s))
+		return MC_TRANSFER_FAIL;
 	path = object_path(s, key);
 	if (!path)
 		return MC_INTERNAL;

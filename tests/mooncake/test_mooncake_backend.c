@@ -247,6 +247,81 @@ static void test_lease(void)
 	unsetenv("WSTORE_MOONCAKE_LEASE_WAIT_MS");
 }
 
+/* Open the stand-in with its first fails transfers failing (-800, as a
+ * storage node that died) and failed transfers retried for wait_ms. */
+static wstore_backend *open_failing(const char *fails, const char *wait_ms)
+{
+	wstore_backend *b;
+
+	setenv("MOONCAKE_STANDIN_TRANSFER_FAIL", fails, 1);
+	setenv("WSTORE_MOONCAKE_TRANSFER_WAIT_MS", wait_ms, 1);
+	b = open_standin();
+	unsetenv("MOONCAKE_STANDIN_TRANSFER_FAIL");
+	unsetenv("WSTORE_MOONCAKE_TRANSFER_WAIT_MS");
+	return b;
+}
+
+static void test_transfer_retry(void)
+{
+	const char *const keys[2] = { "t1", "t2" };
+	char a[8] = { 0 }, c[8] = { 0 }, buf[256], *lent;
+	void *const bufs[2] = { a, c };
+	size_t caps[2] = { sizeof(a), sizeof(c) }, lens[2] = { 0, 0 };
+	int rcs[2] = { -1, -1 };
+	wstore_backend *b;
+	double t0;
+
+	fresh_store("10000");
+	/* puts, from a pooled buffer and from a registered one */
+	if (!(b = open_failing("3", "5000")))
+		return;
+	CHECK_EQ(put_str(b, "t1", "one"), 0);
+	b->free(b);
+	if (!(b = open_failing("2", "5000")))
+		return;
+	lent = b->buf_alloc(b, 16);
+	CHECK(lent != NULL);
+	if (lent) {
+		memcpy(lent, "two", 3);
+		CHECK_EQ(b->put(b, "t2", lent, 3), 0);
+		b->buf_free(b, lent);
+	}
+	b->free(b);
+	/* a get, then a batch whose every transfer fails once */
+	if (!(b = open_failing("1", "5000")))
+		return;
+	CHECK_EQ(get_str(b, "t2", buf), 0);
+	CHECK_STR(buf, "two");
+	b->free(b);
+	if (!(b = open_failing("2", "5000")))
+		return;
+	CHECK_EQ(b->get_many(b, 2, keys, bufs, caps, lens, rcs), 0);
+	CHECK_EQ(rcs[0], 0);
+	CHECK_EQ(rcs[1], 0);
+	CHECK_EQ(lens[0], 3);
+	CHECK(!memcmp(a, "one", 3) && !memcmp(c, "two", 3));
+	b->free(b);
+	/* a node that stays down: a clean error once the wait is over */
+	if (!(b = open_failing("1000", "300")))
+		return;
+	t0 = now_s();
+	CHECK_EQ(get_str(b, "t1", buf), WSTORE_EUNAVAIL);
+	CHECK(now_s() - t0 >= 0.25 && now_s() - t0 < 5);
+	snprintf(buf, sizeof(buf),
+		 "cannot read 't1': transfer to a mooncake storage node "
+		 "failed (is the node down? master '%s')",
+		 fake_master);
+	CHECK_MSG(buf);
+	CHECK_EQ(put_str(b, "t3", "x"), WSTORE_EUNAVAIL);
+	b->free(b);
+	/* no wait: the first failure is reported */
+	if (!(b = open_failing("1", "0")))
+		return;
+	CHECK_EQ(put_str(b, "t3", "x"), WSTORE_EUNAVAIL);
+	CHECK_EQ(put_str(b, "t3", "x"), 0);
+	b->free(b);
+}
+
 static void test_load_errors(void)
 {
 	wstore_backend *b;
@@ -566,6 +641,7 @@ int main(int argc, char **argv)
 		{ "write_once_and_replace", test_write_once_and_replace },
 		{ "missing_and_errors", test_missing_and_errors },
 		{ "lease", test_lease },
+		{ "transfer_retry", test_transfer_retry },
 		{ "load_errors", test_load_errors },
 		{ "setup_failure", test_setup_failure },
 		{ "shared_store", test_shared_store },
@@ -578,9 +654,10 @@ int main(int argc, char **argv)
 	};
 	/* what only the stand-in can do, or what hangs a real client */
 	static const char *const standin_only[] = {
-		"lease",	"load_errors",	  "setup_failure",
-		"shared_store", "standin_direct", "master_timeout",
-		NULL,
+		"lease",	  "transfer_retry",
+		"load_errors",	  "setup_failure",
+		"shared_store",	  "standin_direct",
+		"master_timeout", NULL,
 	};
 	const char *tmp = getenv("TMPDIR");
 	char *cmd;
