@@ -60,7 +60,8 @@ static int idempotent(enum rd_op op)
  * while idle: once more on a fresh one at once.  A connection lost in the
  * middle of an idempotent request (a reset, a proxy or load balancer
  * cutting it, a server restart) is retried on a fresh connection with
- * backoff, a few times and within command_timeout_ms, as the cluster
+ * backoff, a few times and within command_timeout_ms (a GET resumes where
+ * it was cut, and an attempt that got further is not counted), as the cluster
  * router does (and so is a connection that could not be set up, but for
  * refused credentials); a wait that timed out or was interrupted is not retried
  * (it has used the time already, or the caller is stopping).
@@ -68,17 +69,19 @@ static int idempotent(enum rd_op op)
 static int run_node(struct rd_node *n, struct rd_req *req)
 {
 	int64_t deadline = rd_now_ms() + n->opts->command_ms;
+	int stalls = 0; /* attempts in a row lost with no byte gained */
 
 	for (int attempt = 0;; attempt++) {
 		struct rd_conn *rc;
+		size_t had = req->resume;
 		int reused, r = rd_node_take(n, &rc, &reused);
 
 		/* a connection lost while it was being set up: the same,
 		 * unless the server refused our credentials */
-		if (r && idempotent(req->op) && attempt < 5 &&
+		if (r && idempotent(req->op) && ++stalls < 5 &&
 		    !__atomic_load_n(&n->auth_failed, __ATOMIC_ACQUIRE) &&
 		    !wstore__interrupted() && rd_now_ms() < deadline) {
-			rd_backoff(attempt + 2);
+			rd_backoff(stalls + 2);
 			continue;
 		}
 		if (r)
@@ -87,10 +90,15 @@ static int run_node(struct rd_node *n, struct rd_req *req)
 		rd_node_give(n, rc, r == RD_CONN_ERR);
 		if (r == RD_CONN_ERR && reused && attempt == 0)
 			continue;
-		if (r == RD_CONN_ERR && idempotent(req->op) && attempt < 5 &&
+		/* a GET that got further (it resumes where it was cut) starts
+		 * the count of attempts in a row that gained nothing again;
+		 * the deadline bounds it */
+		if (r == RD_CONN_ERR)
+			stalls = req->resume > had ? 0 : stalls + 1;
+		if (r == RD_CONN_ERR && idempotent(req->op) && stalls < 5 &&
 		    !wstore__interrupted() && !strstr(req->err, "timed out") &&
 		    rd_now_ms() < deadline) {
-			rd_backoff(attempt + 2);
+			rd_backoff((req->resume > had ? 0 : stalls) + 2);
 			continue;
 		}
 		if (r == RD_REPLY_ERR || r == RD_CONN_ERR)

@@ -138,19 +138,64 @@ static int not_found(struct rd_req *req)
 	return wstore__err(WSTORE_ENOTFOUND, "'%s' not found", req->lkey);
 }
 
+/*
+ * The rest of a value whose GET lost its connection after `resume` of its
+ * `total` bytes: GETRANGE of the rest into the buffer after them, so that
+ * a large value behind a flaky link (a proxy or load balancer cutting
+ * connections) gets further with every attempt instead of starting over.
+ * *again = 1 when the answer is not the rest of a value of that size (it
+ * changed or went away): the caller reads it whole again.  Chunk values
+ * do not change under one checkpoint; a checkpoint replaced between the
+ * attempts is what the reader's generation check after each chunk is for.
+ */
+static int get_rest(struct rd_conn *rc, struct rd_req *req, int *again)
+{
+	char a[24], z[24];
+	const char *argv[] = { "GETRANGE", req->key, a, z, NULL };
+	size_t lens[] = { 8, req->klen, 0, 0 }, want = req->total - req->resume,
+	       n = 0;
+	int nil, r;
+
+	*again = 0;
+	lens[2] = (size_t)snprintf(a, sizeof(a), "%zu", req->resume);
+	lens[3] = (size_t)snprintf(z, sizeof(z), "%zu", req->total - 1);
+	r = bulk_cmd(rc, req, argv, lens, (char *)req->buf + req->resume, want,
+		     &n, &nil);
+	if (r == RD_CONN_ERR) {
+		if (req->bulk == (long long)want)
+			req->resume += req->landed;
+		return r;
+	}
+	if (r == WSTORE_ERANGE || (r == 0 && n != want)) {
+		*again = 1;
+		return 0;
+	}
+	if (r == 0)
+		*req->out_len = req->total;
+	return r;
+}
+
 static int op_get(struct rd_conn *rc, struct rd_req *req)
 {
 	const char *argv[] = { "GET", req->key, NULL };
 	size_t lens[] = { 3, req->klen };
-	int nil, r;
+	int nil, r, again;
 
+	if (req->resume > 0 && req->resume < req->total) {
+		r = get_rest(rc, req, &again);
+		if (!again)
+			return r;
+	}
+	req->resume = 0;
 	r = bulk_cmd(rc, req, argv, lens, req->buf, req->cap, req->out_len,
 		     &nil);
+	if (r == RD_CONN_ERR && req->bulk > 0 && req->landed > 0) {
+		req->resume = req->landed;
+		req->total = (size_t)req->bulk;
+	}
 	return r == 0 && nil ? not_found(req) : r;
 }
 
-/* GETRANGE; an empty answer is also what a missing key gives, so only
- * then ask EXISTS. */
 static int op_get_range(struct rd_conn *rc, struct rd_req *req)
 {
 	char a[24], z[24];

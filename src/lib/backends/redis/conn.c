@@ -236,13 +236,15 @@ static const char *plain_to_tls(const struct rd_node *n,
 	return "";
 }
 
-/* One setup command on a fresh connection; 0 or an error code. */
+/* One setup command on a fresh connection; 0 or an error code (with
+ * rc->lost set when the connection was lost before its reply). */
 static int setup_cmd(struct rd_node *n, struct rd_conn *rc, const char **argv,
 		     int is_auth)
 {
 	redisReply *r = rd_command(rc, argv);
 	int code = 0;
 
+	rc->lost = !r;
 	if (!r)
 		return wstore__err(WSTORE_EUNAVAIL,
 				   "cannot connect to redis at %s: %s%s",
@@ -282,7 +284,7 @@ static void probe_max_bulk(struct rd_node *n, struct rd_conn *rc)
 	freeReplyObject(r);
 }
 
-static int conn_open(struct rd_node *n, struct rd_conn **out)
+static int conn_open(struct rd_node *n, struct rd_conn **out, int *lost)
 {
 	const struct rd_opts *o = n->opts;
 	struct rd_conn *rc = calloc(1, sizeof(*rc));
@@ -331,6 +333,7 @@ static int conn_open(struct rd_node *n, struct rd_conn **out)
 	*out = rc;
 	return 0;
 fail:
+	*lost = rc->lost;
 	conn_free(rc);
 	return r;
 }
@@ -403,7 +406,17 @@ int rd_node_take(struct rd_node *n, struct rd_conn **out, int *reused)
 	*reused = *out != NULL;
 	if (*out)
 		return 0;
-	return conn_open(n, out);
+	/* a connection that was made and then lost before its setup
+	 * commands were answered (a proxy or a flaky link cutting it) is
+	 * made again a few times: no command of the caller went out yet.
+	 * A refused or timed-out connect is the caller's to retry. */
+	for (int tries = 0;; tries++) {
+		int lost = 0, r = conn_open(n, out, &lost);
+
+		if (!r || !lost || tries >= 4 || wstore__interrupted())
+			return r;
+		rd_backoff(tries + 1);
+	}
 }
 
 void rd_node_give(struct rd_node *n, struct rd_conn *rc, int is_broken)
@@ -539,6 +552,8 @@ int rd_read_bulk(struct rd_conn *rc, struct rd_req *req, void *buf, size_t cap,
 	int r;
 
 	*nil = 0;
+	req->landed = 0;
+	req->bulk = -1;
 	while (!eol) {
 		if (hl == sizeof(h) - 1) {
 			rd_broken(rc, "protocol error: reply line too long", 0);
@@ -579,8 +594,12 @@ int rd_read_bulk(struct rd_conn *rc, struct rd_req *req, void *buf, size_t cap,
 	memcpy(buf, body, got);
 	iov[0] = (struct iovec){ (char *)buf + got, n - got };
 	iov[1] = (struct iovec){ crlf + tail, 2 - tail };
-	if (read_iov(rc, iov, 2))
+	req->bulk = len;
+	if (read_iov(rc, iov, 2)) {
+		/* read_iov moved iov[0] past what it filled */
+		req->landed = n - iov[0].iov_len;
 		return rd_conn_err(req, rc);
+	}
 	if (memcmp(crlf, "\r\n", 2) != 0) {
 		rd_broken(rc, "protocol error: bulk reply not ended by CRLF",
 			  0);

@@ -52,6 +52,7 @@ struct rd_conn {
 	struct rd_conn *next;
 	int timeout_ms; /* the command timeout set on the socket, for messages
 			 */
+	int lost;	/* a setup command lost the connection (conn.c) */
 };
 
 struct rd_node {
@@ -93,6 +94,13 @@ struct rd_req {
 	uint64_t ttl_ms; /* put_ttl */
 	size_t *out_len;
 	uint64_t *out_size;
+	/* a GET whose connection was lost mid-value: the first `resume`
+	 * bytes of the `total`-byte value are in buf already, and the next
+	 * attempt asks for the rest only (rd_read_bulk: `landed`, the bytes
+	 * of the body read into buf before a lost connection, and `bulk`,
+	 * the size its header announced, -1 before a header was read) */
+	size_t resume, total, landed;
+	long long bulk;
 	wstore_update_fn fn;
 	void *ctx;
 	char err[256];
