@@ -255,6 +255,10 @@ static int is_mine(void *ctx, wstore_store *s, const char *id)
 		yes = !strcmp(m->model_id, mi->model_id) &&
 		      !strcmp(m->revision, mi->h->commit);
 	wstore_manifest_free(m);
+	/* a manifest that could not be read now may be this import's:
+	 * an error, never another id */
+	if (rc < 0 && rc != WSTORE_ENOTFOUND && rc != WSTORE_ECORRUPT)
+		return rc;
 	if (rc == WSTORE_ENOTFOUND &&
 	    (hub = same_import(s, mi->h, id, mi->chunk_size))) {
 		yes = 1;
@@ -448,13 +452,18 @@ static int pick_id(char **id, wstore_store *s, wstore_import_options *oc,
 						 is_mine, &mi);
 }
 
-/* 1 when id is READY with this model and commit already. */
+/* 1 when id is READY with this model and commit already, 0 when not
+ * (absent, another import, FAILED, corrupt), or the error of a manifest
+ * that could not be read. */
 static int already_there(wstore_store *s, const char *id, const char *model,
 			 const char *commit)
 {
 	wstore_manifest *m = NULL;
 	int rc = wstore_manifest_read(&m, s, id), yes;
 
+	if (rc < 0 && rc != WSTORE_ENOTFOUND && rc != WSTORE_ECORRUPT)
+		return wstore__err(rc, "cannot read checkpoint '%s': %s", id,
+				   wstore_last_error());
 	yes = rc == 0 && !strcmp(m->status, "READY") &&
 	      !strcmp(m->model_id, model) && !strcmp(m->revision, commit);
 	wstore_manifest_free(m);
@@ -498,8 +507,10 @@ static int run(char **out_id, wstore_store *s, wstore_import_options *oc,
 	oc->checkpoint_id = id;
 	if (rc == 0)
 		rc = wstore_import_check(oc);
-	if (rc == 0 && already_there(s, id, oc->model_id, h->commit))
+	if (rc == 0 && (rc = already_there(s, id, oc->model_id, h->commit))) {
+		rc = rc > 0 ? 0 : rc;
 		goto out;
+	}
 	im.chunk_size =
 		oc->chunk_size ? oc->chunk_size : WSTORE_DEFAULT_CHUNK_SIZE;
 	if (rc == 0)
