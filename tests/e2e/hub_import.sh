@@ -60,6 +60,19 @@ check_exit "a second run: nothing fetched, same checkpoint" 0 \
 	hub --from-hub "org/tiny@$SHA" --endpoint "$B"
 n=$(ws model list --json | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
 check_grep "... and no second checkpoint" '^1$' "$n"
+# a run that cannot read that checkpoint's manifest (the store failing
+# for a moment) fails: never another id, never a second import
+for how in derived given; do
+	case $how in derived) a= ;; given) a="--checkpoint-id $ID" ;; esac
+	check_exit "a run that cannot read the manifest fails ($how id)" 1 \
+		env WSTORE_FAULTS="failread=$ID/manifest" timeout -k 5 90 "$W" \
+		--store "fault+$DOWN" model import --from-hub "org/tiny@$SHA" \
+		--endpoint "$B" $a
+	check_grep "... saying what could not be read" "weight/models/$ID/manifest" "$OUT"
+	n=$(ws model list --json | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+	check_grep "... and makes no second checkpoint" '^1$' "$n"
+done
+check_exit "... and the checkpoint still verifies" 0 ws model verify "$ID"
 # on a terminal: progress lines, none with sizes before the file list is
 # known (a "0 B / 0 B" line, and a rate counted from the listing)
 if command -v script >/dev/null 2>&1; then
