@@ -65,11 +65,31 @@ int wstore__nowait(void)
 	return no_wait;
 }
 
+#define LOCK_WAIT_DEFAULT_MS 10000
+#define LOCK_WAIT_MAX_MS 600000
+
+uint64_t wstore__lock_wait_ms(void)
+{
+	const char *e = getenv("WSTORE_LOCK_WAIT_MS");
+	char *end;
+	long long v;
+
+	if (!e || !*e)
+		return LOCK_WAIT_DEFAULT_MS;
+	errno = 0;
+	v = strtoll(e, &end, 10);
+	if (errno || *end || v < 0 || v > LOCK_WAIT_MAX_MS)
+		return LOCK_WAIT_DEFAULT_MS;
+	return (uint64_t)v;
+}
+
 /* For the file store (backends/helpers.h): its update() holds a flock for
- * one read and one write. */
+ * one read and one write.  A flock does not say who holds it: the wait is
+ * bounded by the overall cap only. */
 int wstore__flock_wait(int fd)
 {
-	struct timespec deadline = wclock_deadline_in(30000);
+	uint64_t cap = 3 * wstore__lock_wait_ms();
+	struct timespec deadline = wclock_deadline_in(cap);
 	uint64_t nap = 1;
 
 	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
@@ -80,9 +100,12 @@ int wstore__flock_wait(int fd)
 					   "interrupted while waiting for "
 					   "another process");
 		if (no_wait || wclock_passed(&deadline))
-			return wstore__err(WSTORE_EBUSY,
-					   "held by another process%s",
-					   no_wait ? "" : " for over 30 s");
+			return no_wait ? wstore__err(WSTORE_EBUSY,
+						     "held by another process")
+				       : wstore__err(WSTORE_EBUSY,
+						     "held by another process "
+						     "for over %llu ms",
+						     (unsigned long long)cap);
 		wclock_sleep_ms(nap);
 		nap = nap < 32 ? nap * 2 : 50;
 	}

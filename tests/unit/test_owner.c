@@ -4,7 +4,8 @@
  * DEAD or UNKNOWN; temp name tags; lock records built with jansson and
  * never judged free when unreadable; records of older versions; a stale
  * lock that another taker has replaced meanwhile is not removed (stores
- * without an atomic update); out-of-range getters set the last error.
+ * without an atomic update); a lock wait ends after one holder's share of
+ * it; out-of-range getters set the last error.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include "owner.h"
 #include "store.h"
 #include "unit.h"
+#include "util.h"
 #include "wstore/lease.h"
 
 /* The pid of a child that has exited and been reaped. */
@@ -256,6 +258,47 @@ static void test_lock_stale_race(void)
 	wstore_free(s);
 }
 
+/* ---- lock waits are bounded ------------------------------------------------
+ */
+
+/* A lock kept by one holder: the wait gives up after WSTORE_LOCK_WAIT_MS,
+ * not the overall cap of three times that; 0 does not wait. */
+static void test_lock_wait_bounded(void)
+{
+	wstore_store *s = NULL;
+	wstore__held *h1 = NULL, *h2 = NULL;
+	uint64_t t0, el;
+
+	if (wstore_open_url(&s, "mem://") != 0) {
+		CHECK(!"cannot open a mem store");
+		return;
+	}
+	CHECK_EQ_INT(wstore__lock(s, "models/w", &h1), 0);
+	setenv("WSTORE_LOCK_WAIT_MS", "300", 1);
+	t0 = wclock_mono_ms();
+	CHECK_EQ_INT(wstore__lock_wait(s, "models/w", &h2), WSTORE_EBUSY);
+	el = wclock_mono_ms() - t0;
+	CHECK(h2 == NULL);
+	CHECK(el >= 250 && el < 850);
+	CHECK(strstr(wstore_last_error(), "locked by pid") != NULL);
+	CHECK(strstr(wstore_last_error(), "gave up after") != NULL);
+	setenv("WSTORE_LOCK_WAIT_MS", "0", 1);
+	t0 = wclock_mono_ms();
+	CHECK_EQ_INT(wstore__lock_wait(s, "models/w", &h2), WSTORE_EBUSY);
+	CHECK(wclock_mono_ms() - t0 < 250);
+	/* nonsense is the default, not "no wait" nor "forever" */
+	setenv("WSTORE_LOCK_WAIT_MS", "-5", 1);
+	CHECK(wstore__lock_wait_ms() == 10000);
+	setenv("WSTORE_LOCK_WAIT_MS", "9999999", 1);
+	CHECK(wstore__lock_wait_ms() == 10000);
+	unsetenv("WSTORE_LOCK_WAIT_MS");
+	CHECK(wstore__lock_wait_ms() == 10000);
+	wstore__unlock(s, h1);
+	CHECK_EQ_INT(wstore__lock_wait(s, "models/w", &h2), 0);
+	wstore__unlock(s, h2);
+	wstore_free(s);
+}
+
 /* ---- getters out of range set the last error ----------------------------- */
 
 static void test_range_errors(void)
@@ -290,5 +333,6 @@ void test_owner(void)
 	test_tags();
 	test_lock_records();
 	test_lock_stale_race();
+	test_lock_wait_bounded();
 	test_range_errors();
 }
