@@ -307,6 +307,29 @@ if unshare --pid --fork --kill-child true 2>/dev/null; then
 	check_exit "... and so does gc --evict-to 0" 1 ws gc --evict-to 0
 	check_wait "the reader completes" 0 120 "$P"
 	check "... with the source's bytes" diff -r "$SRC" "$T/p5"
+
+	# a pull in another namespace, SIGKILLed midway: its temp files carry
+	# an owner this namespace cannot judge, so a pull from here keeps them
+	# (in this namespace a killed pull's are proven dead and removed)
+	in_ns - env WSTORE_FAULTS=delay=100 \
+		"$W" --store "fault+$S" -q model pull a --dest "$T/p8" --jobs 1 \
+		--no-verify >"$T/p8.log" 2>&1 & P=$!; PIDS="$PIDS $P"
+	if wait_for 60 sh -c "test \$(find '$T/p8' -name '.*wstore-*' 2>/dev/null | wc -l) -gt 0"; then
+		ns_kill "$P"
+		before=$(find "$T/p8" -name '.*wstore-*' | sort)
+		check_exit "a pull from here next to them succeeds" 0 ws -q model pull a --dest "$T/p8"
+		check "... with the source's bytes" diff -r -x '.*wstore-*' "$SRC" "$T/p8"
+		after=$(find "$T/p8" -name '.*wstore-*' | sort)
+		if [ -n "$before" ] && [ "$before" = "$after" ]; then
+			tap_ok "... and keeps the temp files of the other namespace's pull"
+		else
+			tap_not_ok "... and keeps the temp files of the other namespace's pull" \
+				"before: $before" "after: $after"
+		fi
+	else
+		ns_kill "$P"
+		tap_not_ok "the pull in another namespace makes a temp file" "$(cat "$T/p8.log")"
+	fi
 	ws model delete a >/dev/null 2>&1
 
 	# a SIGKILLed import in another namespace: its lock holds until its
