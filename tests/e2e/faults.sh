@@ -297,6 +297,18 @@ ws model import --checkpoint-id ur3 --model-id M/ur3 --source "$SRC" >/dev/null 
 check_exit "once the manifest reads, list works" 0 ws model list
 check "... and the index lists ur1, ur2 and ur3" sh -c "test \"\$('$W' --store '$S' model list | grep -c '^ur[123] .*READY')\" = 3"
 for c in ur1 ur2 ur3; do ws model delete $c >/dev/null; done
+# leases gc cannot read: the checkpoint may be being read, so gc leaves it
+# alone (a stray key under its prefix stays), where it sweeps it otherwise
+ws model import --checkpoint-id gl --model-id M/gl --source "$SRC" >/dev/null
+mkdir -p "$S/weight/models/gl/stray" && echo x >"$S/weight/models/gl/stray/k"
+check_exit "gc with the leases of a checkpoint unreadable" 0 \
+	wf failread=weight/leases/models/gl gc --grace 0
+check_grep "... skips it, saying why" "skipped 'gl': cannot read the leases of 'gl': injected fault" "$OUT"
+check "... and leaves its keys alone" test -f "$S/weight/models/gl/stray/k"
+check_exit "gc that can read them" 0 ws gc --grace 0
+check "... sweeps the stray key" test ! -e "$S/weight/models/gl/stray/k"
+check_exit "... and the checkpoint verifies" 0 ws model verify gl
+ws model delete gl >/dev/null
 
 # ---- materialize ends on SIGTERM within two seconds --------------------------
 # 60 chunks read 200 ms apart: 12 s unless the signal stops it

@@ -201,7 +201,8 @@ static int enter(fault_backend *fb, int op, const char *key, uint64_t *opn)
 	if (fb->delay_ms)
 		usleep(fb->delay_ms * 1000u);
 	for (size_t i = 0; key && i < fb->nfailread; i++)
-		if ((op == OP_GET || op == OP_GET_RANGE || op == OP_SIZE) &&
+		if ((op == OP_GET || op == OP_GET_RANGE || op == OP_SIZE ||
+		     op == OP_LIST) &&
 		    strstr(key, fb->failread[i]))
 			return wstore_backend_error(-EIO,
 						    "injected fault reading "

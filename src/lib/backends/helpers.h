@@ -204,9 +204,9 @@ extern const wstore__backend_kind wstore__kind_mooncake;
  *                 get, get_range, size, remove, list, update, sync)
  *   short=N       the N-th get returns one byte less than the value
  *   corrupt=N     the N-th get flips one byte
- *   failread=TEXT every read (get, get_range, size) of a key that
- *                 contains TEXT fails with -EIO (a store that cannot read
- *                 one record now; up to 4 such items)
+ *   failread=TEXT every read (get, get_range, size, list) of a key or
+ *                 prefix that contains TEXT fails with -EIO (a store that
+ *                 cannot read one record now; up to 4 such items)
  *   writeonce     put never overwrites an existing key
  *   emptymissing  get of a missing key returns an empty value
  *   forget=N      the N-th put reports success but stores nothing
