@@ -254,6 +254,16 @@ kill -9 "$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
 ctl_keep=$(cat "$LOG")
 fakehub_ctl '{}'
+# its intent record says which files are kept: a run that cannot read it
+# fails, and neither starts over nor drops the record
+check_exit "run again while its intent record cannot be read: fails" 1 \
+	env WSTORE_FAULTS=failread=weight/intents/models/killed timeout -k 5 90 \
+	"$W" --store "fault+$DOWN" model import --from-hub org/fake --endpoint "$F" \
+	--chunk-size 512KiB --checkpoint-id killed --jobs 1
+check_grep "... naming it" "weight/intents/models/killed" "$OUT"
+ctl_keep="$ctl_keep
+$(cat "$LOG")"
+fakehub_ctl '{}'
 check_exit "killed with SIGKILL, run again: imported" 0 \
 	fake --checkpoint-id killed --jobs 1
 printf '%s\n' "$ctl_keep" | cat - "$LOG" > "$T/both.log"
