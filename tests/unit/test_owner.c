@@ -4,19 +4,23 @@
  * DEAD or UNKNOWN; temp name tags; lock records built with jansson and
  * never judged free when unreadable; records of older versions; a stale
  * lock that another taker has replaced meanwhile is not removed (stores
- * without an atomic update); a lock wait ends after one holder's share of
- * it; out-of-range getters set the last error.
+ * without an atomic update); a lock wait (a lock record, a file lock) ends
+ * after one holder's share of it; out-of-range getters set the last error.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
 #include "../../src/common/clock.h"
+#include "backends/helpers.h"
 #include "error.h"
 #include "lock.h"
 #include "owner.h"
@@ -299,6 +303,52 @@ static void test_lock_wait_bounded(void)
 	wstore_free(s);
 }
 
+/* A file lock (the file store's update) that a child process keeps: the
+ * wait gives up after one holder's share, the holder named by /proc/locks;
+ * once the child is gone the lock is taken. */
+static void test_flock_wait_bounded(void)
+{
+	char path[] = "/tmp/wstore-unit-flock-XXXXXX";
+	int fd = mkstemp(path), fd2, go[2];
+	uint64_t t0, el;
+	pid_t child;
+	char c;
+
+	if (fd < 0 || pipe(go) < 0) {
+		CHECK(!"cannot make a file and a pipe");
+		return;
+	}
+	child = fork();
+	if (child == 0) {
+		int cfd = open(path, O_RDWR);
+
+		if (cfd < 0 || flock(cfd, LOCK_EX) < 0)
+			_exit(1);
+		if (write(go[1], "x", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	CHECK(child > 0 && read(go[0], &c, 1) == 1);
+	fd2 = open(path, O_RDWR);
+	setenv("WSTORE_LOCK_WAIT_MS", "300", 1);
+	t0 = wclock_mono_ms();
+	CHECK_EQ_INT(wstore__flock_wait(fd2), WSTORE_EBUSY);
+	el = wclock_mono_ms() - t0;
+	CHECK(el >= 250 && el < 850);
+	CHECK(strstr(wstore_last_error(), "held by another process for over") !=
+	      NULL);
+	unsetenv("WSTORE_LOCK_WAIT_MS");
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	CHECK_EQ_INT(wstore__flock_wait(fd2), 0);
+	close(fd2);
+	close(fd);
+	close(go[0]);
+	close(go[1]);
+	unlink(path);
+}
+
 /* ---- getters out of range set the last error ----------------------------- */
 
 static void test_range_errors(void)
@@ -334,5 +384,6 @@ void test_owner(void)
 	test_lock_records();
 	test_lock_stale_race();
 	test_lock_wait_bounded();
+	test_flock_wait_bounded();
 	test_range_errors();
 }

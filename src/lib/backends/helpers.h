@@ -81,9 +81,10 @@ int wstore__durable_commit(wstore__durable *d, const char *name,
  * it was initialised with .fd = -1. */
 void wstore__durable_abort(wstore__durable *d);
 /*
- * Take an exclusive flock on fd, waiting at most 30 s for another process
- * that holds it (it may be stopped: a holder's flock lasts one read and one
- * write), and never past wstore_interrupt: 0, WSTORE_EBUSY or
+ * Take an exclusive flock on fd, waiting for another process that holds
+ * it (it may be stopped: a holder's flock lasts one read and one write) as
+ * long as any lock wait (util.h: $WSTORE_LOCK_WAIT_MS per holder, three
+ * times that in all), and never past wstore_interrupt: 0, WSTORE_EBUSY or
  * WSTORE_ECANCELED (last error set), or -errno (util.c).
  */
 int wstore__flock_wait(int fd);
