@@ -330,7 +330,10 @@ if unshare --pid --fork --kill-child true 2>/dev/null; then
 		ns_kill "$P"
 		tap_not_ok "the pull in another namespace makes a temp file" "$(cat "$T/p8.log")"
 	fi
-	ws model delete a >/dev/null 2>&1
+	# its lease cannot be judged from here either: it holds until its
+	# lease time runs out, and then a delete goes through
+	check_exit "once the killed pull's lease time has run out, a delete --wait goes through" 0 \
+		ws model delete a --wait 60
 
 	# a SIGKILLed import in another namespace: its lock holds until its
 	# lease time runs out, then the next import takes it over
