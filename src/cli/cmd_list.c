@@ -29,10 +29,13 @@ static json_t *row(wstore_store *s, const char *id)
 	int rc = wstore_manifest_read(&m, s, id);
 	json_t *j;
 
+	/* could not read (the store failed) is neither of the others */
 	if (rc < 0)
 		return json_pack("{s:s, s:s, s:s}", "checkpoint_id", id,
 				 "status",
-				 rc == WSTORE_ENOTFOUND ? "MISSING" : "CORRUPT",
+				 rc == WSTORE_ENOTFOUND	 ? "MISSING"
+				 : rc == WSTORE_ECORRUPT ? "CORRUPT"
+							 : "UNREADABLE",
 				 "error", wstore_last_error());
 	j = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I}", "checkpoint_id",
 		      id, "model_id", wstore_manifest_model_id(m), "revision",
@@ -114,7 +117,7 @@ int cmd_model_list(struct cli *c, int argc, char **argv)
 	char **ids = NULL;
 	size_t n = 0;
 	json_t *rows;
-	int ch, rc, all = 0;
+	int ch, rc, all = 0, bad = 0;
 
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -156,12 +159,16 @@ int cmd_model_list(struct cli *c, int argc, char **argv)
 	for (size_t i = 0; i < n; i++) {
 		json_t *r = row(s, ids[i]);
 		const char *mid = field(r, "model_id");
-
 		const char *r_rev = field(r, "revision");
+		int unread = !strcmp(field(r, "status"), "UNREADABLE");
 
-		/* --all reads every manifest: keep those of --model */
-		if ((all && model && (!mid || strcmp(mid, model) != 0)) ||
-		    (rev && (!r_rev || strcmp(r_rev, rev) != 0)))
+		if (unread && !bad++)
+			wfront_err("%s", field(r, "error"));
+		/* --all reads every manifest: keep those of --model and its
+		 * revision (and those that could not be read, which may be) */
+		if (!unread &&
+		    ((all && model && (!mid || strcmp(mid, model) != 0)) ||
+		     (rev && (!r_rev || strcmp(r_rev, rev) != 0))))
 			json_decref(r);
 		else
 			json_array_append_new(rows, r);
@@ -176,5 +183,5 @@ int cmd_model_list(struct cli *c, int argc, char **argv)
 	cli_close_store(s);
 	free(mid_only);
 	free(rev);
-	return EXIT_OK;
+	return bad ? EXIT_ERR : EXIT_OK;
 }

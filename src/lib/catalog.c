@@ -189,7 +189,13 @@ int wstore__checkpoint_id_derive_mine(
 			snprintf(id, sizeof(id), "%s-%u", base, k);
 		if ((rc = taken(s, id)) < 0)
 			return rc;
-		if (rc == 0 || (mine && mine(ctx, s, id))) {
+		/* taken, but the caller's own: a mine that cannot tell (a
+		 * manifest it could not read) is an error, not another id */
+		if (rc == 1 && mine && (rc = mine(ctx, s, id)) >= 0)
+			rc = !rc;
+		if (rc < 0)
+			return rc;
+		if (rc == 0) {
 			wstore__clear_err();
 			return (*out = strdup(id)) ? 0 : -ENOMEM;
 		}

@@ -324,29 +324,37 @@ static int lock_is_live(struct gc *g, const char *id, char *owner, size_t cap)
 {
 	char key[WSTORE__KEY_MAX], *rec = NULL, who[320];
 	size_t n = 0;
-	int live = 0;
+	int live = 0, rc;
 
 	snprintf(key, sizeof(key), "%s%s", locks_prefix, id);
-	if (wstore__get_alloc(g->s, key, &rec, &n) == 0 &&
-	    wstore__lock_record_held(rec, n, wclock_wall_ms(), who,
-				     sizeof(who))) {
+	rc = wstore__get_alloc(g->s, key, &rec, &n);
+	if (rc == 0 && wstore__lock_record_held(rec, n, wclock_wall_ms(), who,
+						sizeof(who))) {
 		live = 1;
 		snprintf(owner, cap, "locked by %s", who);
+	} else if (rc < 0 && rc != WSTORE_ENOTFOUND) {
+		/* a lock that could not be read may be held */
+		live = 1;
+		snprintf(owner, cap, "cannot read its lock: %s",
+			 wstore_last_error());
 	}
 	free(rec);
 	wstore__clear_err();
 	return live;
 }
 
-/* gc never touches a checkpoint that is being read (lease.c). */
+/* gc never touches a checkpoint that is being read (lease.c), nor one
+ * whose leases it cannot read: 1 (busy), the read's error (msg says
+ * it), or 0. */
 static int being_read(struct gc *g, const char *id, char *msg, size_t cap)
 {
 	char desc[900];
 	size_t n = 0;
+	int rc = wstore__leases_describe(g->s, id, &n, desc, sizeof(desc));
 
-	if (wstore__leases_describe(g->s, id, &n, desc, sizeof(desc)) < 0) {
-		wstore__clear_err();
-		return 0;
+	if (rc < 0) {
+		snprintf(msg, cap, "%s", wstore_last_error());
+		return rc;
 	}
 	if (n)
 		snprintf(msg, cap, "being read: %s", desc);
@@ -378,8 +386,8 @@ static void gc_id(struct gc *g, const char *id)
 			return;
 		}
 	}
-	if (being_read(g, id, msg, sizeof(msg))) {
-		skip(g, id, WSTORE_EBUSY, msg);
+	if ((rc = being_read(g, id, msg, sizeof(msg))) != 0) {
+		skip(g, id, rc > 0 ? WSTORE_EBUSY : rc, msg);
 		wstore__unlock(g->s, token);
 		return;
 	}

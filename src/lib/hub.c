@@ -208,17 +208,22 @@ static int list_files(wstore__hub *h, wstore__http *http)
 /* ---- resuming ------------------------------------------------------------
  */
 
-/* The intent record's "hub" member of a killed import of this same
- * commit, endpoint and chunk size into id (a new reference), or NULL. */
-static json_t *same_import(wstore_store *s, const wstore__hub *h,
-			   const char *id, uint64_t chunk_size)
+/* *out: the intent record's "hub" member of a killed import of this same
+ * commit, endpoint and chunk size into id (a new reference), or NULL
+ * (none, another import's, or corrupt).  0, or the error of a record that
+ * could not be read: it may be this import's. */
+static int same_import(json_t **out, wstore_store *s, const wstore__hub *h,
+		       const char *id, uint64_t chunk_size)
 {
 	json_t *j = NULL, *hub;
 	int rc = wstore__intent_get(&j, s, id);
 
+	*out = NULL;
+	if (rc < 0 && rc != WSTORE_ENOTFOUND && rc != WSTORE_ECORRUPT)
+		return rc;
 	wstore__clear_err();
 	if (rc < 0)
-		return NULL;
+		return 0;
 	hub = json_object_get(j, "hub");
 	if (!json_is_object(hub) ||
 	    json_integer_value(json_object_get(j, "chunk_size")) !=
@@ -233,7 +238,8 @@ static json_t *same_import(wstore_store *s, const wstore__hub *h,
 		hub = NULL;
 	json_incref(hub);
 	json_decref(j);
-	return hub;
+	*out = hub;
+	return 0;
 }
 
 /* Is id this import's to take: READY (or FAILED) with this model and
@@ -255,9 +261,14 @@ static int is_mine(void *ctx, wstore_store *s, const char *id)
 		yes = !strcmp(m->model_id, mi->model_id) &&
 		      !strcmp(m->revision, mi->h->commit);
 	wstore_manifest_free(m);
-	if (rc == WSTORE_ENOTFOUND &&
-	    (hub = same_import(s, mi->h, id, mi->chunk_size))) {
-		yes = 1;
+	/* a manifest that could not be read now may be this import's:
+	 * an error, never another id */
+	if (rc < 0 && rc != WSTORE_ENOTFOUND && rc != WSTORE_ECORRUPT)
+		return rc;
+	if (rc == WSTORE_ENOTFOUND) {
+		if ((rc = same_import(&hub, s, mi->h, id, mi->chunk_size)) < 0)
+			return rc;
+		yes = hub != NULL;
 		json_decref(hub);
 	}
 	wstore__clear_err();
@@ -276,8 +287,10 @@ static int hub_claim(struct import *im)
 	int rc = wstore_manifest_read(&m, im->s, id);
 
 	wstore_manifest_free(m);
-	if (rc != WSTORE_ENOTFOUND ||
-	    !(h->kept = same_import(im->s, h, id, im->chunk_size)))
+	if (rc == WSTORE_ENOTFOUND &&
+	    (rc = same_import(&h->kept, im->s, h, id, im->chunk_size)) < 0)
+		return rc;
+	if (!h->kept)
 		return wstore__import_claim(im->s, id);
 	wstore__clear_err();
 	/* remove every key the record lists but a kept file's chunks */
@@ -448,13 +461,18 @@ static int pick_id(char **id, wstore_store *s, wstore_import_options *oc,
 						 is_mine, &mi);
 }
 
-/* 1 when id is READY with this model and commit already. */
+/* 1 when id is READY with this model and commit already, 0 when not
+ * (absent, another import, FAILED, corrupt), or the error of a manifest
+ * that could not be read. */
 static int already_there(wstore_store *s, const char *id, const char *model,
 			 const char *commit)
 {
 	wstore_manifest *m = NULL;
 	int rc = wstore_manifest_read(&m, s, id), yes;
 
+	if (rc < 0 && rc != WSTORE_ENOTFOUND && rc != WSTORE_ECORRUPT)
+		return wstore__err(rc, "cannot read checkpoint '%s': %s", id,
+				   wstore_last_error());
 	yes = rc == 0 && !strcmp(m->status, "READY") &&
 	      !strcmp(m->model_id, model) && !strcmp(m->revision, commit);
 	wstore_manifest_free(m);
@@ -498,8 +516,10 @@ static int run(char **out_id, wstore_store *s, wstore_import_options *oc,
 	oc->checkpoint_id = id;
 	if (rc == 0)
 		rc = wstore_import_check(oc);
-	if (rc == 0 && already_there(s, id, oc->model_id, h->commit))
+	if (rc == 0 && (rc = already_there(s, id, oc->model_id, h->commit))) {
+		rc = rc > 0 ? 0 : rc;
 		goto out;
+	}
 	im.chunk_size =
 		oc->chunk_size ? oc->chunk_size : WSTORE_DEFAULT_CHUNK_SIZE;
 	if (rc == 0)

@@ -192,14 +192,24 @@ static int rebuild_one(const char *key, void *vctx)
 	const char *slash = strchr(ckpt, '/');
 	wstore_manifest *m = NULL;
 	char id[WSTORE__KEY_MAX];
+	int rc;
 
 	if (!slash || strcmp(slash, "/manifest") != 0 ||
 	    (size_t)(slash - ckpt) >= sizeof(id))
 		return 0;
 	memcpy(id, ckpt, (size_t)(slash - ckpt));
 	id[slash - ckpt] = '\0';
-	if (wstore_manifest_read(&m, r->s, id) < 0)
+	rc = wstore_manifest_read(&m, r->s, id);
+	/* gone since listed, or not a manifest: in no index; a manifest that
+	 * could not be read now may be READY, and a list without it would
+	 * be written back by the next update */
+	if (rc == WSTORE_ENOTFOUND || rc == WSTORE_ECORRUPT) {
+		wstore__clear_err();
 		return 0;
+	}
+	if (rc < 0)
+		return wstore__err(rc, "cannot rebuild the index: %s",
+				   wstore_last_error());
 	if (strcmp(m->status, "READY") == 0 &&
 	    (!r->model_id || strcmp(m->model_id, r->model_id) == 0)) {
 		if (r->n + 1 >= r->cap) {

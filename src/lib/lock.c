@@ -45,8 +45,6 @@
 #define LOCK_TTL_DEFAULT_MS 60000
 #define LOCK_TTL_MIN_MS 100
 #define LOCK_TTL_MAX_MS (24LL * 3600 * 1000)
-/* how long wstore__lock_wait waits for a lock held by others */
-#define LOCK_WAIT_MS 30000
 
 struct wstore__held {
 	wstore_store *s;
@@ -561,16 +559,29 @@ void wstore__unlock(wstore_store *s, wstore__held *h)
 
 /* ---- waiting for a lock, and read-modify-write under one ---------------- */
 
+/* Bounded per holder and in all (util.h, wstore__lock_wait_ms): the
+ * busy message names the holder, so a new message is a new holder. */
 int wstore__lock_wait(wstore_store *s, const char *name, wstore__held **out)
 {
-	struct timespec deadline = wclock_deadline_in(LOCK_WAIT_MS);
+	uint64_t per = wstore__lock_wait_ms();
+	struct timespec cap = wclock_deadline_in(3 * per), one = cap;
+	uint64_t t0 = wclock_mono_ms();
+	char holder[512] = "";
 	int rc;
 
 	for (;;) {
 		rc = wstore__lock(s, name, out);
-		if (rc != WSTORE_EBUSY || wstore__nowait() ||
-		    wclock_passed(&deadline))
+		if (rc != WSTORE_EBUSY || wstore__nowait())
 			return rc;
+		if (strcmp(holder, wstore_last_error()) != 0) {
+			snprintf(holder, sizeof(holder), "%s",
+				 wstore_last_error());
+			one = wclock_deadline_in(per);
+		}
+		if (wclock_passed(&one) || wclock_passed(&cap))
+			return wstore__err(
+				rc, "%s (gave up after %llu ms)", holder,
+				(unsigned long long)(wclock_mono_ms() - t0));
 		/* held only for one read and one write: poll */
 		for (int i = 0; i < 10; i++) {
 			if (wstore__interrupted())

@@ -28,6 +28,7 @@
 #include "manifest.h"
 #include "readv.h"
 #include "store.h"
+#include "util.h"
 
 uint64_t wstore__max_chunk(const wstore_manifest *m)
 {
@@ -222,6 +223,18 @@ static int open_out_dir(const char *output, const char **base)
 	return fd;
 }
 
+/* Between chunks: a materialize ends within a chunk of wstore_interrupt
+ * (SIGINT, SIGTERM in the CLI), its temp file removed. */
+static int stop_on_interrupt(uint64_t n, void *ctx)
+{
+	(void)n;
+	return wstore__interrupted()
+		       ? wstore__err(WSTORE_ECANCELED,
+				     "interrupted while writing '%s'",
+				     (const char *)ctx)
+		       : 0;
+}
+
 /* Stream f into a temp file next to output and rename it into place.  An
  * existing output that is not a regular file (a device, a FIFO, a
  * directory) is refused before anything is fetched.  The bytes are
@@ -245,8 +258,9 @@ static int materialize(wstore_checkpoint *ck, wstore_store *s,
 	if (rc == 0)
 		rc = wstore__durable_open(&d, dfd, 0666, output);
 	if (rc == 0) {
-		rc = wstore__fetch_to_fd(s, f, d.fd, buf, cap, 1, NULL, NULL);
-		if (rc < 0)
+		rc = wstore__fetch_to_fd(s, f, d.fd, buf, cap, 1,
+					 stop_on_interrupt, (void *)output);
+		if (rc < 0 && rc != WSTORE_ECANCELED)
 			rc = wstore__checkpoint_settle(ck, f, rc);
 	}
 	if (rc == 0)

@@ -117,7 +117,8 @@ void wstore__store_buf_free(wstore_store *s, void *p);
 unsigned wstore__jobs(uint32_t jobs);
 
 /* wstore_checkpoint_id_derive, also taking an id that is taken when
- * mine(ctx, s, id) says it is the caller's own (catalog.c). */
+ * mine(ctx, s, id) says it is the caller's own (1; 0 when not, or a
+ * negative error, returned as is: catalog.c). */
 int wstore__checkpoint_id_derive_mine(
 	char **out, wstore_store *s, const char *model_id, const char *revision,
 	int (*mine)(void *ctx, wstore_store *s, const char *id), void *ctx);

@@ -5,9 +5,12 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <sys/file.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "../common/clock.h"
 #include "error.h"
@@ -65,12 +68,59 @@ int wstore__nowait(void)
 	return no_wait;
 }
 
+#define LOCK_WAIT_DEFAULT_MS 10000
+#define LOCK_WAIT_MAX_MS 600000
+
+uint64_t wstore__lock_wait_ms(void)
+{
+	const char *e = getenv("WSTORE_LOCK_WAIT_MS");
+	char *end;
+	long long v;
+
+	if (!e || !*e)
+		return LOCK_WAIT_DEFAULT_MS;
+	errno = 0;
+	v = strtoll(e, &end, 10);
+	if (errno || *end || v < 0 || v > LOCK_WAIT_MAX_MS)
+		return LOCK_WAIT_DEFAULT_MS;
+	return (uint64_t)v;
+}
+
+/* Who holds the flock on the file open as fd: the pid /proc/locks names
+ * for it (the process that took it, in our PID namespace), or 0 when it
+ * cannot be told (not listed, no /proc, another namespace). */
+static long flock_holder(int fd)
+{
+	struct stat st;
+	char line[256], want[64], kind[16], dev[64];
+	long pid = 0, p;
+	FILE *f;
+
+	if (fstat(fd, &st) < 0 || !(f = fopen("/proc/locks", "re")))
+		return 0;
+	snprintf(want, sizeof(want), "%02x:%02x:%llu", major(st.st_dev),
+		 minor(st.st_dev), (unsigned long long)st.st_ino);
+	/* "N: FLOCK  ADVISORY  WRITE PID MAJ:MIN:INO 0 EOF"; a waiter's
+	 * line has "->" after the number */
+	while (!pid && fgets(line, sizeof(line), f))
+		if (!strstr(line, "->") &&
+		    sscanf(line, "%*s %15s %*s %*s %ld %63s", kind, &p, dev) ==
+			    3 &&
+		    !strcmp(kind, "FLOCK") && !strcmp(dev, want) && p > 0)
+			pid = p;
+	fclose(f);
+	return pid;
+}
+
 /* For the file store (backends/helpers.h): its update() holds a flock for
- * one read and one write. */
+ * one read and one write.  Bounded as every lock wait (util.h): per holder
+ * when /proc/locks names it, else by the overall cap. */
 int wstore__flock_wait(int fd)
 {
-	struct timespec deadline = wclock_deadline_in(30000);
+	uint64_t per = wstore__lock_wait_ms(), t0 = wclock_mono_ms();
+	struct timespec cap = wclock_deadline_in(3 * per), one = cap;
 	uint64_t nap = 1;
+	long holder = -1, h;
 
 	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		if (errno != EWOULDBLOCK && errno != EINTR)
@@ -79,10 +129,20 @@ int wstore__flock_wait(int fd)
 			return wstore__err(WSTORE_ECANCELED,
 					   "interrupted while waiting for "
 					   "another process");
-		if (no_wait || wclock_passed(&deadline))
+		if (no_wait)
 			return wstore__err(WSTORE_EBUSY,
-					   "held by another process%s",
-					   no_wait ? "" : " for over 30 s");
+					   "held by another process");
+		/* a new holder (or a first look): its own wait starts */
+		if ((h = flock_holder(fd)) != holder) {
+			holder = h;
+			one = h ? wclock_deadline_in(per) : cap;
+		}
+		if (wclock_passed(&one) || wclock_passed(&cap))
+			return wstore__err(
+				WSTORE_EBUSY,
+				"held by another process for over "
+				"%llu ms",
+				(unsigned long long)(wclock_mono_ms() - t0));
 		wclock_sleep_ms(nap);
 		nap = nap < 32 ? nap * 2 : 50;
 	}

@@ -33,6 +33,17 @@ int wstore__lock_nowait(int on);
 int wstore__nowait(void);
 
 /*
+ * How long a wait for a lock held by another process lasts: at most
+ * wstore__lock_wait_ms() while one holder keeps it (a holder that long is
+ * stuck: stopped, or slowed by a store that does not answer), and never
+ * more than three times that in all (a queue of holders, or a file lock
+ * whose holder /proc/locks does not name).  $WSTORE_LOCK_WAIT_MS, 10 s unless
+ * set (0 to 600000; 0: never wait).  Every such wait also ends within 100 ms of
+ * wstore_interrupt.
+ */
+uint64_t wstore__lock_wait_ms(void);
+
+/*
  * The loop of a renewal thread (locks, leases): with mu held, wait
  * every_ms on cv (made by wclock_cond_init) unless *stop, then call
  * fn(arg) with mu released; returns once another thread set *stop under

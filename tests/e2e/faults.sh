@@ -3,12 +3,14 @@
 # file store wrapped in the fault-injecting backend (URL "fault+DIR",
 # faults from $WSTORE_FAULTS, see src/lib/backends/helpers.h):
 # a failure at each put, SIGINT mid-import, a crash (as if SIGKILLed) at
-# every call of a delete, and a write-once store holding stale chunks.
+# every call of a delete, a manifest that cannot be read (never taken for
+# an absent one by list, gc or name resolution), SIGTERM mid-materialize,
+# and a write-once store holding stale chunks.
 TAP_SUITE=faults
 . "$(dirname "$0")/../lib/suite.sh"
 S="$T/store"
 ws() { "$W" --store "$S" "$@"; }
-wf() { WSTORE_FAULTS="$1" "$W" --store "fault+$S" "$@"; }
+wf() { _wf=$1; shift; WSTORE_FAULTS="$_wf" "$W" --store "fault+$S" "$@"; }
 chunks() { (cd "$S" && find weight/models -path '*/chunks/*' -type f 2>/dev/null | wc -l); }
 tmps() { find "$S" -name '.tmp-*' | wc -l; }
 # wait_lock ID: until an import of ID holds its lock (at most 10 s)
@@ -263,6 +265,69 @@ while [ "$k" -le "$((nput + 12))" ]; do
 	k=$((k + 1))
 done
 [ $ok = 1 ] && tap_ok "import crashed at each of $((nput + 12)) calls: re-run always succeeds and verifies"
+
+# ---- a manifest that cannot be read is never an absent one ----------------
+# (failread: every read of one key fails with EIO, as a store that times
+# out on it would)
+ws model import --checkpoint-id ur1 --model-id M/ur --source "$SRC" >/dev/null
+ws model import --checkpoint-id ur2 --model-id M/ur --revision r2 --source "$SRC" >/dev/null
+FR=failread=ur1/manifest
+check_exit "model list with one manifest unreadable exits 1" 1 wf $FR model list
+check_grep "... showing it UNREADABLE, not missing or corrupt" "^ur1 .* UNREADABLE" "$OUT"
+check_grep "... still listing the others" "^ur2 .*READY" "$OUT"
+check_grep "... and saying why" "injected fault reading 'weight/models/ur1/manifest'" "$OUT"
+check_exit "model list --all --model: the unreadable row is kept" 1 wf $FR --json model list --all --model M/ur
+check_grep "... as UNREADABLE" '"status": "UNREADABLE"' "$OUT"
+check_exit "gc fails when a manifest cannot be read" 1 wf $FR gc --grace 0
+check_grep "... naming it" "weight/models/ur1/manifest" "$OUT"
+check_exit "... and removed nothing of it (it verifies)" 0 ws model verify ur1
+check_exit "pulling the model by name fails rather than pick another" 1 \
+	wf $FR model pull M/ur --dest "$T/urp"
+check "... and wrote nothing" test ! -e "$T/urp/config.json"
+# a corrupt index is rebuilt from the manifests: one that cannot be read
+# makes that an error, never an index without it written back
+cp "$S/weight/index/models" "$T/index.bak"
+echo garbage > "$S/weight/index/models"
+check_exit "list from a corrupt index with a manifest unreadable fails" 1 wf $FR model list
+check_exit "an import with that manifest unreadable cannot repair the index" 1 \
+	wf $FR model import --checkpoint-id ur3 --model-id M/ur3 --source "$SRC"
+check_grep "... and says so" "cannot update index" "$OUT"
+# (the import published ur3: running it again repairs the index)
+ws model import --checkpoint-id ur3 --model-id M/ur3 --source "$SRC" >/dev/null 2>&1
+check_exit "once the manifest reads, list works" 0 ws model list
+check "... and the index lists ur1, ur2 and ur3" sh -c "test \"\$('$W' --store '$S' model list | grep -c '^ur[123] .*READY')\" = 3"
+for c in ur1 ur2 ur3; do ws model delete $c >/dev/null; done
+# leases gc cannot read: the checkpoint may be being read, so gc leaves it
+# alone (a stray key under its prefix stays), where it sweeps it otherwise
+ws model import --checkpoint-id gl --model-id M/gl --source "$SRC" >/dev/null
+mkdir -p "$S/weight/models/gl/stray" && echo x >"$S/weight/models/gl/stray/k"
+check_exit "gc with the leases of a checkpoint unreadable" 0 \
+	wf failread=weight/leases/models/gl gc --grace 0
+check_grep "... skips it, saying why" "skipped 'gl': cannot read the leases of 'gl': injected fault" "$OUT"
+check "... and leaves its keys alone" test -f "$S/weight/models/gl/stray/k"
+check_exit "gc that can read them" 0 ws gc --grace 0
+check "... sweeps the stray key" test ! -e "$S/weight/models/gl/stray/k"
+check_exit "... and the checkpoint verifies" 0 ws model verify gl
+ws model delete gl >/dev/null
+
+# ---- materialize ends on SIGTERM within two seconds --------------------------
+# 60 chunks read 200 ms apart: 12 s unless the signal stops it
+python3 -c "import os; open('$T/big.bin','wb').write(os.urandom(60*16384))"
+mkdir -p "$T/bigsrc" && mv "$T/big.bin" "$T/bigsrc/" && echo '{}' >"$T/bigsrc/config.json"
+check_exit "import of a 60-chunk file" 0 ws model import --checkpoint-id mt --model-id M/mt --source "$T/bigsrc" --chunk-size $CS
+mkdir -p "$T/mo"
+WSTORE_FAULTS=delay=200 "$W" --store "fault+$S" model materialize-file mt \
+	--path big.bin --output "$T/mo/big.bin" >"$T/mo.log" 2>&1 &
+P=$!
+check "materialize is writing its temp file" wait_for 30 sh -c "ls -A '$T/mo' | grep -q ."
+t0=$(date +%s%N); kill -TERM $P
+wait_exit 20 $P; rc=$?
+el=$(( ($(date +%s%N) - t0) / 1000000 ))
+if [ "$rc" = 1 ] && [ "$el" -le 2000 ]; then tap_ok "SIGTERM ends materialize within 2 s ($el ms), exit 1"
+else tap_not_ok "SIGTERM ends materialize within 2 s, exit 1" "exit $rc after $el ms: $(cat "$T/mo.log")"; fi
+check_grep "... saying it was interrupted" "interrupted" "$(cat "$T/mo.log")"
+check "... leaving no file and no temp file" test -z "$(ls -A "$T/mo")"
+ws model delete mt >/dev/null
 
 # ---- write-once store holding stale chunk values -------------------------
 ws model import --checkpoint-id wo --model-id M --source "$SRC" --chunk-size $CS >/dev/null

@@ -60,6 +60,19 @@ check_exit "a second run: nothing fetched, same checkpoint" 0 \
 	hub --from-hub "org/tiny@$SHA" --endpoint "$B"
 n=$(ws model list --json | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
 check_grep "... and no second checkpoint" '^1$' "$n"
+# a run that cannot read that checkpoint's manifest (the store failing
+# for a moment) fails: never another id, never a second import
+for how in derived given; do
+	case $how in derived) a= ;; given) a="--checkpoint-id $ID" ;; esac
+	check_exit "a run that cannot read the manifest fails ($how id)" 1 \
+		env WSTORE_FAULTS="failread=$ID/manifest" timeout -k 5 90 "$W" \
+		--store "fault+$DOWN" model import --from-hub "org/tiny@$SHA" \
+		--endpoint "$B" $a
+	check_grep "... saying what could not be read" "weight/models/$ID/manifest" "$OUT"
+	n=$(ws model list --json | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+	check_grep "... and makes no second checkpoint" '^1$' "$n"
+done
+check_exit "... and the checkpoint still verifies" 0 ws model verify "$ID"
 # on a terminal: progress lines, none with sizes before the file list is
 # known (a "0 B / 0 B" line, and a rate counted from the listing)
 if command -v script >/dev/null 2>&1; then
@@ -240,6 +253,16 @@ wait_for 30 grep -q 'resolve/[0-9a-f]*/z.bin' "$LOG"
 kill -9 "$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
 ctl_keep=$(cat "$LOG")
+fakehub_ctl '{}'
+# its intent record says which files are kept: a run that cannot read it
+# fails, and neither starts over nor drops the record
+check_exit "run again while its intent record cannot be read: fails" 1 \
+	env WSTORE_FAULTS=failread=weight/intents/models/killed timeout -k 5 90 \
+	"$W" --store "fault+$DOWN" model import --from-hub org/fake --endpoint "$F" \
+	--chunk-size 512KiB --checkpoint-id killed --jobs 1
+check_grep "... naming it" "weight/intents/models/killed" "$OUT"
+ctl_keep="$ctl_keep
+$(cat "$LOG")"
 fakehub_ctl '{}'
 check_exit "killed with SIGKILL, run again: imported" 0 \
 	fake --checkpoint-id killed --jobs 1

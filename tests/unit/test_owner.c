@@ -4,23 +4,29 @@
  * DEAD or UNKNOWN; temp name tags; lock records built with jansson and
  * never judged free when unreadable; records of older versions; a stale
  * lock that another taker has replaced meanwhile is not removed (stores
- * without an atomic update); out-of-range getters set the last error.
+ * without an atomic update); a lock wait (a lock record, a file lock) ends
+ * after one holder's share of it; out-of-range getters set the last error.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
 #include "../../src/common/clock.h"
+#include "backends/helpers.h"
 #include "error.h"
 #include "lock.h"
 #include "owner.h"
 #include "store.h"
 #include "unit.h"
+#include "util.h"
 #include "wstore/lease.h"
 
 /* The pid of a child that has exited and been reaped. */
@@ -256,6 +262,93 @@ static void test_lock_stale_race(void)
 	wstore_free(s);
 }
 
+/* ---- lock waits are bounded ------------------------------------------------
+ */
+
+/* A lock kept by one holder: the wait gives up after WSTORE_LOCK_WAIT_MS,
+ * not the overall cap of three times that; 0 does not wait. */
+static void test_lock_wait_bounded(void)
+{
+	wstore_store *s = NULL;
+	wstore__held *h1 = NULL, *h2 = NULL;
+	uint64_t t0, el;
+
+	if (wstore_open_url(&s, "mem://") != 0) {
+		CHECK(!"cannot open a mem store");
+		return;
+	}
+	CHECK_EQ_INT(wstore__lock(s, "models/w", &h1), 0);
+	setenv("WSTORE_LOCK_WAIT_MS", "300", 1);
+	t0 = wclock_mono_ms();
+	CHECK_EQ_INT(wstore__lock_wait(s, "models/w", &h2), WSTORE_EBUSY);
+	el = wclock_mono_ms() - t0;
+	CHECK(h2 == NULL);
+	CHECK(el >= 250 && el < 850);
+	CHECK(strstr(wstore_last_error(), "locked by pid") != NULL);
+	CHECK(strstr(wstore_last_error(), "gave up after") != NULL);
+	setenv("WSTORE_LOCK_WAIT_MS", "0", 1);
+	t0 = wclock_mono_ms();
+	CHECK_EQ_INT(wstore__lock_wait(s, "models/w", &h2), WSTORE_EBUSY);
+	CHECK(wclock_mono_ms() - t0 < 250);
+	/* nonsense is the default, not "no wait" nor "forever" */
+	setenv("WSTORE_LOCK_WAIT_MS", "-5", 1);
+	CHECK(wstore__lock_wait_ms() == 10000);
+	setenv("WSTORE_LOCK_WAIT_MS", "9999999", 1);
+	CHECK(wstore__lock_wait_ms() == 10000);
+	unsetenv("WSTORE_LOCK_WAIT_MS");
+	CHECK(wstore__lock_wait_ms() == 10000);
+	wstore__unlock(s, h1);
+	CHECK_EQ_INT(wstore__lock_wait(s, "models/w", &h2), 0);
+	wstore__unlock(s, h2);
+	wstore_free(s);
+}
+
+/* A file lock (the file store's update) that a child process keeps: the
+ * wait gives up after one holder's share, the holder named by /proc/locks;
+ * once the child is gone the lock is taken. */
+static void test_flock_wait_bounded(void)
+{
+	char path[] = "/tmp/wstore-unit-flock-XXXXXX";
+	int fd = mkstemp(path), fd2, go[2];
+	uint64_t t0, el;
+	pid_t child;
+	char c;
+
+	if (fd < 0 || pipe(go) < 0) {
+		CHECK(!"cannot make a file and a pipe");
+		return;
+	}
+	child = fork();
+	if (child == 0) {
+		int cfd = open(path, O_RDWR);
+
+		if (cfd < 0 || flock(cfd, LOCK_EX) < 0)
+			_exit(1);
+		if (write(go[1], "x", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	CHECK(child > 0 && read(go[0], &c, 1) == 1);
+	fd2 = open(path, O_RDWR);
+	setenv("WSTORE_LOCK_WAIT_MS", "300", 1);
+	t0 = wclock_mono_ms();
+	CHECK_EQ_INT(wstore__flock_wait(fd2), WSTORE_EBUSY);
+	el = wclock_mono_ms() - t0;
+	CHECK(el >= 250 && el < 850);
+	CHECK(strstr(wstore_last_error(), "held by another process for over") !=
+	      NULL);
+	unsetenv("WSTORE_LOCK_WAIT_MS");
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	CHECK_EQ_INT(wstore__flock_wait(fd2), 0);
+	close(fd2);
+	close(fd);
+	close(go[0]);
+	close(go[1]);
+	unlink(path);
+}
+
 /* ---- getters out of range set the last error ----------------------------- */
 
 static void test_range_errors(void)
@@ -290,5 +383,7 @@ void test_owner(void)
 	test_tags();
 	test_lock_records();
 	test_lock_stale_race();
+	test_lock_wait_bounded();
+	test_flock_wait_bounded();
 	test_range_errors();
 }

@@ -1,14 +1,18 @@
 /*
  * test_store.c - the store front end (store.c): the backend interface
  * checks of wstore_open_backend, capabilities, whole-value reads, replace
- * and remove on strong and write-once stores, and chunk reads judged
- * against the manifest.
+ * and remove on strong and write-once stores, chunk reads judged
+ * against the manifest, and notices set while other threads deliver them.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "../../src/common/clock.h"
 #include "error.h"
 #include "manifest.h"
 #include "store.h"
@@ -252,6 +256,91 @@ static void test_jobs(void)
 		CHECK(wstore__jobs(0) <= (unsigned)cores);
 }
 
+/* ---- notices: set while backend threads deliver them ------------------- */
+
+struct notice_ctx {
+	atomic_int retired; /* set once wstore_set_notice replaced it */
+	atomic_int calls, late;
+};
+
+static void on_notice(const char *msg, void *vctx)
+{
+	struct notice_ctx *c = vctx;
+
+	(void)msg;
+	atomic_fetch_add(&c->calls, 1);
+	if (atomic_load(&c->retired))
+		atomic_fetch_add(&c->late, 1);
+}
+
+struct notifier {
+	wstore_backend *b;
+	atomic_int *stop;
+};
+
+static void *notify_loop(void *arg)
+{
+	struct notifier *n = arg;
+
+	while (!atomic_load(n->stop))
+		wstore_backend_notice(n->b, "waiting for %s", "something");
+	return NULL;
+}
+
+/* Until a notice reached c (at most 100 ms: the threads may not run). */
+static void delivered(struct notice_ctx *c)
+{
+	uint64_t t0 = wclock_mono_ms();
+
+	while (!atomic_load(&c->calls) && wclock_mono_ms() - t0 < 100)
+		sched_yield();
+}
+
+/* wstore_set_notice while three threads deliver notices: once it returns
+ * the previous fn is never called again (its ctx may be freed). */
+static void test_notice_threads(void)
+{
+	wstore_store *s = unit_mem_store(0, 0);
+	struct notice_ctx a, b;
+	struct notifier n;
+	atomic_int stop = 0;
+	pthread_t t[3];
+	int late = 0, calls = 0;
+
+	if (!s) {
+		CHECK(!"cannot open a mem store");
+		return;
+	}
+	n.b = wstore_store_backend(s);
+	n.stop = &stop;
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ_INT(pthread_create(&t[i], NULL, notify_loop, &n), 0);
+	for (int round = 0; round < 20; round++) {
+		atomic_init(&a.retired, 0);
+		atomic_init(&a.calls, 0);
+		atomic_init(&a.late, 0);
+		atomic_init(&b.retired, 0);
+		atomic_init(&b.calls, 0);
+		atomic_init(&b.late, 0);
+		wstore_set_notice(s, on_notice, &a);
+		delivered(&a);
+		wstore_set_notice(s, on_notice, &b);
+		atomic_store(&a.retired, 1);
+		delivered(&b);
+		wstore_set_notice(s, NULL, NULL);
+		atomic_store(&b.retired, 1);
+		/* a's fn after it was replaced, b's after notices were off */
+		late += atomic_load(&a.late) + atomic_load(&b.late);
+		calls += atomic_load(&a.calls) + atomic_load(&b.calls);
+	}
+	atomic_store(&stop, 1);
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	CHECK_EQ_INT(late, 0);
+	CHECK(calls > 0); /* the threads did deliver while it changed */
+	wstore_free(s);
+}
+
 void test_store(void)
 {
 	test_open_backend_checks();
@@ -263,4 +352,5 @@ void test_store(void)
 	test_chunks();
 	test_first_err();
 	test_jobs();
+	test_notice_threads();
 }

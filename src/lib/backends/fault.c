@@ -57,6 +57,9 @@ typedef struct fault_backend {
 	wstore_backend *inner;
 	int writeonce, emptymissing;
 	unsigned delay_ms; /* every call sleeps this long (races, ^C) */
+	/* failread=TEXT: reads of keys holding one of these fail */
+	char *failread[4];
+	size_t nfailread;
 	rule rules[MAX_RULES];
 	size_t nrules;
 	_Atomic uint64_t calls;
@@ -120,6 +123,13 @@ static int parse_item(fault_backend *fb, const char *item)
 		if (parse_n(item + 6, &ms, NULL) || ms > 600000)
 			return -1;
 		fb->delay_ms = (unsigned)ms;
+		return 0;
+	}
+	if (strncmp(item, "failread=", 9) == 0) {
+		if (!item[9] || fb->nfailread == 4 ||
+		    !(fb->failread[fb->nfailread] = strdup(item + 9)))
+			return -1;
+		fb->nfailread++;
 		return 0;
 	}
 	if (fb->nrules == MAX_RULES)
@@ -190,6 +200,14 @@ static int enter(fault_backend *fb, int op, const char *key, uint64_t *opn)
 
 	if (fb->delay_ms)
 		usleep(fb->delay_ms * 1000u);
+	for (size_t i = 0; key && i < fb->nfailread; i++)
+		if ((op == OP_GET || op == OP_GET_RANGE || op == OP_SIZE ||
+		     op == OP_LIST) &&
+		    strstr(key, fb->failread[i]))
+			return wstore_backend_error(-EIO,
+						    "injected fault reading "
+						    "'%s'",
+						    key);
 	for (size_t i = 0; i < fb->nrules; i++) {
 		const rule *r = &fb->rules[i];
 		uint64_t c;
@@ -390,6 +408,8 @@ static void fault_free(wstore_backend *b)
 		return;
 	if (fb->inner)
 		fb->inner->free(fb->inner);
+	for (size_t i = 0; i < fb->nfailread; i++)
+		free(fb->failread[i]);
 	free(fb);
 }
 
@@ -443,6 +463,8 @@ int wstore__backend_fault_new(wstore_backend **out, wstore_backend *inner,
 		return wstore__errc(-ENOMEM, "cannot create fault backend");
 	rc = parse_spec(fb, spec);
 	if (rc) {
+		for (size_t i = 0; i < fb->nfailread; i++)
+			free(fb->failread[i]);
 		free(fb);
 		return rc;
 	}

@@ -81,9 +81,10 @@ int wstore__durable_commit(wstore__durable *d, const char *name,
  * it was initialised with .fd = -1. */
 void wstore__durable_abort(wstore__durable *d);
 /*
- * Take an exclusive flock on fd, waiting at most 30 s for another process
- * that holds it (it may be stopped: a holder's flock lasts one read and one
- * write), and never past wstore_interrupt: 0, WSTORE_EBUSY or
+ * Take an exclusive flock on fd, waiting for another process that holds
+ * it (it may be stopped: a holder's flock lasts one read and one write) as
+ * long as any lock wait (util.h: $WSTORE_LOCK_WAIT_MS per holder, three
+ * times that in all), and never past wstore_interrupt: 0, WSTORE_EBUSY or
  * WSTORE_ECANCELED (last error set), or -errno (util.c).
  */
 int wstore__flock_wait(int fd);
@@ -204,6 +205,9 @@ extern const wstore__backend_kind wstore__kind_mooncake;
  *                 get, get_range, size, remove, list, update, sync)
  *   short=N       the N-th get returns one byte less than the value
  *   corrupt=N     the N-th get flips one byte
+ *   failread=TEXT every read (get, get_range, size, list) of a key or
+ *                 prefix that contains TEXT fails with -EIO (a store that
+ *                 cannot read one record now; up to 4 such items)
  *   writeonce     put never overwrites an existing key
  *   emptymissing  get of a missing key returns an empty value
  *   forget=N      the N-th put reports success but stores nothing
