@@ -107,13 +107,14 @@ in_ns() {
 busy() { ws model delete "$1" 2>&1 | grep -q "is busy"; }
 # locked ID: ID's lock record exists, looked at without taking the lock (a
 # delete probing for "busy" holds the lock for a moment itself, and an
-# import starting in that moment is refused as busy); the Mooncake
-# stand-in has no such view, so there the probe is the delete
+# import starting in that moment is refused as busy); on Mooncake, the
+# stand-in's object files
 locked() {
 	case $KIND in
 	file) [ -e "$S/weight/locks/models/$1" ] ;;
 	redis) [ "$(redis_cli "$WSTORE_TEST_REDIS_PORT" exists \
 		"${WSTORE_KEY_PREFIX:-}weight/locks/models/$1" | tr -dc 0-9)" = 1 ] ;;
+	mooncake) ls "$MOONCAKE_STANDIN_DIR/objects" | grep -q "^weight%2Flocks%2Fmodels%2F$1\$" ;;
 	*) busy "$1" ;;
 	esac
 }
