@@ -299,38 +299,35 @@ if _redis_start "$T/cut"; then
 	check_exit "behind a cutting proxy: import straight to the server" 0 rec "$W" \
 		--store "redis://127.0.0.1:$XP" model import --checkpoint-id cut \
 		--model-id Org/Cut --source "$SRC" --chunk-size 1M
+	rec "$W" --store "redis://127.0.0.1:$XP" model import --checkpoint-id cut16 \
+		--model-id Org/Cut16 --source "$SRC" --chunk-size 16M >/dev/null 2>&1
 	PXP=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-	python3 "$HERE/fleet/proxy.py" 127.0.0.1 "$PXP" 127.0.0.1 "$XP" 0 0.01 chunk \
-		> "$T/cutproxy.log" 2>&1 &
-	PXPID=$!
-	wait_for 10 grep -q listening "$T/cutproxy.log"
-	bad=0
-	for i in 1 2 3; do
-		rec "$W" --store "redis://127.0.0.1:$PXP" model pull cut --dest "$T/cut/out$i" ||
-			bad=$((bad + 1))
-	done
-	kill -TERM "$PXPID" 2>/dev/null; wait_exit 10 "$PXPID" >/dev/null
-	check "behind a cutting proxy: 3 pulls of 48 MiB complete, verified ($bad failed; proxy: $(tail -1 "$T/cutproxy.log"))" \
+	# cut_pulls RATE ID: 3 pulls of ID through a proxy that cuts a
+	# fraction RATE of the reads it forwards; $bad the failed pulls, the
+	# proxy's counts in $T/cutproxy-ID.log
+	cut_pulls() {
+		python3 "$HERE/fleet/proxy.py" 127.0.0.1 "$PXP" 127.0.0.1 "$XP" 0 "$1" chunk \
+			> "$T/cutproxy-$2.log" 2>&1 &
+		PXPID=$!
+		wait_for 10 grep -q listening "$T/cutproxy-$2.log"
+		bad=0
+		for i in 1 2 3; do
+			rec "$W" --store "redis://127.0.0.1:$PXP" model pull "$2" \
+				--dest "$T/cut/$2-$i" || bad=$((bad + 1))
+		done
+		kill -TERM "$PXPID" 2>/dev/null; wait_exit 10 "$PXPID" >/dev/null
+	}
+	cut_pulls 0.01 cut
+	check "behind a cutting proxy: 3 pulls of 48 MiB complete, verified ($bad failed; proxy: $(tail -1 "$T/cutproxy-cut.log"))" \
 		test "$bad" = 0
 	# 16 MiB values behind a proxy cutting 8% of its reads: a cut is
 	# likely on every read of a whole value, so a GET that starts over
 	# after each cut seldom finishes; one that resumes where it was cut
 	# (GETRANGE of the rest) does
-	rec "$W" --store "redis://127.0.0.1:$XP" model import --checkpoint-id cut16 \
-		--model-id Org/Cut16 --source "$SRC" --chunk-size 16M >/dev/null 2>&1
-	python3 "$HERE/fleet/proxy.py" 127.0.0.1 "$PXP" 127.0.0.1 "$XP" 0 0.08 chunk \
-		> "$T/cutproxy16.log" 2>&1 &
-	PXPID=$!
-	wait_for 10 grep -q listening "$T/cutproxy16.log"
-	bad16=0
-	for i in 1 2 3; do
-		rec "$W" --store "redis://127.0.0.1:$PXP" model pull cut16 --dest "$T/cut/big$i" ||
-			bad16=$((bad16 + 1))
-	done
-	kill -TERM "$PXPID" 2>/dev/null; wait_exit 10 "$PXPID" >/dev/null
-	check "behind a proxy cutting 8% of reads: 3 pulls of 16 MiB chunks complete, each read resumed where it was cut ($bad16 failed; proxy: $(tail -1 "$T/cutproxy16.log"))" \
-		test "$bad16" = 0
-	check "... with the source's bytes" diff -r "$SRC" "$T/cut/big3"
+	cut_pulls 0.08 cut16
+	check "behind a proxy cutting 8% of reads: 3 pulls of 16 MiB chunks complete, each read resumed where it was cut ($bad failed; proxy: $(tail -1 "$T/cutproxy-cut16.log"))" \
+		test "$bad" = 0
+	check "... with the source's bytes" diff -r "$SRC" "$T/cut/cut16-3"
 	redis_kill_port "$XP"
 else
 	tap_not_ok "start a server for the cutting proxy"

@@ -67,15 +67,7 @@ check "no message of libmicrohttpd's own logger" sh -c "! grep -q 'MHD_OPTION\|f
 # with half a request line; then /healthz and a download from 127.0.0.1
 # while they are open, and whether the server has closed them after the
 # header timeout (2 s here)
-/usr/bin/python3 "$HERE/tools/idlesocks.py" "$SERVE_URL" org/g "$SRC/$BIG" "$T/idle.out"
-echo "# $(tr '\n' ' ' < "$T/idle.out")"
-if grep -q '^healthz ok' "$T/idle.out" && awk '/^healthz/ {exit !($3 < 3)}' "$T/idle.out"; then
-	tap_ok "300 idle sockets of another client: /healthz answers at once"
-else tap_not_ok "300 idle sockets: /healthz" "$(cat "$T/idle.out")"; fi
-if grep -q '^download ok' "$T/idle.out" && awk '/^download/ {exit !($3 < 5)}' "$T/idle.out"; then
-	tap_ok "300 idle sockets of another client: a download completes at once"
-else tap_not_ok "300 idle sockets: a download" "$(cat "$T/idle.out")"; fi
-check_grep "the idle sockets are closed by the server (header timeout)" '^closed 300$' "$(cat "$T/idle.out")"
+serve_idle_checks "300 idle sockets of another client" org/g "$SRC/$BIG"
 check_grep "refused connections make few log lines" '^[0-9]+$' "$(n=$(grep -c 'connection limit' "$SERVE_LOG"); [ "$n" -le 20 ] && echo "$n")"
 check_grep "the server serves on" '^ok$' "$(curl -sf --max-time 5 "$B/healthz")"
 

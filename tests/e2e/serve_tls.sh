@@ -226,17 +226,8 @@ check "import a 16 MiB file" "$W" --store "$T/store" model import \
 	--chunk-size 1MiB --quiet --force
 if serve_start guard "$T/store" --tls-cert "$P/srv.pem" --tls-key "$P/srv.key" \
 	--header-timeout 2; then
-	/usr/bin/python3 "$HERE/tools/idlesocks.py" "$SERVE_URL" org/tiny "$SRC/$BIG" \
-		"$T/idle.out" "$CA"
-	echo "# $(tr '\n' ' ' < "$T/idle.out")"
-	if grep -q '^healthz ok' "$T/idle.out" && awk '/^healthz/ {exit !($3 < 3)}' "$T/idle.out"; then
-		tap_ok "HTTPS, 300 sockets that never finish their handshake: /healthz answers at once"
-	else tap_not_ok "HTTPS, 300 idle sockets: /healthz" "$(cat "$T/idle.out")"; fi
-	if grep -q '^download ok' "$T/idle.out" && awk '/^download/ {exit !($3 < 5)}' "$T/idle.out"; then
-		tap_ok "HTTPS, 300 idle sockets: a download completes at once"
-	else tap_not_ok "HTTPS, 300 idle sockets: a download" "$(cat "$T/idle.out")"; fi
-	check_grep "... the idle sockets are closed by the server (header timeout)" \
-		'^closed 300$' "$(cat "$T/idle.out")"
+	serve_idle_checks "HTTPS, 300 sockets that never finish their handshake" \
+		org/tiny "$SRC/$BIG" "$CA"
 
 	rm -f "$T/slow"
 	python3 "$HERE/tools/slowget.py" "$SERVE_URL/org/s/resolve/main/slow.bin" \

@@ -104,3 +104,22 @@ load_clients() {
 	LOAD_OK=$(cat "$_dir"/* | awk '{s += $1} END {print s + 0}')
 	LOAD_BAD=$(cat "$_dir"/* | awk '{s += $2} END {print s + 0}')
 }
+
+# serve_idle_checks WHAT REPO BIG [CA]: 300 careless sockets against the
+# running server (tests/tools/idlesocks.py; with CA over HTTPS), then the
+# checks: /healthz and a download of BIG (a local copy of a file of REPO's
+# main) answered at once, the idle sockets closed after the header timeout.
+# WHAT names the sockets in the checks' names.
+serve_idle_checks() {
+	_ic=$T/idle.out
+	/usr/bin/python3 "$HERE/tools/idlesocks.py" "$SERVE_URL" "$2" "$3" "$_ic" ${4:+"$4"}
+	echo "# $(tr '\n' ' ' < "$_ic")"
+	if grep -q '^healthz ok' "$_ic" && awk '/^healthz/ {exit !($3 < 3)}' "$_ic"; then
+		tap_ok "$1: /healthz answers at once"
+	else tap_not_ok "$1: /healthz answers at once" "$(cat "$_ic")"; fi
+	if grep -q '^download ok' "$_ic" && awk '/^download/ {exit !($3 < 5)}' "$_ic"; then
+		tap_ok "$1: a download completes at once"
+	else tap_not_ok "$1: a download completes at once" "$(cat "$_ic")"; fi
+	check_grep "$1: closed by the server after the header timeout" \
+		'^closed 300$' "$(cat "$_ic")"
+}
