@@ -95,8 +95,9 @@ struct fh {
 	uint64_t size, cs;
 	atomic_llong last_ci;
 	atomic_int refs;
-	uint32_t node;	 /* its node in e */
-	int passthrough; /* holds a reference on the node's backing id */
+	uint32_t node;		/* its node in e */
+	int passthrough;	/* holds a reference on the node's backing id */
+	struct fh *prev, *next; /* in wmount.fhs, under wmount.fhlock */
 };
 
 /* ---- chunk cache (cache.c) ---------------------------------------------- */
@@ -179,6 +180,10 @@ struct wmount {
 	int pt_offered;		/* the kernel offers FUSE_PASSTHROUGH */
 	atomic_int pt;		/* single-chunk files are passed through */
 	pthread_mutex_t ptlock; /* guards the nodes' backing ids */
+	/* open file handles: those the kernel never released (a mount torn
+	 * down with files open) are closed by wmount_free */
+	pthread_mutex_t fhlock;
+	struct fh *fhs;
 	struct cache c;
 	pthread_mutex_t loglock;
 	uint64_t lastlog; /* ms, monotonic */
@@ -231,6 +236,7 @@ void kio_init(void *ud, struct fuse_conn_info *conn);
 int pt_open(struct wmount *m, struct fh *h, int32_t *id);
 void pt_probe(struct wmount *m);
 void pt_close(struct wmount *m, struct fh *h);
+void fh_close_all(struct wmount *m);
 void kio_reply_open(fuse_req_t req, const struct fuse_file_info *fi,
 		    int32_t backing);
 void widen_readahead(struct wmount *m, const char *canon);

@@ -282,6 +282,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	atomic_init(&h->last_ci, -1);
 	atomic_init(&h->refs, 1);
 	h->passthrough = pt_open(m, h, &bid);
+	pthread_mutex_lock(&m->fhlock);
+	h->next = m->fhs;
+	if (m->fhs)
+		m->fhs->prev = h;
+	m->fhs = h;
+	pthread_mutex_unlock(&m->fhlock);
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->direct_io = m->dio && !h->passthrough;
 	fi->keep_cache = !m->dio && !h->passthrough;
@@ -293,12 +299,34 @@ static void fh_put(struct wmount *m, struct fh *h)
 {
 	if (atomic_fetch_sub(&h->refs, 1) != 1)
 		return;
+	pthread_mutex_lock(&m->fhlock);
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		m->fhs = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	pthread_mutex_unlock(&m->fhlock);
 	if (h->passthrough)
 		pt_close(m, h);
 	wstore_file_free(h->f);
 	lease_close(h->e);
 	entry_put(h->e);
 	free(h);
+}
+
+/* The handles still open once the session is destroyed (no request runs
+ * any more): the kernel will not release them, so they are closed here
+ * with their leases and entry references. */
+void fh_close_all(struct wmount *m)
+{
+	while (m->fhs) {
+		struct fh *h = m->fhs;
+
+		atomic_store(&h->refs, 1);
+		h->passthrough = 0; /* its backing id went with the session */
+		fh_put(m, h);
+	}
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino,

@@ -106,6 +106,7 @@ int wmount_new(struct wmount **out, wstore_store *store,
 	pthread_mutex_init(&m->rlock, NULL);
 	pthread_mutex_init(&m->loglock, NULL);
 	pthread_mutex_init(&m->ptlock, NULL);
+	pthread_mutex_init(&m->fhlock, NULL);
 	/* refresh_main waits on it with monotonic deadlines */
 	wclock_cond_init(&m->rcond);
 	m->ntab = 1; /* eid 0 would give inode 0..; never used */
@@ -379,6 +380,7 @@ void wmount_free(struct wmount *m)
 	if (m->se)
 		fuse_session_destroy(m->se);
 	m->se = NULL;
+	fh_close_all(m);
 	/* Draining entries first: they are no longer in live[], and a live
 	 * entry's last reference may go below, so tab[] must not be read
 	 * after that. */
@@ -393,6 +395,7 @@ void wmount_free(struct wmount *m)
 	pthread_cond_destroy(&m->rcond);
 	pthread_mutex_destroy(&m->loglock);
 	pthread_mutex_destroy(&m->ptlock);
+	pthread_mutex_destroy(&m->fhlock);
 	pthread_mutex_destroy(&m->rlock);
 	pthread_rwlock_destroy(&m->lock);
 	if (m->daemonized)
