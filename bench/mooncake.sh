@@ -195,17 +195,25 @@ def imp():
                      "--model-id", "bench/M", "--source", src], env)
 
 
-# floor and import alternate, so that load from elsewhere weighs on both
-# alike; the import's threads: jobs readers and jobs putters
-fl_t = {jobs: [], 2 * jobs: []}
-im_t, im_rss, ratios = [], [], []
-for i in range(nruns):
-    for n in fl_t:
-        fl_t[n].append(floor(n)[0])
-    t, rss = imp()
-    im_t.append(t)
-    im_rss.append(rss)
-    ratios.append(min(fl_t[n][-1] for n in fl_t) / t)
+def alternate(floor_fn, op_fn):
+    """nruns rounds of the floor (jobs and 2 x jobs threads) then the
+    operation, so that load from elsewhere weighs on both alike: the
+    floor's times per thread count, the operation's times and peak RSS,
+    and each round's ratio best floor time / operation time."""
+    fl = {jobs: [], 2 * jobs: []}
+    ts, rss_l, ratios = [], [], []
+    for _ in range(nruns):
+        for n in fl:
+            fl[n].append(floor_fn(n)[0])
+        t, rss = op_fn()
+        ts.append(t)
+        rss_l.append(rss)
+        ratios.append(min(fl[n][-1] for n in fl) / t)
+    return fl, ts, rss_l, ratios
+
+
+# the import's threads: jobs readers and jobs putters
+fl_t, im_t, im_rss, ratios = alternate(floor, imp)
 for n, ts in fl_t.items():
     rows.append((f"floor: read + hash + put_from, {n} threads",
                  total / statistics.median(ts) / 1e9, "", None, None, None))
@@ -245,14 +253,7 @@ for verify in (False, True):
                 dict(fenv, FLOOR_DEST=d, FLOOR_HASH="1" if verify else "0"))
         shutil.rmtree(d, ignore_errors=True)
         return r
-    pl_t, pl_rss, pf_t, pratios = [], [], {jobs: [], 2 * jobs: []}, []
-    for i in range(nruns):
-        for n in pf_t:
-            pf_t[n].append(floor_get(n)[0])
-        t, rss = pull()
-        pl_t.append(t)
-        pl_rss.append(rss)
-        pratios.append(min(pf_t[n][-1] for n in pf_t) / t)
+    pf_t, pl_t, pl_rss, pratios = alternate(floor_get, pull)
     fbest = min(statistics.median(ts) for ts in pf_t.values())
     what = "pull, verified" if verify else "pull, --no-verify"
     rows.append((f"floor: get_into + {'hash + ' if verify else ''}"
