@@ -198,14 +198,26 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct dirbuf *b = (struct dirbuf *)(uintptr_t)fi->fh;
 
+	size_t n;
+	char *cp;
+
 	(void)ino;
-	if (off < 0 || (size_t)off >= b->size)
+	if (off < 0 || (size_t)off >= b->size) {
 		fuse_reply_buf(req, NULL, 0);
-	else
-		fuse_reply_buf(req, b->p + off,
-			       b->size - (size_t)off < size
-				       ? b->size - (size_t)off
-				       : size);
+		return;
+	}
+	/* Replied from a copy: once the kernel has taken the reply, the
+	 * reader may close the directory and RELEASEDIR free b on another
+	 * thread before this thread's writev has returned (TSan saw it
+	 * free the buffer the writev was still said to be reading). */
+	n = b->size - (size_t)off < size ? b->size - (size_t)off : size;
+	if (!(cp = malloc(n))) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	memcpy(cp, b->p + off, n);
+	fuse_reply_buf(req, cp, n);
+	free(cp);
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
