@@ -301,15 +301,21 @@ if _redis_start "$T/cut"; then
 		--model-id Org/Cut --source "$SRC" --chunk-size 1M
 	rec "$W" --store "redis://127.0.0.1:$XP" model import --checkpoint-id cut16 \
 		--model-id Org/Cut16 --source "$SRC" --chunk-size 16M >/dev/null 2>&1
-	PXP=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-	# cut_pulls RATE ID: 3 pulls of ID through a proxy that cuts a
-	# fraction RATE of the reads it forwards; $bad the failed pulls, the
-	# proxy's counts in $T/cutproxy-ID.log
+	# cut_pulls RATE ID: 3 pulls of ID through a proxy (on a port of its
+	# own) that cuts a fraction RATE of the reads it forwards; $bad the
+	# failed pulls (3 when the proxy never listened), the proxy's counts
+	# in $T/cutproxy-ID.log
 	cut_pulls() {
+		PXP=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 		python3 "$HERE/fleet/proxy.py" 127.0.0.1 "$PXP" 127.0.0.1 "$XP" 0 "$1" chunk \
 			> "$T/cutproxy-$2.log" 2>&1 &
 		PXPID=$!
-		wait_for 10 grep -q listening "$T/cutproxy-$2.log"
+		bad=3
+		if ! wait_for 60 grep -q listening "$T/cutproxy-$2.log"; then
+			echo "# the proxy did not listen within 60 s"
+			kill -TERM "$PXPID" 2>/dev/null; wait_exit 10 "$PXPID" >/dev/null
+			return
+		fi
 		bad=0
 		for i in 1 2 3; do
 			rec "$W" --store "redis://127.0.0.1:$PXP" model pull "$2" \

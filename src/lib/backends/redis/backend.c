@@ -60,11 +60,12 @@ static int idempotent(enum rd_op op)
  * while idle: once more on a fresh one at once.  A connection lost in the
  * middle of an idempotent request (a reset, a proxy or load balancer
  * cutting it, a server restart) is retried on a fresh connection with
- * backoff, a few times and within command_timeout_ms (a GET resumes where
- * it was cut, and an attempt that got further is not counted), as the cluster
- * router does (and so is a connection that could not be set up, but for
- * refused credentials); a wait that timed out or was interrupted is not retried
- * (it has used the time already, or the caller is stopping).
+ * backoff, up to 5 attempts in a row that gain nothing and within
+ * command_timeout_ms (a GET resumes where it was cut, and an attempt that
+ * got further starts that count again), as the cluster router does (and so is a
+ * connection that could not be set up, but for refused credentials); a wait
+ * that timed out or was interrupted is not retried (it has used the time
+ * already, or the caller is stopping).
  */
 static int run_node(struct rd_node *n, struct rd_req *req)
 {

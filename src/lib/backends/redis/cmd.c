@@ -196,6 +196,8 @@ static int op_get(struct rd_conn *rc, struct rd_req *req)
 	return r == 0 && nil ? not_found(req) : r;
 }
 
+/* GETRANGE; an empty answer is also what a missing key gives, so only
+ * then ask EXISTS. */
 static int op_get_range(struct rd_conn *rc, struct rd_req *req)
 {
 	char a[24], z[24];
