@@ -19,6 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <inttypes.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -62,7 +65,7 @@ static int write_full(int fd, const void *buf, size_t n, const char *what)
 	return 0;
 }
 
-/* Piece of a chunk file read at a time: fits in a core's L2 cache. */
+/* Piece of a store file read at a time: fits in a core's L2 cache. */
 #define PIECE (512u << 10)
 
 static int chunk_fd_ok(const wstore_store *s)
@@ -74,30 +77,63 @@ static int chunk_fd_ok(const wstore_store *s)
 }
 
 /*
- * Chunk c (n bytes by the manifest) of f from its chunk file: hashed into
- * h if set, written to fd if >= 0.  The length is checked against n before
- * anything is written, with the errors wstore__read_chunk gives.
+ * The store's file that holds file bytes [lo, hi) of f at offsets from
+ * base on (wstore_file_chunk_fd: a chunk file, or the one data file of a
+ * file kept whole, which then covers every chunk with one fd).
  */
-static int stream_chunk_fd(wstore_store *s, const wstore__file_rec *f,
-			   uint64_t c, uint64_t n, int fd, char *buf,
-			   size_t cap, wstore__sha256 *h)
+struct src {
+	wstore_file *wf;
+	int fd;
+	uint64_t lo, hi, base;
+};
+
+/* Make sp->fd cover [off, off + n), chunk c of f. */
+static int src_cover(struct src *sp, wstore_store *s, const wstore__file_rec *f,
+		     uint64_t c, uint64_t off, uint64_t n)
+{
+	uint64_t fo = 0;
+	size_t len = 0;
+	int rc;
+
+	if (sp->fd >= 0 && off >= sp->lo && off + n <= sp->hi)
+		return 0;
+	if (sp->fd >= 0)
+		close(sp->fd);
+	sp->fd = -1;
+	if ((rc = wstore_file_chunk_fd(&sp->fd, &fo, &len, sp->wf, off)) < 0)
+		return rc;
+	if (len < n) {
+		close(sp->fd);
+		sp->fd = -1;
+		return wstore__check_chunk(s, f, c, 0, len, n);
+	}
+	posix_fadvise(sp->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	sp->lo = off;
+	sp->hi = off + len;
+	sp->base = fo;
+	return 0;
+}
+
+/*
+ * Chunk c (n bytes by the manifest, at file offset off) of f from the
+ * store's file: hashed into h if set, written to fd if >= 0.  The length
+ * is checked against n before anything is written (the store's file was
+ * checked by wstore_file_chunk_fd), with the errors wstore__read_chunk
+ * gives.
+ */
+static int stream_chunk_fd(wstore_store *s, struct src *sp,
+			   const wstore__file_rec *f, uint64_t c, uint64_t off,
+			   uint64_t n, int fd, char *buf, size_t cap,
+			   wstore__sha256 *h)
 {
 	size_t piece = cap < PIECE ? cap : PIECE;
-	struct stat st;
-	uint64_t off = 0;
-	int cfd = -1, rc = s->b->open_fd(s->b, f->chunks[c], &cfd);
+	uint64_t done = 0;
+	int rc = src_cover(sp, s, f, c, off, n);
 
-	if (rc == 0 && fstat(cfd, &st) < 0)
-		rc = wstore__errc(-errno, "file '%s': cannot stat chunk '%s'",
-				  f->path, f->chunks[c]);
-	if (rc == 0 && (uint64_t)st.st_size != n)
-		rc = wstore__check_chunk(s, f, c, 0, (size_t)st.st_size, n);
-	else if (rc < 0)
-		rc = wstore__check_chunk(s, f, c, rc, 0, n);
-	posix_fadvise(cfd, 0, 0, POSIX_FADV_SEQUENTIAL);
-	while (rc == 0 && off < n) {
-		size_t want = n - off < piece ? (size_t)(n - off) : piece;
-		ssize_t r = pread(cfd, buf, want, (off_t)off);
+	while (rc == 0 && done < n) {
+		size_t want = n - done < piece ? (size_t)(n - done) : piece;
+		ssize_t r = pread(sp->fd, buf, want,
+				  (off_t)(sp->base + off - sp->lo + done));
 
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -107,22 +143,21 @@ static int stream_chunk_fd(wstore_store *s, const wstore__file_rec *f,
 						  "chunk '%s'",
 						  f->path, f->chunks[c])
 				   : wstore__check_chunk(s, f, c, 0,
-							 (size_t)off, n);
+							 (size_t)done, n);
 			break;
 		}
 		if (h)
 			wstore__sha256_update(h, buf, (size_t)r);
 		if (fd >= 0)
 			rc = write_full(fd, buf, (size_t)r, f->path);
-		off += (uint64_t)r;
+		done += (uint64_t)r;
 	}
-	if (cfd >= 0)
-		close(cfd);
 	return rc;
 }
 
-int wstore__fetch_to_fd(wstore_store *s, const wstore__file_rec *f, int fd,
-			void *buf, size_t cap, int verify,
+int wstore__fetch_to_fd(wstore_store *s, wstore_checkpoint *ck,
+			const wstore__file_rec *f, int fd, void *buf,
+			size_t cap, int verify,
 			int (*progress)(uint64_t n, void *ctx), void *ctx)
 {
 	wstore__sha256 *h = verify ? wstore__sha256_new() : NULL;
@@ -130,17 +165,34 @@ int wstore__fetch_to_fd(wstore_store *s, const wstore__file_rec *f, int fd,
 
 	if (verify && !h)
 		return -ENOMEM;
-	rc = wstore__fetch_to_fd_from(s, f, fd, buf, cap, 0, h, progress, ctx);
+	rc = wstore__fetch_to_fd_from(s, ck, f, fd, buf, cap, 0, h, progress,
+				      ctx);
 	wstore__sha256_free(h);
 	return rc;
 }
 
-int wstore__fetch_to_fd_from(wstore_store *s, const wstore__file_rec *f, int fd,
-			     void *buf, size_t cap, uint64_t first,
-			     wstore__sha256 *h,
+/* Compare h, finished, with f's digest. */
+static int digest_check(const wstore__file_rec *f, wstore__sha256 *h)
+{
+	char hex[65];
+
+	wstore__sha256_hex(h, hex);
+	if (strcmp(hex, f->sha256) != 0)
+		return wstore__err(
+			WSTORE_ECORRUPT,
+			"file '%s': sha256 mismatch (expected %s, got %s)",
+			f->path, f->sha256, hex);
+	return 0;
+}
+
+int wstore__fetch_to_fd_from(wstore_store *s, wstore_checkpoint *ck,
+			     const wstore__file_rec *f, int fd, void *buf,
+			     size_t cap, uint64_t first, wstore__sha256 *h,
 			     int (*progress)(uint64_t n, void *ctx), void *ctx)
 {
-	int from_fd = chunk_fd_ok(s);
+	struct src sp = { .fd = -1 };
+	int from_fd = ck && chunk_fd_ok(s) &&
+		      wstore_file_open(&sp.wf, ck, f->path) == 0;
 	uint64_t total = 0;
 	int rc = 0;
 
@@ -154,8 +206,9 @@ int wstore__fetch_to_fd_from(wstore_store *s, const wstore__file_rec *f, int fd,
 		uint64_t n;
 
 		rc = wstore__chunk_len(&n, f, c);
-		if (rc == 0 && from_fd) {
-			rc = stream_chunk_fd(s, f, c, n, fd, buf, cap, h);
+		if (rc == 0 && from_fd && n) {
+			rc = stream_chunk_fd(s, &sp, f, c, total, n, fd, buf,
+					     cap, h);
 		} else if (rc == 0) {
 			rc = wstore__read_chunk(s, f, c, buf, cap);
 			if (rc == 0 && h)
@@ -175,23 +228,144 @@ int wstore__fetch_to_fd_from(wstore_store *s, const wstore__file_rec *f, int fd,
 		if (rc == 0 && progress)
 			rc = progress(n, ctx);
 	}
+	if (sp.fd >= 0)
+		close(sp.fd);
+	wstore_file_free(sp.wf);
 	if (rc == 0 && total != f->size)
 		rc = wstore__err(
 			WSTORE_ECORRUPT,
 			"file '%s': chunks hold %llu bytes, manifest says %llu",
 			f->path, (unsigned long long)total,
 			(unsigned long long)f->size);
-	if (rc == 0 && h) {
-		char hex[65];
-
-		wstore__sha256_hex(h, hex);
-		if (strcmp(hex, f->sha256) != 0)
-			rc = wstore__err(
-				WSTORE_ECORRUPT,
-				"file '%s': sha256 mismatch (expected %s, got %s)",
-				f->path, f->sha256, hex);
-	}
+	if (rc == 0 && h)
+		rc = digest_check(f, h);
 	return rc;
+}
+
+/* copy_file_range cannot serve this pair of files (another filesystem
+ * before 5.19, a filesystem without it, a kernel without it). */
+static int cfr_unsupported(int e)
+{
+	return e == EXDEV || e == EOPNOTSUPP || e == ENOSYS || e == EINVAL ||
+	       e == EBADF || e == ENOTTY;
+}
+
+/*
+ * [from, size) of the store's whole file src into fd at the same offsets
+ * with copy_file_range: the kernel copies (or, on a filesystem that can,
+ * shares the blocks) without the bytes passing through this process.
+ * 1: done; 0: not possible here and nothing written; < 0: an error.
+ */
+static int copy_range(const wstore__file_rec *f, int src, int fd, uint64_t from)
+{
+	loff_t in = (loff_t)from, out = (loff_t)from;
+
+	while ((uint64_t)in < f->size) {
+		uint64_t left = f->size - (uint64_t)in;
+		ssize_t r = copy_file_range(
+			src, &in, fd, &out,
+			left > (1u << 30) ? (1u << 30) : (size_t)left, 0);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && (uint64_t)in == from && cfr_unsupported(errno))
+			return 0;
+		if (r < 0)
+			return wstore__errc(-errno,
+					    "file '%s': cannot copy it from "
+					    "the store",
+					    f->path);
+		if (r == 0)
+			return wstore__err(WSTORE_ECORRUPT,
+					   "file '%s': the store's file ends "
+					   "at byte %lld, expected %" PRIu64,
+					   f->path, (long long)in, f->size);
+	}
+	return 1;
+}
+
+int wstore__fetch_whole(wstore_store *s, wstore_checkpoint *ck,
+			const wstore__file_rec *f, int fd, int rfd,
+			uint64_t from, wstore__sha256 *h, void *buf, size_t cap,
+			int (*progress)(uint64_t n, void *ctx), void *ctx,
+			int *how)
+{
+	wstore_file *wf = NULL;
+	uint64_t fo = 0, done;
+	size_t len = 0, piece = cap < PIECE ? cap : PIECE;
+	struct stat st;
+	int src = -1, rc;
+
+	if (how)
+		*how = WSTORE__WHOLE_NONE;
+	if (!f->size || from >= f->size || !chunk_fd_ok(s) || (h && rfd < 0))
+		return 0;
+	if ((rc = wstore_file_open(&wf, ck, f->path)) < 0)
+		return rc;
+	rc = wstore_file_chunk_fd(&src, &fo, &len, wf, 0);
+	wstore_file_free(wf);
+	if (rc == WSTORE_EUNSUPPORTED)
+		return 0;
+	if (rc < 0)
+		return rc;
+	/* the fd must be the file, byte for byte: FICLONE takes all of it */
+	if (fo != 0 || len != f->size || fstat(src, &st) < 0 ||
+	    (uint64_t)st.st_size != f->size) {
+		close(src);
+		return 0;
+	}
+	rc = 0;
+	if (from == 0 && ioctl(fd, FICLONE, src) == 0) {
+		rc = 1;
+		if (how)
+			*how = WSTORE__WHOLE_CLONED;
+	}
+	if (rc == 0 && (rc = copy_range(f, src, fd, from)) == 1 && how)
+		*how = WSTORE__WHOLE_COPIED;
+	close(src);
+	if (rc <= 0)
+		return rc;
+	/*
+	 * Verify what fd now holds, read back through rfd, not the store's
+	 * file.  For a clone the two are the same blocks, and the store
+	 * never rewrites a published file (it replaces it by rename), so
+	 * hashing the store's file before or after the clone would give the
+	 * same digest; but that leans on the store's promise, and for
+	 * copy_file_range (a real copy on most filesystems) it would not
+	 * cover the copy at all.  Reading the destination back checks the
+	 * bytes a reader of it will get, at the same cost: one read of the
+	 * file, as the streaming path does.
+	 */
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != f->size)
+		return wstore__err(WSTORE_ECORRUPT,
+				   "file '%s': %llu bytes written, manifest "
+				   "says %llu",
+				   f->path, (unsigned long long)st.st_size,
+				   (unsigned long long)f->size);
+	for (done = from; h && done < f->size;) {
+		size_t want = f->size - done < piece ? (size_t)(f->size - done)
+						     : piece;
+		ssize_t r = pread(rfd, buf, want, (off_t)done);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? wstore__errc(-errno,
+						    "file '%s': cannot read "
+						    "back what was written",
+						    f->path)
+				     : wstore__err(WSTORE_ECORRUPT,
+						   "file '%s': short after "
+						   "the copy",
+						   f->path);
+		wstore__sha256_update(h, buf, (size_t)r);
+		done += (uint64_t)r;
+	}
+	if (h && (rc = digest_check(f, h)) < 0)
+		return rc;
+	if (progress && (rc = progress(f->size - from, ctx)) < 0)
+		return rc;
+	return 1;
 }
 
 /* Open the directory of output (the caller's own path: symlinks in it are
@@ -237,7 +411,9 @@ static int stop_on_interrupt(uint64_t n, void *ctx)
 
 /* Stream f into a temp file next to output and rename it into place.  An
  * existing output that is not a regular file (a device, a FIFO, a
- * directory) is refused before anything is fetched.  The bytes are
+ * directory) is refused before anything is fetched.  A file the store
+ * keeps whole is cloned or copied in the kernel instead when it can be
+ * (wstore__fetch_whole), and read back for the digest.  The bytes are
  * hashed, so a file whose digest matches is the one opened, whichever
  * import wrote it; a mismatch or a missing chunk is judged by ck's guard
  * (generation.c): WSTORE_ECHANGED when the checkpoint was replaced. */
@@ -246,28 +422,43 @@ static int materialize(wstore_checkpoint *ck, wstore_store *s,
 {
 	size_t cap = (size_t)wstore__max_chunk(wstore_checkpoint_manifest(ck));
 	wstore__durable d = { .fd = -1 };
+	wstore__sha256 *h = NULL;
 	const char *base;
 	void *buf = NULL;
-	int dfd, rc;
+	int dfd, rfd = -1, rc;
 
 	if ((dfd = open_out_dir(output, &base)) < 0)
 		return dfd;
 	rc = wstore__check_target(dfd, base, output);
 	if (rc == 0 && !(buf = wstore__store_buf_alloc(s, cap)))
 		rc = -ENOMEM;
+	if (rc == 0 && !(h = wstore__sha256_new()))
+		rc = -ENOMEM;
 	if (rc == 0)
 		rc = wstore__durable_open(&d, dfd, 0666, output);
 	if (rc == 0) {
-		rc = wstore__fetch_to_fd(s, f, d.fd, buf, cap, 1,
-					 stop_on_interrupt, (void *)output);
+		rfd = openat(dfd, d.tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		rc = rfd < 0 ? 0
+			     : wstore__fetch_whole(s, ck, f, d.fd, rfd, 0, h,
+						   buf, cap, stop_on_interrupt,
+						   (void *)output, NULL);
+		if (rc == 0)
+			rc = wstore__fetch_to_fd_from(s, ck, f, d.fd, buf, cap,
+						      0, h, stop_on_interrupt,
+						      (void *)output);
+		else if (rc == 1)
+			rc = 0;
 		if (rc < 0 && rc != WSTORE_ECANCELED)
 			rc = wstore__checkpoint_settle(ck, f, rc);
 	}
+	if (rfd >= 0)
+		close(rfd);
 	if (rc == 0)
 		rc = wstore__durable_commit(&d, base, output);
 	else
 		wstore__durable_abort(&d);
 	close(dfd);
+	wstore__sha256_free(h);
 	wstore__store_buf_free(s, buf);
 	return rc;
 }

@@ -240,8 +240,10 @@ static int already_present(struct worker *w, int pfd, const char *base)
 	return same;
 }
 
-/* --no-verify: stream f into a temp file under pfd, sync it and rename
- * it to base (durable.c); nothing is kept on failure, nothing resumed. */
+/* --no-verify: a file the store keeps whole cloned or copied in the
+ * kernel (wstore__fetch_whole), else streamed into a temp file under pfd
+ * (space allocated first), synced and renamed to base (durable.c);
+ * nothing is kept on failure, nothing resumed. */
 static int write_unverified(struct worker *w, int pfd, const char *base)
 {
 	const wstore__file_rec *f = w->f;
@@ -250,15 +252,19 @@ static int write_unverified(struct worker *w, int pfd, const char *base)
 
 	if ((rc = wstore__durable_open(&d, pfd, 0644, f->path)) < 0)
 		return rc;
-	if (f->size && fallocate(d.fd, 0, 0, (off_t)f->size) < 0 &&
-	    errno == ENOSPC)
+	rc = wstore__fetch_whole(w->p->s, w->p->ck, f, d.fd, -1, 0, NULL,
+				 w->buf, w->p->bufcap, chunk_progress, w, NULL);
+	if (rc == 1)
+		rc = 0;
+	else if (rc == 0 && f->size &&
+		 fallocate(d.fd, 0, 0, (off_t)f->size) < 0 && errno == ENOSPC)
 		rc = wstore__errc(-ENOSPC,
 				  "file '%s': cannot allocate %" PRIu64
 				  " bytes in '%s'",
 				  f->path, f->size, w->p->dest);
-	else
-		rc = wstore__fetch_to_fd(w->p->s, f, d.fd, w->buf, w->p->bufcap,
-					 0, chunk_progress, w);
+	else if (rc == 0)
+		rc = wstore__fetch_to_fd(w->p->s, w->p->ck, f, d.fd, w->buf,
+					 w->p->bufcap, 0, chunk_progress, w);
 	/* an unhashed file is judged by the checkpoint's guard */
 	if (rc != WSTORE_ECANCELED)
 		rc = wstore__checkpoint_settle(w->p->ck, f, rc);
@@ -288,7 +294,9 @@ static const char *file_id(struct worker *w)
 }
 
 /* Fill the partial from what it holds on: the kept prefix hashed again,
- * then the chunks it lacks.  A kept prefix that spoils the digest (a
+ * then what it lacks: cloned or copied in the kernel when the store keeps
+ * the file whole (wstore__fetch_whole, read back for the digest), else
+ * the chunks it lacks streamed.  A kept prefix that spoils the digest (a
  * crash that lost data the size still counts) costs one whole fetch. */
 static int fill_partial(struct worker *w, wstore__partial *pp,
 			wstore__sha256 *h)
@@ -302,6 +310,13 @@ static int fill_partial(struct worker *w, wstore__partial *pp,
 					    &first, &kept);
 	if (rc == 0 && kept)
 		rc = add_progress(w->p, kept, f->path);
+	if (rc == 0) {
+		rc = wstore__fetch_whole(w->p->s, w->p->ck, f, pp->fd, pp->fd,
+					 kept, h, w->buf, w->p->bufcap,
+					 chunk_progress, w, NULL);
+		if (rc == 1)
+			return 0;
+	}
 	if (rc == 0 && f->size > kept &&
 	    fallocate(pp->fd, FALLOC_FL_KEEP_SIZE, (off_t)kept,
 		      (off_t)(f->size - kept)) < 0 &&
@@ -311,16 +326,16 @@ static int fill_partial(struct worker *w, wstore__partial *pp,
 				    " bytes in '%s'",
 				    f->path, f->size - kept, w->p->dest);
 	if (rc == 0)
-		rc = wstore__fetch_to_fd_from(w->p->s, f, pp->fd, w->buf,
-					      w->p->bufcap, first, h,
+		rc = wstore__fetch_to_fd_from(w->p->s, w->p->ck, f, pp->fd,
+					      w->buf, w->p->bufcap, first, h,
 					      chunk_progress, w);
 	if (rc == WSTORE_ECORRUPT && kept) {
 		wstore__sha256_reset(h);
 		rc = wstore__partial_reset(pp, f->path);
 		if (rc == 0)
-			rc = wstore__fetch_to_fd_from(w->p->s, f, pp->fd,
-						      w->buf, w->p->bufcap, 0,
-						      h, chunk_progress, w);
+			rc = wstore__fetch_to_fd_from(
+				w->p->s, w->p->ck, f, pp->fd, w->buf,
+				w->p->bufcap, 0, h, chunk_progress, w);
 	}
 	return rc;
 }

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "wstore/wstore.h"
+#include "wstore/read.h"
 #include "wstore/sys/backend.h"
 #include "digest.h"
 #include "manifest.h"
@@ -58,22 +59,49 @@ int wstore__check_chunk(wstore_store *s, const wstore__file_rec *f, uint64_t c,
 			int rc, size_t got, uint64_t want);
 /* Largest chunk any file of m needs (the buffer size for reading m). */
 uint64_t wstore__max_chunk(const wstore_manifest *m);
-/* Write file f of a checkpoint to fd from offset 0, checking size and (if
- * verify) SHA-256; buf of cap >= wstore__max_chunk bytes is reused.
- * fd < 0 only reads and checks (verify).
+/* Write file f of checkpoint ck (may be NULL) to fd from offset 0,
+ * checking size and (if verify) SHA-256; buf of cap >= wstore__max_chunk
+ * bytes is reused.  fd < 0 only reads and checks (verify).  With ck, a
+ * store that hands out its files is read from them (wstore_file_chunk_fd:
+ * one fd per chunk file, or one per file kept whole), a piece at a time.
  * progress may be NULL; it is called with the bytes of each chunk. */
-int wstore__fetch_to_fd(wstore_store *s, const wstore__file_rec *f, int fd,
-			void *buf, size_t cap, int verify,
+int wstore__fetch_to_fd(wstore_store *s, wstore_checkpoint *ck,
+			const wstore__file_rec *f, int fd, void *buf,
+			size_t cap, int verify,
 			int (*progress)(uint64_t n, void *ctx), void *ctx);
 /* The same from chunk first on, written at fd's current offset (the
  * bytes of chunks before first already there): h, when set, already
  * holds the SHA-256 state of those bytes (the caller's; it is checked
  * against the whole file's digest and left finished); size is checked
  * over the whole file. */
-int wstore__fetch_to_fd_from(wstore_store *s, const wstore__file_rec *f, int fd,
-			     void *buf, size_t cap, uint64_t first,
-			     wstore__sha256 *h,
+int wstore__fetch_to_fd_from(wstore_store *s, wstore_checkpoint *ck,
+			     const wstore__file_rec *f, int fd, void *buf,
+			     size_t cap, uint64_t first, wstore__sha256 *h,
 			     int (*progress)(uint64_t n, void *ctx), void *ctx);
+/* How wstore__fetch_whole put the bytes in place. */
+enum {
+	WSTORE__WHOLE_NONE,
+	WSTORE__WHOLE_CLONED, /* FICLONE: the blocks shared, nothing copied */
+	WSTORE__WHOLE_COPIED, /* copy_file_range: copied in the kernel */
+};
+/*
+ * When the store keeps f whole in one file of its own (wstore_file_chunk_fd
+ * at offset 0 hands out the file, byte for byte), put bytes [from, size)
+ * of f into fd at the same offsets without passing them through this
+ * process: FICLONE when from is 0 (a copy-on-write filesystem, the same
+ * one: no data copied, no space used), else or failing that
+ * copy_file_range.  fd must be open for writing and hold nothing past
+ * from.  With h (holding the state of the bytes before from) the bytes
+ * are read back through rfd (the same file, open for reading), hashed and
+ * checked against f's digest.  progress gets size - from once done.  1:
+ * done (*how says how, may be NULL); 0: not possible here, nothing
+ * written (stream the file instead); < 0: an error.
+ */
+int wstore__fetch_whole(wstore_store *s, wstore_checkpoint *ck,
+			const wstore__file_rec *f, int fd, int rfd,
+			uint64_t from, wstore__sha256 *h, void *buf, size_t cap,
+			int (*progress)(uint64_t n, void *ctx), void *ctx,
+			int *how);
 
 /* Read checkpoint id's manifest and require it READY: WSTORE_ENOTREADY
  * naming its status and recorded error otherwise (wstore_manifest_read
