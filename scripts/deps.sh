@@ -13,7 +13,8 @@
 #                              python3-wheel-whl (the deploy suite);
 #                              iproute2 (network namespaces), xfsprogs (a
 #                              reflink filesystem), gnuplot-nox (plots),
-#                              openssl (the redis-tls suite makes its
+#                              strace (the whole suite sees the
+#                              copy calls), openssl (the redis-tls suite makes its
 #                              certificates with it)
 #                              (make test runs this; the default)
 BUILD_PKGS="meson ninja-build pkg-config gcc libc6-dev libssl-dev \
@@ -22,7 +23,7 @@ libcurl4-openssl-dev python3 lowdown"
 DEB_PKGS="dpkg-dev debhelper dh-python lintian fakeroot"
 TEST_PKGS="redis-server redis-tools python3-numpy python3-torch fuse3 curl \
 systemd man-db bash-completion zsh python3-venv python3-wheel-whl iproute2 \
-xfsprogs gnuplot-nox openssl"
+xfsprogs gnuplot-nox openssl strace"
 case ${1:-test} in
 build) PKGS=$BUILD_PKGS ;;
 deb) PKGS="$BUILD_PKGS $DEB_PKGS" ;;

@@ -302,14 +302,16 @@ int wstore__fetch_whole(wstore_store *s, wstore_checkpoint *ck,
 		return 0;
 	if ((rc = wstore_file_open(&wf, ck, f->path)) < 0)
 		return rc;
-	rc = wstore_file_chunk_fd(&src, &fo, &len, wf, 0);
+	/* asked at from: the bytes before it may be gone (a resumed pull
+	 * needs none of them) */
+	rc = wstore_file_chunk_fd(&src, &fo, &len, wf, from);
 	wstore_file_free(wf);
 	if (rc == WSTORE_EUNSUPPORTED)
 		return 0;
 	if (rc < 0)
 		return rc;
 	/* the fd must be the file, byte for byte: FICLONE takes all of it */
-	if (fo != 0 || len != f->size || fstat(src, &st) < 0 ||
+	if (fo != from || len != f->size - from || fstat(src, &st) < 0 ||
 	    (uint64_t)st.st_size != f->size) {
 		close(src);
 		return 0;

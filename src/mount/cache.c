@@ -236,17 +236,27 @@ static int fetch(struct wmount *m, struct slot *s, wstore_file *f, uint64_t cs)
  * The same for a zero-copy mount: open the chunk's file (its length is
  * checked against the manifest) and validate as fetch does, so a chunk
  * file of a checkpoint deleted (or replaced) meanwhile is never served.
+ * A file the store keeps whole hands out its one file, the chunk a range
+ * of it (files opened normally read it through whole_fd in kio.c; this
+ * serves the rest, read-ahead among them).
  */
 static int fetch_fd(struct wmount *m, struct slot *s, wstore_file *f,
 		    uint64_t cs)
 {
 	uint64_t t0 = wclock_mono_ms();
-	uint64_t foff = 0;
+	uint64_t foff = 0, start = s->ci * cs;
 	size_t n = 0;
 	int fd = -1;
-	int rc = wstore_file_chunk_fd(&fd, &foff, &n, f, s->ci * cs);
+	int rc = wstore_file_chunk_fd(&fd, &foff, &n, f, start);
 
-	if (rc == 0 && (foff != 0 || n != s->len)) {
+	if (rc == 0 && foff == 0 && n == s->len) {
+		s->fdoff = 0; /* the chunk's own file */
+		s->fdsize = n;
+	} else if (rc == 0 && foff == start && n >= s->len &&
+		   foff + n == wstore_file_size(f)) {
+		s->fdoff = foff; /* the whole file */
+		s->fdsize = foff + n;
+	} else if (rc == 0) {
 		close(fd);
 		rc = WSTORE_ECORRUPT;
 	}

@@ -4,8 +4,8 @@
  *
  * - INIT: the connection's settings (kio_init), and the INIT reply edited
  *   on its way out (io_writev) for what libfuse 3.14 does not know.
- * - OPEN replies of files passed through to their chunk file (pt_open,
- *   kio_reply_open).
+ * - OPEN replies of files passed through to the store's file that holds
+ *   them whole (pt_open, kio_reply_open).
  * - Read sizes on zero-copy mounts: the pipe a spliced reply must fit in
  *   and the kernel's request limit (zc_read_size).
  * - The kernel's read-ahead window on the mount (widen_readahead).
@@ -276,26 +276,54 @@ const struct fuse_custom_io kio_hooks = {
 };
 
 /*
- * Pass h through to its chunk file when it is a file of one chunk on a
- * mount that may: every open file of a node must use the same backing id
- * (the kernel refuses a second one, and a non-passthrough open of a node
+ * An fd of h's whole file: the store's file that holds every byte of it
+ * at its own offsets (wstore_file_chunk_fd at offset 0 hands out the
+ * whole file: a file the store keeps whole, or a file of one chunk),
+ * checked as for a read (its length, then the manifest still the same).
+ * -1 when the file is kept in chunk files, or on a failure (a delete
+ * under way): the file is then read through the chunk cache, whose reads
+ * fail as any read would.
+ */
+static int whole_fd(struct wmount *m, struct fh *h)
+{
+	uint64_t foff = 0, t0 = wclock_mono_ms();
+	size_t len = 0;
+	int fd = -1, rc;
+
+	rc = wstore_file_chunk_fd(&fd, &foff, &len, h->f, 0);
+	if (rc == WSTORE_ECHANGED) /* replaced: the entry is dead */
+		entry_read_failed(m, h->e, "open", wstore_file_path(h->f), rc);
+	if (rc == 0 && foff == 0 && len == h->size &&
+	    entry_validate(m, h->e, t0) == 0)
+		return fd;
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+/*
+ * On a zero-copy mount, the file behind h when the store keeps it whole
+ * (whole_fd): passed through to it on a mount that may, else kept in
+ * h->wfd for the reads to splice from (one fd per open file, no chunk
+ * cache).  Every open file of a node must use the same backing id (the
+ * kernel refuses a second one, and a non-passthrough open of a node
  * that has one), so the node keeps it while any of its files is open.
- * The chunk file is checked as for a read (its length, then the manifest
- * still the same); if that fails the file is opened normally and its
- * reads fail as any file's would.  1: passed through, *id the backing id;
- * 0: open it normally.
+ * 1: passed through, *id the backing id; 0: open it normally (h->wfd
+ * set or -1).
  */
 int pt_open(struct wmount *m, struct fh *h, int32_t *id)
 {
 	struct node *n = &h->e->nodes[h->node];
 	struct pt_backing_map map;
-	uint64_t foff = 0;
-	size_t len = 0;
-	uint64_t t0;
-	int fd = -1, rc, bid;
+	int fd, bid;
 
-	if (!atomic_load(&m->pt) || h->size == 0 || h->size > h->cs)
+	h->wfd = -1;
+	if (!m->c.zc || h->size == 0)
 		return 0;
+	if (!atomic_load(&m->pt)) {
+		h->wfd = whole_fd(m, h);
+		return 0;
+	}
 	pthread_mutex_lock(&m->ptlock);
 	if (n->backing_refs) {
 		n->backing_refs++;
@@ -303,40 +331,31 @@ int pt_open(struct wmount *m, struct fh *h, int32_t *id)
 		pthread_mutex_unlock(&m->ptlock);
 		return 1;
 	}
-	t0 = wclock_mono_ms();
-	rc = wstore_file_chunk_fd(&fd, &foff, &len, h->f, 0);
-	if (rc == 0 && (foff != 0 || len != h->size))
-		rc = WSTORE_ECORRUPT;
-	if (rc == WSTORE_ECHANGED) /* replaced: the entry is dead */
-		entry_read_failed(m, h->e, "open", wstore_file_path(h->f), rc);
-	if (rc < 0 || entry_validate(m, h->e, t0) < 0) {
-		/* gone or damaged (a delete under way): open it as any
-		 * file, whose reads then fail as they do */
-		rc = 0;
-	} else {
-		memset(&map, 0, sizeof(map));
-		map.fd = fd;
-		bid = ioctl(fuse_session_fd(m->se), PT_IOC_BACKING_OPEN, &map);
-		if (bid < 0) {
-			/* not allowed (it needs CAP_SYS_ADMIN) or not
-			 * possible here: serve every file as before */
-			mlog(m, LOG_WARNING,
-			     "FUSE passthrough refused (%s): files are "
-			     "served by the daemon",
-			     strerror(errno));
-			atomic_store(&m->pt, 0);
-			rc = 0;
-		} else {
-			n->backing = bid;
-			n->backing_refs = 1;
-			*id = bid;
-			rc = 1;
-		}
+	if ((fd = whole_fd(m, h)) < 0) {
+		pthread_mutex_unlock(&m->ptlock);
+		return 0;
 	}
-	if (fd >= 0)
-		close(fd); /* the kernel holds the file it backs with */
+	memset(&map, 0, sizeof(map));
+	map.fd = fd;
+	bid = ioctl(fuse_session_fd(m->se), PT_IOC_BACKING_OPEN, &map);
+	if (bid < 0) {
+		/* not allowed (it needs CAP_SYS_ADMIN) or not possible
+		 * here: files are served by the daemon */
+		mlog(m, LOG_WARNING,
+		     "FUSE passthrough refused (%s): files are served by the "
+		     "daemon",
+		     strerror(errno));
+		atomic_store(&m->pt, 0);
+		h->wfd = fd;
+		pthread_mutex_unlock(&m->ptlock);
+		return 0;
+	}
+	n->backing = bid;
+	n->backing_refs = 1;
+	*id = bid;
+	close(fd); /* the kernel holds the file it backs with */
 	pthread_mutex_unlock(&m->ptlock);
-	return rc;
+	return 1;
 }
 
 /*

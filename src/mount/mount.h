@@ -51,8 +51,8 @@ struct node {
 	uint64_t size;
 	uint32_t *kids;
 	uint32_t nkids, capkids;
-	/* passthrough (under wmount.ptlock): the kernel's id of the chunk
-	 * file the open files of this node read, and how many use it */
+	/* passthrough (under wmount.ptlock): the kernel's id of the file
+	 * the open files of this node read, and how many use it */
 	int32_t backing;
 	uint32_t backing_refs;
 };
@@ -95,8 +95,9 @@ struct fh {
 	uint64_t size, cs;
 	atomic_llong last_ci;
 	atomic_int refs;
-	uint32_t node;		/* its node in e */
-	int passthrough;	/* holds a reference on the node's backing id */
+	uint32_t node;	 /* its node in e */
+	int passthrough; /* holds a reference on the node's backing id */
+	int wfd; /* the store's file holding it whole (zero-copy mounts), -1 */
 	struct fh *prev, *next; /* in wmount.fhs, under wmount.fhlock */
 };
 
@@ -111,6 +112,8 @@ struct slot {
 	struct entry *e; /* not a reference: compared only */
 	char *buf;	 /* the chunk's bytes, or NULL when fd is used */
 	int fd;		 /* the chunk's file (zero-copy mounts), or -1 */
+	uint64_t fdoff;	 /* where the chunk starts in fd */
+	uint64_t fdsize; /* fd's size when opened */
 	size_t len, cap;
 	uint64_t cost;	 /* counted against the cache's limit */
 	uint64_t served; /* bytes replied from it */
@@ -178,7 +181,7 @@ struct wmount {
 	uint32_t max_read;	/* zero-copy mounts: the mount's max_read */
 	uint32_t blksize;	/* st_blksize: the read size to suggest */
 	int pt_offered;		/* the kernel offers FUSE_PASSTHROUGH */
-	atomic_int pt;		/* single-chunk files are passed through */
+	atomic_int pt;		/* whole files are passed through */
 	pthread_mutex_t ptlock; /* guards the nodes' backing ids */
 	/* open file handles: those the kernel never released (a mount torn
 	 * down with files open) are closed by wmount_free */

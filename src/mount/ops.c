@@ -19,6 +19,7 @@
 #include <sys/statvfs.h>
 #include <sys/uio.h>
 #include <syslog.h>
+#include <unistd.h>
 
 #include "../common/clock.h"
 #include "mount.h"
@@ -321,6 +322,8 @@ static void fh_put(struct wmount *m, struct fh *h)
 	pthread_mutex_unlock(&m->fhlock);
 	if (h->passthrough)
 		pt_close(m, h);
+	if (h->wfd >= 0)
+		close(h->wfd);
 	wstore_file_free(h->f);
 	lease_close(h->e);
 	entry_put(h->e);
@@ -388,7 +391,7 @@ static int fd_bufvec(struct fuse_bufvec **out, struct wmount *m,
 		 * means someone else truncated it since it was opened, and
 		 * a short splice would reach the reader as zero padding */
 		if (fstat(s[i]->fd, &st) < 0 ||
-		    (uint64_t)st.st_size != s[i]->len) {
+		    (uint64_t)st.st_size != s[i]->fdsize) {
 			mlog(m, LOG_ERR,
 			     "chunk %" PRIu64 " of a file of '%s' changed "
 			     "size in the store while open",
@@ -399,7 +402,7 @@ static int fd_bufvec(struct fuse_bufvec **out, struct wmount *m,
 		b[i].size = iov[i].iov_len;
 		b[i].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 		b[i].fd = s[i]->fd;
-		b[i].pos = (off_t)coff[i];
+		b[i].pos = (off_t)(s[i]->fdoff + coff[i]);
 	}
 	*out = bv;
 	return 0;
@@ -502,6 +505,32 @@ static void read_gather(fuse_req_t req, struct fh *h, uint64_t pos,
 	free(buf);
 }
 
+/*
+ * A read of [pos, end) of a file the store keeps whole (h->wfd): spliced
+ * from that one file, past the chunk cache (the kernel's page cache of
+ * the file and its read-ahead do that job).  The fd was checked at open;
+ * like a cached chunk it is served only while the entry is not dead.
+ */
+static void read_whole(fuse_req_t req, struct fh *h, uint64_t pos, uint64_t end)
+{
+	struct wmount *m = fuse_req_userdata(req);
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT((size_t)(end - pos));
+	struct stat st;
+
+	/* files are replaced, never rewritten: see fd_bufvec */
+	if (fstat(h->wfd, &st) < 0 || (uint64_t)st.st_size != h->size) {
+		mlog(m, LOG_ERR,
+		     "a file of '%s' changed size in the store while open",
+		     h->e->id);
+		fuse_reply_err(req, EIO);
+		return;
+	}
+	bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	bv.buf[0].fd = h->wfd;
+	bv.buf[0].pos = (off_t)pos;
+	fuse_reply_data(req, &bv, 0);
+}
+
 static void read_fh(fuse_req_t req, struct fh *h, size_t size, off_t off)
 {
 	uint64_t pos = (uint64_t)off, end;
@@ -515,7 +544,9 @@ static void read_fh(fuse_req_t req, struct fh *h, size_t size, off_t off)
 		return;
 	}
 	end = h->size - pos < size ? h->size : pos + size;
-	if ((end - 1) / h->cs - pos / h->cs < MAX_PIECES)
+	if (h->wfd >= 0)
+		read_whole(req, h, pos, end);
+	else if ((end - 1) / h->cs - pos / h->cs < MAX_PIECES)
 		read_pieces(req, h, pos, end);
 	else
 		read_gather(req, h, pos, end);

@@ -340,7 +340,8 @@ int wmount_run(struct wmount *m, const char *mountpoint,
 	     m->dio ? "direct I/O" : "page cache",
 	     !m->c.zc		   ? ""
 	     : atomic_load(&m->pt) ? ", chunk files spliced, files of one "
-				     "chunk passed through"
+				     "chunk passed through, as every file "
+				     "kept whole"
 				   : ", chunk files spliced");
 	if (ready) {
 		ready(ctx);

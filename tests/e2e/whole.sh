@@ -1,0 +1,264 @@
+#!/bin/sh
+# whole.sh - the front ends on files the embedded store keeps whole, in one
+# file of its own (a file the store keeps whole, or today a file of one
+# chunk: imported with a --chunk-size at least its size).
+# - pull and materialize-file put such a file in place without reading it
+#   through the process: FICLONE on a copy-on-write filesystem (a
+#   loop-mounted XFS image with reflink, as root: no extra space used),
+#   else copy_file_range (the normal filesystem here), else (another
+#   filesystem: copy_file_range refuses) the bytes streamed as before; the
+#   calls are seen with strace;
+# - a file kept in chunk files is streamed as before;
+# - the mount passes a file of several chunks through when the store keeps
+#   it whole (skipped while the store keeps chunk files);
+# - serve answers range requests across chunk boundaries byte for byte,
+#   on a file of one chunk (sendfile of one fd) and of several.
+#   BUILD  the build directory holding wstore
+TAP_SUITE=whole
+. "$(dirname "$0")/../lib/suite.sh"
+. "$HERE/lib/serve.sh"
+PY=/usr/bin/python3
+XFS="$T/xfs"
+MNT="$T/mnt"
+LOOPIMG="$T/xfs.img"
+suite_cleanup() {
+	suite_unmount "$MNT"
+	serve_stop_all
+	if grep -q " $XFS xfs " /proc/mounts 2>/dev/null; then
+		umount "$XFS" 2>/dev/null || umount -l "$XFS" 2>/dev/null
+	fi
+}
+mkdir -p "$MNT" "$XFS"
+
+# mksrc DIR: a checkpoint of big.bin (3 MiB and a bit), small.bin, a config
+mksrc() {
+	mkdir -p "$1"
+	$PY -c '
+import sys
+d = sys.argv[1]
+open(d + "/big.bin", "wb").write(bytes((i * 131 + i // 1021) & 255 for i in range(3 * 1048576 + 4321)))
+open(d + "/small.bin", "wb").write(bytes((i * 7) & 255 for i in range(70000)))
+open(d + "/config.json", "w").write("{\"a\": 1}\n")' "$1"
+}
+SRC="$T/src"
+mksrc "$SRC"
+STORE="file://$T/store"
+imp() { # STORE ID CHUNK_SIZE
+	"$W" --store "$1" --quiet model import --checkpoint-id "$2" \
+		--model-id "Org/$2" --source "$SRC" --chunk-size "$3"
+}
+# kept_whole ROOT ID: the store keeps ID's files in data files
+kept_whole() { ls "$1"/weight/models/"$2"/files/*/data-* >/dev/null 2>&1; }
+
+HAVE_STRACE=0
+command -v strace >/dev/null && HAVE_STRACE=1
+# traced OUT CMD...: CMD under strace, its FICLONE and copy_file_range calls
+# in OUT
+traced() {
+	_o=$1; shift
+	strace -f -qq -e trace=ioctl,copy_file_range -o "$_o.raw" "$@" &&
+		grep -E 'FICLONE|copy_file_range' "$_o.raw" > "$_o"
+	_rc=$?
+	[ $_rc -le 1 ] && return 0
+	return $_rc
+}
+
+check_exit "import with 8 MiB chunks (every file one chunk)" 0 \
+	imp "$STORE" one 8MiB
+check_exit "import with 1 MiB chunks" 0 imp "$STORE" many 1MiB
+
+# ---- pull on the normal filesystem ---------------------------------------
+if [ $HAVE_STRACE = 1 ]; then
+	check_exit "pull of one-chunk files under strace" 0 \
+		traced "$T/p1.tr" "$W" --store "$STORE" model pull one --dest "$T/p1"
+	check "... the tree equals the source" diff -r "$SRC" "$T/p1"
+	# FICLONE where this filesystem clones (btrfs, XFS), else
+	# copy_file_range in the kernel
+	check_grep "... put in place by FICLONE or copy_file_range" \
+		'FICLONE.*= 0|copy_file_range\(.*\) = [1-9]' "$(cat "$T/p1.tr")"
+	if grep -q 'FICLONE.*= -1' "$T/p1.tr"; then
+		check_grep "... FICLONE refused here, copy_file_range copied big.bin" \
+			"copy_file_range\(.*, $(stat -c %s "$SRC/big.bin"), 0\) = $(stat -c %s "$SRC/big.bin")" \
+			"$(cat "$T/p1.tr")"
+	else
+		tap_skip "... copy_file_range after a refused FICLONE" \
+			"this filesystem clones ($(stat -f -c %T "$T"))"
+	fi
+	check_exit "pull --no-verify of one-chunk files under strace" 0 \
+		traced "$T/p2.tr" "$W" --store "$STORE" model pull one --dest "$T/p2" --no-verify
+	check "... the tree equals the source" diff -r "$SRC" "$T/p2"
+	check_grep "... put in place by FICLONE or copy_file_range" \
+		'FICLONE.*= 0|copy_file_range\(.*\) = [1-9]' "$(cat "$T/p2.tr")"
+	check_exit "materialize-file of a one-chunk file under strace" 0 \
+		traced "$T/m1.tr" "$W" --store "$STORE" model materialize-file one \
+		--path big.bin --output "$T/m1.bin"
+	check "... the file equals the source" cmp "$SRC/big.bin" "$T/m1.bin"
+	check_grep "... put in place by FICLONE or copy_file_range" \
+		'FICLONE.*= 0|copy_file_range\(.*\) = [1-9]' "$(cat "$T/m1.tr")"
+	check_exit "pull of 1 MiB-chunk files under strace" 0 \
+		traced "$T/p3.tr" "$W" --store "$STORE" model pull many --dest "$T/p3"
+	check "... the tree equals the source" diff -r "$SRC" "$T/p3"
+	if kept_whole "$T/store" many; then
+		check_grep "... kept whole: put in place by FICLONE or copy_file_range" \
+			'FICLONE.*= 0|copy_file_range\(.*\) = [1-9]' "$(cat "$T/p3.tr")"
+	else
+		# big.bin is in chunk files: streamed (small.bin and the config
+		# are one chunk each and may be copied)
+		check "... chunk files: big.bin streamed, no copy of its size" \
+			sh -c "! grep -q 'copy_file_range(.*, $(stat -c %s "$SRC/big.bin"), 0)' '$T/p3.tr'"
+	fi
+else
+	for c in "pull" "pull --no-verify" "materialize-file" "pull of chunk files"; do
+		tap_skip "$c: FICLONE or copy_file_range" "strace is not installed"
+	done
+	check_exit "pull of one-chunk files" 0 "$W" --store "$STORE" model pull one --dest "$T/p1"
+	check "... the tree equals the source" diff -r "$SRC" "$T/p1"
+fi
+# a damaged store file is caught by the digest of what was copied
+check_exit "verify of the one-chunk import" 0 "$W" --store "$STORE" model verify one
+
+# ---- a loop-mounted XFS with reflink -------------------------------------
+xfs_why=""
+if [ "$(id -u)" != 0 ]; then
+	xfs_why="not root: cannot mount an XFS image"
+elif ! command -v mkfs.xfs >/dev/null; then
+	xfs_why="mkfs.xfs is not installed (xfsprogs)"
+elif [ $HAVE_STRACE = 0 ]; then
+	xfs_why="strace is not installed"
+elif ! truncate -s 512M "$LOOPIMG" ||
+	! mkfs.xfs -q -m reflink=1 "$LOOPIMG" >/dev/null 2>&1 ||
+	! mount -o loop "$LOOPIMG" "$XFS" 2>"$T/mount.err"; then
+	xfs_why="cannot make and loop-mount an XFS image: $(head -1 "$T/mount.err" 2>/dev/null)"
+fi
+if [ -z "$xfs_why" ]; then
+	XSTORE="file://$XFS/store"
+	check_exit "XFS: import with 8 MiB chunks" 0 imp "$XSTORE" one 8MiB
+	sync
+	used0=$(df -k --output=used "$XFS" | tail -1)
+	check_exit "XFS: pull onto the store's filesystem under strace" 0 \
+		traced "$T/x1.tr" "$W" --store "$XSTORE" model pull one --dest "$XFS/p1"
+	check "XFS: ... the tree equals the source" diff -r "$SRC" "$XFS/p1"
+	check_grep "XFS: ... every file cloned (FICLONE = 0)" \
+		'FICLONE.*= 0' "$(cat "$T/x1.tr")"
+	check "XFS: ... no FICLONE refused, no copy_file_range" \
+		sh -c "! grep -qE 'FICLONE.*= -1|copy_file_range' '$T/x1.tr'"
+	sync
+	used1=$(df -k --output=used "$XFS" | tail -1)
+	check "XFS: ... no space used for the data ($used0 KiB -> $used1 KiB, big.bin is 3 MiB)" \
+		test $((used1 - used0)) -lt 1024
+	check_grep "XFS: ... big.bin's extents are shared with the store" \
+		'0x[0-9a-f]*2[0-9a-f]{3}$' \
+		"$(xfs_io -r -c 'fiemap -v' "$XFS/p1/big.bin" | awk 'NR > 2 { print $NF }')"
+	check_exit "XFS: pull --no-verify under strace" 0 \
+		traced "$T/x2.tr" "$W" --store "$XSTORE" model pull one --dest "$XFS/p2" --no-verify
+	check "XFS: ... the tree equals the source" diff -r "$SRC" "$XFS/p2"
+	check_grep "XFS: ... cloned" 'FICLONE.*= 0' "$(cat "$T/x2.tr")"
+	check_exit "XFS: materialize-file under strace" 0 \
+		traced "$T/x3.tr" "$W" --store "$XSTORE" model materialize-file one \
+		--path big.bin --output "$XFS/m.bin"
+	check "XFS: ... the file equals the source" cmp "$SRC/big.bin" "$XFS/m.bin"
+	check_grep "XFS: ... cloned" 'FICLONE.*= 0' "$(cat "$T/x3.tr")"
+	# another filesystem: FICLONE and copy_file_range refuse (EXDEV),
+	# the bytes are streamed
+	check_exit "XFS store, pull onto another filesystem under strace" 0 \
+		traced "$T/x4.tr" "$W" --store "$XSTORE" model pull one --dest "$T/p4"
+	check "... the tree equals the source" diff -r "$SRC" "$T/p4"
+	check_grep "... FICLONE refused" 'FICLONE.*= -1' "$(cat "$T/x4.tr")"
+	if grep -q 'copy_file_range.* = -1' "$T/x4.tr"; then
+		check "... copy_file_range refused too, then streamed" \
+			sh -c "! grep -q 'copy_file_range.* = [1-9]' '$T/x4.tr'"
+	else
+		tap_skip "... copy_file_range refused, then streamed" \
+			"this kernel copies between these filesystems"
+	fi
+	# the digest is of what was cloned: a file whose clone holds other
+	# bytes than the manifest says is refused, nothing left in place
+	f=$(ls "$XFS"/store/weight/models/one/files/*/chunks/* "$XFS"/store/weight/models/one/files/*/data-* 2>/dev/null |
+		while read -r p; do [ "$(stat -c %s "$p")" = "$(stat -c %s "$SRC/big.bin")" ] && echo "$p"; done | head -1)
+	if [ -n "$f" ]; then
+		cp "$f" "$T/saved" && printf 'Z' | dd of="$f" bs=1 seek=1000 conv=notrunc 2>/dev/null
+		check_exit "XFS: pull of a damaged store file fails" 1 \
+			"$W" --store "$XSTORE" model pull one --dest "$XFS/p5"
+		check "... nothing at big.bin's path, no temp left" \
+			sh -c "test ! -e '$XFS/p5/big.bin' && test -z \"\$(ls -A '$XFS/p5' | grep wstore)\""
+		cp "$T/saved" "$f"
+	else
+		tap_not_ok "XFS: the store file of big.bin" "not found"
+	fi
+	umount "$XFS"
+else
+	tap_skip "XFS: pull, pull --no-verify, materialize-file by FICLONE" "$xfs_why"
+fi
+
+# ---- mount: a file of several chunks kept whole, passed through ----------
+if [ -x "$BUILD/wstore-mount" ] && [ -c /dev/fuse ]; then
+	"$W" --store "$STORE" mount "$MNT" --checkpoint many --foreground > "$T/mnt.log" 2>&1 &
+	MPID=$!
+	if wait_for 10 grep -q " $MNT fuse" /proc/mounts &&
+		wait_for 10 grep -q 'mounted' "$T/mnt.log"; then
+		check "mount: the files of several chunks read right" diff -r "$SRC" "$MNT"
+		if ! grep -q 'passed through' "$T/mnt.log"; then
+			tap_skip "mount: a file of several chunks passed through" \
+				"no passthrough here: $(grep mounted "$T/mnt.log" | head -1)"
+		elif ! kept_whole "$T/store" many; then
+			tap_skip "mount: a file of several chunks passed through" \
+				"the store keeps big.bin in chunk files"
+		else
+			check_exit "mount: big.bin (several chunks, kept whole) read with the daemon stopped" 0 \
+				timeout 60 $PY - "$MNT" "$SRC" "$MPID" <<'EOF'
+import os, signal, sys, threading
+mnt, src, pid = sys.argv[1], sys.argv[2], int(sys.argv[3])
+want = open(src + "/big.bin", "rb").read()
+fd = os.open(mnt + "/big.bin", os.O_RDONLY)
+got = []
+t = threading.Thread(target=lambda: got.append(os.pread(fd, 2 << 20, 1048000)))
+os.kill(pid, signal.SIGSTOP)
+try:
+    t.start()
+    t.join(10)
+    alive = t.is_alive()
+finally:
+    os.kill(pid, signal.SIGCONT)
+t.join()
+if alive:
+    sys.exit("a read waited for the stopped daemon: not passed through")
+if got[0] != want[1048000:1048000 + (2 << 20)]:
+    sys.exit("wrong bytes with the daemon stopped")
+EOF
+		fi
+		check_exit "mount: unmounts" 0 "$W" umount "$MNT"
+	else
+		tap_not_ok "mount of 'many'" "$(tail -3 "$T/mnt.log")"
+	fi
+	wait_exit 10 "$MPID"
+else
+	tap_skip "mount: files kept whole" "wstore-mount not built or no /dev/fuse"
+fi
+
+# ---- serve: ranges across chunk boundaries -------------------------------
+if [ -x "$BUILD/wstore-serve" ] && command -v curl >/dev/null; then
+	if serve_start whole "$STORE"; then
+		for id in one many; do
+			for r in 0-0 1048570-1048590 1048575-1048576 1000-3000000 \
+				2097151-3149999 3145000- -100 0-; do
+				curl -sf -H "Range: bytes=$r" \
+					"$SERVE_URL/Org/$id/resolve/main/big.bin" -o "$T/part"
+				check_exit "serve $id: bytes=$r byte for byte" 0 $PY -c '
+import sys
+d = open(sys.argv[1], "rb").read()
+a, b = sys.argv[2].split("-")
+if a == "":
+    want = d[-int(b):]
+else:
+    want = d[int(a):int(b) + 1] if b else d[int(a):]
+sys.exit(0 if open(sys.argv[3], "rb").read() == want else "differs")' \
+					"$SRC/big.bin" "$r" "$T/part"
+			done
+		done
+		serve_stop
+	fi
+else
+	tap_skip "serve: ranges" "wstore-serve not built or no curl"
+fi
+
+tap_done
