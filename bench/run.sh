@@ -1,11 +1,14 @@
 #!/bin/sh
 # make bench: bench/whole.py (the data plane as whole processes next to
-# cat / cp -r + sync, the issue table's four rows), then bench/bench.py
+# cat / cp -r + sync, the issue table's four rows), bench/reflink.py (mount,
+# pull and import on a loop-mounted XFS image with reflink, as root; a
+# skip line otherwise), then bench/bench.py
 # (file store, in-process figures), bench/redis.sh if present,
 # bench/serve.sh (wstore serve next to nginx and raw Redis GET),
 # bench/hub.sh (import from a Hub server next to curl) and
 # bench/mooncake.sh (a real Mooncake Store, when installed).
-#   BENCH_ONLY=whole     only the whole-process rows
+#   BENCH_ONLY=whole     only the whole-process rows (with the XFS ones)
+#   BENCH_ONLY=reflink   only the XFS rows
 #   BENCH_ONLY=serve     only bench/serve.sh
 #   BENCH_ONLY=mooncake  only bench/mooncake.sh
 #   BENCH_ONLY=hub       only bench/hub.sh
@@ -14,7 +17,9 @@ BUILD=${1:-build}
 [ "${BENCH_ONLY:-}" = serve ] && exec sh "$(dirname "$0")/serve.sh" "$BUILD"
 [ "${BENCH_ONLY:-}" = hub ] && exec sh "$(dirname "$0")/hub.sh" "$BUILD"
 [ "${BENCH_ONLY:-}" = mooncake ] && exec sh "$(dirname "$0")/mooncake.sh" "$BUILD"
+[ "${BENCH_ONLY:-}" = reflink ] && exec python3 "$(dirname "$0")/reflink.py" "$BUILD"
 python3 "$(dirname "$0")/whole.py" "$BUILD"
+python3 "$(dirname "$0")/reflink.py" "$BUILD"
 [ "${BENCH_ONLY:-}" = whole ] && exit 0
 python3 "$(dirname "$0")/bench.py" "$BUILD"
 if [ -f "$(dirname "$0")/redis.sh" ]; then sh "$(dirname "$0")/redis.sh" "$BUILD"; fi

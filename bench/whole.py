@@ -126,15 +126,15 @@ def main():
             add("`wstore mount` + `cat` every file + `umount`",
                 (None, f"'{w}' --store '{store}' mount '{mnt}' --checkpoint b"
                  f" && cat '{mnt}'/* > /dev/null && '{w}' umount '{mnt}'"),
-                "`cat` of the source files, cached", cat, 0.7)
+                "`cat` of the source files, cached", cat, 0.9)
             add("the same with `mount --page-cache`",
                 (None, f"'{w}' --store '{store}' mount '{mnt}' --checkpoint b"
                  f" --page-cache && cat '{mnt}'/* > /dev/null &&"
                  f" '{w}' umount '{mnt}'"),
                 "the same `cat`", cat, None)
             # files of one chunk are passed through to their chunk file
-            # (FUSE passthrough, Linux 6.9+, root): import with chunks
-            # larger than every file
+            # (FUSE passthrough, Linux 6.9+, root) on any layout: import
+            # with chunks larger than every file
             big = f"{tmp}/store-big"
             sh(f"'{w}' --quiet --store '{big}' model import --checkpoint-id b"
                f" --model-id bench/M --source '{src}' --chunk-size 4GiB"
