@@ -6,9 +6,12 @@
  * store.
  *
  * Body sources, cheapest first:
- *  - the requested bytes lie in one chunk of a store that hands out chunk
+ *  - the requested bytes lie in one file of a store that hands out its
  *    files (the embedded file store): a file-descriptor response, which
- *    libmicrohttpd sends with sendfile(2), no copy in user space;
+ *    libmicrohttpd sends with sendfile(2), no copy in user space.  For a
+ *    file the store keeps whole wstore_file_chunk_fd hands out the rest
+ *    of the file from any offset, so that is every range of it, across
+ *    chunk boundaries too; in chunk files, ranges within one chunk;
  *  - with --mmap, bytes that span several chunk files: each mapped
  *    read-only and the lot sent as one iovec response (sendmsg(2) copies
  *    page cache to socket once: less CPU per byte than the pread path
@@ -247,8 +250,9 @@ static void hold(struct wreq *r, struct wck **kp)
 }
 
 /*
- * The body of [a, a+len) of *f: an fd response when one chunk file holds
- * it all (not for HEAD) or, with --mmap, a mapped one, either of which
+ * The body of [a, a+len) of *f: an fd response when one file of the store
+ * holds it all (a chunk file, or the one file of a file kept whole; not
+ * for HEAD) or, with --mmap, a mapped one, either of which
  * moves *kp into the request; else a callback response, which takes *kp
  * and *fp over (setting them to NULL).  NULL with *err set when the first
  * chunk cannot be opened (no header has gone out: the caller answers an

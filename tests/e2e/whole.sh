@@ -56,8 +56,10 @@ command -v strace >/dev/null && HAVE_STRACE=1
 # in OUT
 traced() {
 	_o=$1; shift
-	strace -f -qq -e trace=ioctl,copy_file_range -o "$_o.raw" "$@" &&
-		grep -E 'FICLONE|copy_file_range' "$_o.raw" > "$_o"
+	# one output file per thread (-ff): no call split in two lines
+	rm -f "$_o".raw.*
+	strace -ff -qq -e trace=ioctl,copy_file_range -o "$_o.raw" "$@" &&
+		cat "$_o".raw.* | grep -E 'FICLONE|copy_file_range' > "$_o"
 	_rc=$?
 	[ $_rc -le 1 ] && return 0
 	return $_rc
@@ -231,6 +233,53 @@ EOF
 		tap_not_ok "mount of 'many'" "$(tail -3 "$T/mnt.log")"
 	fi
 	wait_exit 10 "$MPID"
+	# no passthrough: a file kept whole is spliced from its one file,
+	# which the daemon opens with the file (the chunk cache opens a
+	# store file only for a read)
+	for id in one many; do
+		WSTORE_MOUNT_PASSTHROUGH=0 "$W" --store "$STORE" mount "$MNT" \
+			--checkpoint $id --foreground > "$T/mnt-$id.log" 2>&1 &
+		MPID=$!
+		if wait_for 10 grep -q " $MNT fuse" /proc/mounts &&
+			wait_for 10 grep -q 'mounted' "$T/mnt-$id.log"; then
+			check "mount $id, no passthrough: says so" \
+				sh -c "! grep -q 'passed through' '$T/mnt-$id.log'"
+			check_exit "mount $id, no passthrough: every byte, and the store file held open from the open on when kept whole" 0 \
+				timeout 60 $PY - "$MNT" "$SRC" "$MPID" "$T/store" \
+				"$( (kept_whole "$T/store" $id || [ $id = one ]) && echo 1 || echo 0)" <<'EOF'
+import os, sys
+mnt, src, pid, store, whole = sys.argv[1:6]
+def held():
+    n = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(store + "/weight/"):
+                n += 1
+        except OSError:
+            pass
+    return n
+before = held()
+fd = os.open(mnt + "/big.bin", os.O_RDONLY)
+after = held()
+if whole == "1" and after != before + 1:
+    sys.exit(f"kept whole: {before} store files open before the open, {after} after")
+if whole == "0" and after != before:
+    sys.exit(f"chunk files: a store file opened by the open ({before} -> {after})")
+want = open(src + "/big.bin", "rb").read()
+got = b"".join(iter(lambda: os.read(fd, 1 << 20), b""))
+if got != want:
+    sys.exit("big.bin differs")
+if os.pread(fd, 5000, 1048570) != want[1048570:1048570 + 5000]:
+    sys.exit("a read across a chunk boundary differs")
+os.close(fd)
+EOF
+			check "mount $id, no passthrough: the tree reads right" diff -r "$SRC" "$MNT"
+			check_exit "mount $id, no passthrough: unmounts" 0 "$W" umount "$MNT"
+		else
+			tap_not_ok "mount of '$id' without passthrough" "$(tail -3 "$T/mnt-$id.log")"
+		fi
+		wait_exit 10 "$MPID"
+	done
 else
 	tap_skip "mount: files kept whole" "wstore-mount not built or no /dev/fuse"
 fi
