@@ -7,12 +7,18 @@
  * at the final path.  Only a regular file (or a symlink, replaced, not
  * followed) is ever replaced.
  *
- * On a store that hands out chunk files (open_fd, trusted, not write-once:
- * the embedded file store) a chunk is streamed from its file in PIECE-sized
- * reads through the start of the same buffer instead: the piece stays in
- * the CPU cache between the read, the hash and the write, where a whole
- * 64 MiB chunk goes out to memory and back twice.  Chunk files are
- * replaced, never rewritten, so the open file keeps the bytes it had.
+ * On a store that hands out its files (WSTORE_CAP_LOCAL_FILES: the
+ * embedded file store) a chunk is streamed from its file, through
+ * wstore_file_chunk_fd (a chunk file, or the one file of a file kept
+ * whole, opened once for all its chunks), in PIECE-sized reads through
+ * the start of the same buffer instead: the piece stays in the CPU cache
+ * between the read, the hash and the write, where a whole 64 MiB chunk
+ * goes out to memory and back twice.  The store's files are replaced,
+ * never rewritten, so the open file keeps the bytes it had.
+ *
+ * A file kept whole need not pass through this process at all when it is
+ * written to a file (wstore__fetch_whole): cloned (FICLONE), else copied
+ * by the kernel (copy_file_range), then read back for its digest.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -68,12 +74,11 @@ static int write_full(int fd, const void *buf, size_t n, const char *what)
 /* Piece of a store file read at a time: fits in a core's L2 cache. */
 #define PIECE (512u << 10)
 
-static int chunk_fd_ok(const wstore_store *s)
+/* Whether the store hands out its files (wstore_file_chunk_fd works):
+ * the capability says so by the same rule. */
+static int chunk_fd_ok(wstore_store *s)
 {
-	const wstore_backend *b = s->b;
-
-	return b->open_fd && !(b->flags & (WSTORE_BACKEND_UNTRUSTED |
-					   WSTORE_BACKEND_WRITE_ONCE));
+	return (wstore_store_caps(s) & WSTORE_CAP_LOCAL_FILES) != 0;
 }
 
 /*
