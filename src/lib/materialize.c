@@ -82,63 +82,32 @@ static int chunk_fd_ok(wstore_store *s)
 }
 
 /*
- * The store's file that holds file bytes [lo, hi) of f at offsets from
- * base on (wstore_file_chunk_fd: a chunk file, or the one data file of a
- * file kept whole, which then covers every chunk with one fd).
+ * Chunk c (n bytes by the manifest) of f from its chunk file: hashed into
+ * h if set, written to fd if >= 0.  The length is checked against n before
+ * anything is written, with the errors wstore__read_chunk gives.
  */
-struct src {
-	wstore_file *wf;
-	int fd;
-	uint64_t lo, hi, base;
-};
-
-/* Make sp->fd cover [off, off + n), chunk c of f. */
-static int src_cover(struct src *sp, wstore_store *s, const wstore__file_rec *f,
-		     uint64_t c, uint64_t off, uint64_t n)
-{
-	uint64_t fo = 0;
-	size_t len = 0;
-	int rc;
-
-	if (sp->fd >= 0 && off >= sp->lo && off + n <= sp->hi)
-		return 0;
-	if (sp->fd >= 0)
-		close(sp->fd);
-	sp->fd = -1;
-	if ((rc = wstore_file_chunk_fd(&sp->fd, &fo, &len, sp->wf, off)) < 0)
-		return rc;
-	if (len < n) {
-		close(sp->fd);
-		sp->fd = -1;
-		return wstore__check_chunk(s, f, c, 0, len, n);
-	}
-	posix_fadvise(sp->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-	sp->lo = off;
-	sp->hi = off + len;
-	sp->base = fo;
-	return 0;
-}
-
-/*
- * Chunk c (n bytes by the manifest, at file offset off) of f from the
- * store's file: hashed into h if set, written to fd if >= 0.  The length
- * is checked against n before anything is written (the store's file was
- * checked by wstore_file_chunk_fd), with the errors wstore__read_chunk
- * gives.
- */
-static int stream_chunk_fd(wstore_store *s, struct src *sp,
-			   const wstore__file_rec *f, uint64_t c, uint64_t off,
-			   uint64_t n, int fd, char *buf, size_t cap,
-			   wstore__sha256 *h)
+static int stream_chunk_fd(wstore_store *s, const wstore__file_rec *f,
+			   uint64_t c, uint64_t n, int fd, char *buf,
+			   size_t cap, wstore__sha256 *h)
 {
 	size_t piece = cap < PIECE ? cap : PIECE;
-	uint64_t done = 0;
-	int rc = src_cover(sp, s, f, c, off, n);
+	struct stat st;
+	uint64_t off = 0, base = 0, got = 0;
+	int cfd = -1, rc = wstore__open_range(s, f->chunks[c], &cfd, &base);
 
-	while (rc == 0 && done < n) {
-		size_t want = n - done < piece ? (size_t)(n - done) : piece;
-		ssize_t r = pread(sp->fd, buf, want,
-				  (off_t)(sp->base + off - sp->lo + done));
+	if (rc == 0 && fstat(cfd, &st) < 0)
+		rc = wstore__errc(-errno, "file '%s': cannot stat chunk '%s'",
+				  f->path, f->chunks[c]);
+	if (rc == 0)
+		got = wstore__range_len(f, c, base, (uint64_t)st.st_size);
+	if (rc == 0 && got != n)
+		rc = wstore__check_chunk(s, f, c, 0, (size_t)got, n);
+	else if (rc < 0)
+		rc = wstore__check_chunk(s, f, c, rc, 0, n);
+	posix_fadvise(cfd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	while (rc == 0 && off < n) {
+		size_t want = n - off < piece ? (size_t)(n - off) : piece;
+		ssize_t r = pread(cfd, buf, want, (off_t)(base + off));
 
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -148,21 +117,22 @@ static int stream_chunk_fd(wstore_store *s, struct src *sp,
 						  "chunk '%s'",
 						  f->path, f->chunks[c])
 				   : wstore__check_chunk(s, f, c, 0,
-							 (size_t)done, n);
+							 (size_t)off, n);
 			break;
 		}
 		if (h)
 			wstore__sha256_update(h, buf, (size_t)r);
 		if (fd >= 0)
 			rc = write_full(fd, buf, (size_t)r, f->path);
-		done += (uint64_t)r;
+		off += (uint64_t)r;
 	}
+	if (cfd >= 0)
+		close(cfd);
 	return rc;
 }
 
-int wstore__fetch_to_fd(wstore_store *s, wstore_checkpoint *ck,
-			const wstore__file_rec *f, int fd, void *buf,
-			size_t cap, int verify,
+int wstore__fetch_to_fd(wstore_store *s, const wstore__file_rec *f, int fd,
+			void *buf, size_t cap, int verify,
 			int (*progress)(uint64_t n, void *ctx), void *ctx)
 {
 	wstore__sha256 *h = verify ? wstore__sha256_new() : NULL;
@@ -170,34 +140,17 @@ int wstore__fetch_to_fd(wstore_store *s, wstore_checkpoint *ck,
 
 	if (verify && !h)
 		return -ENOMEM;
-	rc = wstore__fetch_to_fd_from(s, ck, f, fd, buf, cap, 0, h, progress,
-				      ctx);
+	rc = wstore__fetch_to_fd_from(s, f, fd, buf, cap, 0, h, progress, ctx);
 	wstore__sha256_free(h);
 	return rc;
 }
 
-/* Compare h, finished, with f's digest. */
-static int digest_check(const wstore__file_rec *f, wstore__sha256 *h)
-{
-	char hex[65];
-
-	wstore__sha256_hex(h, hex);
-	if (strcmp(hex, f->sha256) != 0)
-		return wstore__err(
-			WSTORE_ECORRUPT,
-			"file '%s': sha256 mismatch (expected %s, got %s)",
-			f->path, f->sha256, hex);
-	return 0;
-}
-
-int wstore__fetch_to_fd_from(wstore_store *s, wstore_checkpoint *ck,
-			     const wstore__file_rec *f, int fd, void *buf,
-			     size_t cap, uint64_t first, wstore__sha256 *h,
+int wstore__fetch_to_fd_from(wstore_store *s, const wstore__file_rec *f, int fd,
+			     void *buf, size_t cap, uint64_t first,
+			     wstore__sha256 *h,
 			     int (*progress)(uint64_t n, void *ctx), void *ctx)
 {
-	struct src sp = { .fd = -1 };
-	int from_fd = ck && chunk_fd_ok(s) &&
-		      wstore_file_open(&sp.wf, ck, f->path) == 0;
+	int from_fd = chunk_fd_ok(s);
 	uint64_t total = 0;
 	int rc = 0;
 
@@ -211,9 +164,8 @@ int wstore__fetch_to_fd_from(wstore_store *s, wstore_checkpoint *ck,
 		uint64_t n;
 
 		rc = wstore__chunk_len(&n, f, c);
-		if (rc == 0 && from_fd && n) {
-			rc = stream_chunk_fd(s, &sp, f, c, total, n, fd, buf,
-					     cap, h);
+		if (rc == 0 && from_fd) {
+			rc = stream_chunk_fd(s, f, c, n, fd, buf, cap, h);
 		} else if (rc == 0) {
 			rc = wstore__read_chunk(s, f, c, buf, cap);
 			if (rc == 0 && h)
@@ -233,18 +185,37 @@ int wstore__fetch_to_fd_from(wstore_store *s, wstore_checkpoint *ck,
 		if (rc == 0 && progress)
 			rc = progress(n, ctx);
 	}
-	if (sp.fd >= 0)
-		close(sp.fd);
-	wstore_file_free(sp.wf);
 	if (rc == 0 && total != f->size)
 		rc = wstore__err(
 			WSTORE_ECORRUPT,
 			"file '%s': chunks hold %llu bytes, manifest says %llu",
 			f->path, (unsigned long long)total,
 			(unsigned long long)f->size);
-	if (rc == 0 && h)
-		rc = digest_check(f, h);
+	if (rc == 0 && h) {
+		char hex[65];
+
+		wstore__sha256_hex(h, hex);
+		if (strcmp(hex, f->sha256) != 0)
+			rc = wstore__err(
+				WSTORE_ECORRUPT,
+				"file '%s': sha256 mismatch (expected %s, got %s)",
+				f->path, f->sha256, hex);
+	}
 	return rc;
+}
+
+/* Compare h, finished, with f's digest. */
+static int digest_check(const wstore__file_rec *f, wstore__sha256 *h)
+{
+	char hex[65];
+
+	wstore__sha256_hex(h, hex);
+	if (strcmp(hex, f->sha256) != 0)
+		return wstore__err(
+			WSTORE_ECORRUPT,
+			"file '%s': sha256 mismatch (expected %s, got %s)",
+			f->path, f->sha256, hex);
+	return 0;
 }
 
 /* copy_file_range cannot serve this pair of files (another filesystem
@@ -305,16 +276,16 @@ int wstore__fetch_whole(wstore_store *s, wstore_checkpoint *ck,
 		*how = WSTORE__WHOLE_NONE;
 	if (!f->size || from >= f->size || !chunk_fd_ok(s) || (h && rfd < 0))
 		return 0;
-	if ((rc = wstore_file_open(&wf, ck, f->path)) < 0)
-		return rc;
+	if (wstore_file_open(&wf, ck, f->path) < 0)
+		return 0;
 	/* asked at from: the bytes before it may be gone (a resumed pull
-	 * needs none of them) */
+	 * needs none of them).  Any failure (not kept whole, a damaged or
+	 * missing file, the checkpoint replaced) is left to the streaming
+	 * path, which names the chunk at fault. */
 	rc = wstore_file_chunk_fd(&src, &fo, &len, wf, from);
 	wstore_file_free(wf);
-	if (rc == WSTORE_EUNSUPPORTED)
-		return 0;
 	if (rc < 0)
-		return rc;
+		return 0;
 	/* the fd must be the file, byte for byte: FICLONE takes all of it */
 	if (fo != from || len != f->size - from || fstat(src, &st) < 0 ||
 	    (uint64_t)st.st_size != f->size) {
@@ -450,8 +421,8 @@ static int materialize(wstore_checkpoint *ck, wstore_store *s,
 						   buf, cap, stop_on_interrupt,
 						   (void *)output, NULL);
 		if (rc == 0)
-			rc = wstore__fetch_to_fd_from(s, ck, f, d.fd, buf, cap,
-						      0, h, stop_on_interrupt,
+			rc = wstore__fetch_to_fd_from(s, f, d.fd, buf, cap, 0,
+						      h, stop_on_interrupt,
 						      (void *)output);
 		else if (rc == 1)
 			rc = 0;

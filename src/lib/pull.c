@@ -263,8 +263,8 @@ static int write_unverified(struct worker *w, int pfd, const char *base)
 				  " bytes in '%s'",
 				  f->path, f->size, w->p->dest);
 	else if (rc == 0)
-		rc = wstore__fetch_to_fd(w->p->s, w->p->ck, f, d.fd, w->buf,
-					 w->p->bufcap, 0, chunk_progress, w);
+		rc = wstore__fetch_to_fd(w->p->s, f, d.fd, w->buf, w->p->bufcap,
+					 0, chunk_progress, w);
 	/* an unhashed file is judged by the checkpoint's guard */
 	if (rc != WSTORE_ECANCELED)
 		rc = wstore__checkpoint_settle(w->p->ck, f, rc);
@@ -326,16 +326,16 @@ static int fill_partial(struct worker *w, wstore__partial *pp,
 				    " bytes in '%s'",
 				    f->path, f->size - kept, w->p->dest);
 	if (rc == 0)
-		rc = wstore__fetch_to_fd_from(w->p->s, w->p->ck, f, pp->fd,
-					      w->buf, w->p->bufcap, first, h,
+		rc = wstore__fetch_to_fd_from(w->p->s, f, pp->fd, w->buf,
+					      w->p->bufcap, first, h,
 					      chunk_progress, w);
 	if (rc == WSTORE_ECORRUPT && kept) {
 		wstore__sha256_reset(h);
 		rc = wstore__partial_reset(pp, f->path);
 		if (rc == 0)
-			rc = wstore__fetch_to_fd_from(
-				w->p->s, w->p->ck, f, pp->fd, w->buf,
-				w->p->bufcap, 0, h, chunk_progress, w);
+			rc = wstore__fetch_to_fd_from(w->p->s, f, pp->fd,
+						      w->buf, w->p->bufcap, 0,
+						      h, chunk_progress, w);
 	}
 	return rc;
 }

@@ -59,24 +59,21 @@ int wstore__check_chunk(wstore_store *s, const wstore__file_rec *f, uint64_t c,
 			int rc, size_t got, uint64_t want);
 /* Largest chunk any file of m needs (the buffer size for reading m). */
 uint64_t wstore__max_chunk(const wstore_manifest *m);
-/* Write file f of checkpoint ck (may be NULL) to fd from offset 0,
- * checking size and (if verify) SHA-256; buf of cap >= wstore__max_chunk
- * bytes is reused.  fd < 0 only reads and checks (verify).  With ck, a
- * store that hands out its files is read from them (wstore_file_chunk_fd:
- * one fd per chunk file, or one per file kept whole), a piece at a time.
+/* Write file f of a checkpoint to fd from offset 0, checking size and (if
+ * verify) SHA-256; buf of cap >= wstore__max_chunk bytes is reused.
+ * fd < 0 only reads and checks (verify).
  * progress may be NULL; it is called with the bytes of each chunk. */
-int wstore__fetch_to_fd(wstore_store *s, wstore_checkpoint *ck,
-			const wstore__file_rec *f, int fd, void *buf,
-			size_t cap, int verify,
+int wstore__fetch_to_fd(wstore_store *s, const wstore__file_rec *f, int fd,
+			void *buf, size_t cap, int verify,
 			int (*progress)(uint64_t n, void *ctx), void *ctx);
 /* The same from chunk first on, written at fd's current offset (the
  * bytes of chunks before first already there): h, when set, already
  * holds the SHA-256 state of those bytes (the caller's; it is checked
  * against the whole file's digest and left finished); size is checked
  * over the whole file. */
-int wstore__fetch_to_fd_from(wstore_store *s, wstore_checkpoint *ck,
-			     const wstore__file_rec *f, int fd, void *buf,
-			     size_t cap, uint64_t first, wstore__sha256 *h,
+int wstore__fetch_to_fd_from(wstore_store *s, const wstore__file_rec *f, int fd,
+			     void *buf, size_t cap, uint64_t first,
+			     wstore__sha256 *h,
 			     int (*progress)(uint64_t n, void *ctx), void *ctx);
 /* How wstore__fetch_whole put the bytes in place. */
 enum {

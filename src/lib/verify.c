@@ -89,8 +89,8 @@ static void *verify_worker(void *arg)
 			break;
 		}
 		/* /dev/null stands in for a file: only the digest matters */
-		rc = wstore__fetch_to_fd(v->s, v->ck, &v->m->files[i], -1, buf,
-					 v->cap, 1, verify_progress, v);
+		rc = wstore__fetch_to_fd(v->s, &v->m->files[i], -1, buf, v->cap,
+					 1, verify_progress, v);
 		/* damage, or a checkpoint replaced under the verify? */
 		if (rc == WSTORE_ECORRUPT)
 			rc = wstore__checkpoint_settle(v->ck, &v->m->files[i],

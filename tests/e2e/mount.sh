@@ -292,7 +292,7 @@ check_exit "umount of --checkpoint mount" 0 "$W" umount "$MNT2"
 # never wrong bytes
 cat > "$T/deleted.py" <<'EOF'
 import errno, os, subprocess, sys, time
-mnt, src, wstore, store = sys.argv[1:5]
+mnt, src, wstore, store, pt = sys.argv[1:6]
 f = "model-00001-of-00002.safetensors"
 want = open(src + "/" + f, "rb").read()
 fd = os.open(mnt + "/a/" + f, os.O_RDONLY)
@@ -324,11 +324,14 @@ while time.time() < deadline and not (failed_read and failed_open):
     time.sleep(0.05)
 print("read failed:", failed_read, "open failed:", failed_open,
       "after %d reads" % step)
-sys.exit(0 if failed_read and failed_open else 1)
+# a file passed through (kept whole, passthrough here) reads on, as a
+# local file after rm (the whole suite checks the daemon's EIO for one)
+sys.exit(0 if (failed_read or pt == "1") and failed_open else 1)
 EOF
-check_exit "after delete, reads on an open file fail (EIO/ENOENT) and opens give ENOENT, never wrong bytes" \
-	0 $PY "$T/deleted.py" "$MNT" "$SRC" "$W" "$STORE"
-check_grep "delete check ran" "read failed: True open failed: True" "$OUT"
+pt=0; echo "$MOUNT_OUT" | grep -q 'passed through' && pt=1
+check_exit "after delete, reads on an open file fail (EIO/ENOENT) unless passed through and opens give ENOENT, never wrong bytes" \
+	0 $PY "$T/deleted.py" "$MNT" "$SRC" "$W" "$STORE" $pt
+check_grep "delete check ran" "read failed: $([ $pt = 1 ] && echo '(True|False)' || echo True) open failed: True" "$OUT"
 if wait_for 5 sh -c "! test -e '$MNT/a'"; then tap_ok "the deleted checkpoint's directory is gone"
 else tap_not_ok "the deleted checkpoint's directory is gone" "ls: $(ls "$MNT")"; fi
 check "b is still readable" cmp "$SRC2/config.json" "$MNT/b/config.json"
