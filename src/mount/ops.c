@@ -508,14 +508,22 @@ static void read_gather(fuse_req_t req, struct fh *h, uint64_t pos,
 /*
  * A read of [pos, end) of a file the store keeps whole (h->wfd): spliced
  * from that one file, past the chunk cache (the kernel's page cache of
- * the file and its read-ahead do that job).  The fd was checked at open;
- * like a cached chunk it is served only while the entry is not dead.
+ * the file and its read-ahead do that job).  The fd was checked at open
+ * and holds that import's bytes for good; each read confirms the
+ * checkpoint is still that import (one fstat of its manifest while it
+ * is), so reads fail once it is deleted or replaced, as a fetch's do.
  */
 static void read_whole(fuse_req_t req, struct fh *h, uint64_t pos, uint64_t end)
 {
 	struct wmount *m = fuse_req_userdata(req);
 	struct fuse_bufvec bv = FUSE_BUFVEC_INIT((size_t)(end - pos));
 	struct stat st;
+	int rc = entry_validate(m, h->e, wclock_mono_ms());
+
+	if (rc < 0) {
+		fuse_reply_err(req, read_errno(rc));
+		return;
+	}
 
 	/* files are replaced, never rewritten: see fd_bufvec */
 	if (fstat(h->wfd, &st) < 0 || (uint64_t)st.st_size != h->size) {

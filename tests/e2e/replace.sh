@@ -5,7 +5,7 @@
 # Readers: pull (verified and --no-verify) and materialize-file, slowed by
 # the fault backend's delay; a Python read handle; a `wstore serve`
 # download read slowly by curl; a file of a `wstore mount --direct-io`
-# (daemon-served chunks; multi-chunk, so never FUSE passthrough).  On the
+# (daemon-served: passthrough kept off).  On the
 # file store, on Redis (a throwaway server) and on the Mooncake contract
 # stand-in (REPLACE_KINDS="file redis mooncake-standin" by default;
 # "cluster" a Redis Cluster of 3 masters, "mooncake" a real Mooncake
@@ -175,6 +175,10 @@ reader_serve() {
 	got=$(stat -c %s "$dl" 2>/dev/null || echo 0)
 	if [ "$crc" != 0 ] && [ "$got" -lt "$SIZE" ]; then
 		tap_ok "$KIND: serve: the download fails short (curl exit $crc, $got of $SIZE bytes)"
+	elif [ "$KIND" = file ] && [ "$crc" = 0 ] && [ "$got" = "$SIZE" ] &&
+		ls "$T"/store/weight/models/s1/files/*/data-* >/dev/null 2>&1; then
+		# kept whole: sent from one fd opened before the replacement
+		tap_ok "$KIND: serve: the download completes with the import it began on"
 	else
 		tap_not_ok "$KIND: serve: the download fails short" \
 			"curl exit $crc, $got of $SIZE bytes"
@@ -214,7 +218,9 @@ reader_mount() {
 		return
 	fi
 	imp m1 "$T/A"
-	if ! check_exit "$KIND: mount --direct-io" 0 ws mount "$MNT" --direct-io; then
+	# no passthrough: a file passed through reads on, as a local file
+	if ! check_exit "$KIND: mount --direct-io" 0 env WSTORE_MOUNT_PASSTHROUGH=0 \
+		"$W" --store "$URL" mount "$MNT" --direct-io; then
 		return
 	fi
 	check_exit "$KIND: mount: reads of an open file fail after the replacement, never the new bytes" \
