@@ -1,5 +1,5 @@
 #!/bin/sh
-# whole.sh - the front ends on files the embedded store keeps whole, in one
+# fastpaths.sh - the front ends on files the embedded store keeps whole, in one
 # file of its own (a file the store keeps whole, or today a file of one
 # chunk: imported with a --chunk-size at least its size).
 # - pull and materialize-file put such a file in place without reading it
@@ -14,7 +14,7 @@
 # - serve answers range requests across chunk boundaries byte for byte,
 #   on a file of one chunk (sendfile of one fd) and of several.
 #   BUILD  the build directory holding wstore
-TAP_SUITE=whole
+TAP_SUITE=fastpaths
 . "$(dirname "$0")/../lib/suite.sh"
 . "$HERE/lib/serve.sh"
 PY=/usr/bin/python3
