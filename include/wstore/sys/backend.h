@@ -273,6 +273,19 @@ struct wstore_backend {
 	 */
 	int (*space)(wstore_backend *b, uint64_t *out_capacity,
 		     uint64_t *out_free);
+
+	/*
+	 * File store only: give checkpoint file file_key (size bytes in
+	 * chunks of chunk_size, stored one file per chunk) its whole-file
+	 * layout, crash-safe (src/lib/backends/file_migrate.c says how);
+	 * check (may be NULL) may refuse the new file before it is
+	 * published.  The caller holds the checkpoint's lock.  0 nothing to
+	 * do, 1 converted, 2 an interrupted conversion finished (with
+	 * WSTORE_MIGRATE_DRY_RUN: would be), or an error.  Optional.
+	 */
+	int (*migrate_file)(wstore_backend *b, const char *file_key,
+			    uint64_t chunk_size, uint64_t size, unsigned flags,
+			    int (*check)(int fd, void *ctx), void *ctx);
 };
 
 /*

@@ -691,6 +691,7 @@ int wstore_backend_file_open(wstore_backend **out, const char *root,
 	fb->pub.open_fd = file_open_fd;
 	fb->pub.put_stream = file_put_stream;
 	fb->pub.space = file_space;
+	fb->pub.migrate_file = fs_migrate_file;
 	*out = &fb->pub;
 	return 0;
 }
