@@ -178,7 +178,11 @@ static int migrate_id(struct mig *g, const char *id)
 	g->st->checkpoints++;
 	snprintf(lockname, sizeof(lockname), "models/%s", id);
 	if (!g->o.dry_run && (rc = wstore__lock(g->s, lockname, &h)) < 0) {
-		snprintf(msg, sizeof(msg), "%s", wstore_last_error());
+		snprintf(msg, sizeof(msg), "%s%s",
+			 rc == WSTORE_EBUSY ? "busy (an import, delete, gc or "
+					      "migrate holds its lock): "
+					    : "",
+			 wstore_last_error());
 		goto skip;
 	}
 	rc = wstore_manifest_read(&m, g->s, id);

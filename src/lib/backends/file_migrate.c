@@ -24,7 +24,8 @@
  *
  * Test only: $WSTORE_TEST_MIGRATE_KILL=temp|rename|chunks makes the
  * process SIGKILL itself after step 1, after step 2, or after the first
- * chunk file of step 3 is removed (tests/e2e/migrate.sh).
+ * chunk file of step 3 is removed; with ":stop" appended it SIGSTOPs
+ * itself there instead, its lock held (tests/e2e/migrate.sh).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -46,12 +47,20 @@
 /* How chunk bytes get into the data file: the first that works. */
 enum copy_mode { COPY_CLONE, COPY_RANGE, COPY_RW };
 
+/* Test only ($WSTORE_TEST_MIGRATE_KILL, see the top of this file):
+ * "<step>" SIGKILLs, "<step>:stop" SIGSTOPs the process at step. */
 static void kill_point(const char *step)
 {
+	static int stopped; /* a stop happens once, the first time */
 	const char *k = getenv("WSTORE_TEST_MIGRATE_KILL");
+	size_t n = strlen(step);
 
-	if (k && !strcmp(k, step))
+	if (!k || strncmp(k, step, n))
+		return;
+	if (!k[n])
 		kill(getpid(), SIGKILL);
+	else if (!strcmp(k + n, ":stop") && !stopped++)
+		kill(getpid(), SIGSTOP);
 }
 
 static int is_chunk_name(const char *n)
