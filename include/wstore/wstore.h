@@ -415,8 +415,20 @@ typedef struct wstore_import_options {
 	 * store's quota with "evict": "lru"); may be NULL */
 	wstore_evict_fn on_evict;
 	void *on_evict_ctx;
+	/* version 3: on a store that keeps each file as one local file (the
+	 * embedded file store), whether a source file is cloned into it
+	 * (FICLONE: a copy-on-write file system such as XFS with reflink or
+	 * btrfs, the source on the store's) after its one read for the hash,
+	 * instead of its bytes being written: WSTORE_REFLINK_* */
+	uint32_t reflink;
 } wstore_import_options;
-#define WSTORE_IMPORT_OPTIONS_VERSION 2
+/* clone where the file systems can, write the bytes where they cannot */
+#define WSTORE_REFLINK_AUTO 0
+/* clone, or fail naming the file and why it could not be cloned */
+#define WSTORE_REFLINK_ALWAYS 1
+/* always write the bytes */
+#define WSTORE_REFLINK_NEVER 2
+#define WSTORE_IMPORT_OPTIONS_VERSION 3
 #define WSTORE_IMPORT_OPTIONS_INIT                                             \
 	{                                                                      \
 		WSTORE_IMPORT_OPTIONS_VERSION                                  \

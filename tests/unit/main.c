@@ -26,6 +26,7 @@ CHECK_COUNTERS;
 	X(test_backend_file) \
 	X(test_backend_mem) \
 	X(test_backend_fault) \
+	X(test_whole_layouts) \
 	X(test_store) \
 	X(test_durable) \
 	X(test_thread_start_blocks_signals) \

@@ -70,42 +70,55 @@ static int is_chunk_name(const char *n)
 
 /* What the file's directory holds. */
 struct dir_state {
-	int data;		  /* data-<cs> */
-	int chunks;		  /* chunks/ */
-	char other[NAME_MAX + 1]; /* a data-* of another chunk size */
+	int data;   /* data-<cs> */
+	int chunks; /* chunks/ */
 };
 
-/* Look at dfd's entries; temp files of data-<cs> whose writer is
- * provably dead are removed (unless dry_run). */
-static int scan_dir(int dfd, const char *data, int dry_run,
-		    struct dir_state *st)
+/* Look at dfd, the directory of file_key: its data file (fs_find_data;
+ * one of another chunk size is corruption) and its chunks/; temp files
+ * of data-<cs> whose writer is provably dead are removed (unless
+ * dry_run). */
+static int scan_dir(int dfd, const char *file_key, const char *data,
+		    int dry_run, struct dir_state *st)
 {
-	char tmp_prefix[NAME_MAX + 1];
-	int fd = dup(dfd);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	char tmp_prefix[NAME_MAX + 1], found[FS_DATA_NAME_MAX];
+	struct stat cst;
 	struct dirent *e;
+	uint64_t cs = 0;
+	int rc, fd;
+	DIR *d;
 
 	memset(st, 0, sizeof(*st));
-	if (!d) {
+	rc = fs_find_data(dfd, file_key, found, &cs);
+	if (rc < 0)
+		return rc == WSTORE_ECORRUPT ? rc
+					     : wstore__errc(rc,
+							    "cannot read the "
+							    "directory of '%s'",
+							    file_key);
+	if (rc == 0 && strcmp(found, data))
+		return wstore__err(WSTORE_ECORRUPT,
+				   "cannot migrate '%s': it holds '%s', not "
+				   "'%s'",
+				   file_key, found, data);
+	st->data = rc == 0;
+	st->chunks = fstatat(dfd, "chunks", &cst, AT_SYMLINK_NOFOLLOW) == 0 &&
+		     S_ISDIR(cst.st_mode);
+	if (dry_run)
+		return 0;
+	fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || !(d = fdopendir(fd))) {
 		if (fd >= 0)
 			close(fd);
-		return -errno;
+		return 0; /* the temps are gc's then */
 	}
 	snprintf(tmp_prefix, sizeof(tmp_prefix), ".tmp-%s-", data);
-	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, data))
-			st->data = 1;
-		else if (!strcmp(e->d_name, "chunks"))
-			st->chunks = 1;
-		else if (!strncmp(e->d_name, "data-", 5))
-			snprintf(st->other, sizeof(st->other), "%s", e->d_name);
-		else if (!dry_run &&
-			 !strncmp(e->d_name, tmp_prefix, strlen(tmp_prefix)) &&
-			 wstore__tmp_writer_state(e->d_name,
-						  WSTORE__DURABLE_KEY_TEMP) ==
-				 WSTORE__TMP_DEAD)
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, tmp_prefix, strlen(tmp_prefix)) &&
+		    wstore__tmp_writer_state(e->d_name,
+					     WSTORE__DURABLE_KEY_TEMP) ==
+			    WSTORE__TMP_DEAD)
 			unlinkat(dfd, e->d_name, 0);
-	}
 	closedir(d);
 	return 0;
 }
@@ -320,7 +333,7 @@ int fs_migrate_file(wstore_backend *b, const char *file_key, uint64_t cs,
 {
 	file_backend *fb = fb_of(b);
 	int dry = !!(flags & WSTORE_MIGRATE_DRY_RUN);
-	char data[32], key[PATH_MAX];
+	char data[FS_DATA_NAME_MAX], key[PATH_MAX];
 	struct dir_state st;
 	struct stat ds;
 	const char *base;
@@ -332,19 +345,14 @@ int fs_migrate_file(wstore_backend *b, const char *file_key, uint64_t cs,
 		return wstore_backend_error(
 			WSTORE_EINVAL, "cannot migrate '%s': no chunk size",
 			file_key);
-	snprintf(data, sizeof(data), "data-%" PRIu64, cs);
+	fs_data_name(data, cs);
 	snprintf(key, sizeof(key), "%s/%s", file_key, data);
 	if ((dfd = fs_open_key_dir(fb, key, 0, &base)) < 0) {
 		if (fs_is_missing(-dfd) && size == 0)
 			return 0;
 		return fs_os_error(fb, -dfd, "migrate", file_key);
 	}
-	rc = scan_dir(dfd, data, dry, &st);
-	if (rc == 0 && st.other[0])
-		rc = wstore__err(WSTORE_ECORRUPT,
-				 "cannot migrate '%s' in '%s': it holds '%s', "
-				 "not '%s'",
-				 file_key, fb->root, st.other, data);
+	rc = scan_dir(dfd, file_key, data, dry, &st);
 	if (rc == 0 && st.data &&
 	    (fstatat(dfd, data, &ds, AT_SYMLINK_NOFOLLOW) < 0 ||
 	     !S_ISREG(ds.st_mode) || (uint64_t)ds.st_size != size))
