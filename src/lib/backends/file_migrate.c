@@ -239,9 +239,12 @@ static int fill_temp(file_backend *fb, int cfd, int tfd, const char *file_key,
 
 	for (uint64_t i = 0; i < n; i++) {
 		uint64_t off = i * cs, len = size - off < cs ? size - off : cs;
-		int src = open_chunk(fb, cfd, file_key, i, len), err;
+		int src, err;
 
-		if (src < 0)
+		if (wstore__interrupted())
+			return wstore__err(WSTORE_ECANCELED,
+					   "migrate interrupted");
+		if ((src = open_chunk(fb, cfd, file_key, i, len)) < 0)
 			return src;
 		err = copy_chunk(tfd, src, off, len, &mode);
 		close(src);
