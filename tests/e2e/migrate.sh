@@ -118,6 +118,13 @@ check_grep "... and says what it would convert" \
 	"would convert 'c1' \(2 files\)" "$OUT"
 check_grep "... with a summary" \
 	"migrate \(dry run\): 2 checkpoints, 2 to convert \(4 files" "$OUT"
+check_exit "... also with --json" 0 "$W" --store "$S" --json admin migrate --dry-run
+check "... one object with the counts and each checkpoint" $PY -c '
+import json, sys
+o = json.loads(sys.argv[1])
+assert o["dry_run"] and o["converted"] == 2 and o["files"] == 4, o
+assert [r["result"] for r in o["results"]] == ["ok", "ok"], o
+' "$OUT"
 snapshot "$S" > "$T/after"
 check "... and changes nothing" cmp "$T/before" "$T/after"
 
