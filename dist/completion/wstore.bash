@@ -46,6 +46,9 @@ _wstore()
     --checkpoint)
         COMPREPLY=($(compgen -W "$(_wstore_ids)" -- "$cur"))
         return ;;
+    --reflink)
+        COMPREPLY=($(compgen -W "auto always never" -- "$cur"))
+        return ;;
     --model)
         COMPREPLY=($(compgen -W "$(_wstore_ids model_id)" -- "$cur"))
         return ;;
@@ -73,7 +76,7 @@ _wstore()
     if [[ $cur == -* ]]; then
         local opts=""
         case "${cmd[*]}" in
-        "model import"*) opts="--checkpoint-id --model-id --source --revision --chunk-size --replica-num --jobs --from-hub --endpoint --token-file --retries --stall-timeout --include --exclude --force" ;;
+        "model import"*) opts="--checkpoint-id --model-id --source --revision --chunk-size --replica-num --jobs --reflink --from-hub --endpoint --token-file --retries --stall-timeout --include --exclude --force" ;;
         "model list"* | "model ls"*) opts="--model --all" ;;
         "model inspect"*) opts="--tensors" ;;
         "model verify"*) opts="--jobs" ;;

@@ -74,7 +74,7 @@ static const char main_help[] =
 	"  model import --source DIR [--model-id MODEL] [--checkpoint-id ID]\n"
 	"               [--revision REV] [--include GLOB]... [--exclude GLOB]...\n"
 	"               [--force] [--chunk-size SIZE] [--replica-num N]\n"
-	"               [--jobs N]\n"
+	"               [--jobs N] [--reflink auto|always|never]\n"
 	"  model list [--model MODEL] [--all]           (also: model ls)\n"
 	"  model resolve ORG/NAME[@REV]\n"
 	"  model inspect ID\n"

@@ -707,10 +707,13 @@ int wstore_file_chunk_fd(int *out_fd, uint64_t *out_fd_off, size_t *out_len,
 	else if (!S_ISREG(st.st_mode) || voff != 0 ||
 		 (uint64_t)st.st_size != clen)
 		rc = wstore__err(WSTORE_ECORRUPT,
-				 "file '%s': chunk '%s' holds %llu bytes, "
+				 "file '%s': %s '%s' holds %llu bytes, "
 				 "expected %llu",
-				 r->path, r->chunks[ci],
-				 (unsigned long long)st.st_size,
+				 r->path,
+				 voff || (uint64_t)st.st_size > clen
+					 ? "the data file of chunk"
+					 : "chunk",
+				 r->chunks[ci], (unsigned long long)st.st_size,
 				 (unsigned long long)(voff ? r->size : clen));
 	/* the fd holds the inode it opened: if that was still the import
 	 * opened once the fd was open, its bytes are that import's (files

@@ -698,6 +698,22 @@ int wstore__open_range(wstore_store *s, const char *key, int *out_fd,
 	return b->open_fd(b, key, out_fd);
 }
 
+uint64_t wstore__range_len(const wstore__file_rec *f, uint64_t c, uint64_t base,
+			   uint64_t size)
+{
+	uint64_t cs = f->chunk_size ? f->chunk_size : f->size;
+
+	/* chunk 0 at 0: its own file or the start of a data file (a chunk
+	 * file too long then reads as right, and fails the hash) */
+	if (c == 0 && base == 0)
+		return size < cs ? size : cs;
+	if (base == 0)
+		return size; /* a chunk file */
+	if (base != c * cs || size <= base)
+		return 0;
+	return size - base < cs ? size - base : cs;
+}
+
 int wstore__manifest_same(wstore_store *store, const char *id,
 			  const wstore__mraw *r)
 {
