@@ -295,6 +295,8 @@ void test_replace_chunk_fd(void)
 	if (!f)
 		goto out;
 	CHECK_EQ_INT(wstore_file_chunk_fd(&fd, &fd_off, &len, f, CS + 3), 0);
+	/* the data file of the whole file, from the offset asked for */
+	CHECK(fd_off == CS + 3 && len == NB - CS - 3);
 	replace(s, "r", 'B');
 	/* a chunk file opened after: refused */
 	CHECK_EQ_INT(wstore_file_chunk_fd(&fd2, &fd_off, &len, f, 2 * CS),
@@ -302,8 +304,13 @@ void test_replace_chunk_fd(void)
 	CHECK_EQ_INT(fd2, -1);
 	CHECK_EQ_INT(wstore_file_chunk_fd(&fd2, &fd_off, &len, f, CS),
 		     WSTORE_ECHANGED);
-	/* the one opened before still holds the bytes it was confirmed with */
+	/* the one opened before still holds the bytes it was confirmed with:
+	 * all of them, chunks never read before the replacement too (the
+	 * data file was replaced by a rename, not rewritten) */
 	CHECK(fd >= 0 && pread(fd, buf, CS, 0) == CS && all(buf, CS, 'A'));
+	for (uint64_t c = 1; fd >= 0 && c < NB / CS; c++)
+		CHECK(pread(fd, buf, CS, (off_t)(c * CS)) == CS &&
+		      all(buf, CS, 'A'));
 	/* and byte-range reads on the file store, from the record's open
 	 * file */
 	CHECK_EQ_INT(wstore_file_pread(f, buf, CS, 4 * CS, NULL),
