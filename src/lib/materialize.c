@@ -17,8 +17,8 @@
  * never rewritten, so the open file keeps the bytes it had.
  *
  * A file kept whole need not pass through this process at all when it is
- * written to a file (wstore__fetch_whole): cloned (FICLONE), else copied
- * by the kernel (copy_file_range), then read back for its digest.
+ * written to a file (wstore__fetch_whole): cloned (FICLONE) and read back
+ * for its digest, or unverified copied by the kernel (copy_file_range).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -298,7 +298,12 @@ int wstore__fetch_whole(wstore_store *s, wstore_checkpoint *ck,
 		if (how)
 			*how = WSTORE__WHOLE_CLONED;
 	}
-	if (rc == 0 && (rc = copy_range(f, src, fd, from)) == 1 && how)
+	/* a kernel copy only unverified: a verified copy must read every
+	 * byte anyway, and the streaming path hashes each piece while it is
+	 * in the CPU cache between its read and its write (one pass, with
+	 * writeback started per chunk), where a kernel copy and then a read
+	 * back for the digest make two (measured slower: performance.md) */
+	if (rc == 0 && !h && (rc = copy_range(f, src, fd, from)) == 1 && how)
 		*how = WSTORE__WHOLE_COPIED;
 	close(src);
 	if (rc <= 0)
@@ -390,8 +395,8 @@ static int stop_on_interrupt(uint64_t n, void *ctx)
 /* Stream f into a temp file next to output and rename it into place.  An
  * existing output that is not a regular file (a device, a FIFO, a
  * directory) is refused before anything is fetched.  A file the store
- * keeps whole is cloned or copied in the kernel instead when it can be
- * (wstore__fetch_whole), and read back for the digest.  The bytes are
+ * keeps whole is cloned instead when it can be (wstore__fetch_whole),
+ * and read back for the digest.  The bytes are
  * hashed, so a file whose digest matches is the one opened, whichever
  * import wrote it; a mismatch or a missing chunk is judged by ck's guard
  * (generation.c): WSTORE_ECHANGED when the checkpoint was replaced. */

@@ -294,8 +294,8 @@ static const char *file_id(struct worker *w)
 }
 
 /* Fill the partial from what it holds on: the kept prefix hashed again,
- * then what it lacks: cloned or copied in the kernel when the store keeps
- * the file whole (wstore__fetch_whole, read back for the digest), else
+ * then what it lacks: cloned when the store keeps the file whole and
+ * nothing is kept (wstore__fetch_whole, read back for the digest), else
  * the chunks it lacks streamed.  A kept prefix that spoils the digest (a
  * crash that lost data the size still counts) costs one whole fetch. */
 static int fill_partial(struct worker *w, wstore__partial *pp,

@@ -83,16 +83,16 @@ enum {
 };
 /*
  * When the store keeps f whole in one file of its own (wstore_file_chunk_fd
- * at offset 0 hands out the file, byte for byte), put bytes [from, size)
- * of f into fd at the same offsets without passing them through this
- * process: FICLONE when from is 0 (a copy-on-write filesystem, the same
- * one: no data copied, no space used), else or failing that
- * copy_file_range.  fd must be open for writing and hold nothing past
- * from.  With h (holding the state of the bytes before from) the bytes
- * are read back through rfd (the same file, open for reading), hashed and
- * checked against f's digest.  progress gets size - from once done.  1:
- * done (*how says how, may be NULL); 0: not possible here, nothing
- * written (stream the file instead); < 0: an error.
+ * at offset from hands out the file, byte for byte), put bytes [from,
+ * size) of f into fd at the same offsets without passing them through
+ * this process: FICLONE when from is 0 (a copy-on-write filesystem, the
+ * same one: no data copied, no space used), else (or failing that) and
+ * only without h, copy_file_range.  fd must be open for writing and hold
+ * nothing past from.  With h (holding the state of the bytes before
+ * from) the bytes are read back through rfd (the same file, open for
+ * reading), hashed and checked against f's digest.  progress gets size -
+ * from once done.  1: done (*how says how, may be NULL); 0: not possible
+ * here, nothing written (stream the file instead); < 0: an error.
  */
 int wstore__fetch_whole(wstore_store *s, wstore_checkpoint *ck,
 			const wstore__file_rec *f, int fd, int rfd,
