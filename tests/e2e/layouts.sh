@@ -1,5 +1,5 @@
 #!/bin/sh
-# whole.sh - the file store's layouts end to end (docs/format.md, "The
+# layouts.sh - the file store's layouts end to end (docs/format.md, "The
 # embedded file store"):
 #  - an import writes one data file per checkpoint file, the file's exact
 #    bytes, and no chunk file;
@@ -14,7 +14,7 @@
 #    mkfs.xfs needed, else skipped and counted), always clones (shared
 #    extents, no space used), never writes; always fails in one line for a
 #    source on another file system and on a store of chunks.
-TAP_SUITE=whole
+TAP_SUITE=layouts
 . "$(dirname "$0")/../lib/suite.sh"
 
 S=$T/store
