@@ -211,6 +211,10 @@ print("imported")
 sys.exit(1)
 EOF
 	BUILD_ABS=$(cd "$BUILD" && pwd)
+	if ldd "$BUILD_ABS/libwstore.so" 2>/dev/null | grep -q libtsan; then
+		tap_skip "a source written to while its clone is hashed" \
+			"the Python interpreter cannot load a ThreadSanitizer build"
+	else
 	check_exit "a source written to while its clone is hashed fails the import" 0 \
 		sh -c '. "$1/lib/pyenv.sh"; pyenv_for "$2/libwstore.so"
 			PYTHONPATH="$1/../python" exec /usr/bin/python3 "$3" "$4" "$5"' - \
@@ -219,6 +223,7 @@ EOF
 		"source file '.*w.bin' changed while it was cloned into the store" "$OUT"
 	check "... and leaves no data or temp file of it" test "$(find "$XS/weight/models/chg" \
 		\( -name '.tmp-*' -o -name 'data-*' \) 2>/dev/null | wc -l)" = 0
+	fi
 	check_exit "import --reflink never" 0 xws model import --checkpoint-id n \
 		--model-id Org/C --source "$XSRC" --force --reflink never
 	ND=$(find "$XS/weight/models/n" -name 'data-*' -size +1M | head -1)
