@@ -147,6 +147,7 @@ lane_local() {
 	run_suite deploy sh "$HERE/e2e/deploy.sh"
 	run_suite names sh "$HERE/e2e/names.sh"
 	run_suite layouts sh "$HERE/e2e/layouts.sh"
+	run_suite migrate sh "$HERE/e2e/migrate.sh"
 	if [ -x "$BUILD/wstore-serve" ]; then
 		run_suite serve sh "$HERE/e2e/serve.sh"
 		run_suite serve-hub sh "$HERE/e2e/serve_hub.sh"

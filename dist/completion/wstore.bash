@@ -87,6 +87,7 @@ _wstore()
         "serve"*) opts="--listen --token --max-connections --max-connections-per-client --drain --header-timeout --cache-seconds --no-access-log --mmap --tls-cert --tls-key --tls-key-password-file --upstream --upstream-allow --upstream-token-file" ;;
         "gc"* | "admin gc"*) opts="--dry-run --grace --evict-to" ;;
         "admin unlock"*) opts="--force" ;;
+        "admin migrate"*) opts="--dry-run --verify" ;;
         "config init"*) opts="--force" ;;
         "config show"*) opts="--origin" ;;
         "config set"* | "config unset"*) opts="--system" ;;
@@ -103,7 +104,7 @@ _wstore()
         case ${cmd[0]} in
         model) COMPREPLY=($(compgen -W "import list ls resolve inspect verify delete rm materialize-file pull pin unpin" -- "$cur")) ;;
         config) COMPREPLY=($(compgen -W "init show get set unset" -- "$cur")) ;;
-        admin) COMPREPLY=($(compgen -W "gc unlock" -- "$cur")) ;;
+        admin) COMPREPLY=($(compgen -W "gc unlock migrate" -- "$cur")) ;;
         mount | umount) _filedir -d ;;
         esac
         return ;;

@@ -316,6 +316,19 @@ struct wstore_backend {
 			  uint64_t chunk_size, int *out_fd, void **out_handle);
 	int (*commit_file)(wstore_backend *b, void *handle, uint64_t size);
 	void (*abort_file)(wstore_backend *b, void *handle);
+
+	/*
+	 * File store only: give checkpoint file file_key (size bytes in
+	 * chunks of chunk_size, stored one file per chunk) its whole-file
+	 * layout, crash-safe (src/lib/backends/file_migrate.c says how);
+	 * check (may be NULL) may refuse the new file before it is
+	 * published.  The caller holds the checkpoint's lock.  0 nothing to
+	 * do, 1 converted, 2 an interrupted conversion finished (with
+	 * WSTORE_MIGRATE_DRY_RUN: would be), or an error.  Optional.
+	 */
+	int (*migrate_file)(wstore_backend *b, const char *file_key,
+			    uint64_t chunk_size, uint64_t size, unsigned flags,
+			    int (*check)(int fd, void *ctx), void *ctx);
 };
 
 /*

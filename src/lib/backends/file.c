@@ -642,6 +642,7 @@ int wstore_backend_file_open(wstore_backend **out, const char *root,
 	fb->pub.begin_file = fs_begin_file;
 	fb->pub.commit_file = fs_commit_file;
 	fb->pub.abort_file = fs_abort_file;
+	fb->pub.migrate_file = fs_migrate_file;
 	*out = &fb->pub;
 	return 0;
 }

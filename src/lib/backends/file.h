@@ -116,4 +116,11 @@ int fs_sweep_temps(wstore_backend *b, int64_t older_than, int dry_run,
 			      void *ctx),
 		   void *ctx);
 
+/* ---- file_migrate.c ----------------------------------------------------- */
+
+/* The migrate_file callback (include/wstore/sys/backend.h). */
+int fs_migrate_file(wstore_backend *b, const char *file_key, uint64_t cs,
+		    uint64_t size, unsigned flags,
+		    int (*check)(int fd, void *ctx), void *ctx);
+
 #endif
