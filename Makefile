@@ -80,9 +80,11 @@ bench: all
 	sh bench/run.sh $(BUILD)
 
 # the fleet bed (network namespaces, Redis Cluster, Mooncake, serve; root):
-# every scenario measured, docs/fleet.md and docs/fleet/*.png rewritten
+# every scenario measured, docs/fleet.md and docs/fleet/*.png rewritten;
+# FLEET_SIZE the checkpoint (make fleet FLEET_SIZE=2G), docs/fleet.md
+FLEET_SIZE ?= 256M
 fleet: all
-	bash bench/fleet/run.sh $(BUILD)
+	FLEET_SIZE=$(FLEET_SIZE) bash bench/fleet/run.sh $(BUILD)
 
 # libFuzzer targets tests/fuzz/fuzz_*.c (clang); FUZZ_SECONDS per target.
 FUZZ_SECONDS ?= 30

@@ -8,8 +8,11 @@ RESULTS has one line per scenario: a name, then KEY=VALUE words and free
 text.  Writes DOCS_DIR/fleet/*.png (gnuplot, pngcairo or png terminal)
 and DOCS_DIR/fleet.md: the page's fixed text (bench/fleet/fleet.md.in)
 with the table of this run in place of @RESULTS@ and the plots in place
-of @PLOTS@.
+of @PLOTS@; each results-*.txt beside RESULTS (a run at another size,
+bench/fleet/run.sh's FLEET_RESULTS) as a section of its own, with its
+table and plot, in place of @SIZES@.
 """
+import glob
 import os
 import re
 import shutil
@@ -75,14 +78,8 @@ plot $d using 0:2:xtic(1) with boxes, '' using 0:2:(sprintf("%.0f",$2)) with lab
     return gnuplot(script, out)
 
 
-def main():
-    res, docs = sys.argv[1], sys.argv[2]
-    rows = parse(res)
-    plotdir = os.path.join(docs, "fleet")
-    os.makedirs(plotdir, exist_ok=True)
-    bed, _ = first(rows, "bed")
-    n = bed.get("nodes", "?") if bed else "?"
-    plots = []
+def pull_bars(rows, n):
+    """Labels and values of the pull and raw lines of rows."""
     labels, values = [], []
     for store in ("redis", "mooncake"):
         one, _ = first(rows, f"pull_{store}", nodes="1")
@@ -97,6 +94,55 @@ def main():
         if raw:
             labels.append(f"{store}: raw x{n}")
             values.append(raw["get_sum_mibs"])
+    return labels, values
+
+
+def table(rows):
+    out = ["| scenario | result |", "|---|---|"]
+    for name, _, rest in rows:
+        out.append(f"| `{name}` | {rest.replace('|', '/')} |")
+    return "\n".join(out) + "\n"
+
+
+def size_sections(res, plotdir):
+    """A section for each results-*.txt beside res."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(os.path.dirname(res),
+                                              "results-*.txt"))):
+        rows = parse(path)
+        head = next((kv for name, kv, _ in rows
+                     if name in ("bed", "rerun")), None)
+        if not head:
+            continue
+        n, mib = head.get("nodes", "?"), head.get("mib", "?")
+        size = f"{int(mib) // 1024} GiB" if mib.isdigit() and \
+            int(mib) % 1024 == 0 else f"{mib} MiB"
+        tag = os.path.basename(path)[len("results-"):-len(".txt")]
+        when = next((rest.split(" on ", 1)[1].split(";")[0]
+                     for name, _, rest in rows
+                     if name in ("bed", "rerun") and " on " in rest), "?")
+        sec = [f"### The pulls at {size} ({when})\n", table(rows)]
+        labels, values = pull_bars(rows, n)
+        png = f"throughput-{tag}.png"
+        if labels and bars(os.path.join(plotdir, png),
+                           f"{n} nodes, {size}: aggregate throughput",
+                           labels, values):
+            sec.append(f"\n![Pulls at {size}](fleet/{png})\n")
+        sec.append(f"\nRaw lines in [fleet/{os.path.basename(path)}]"
+                   f"(fleet/{os.path.basename(path)}).\n")
+        out.append("\n".join(sec))
+    return "\n".join(out) or "(no run at another size recorded)\n"
+
+
+def main():
+    res, docs = sys.argv[1], sys.argv[2]
+    rows = parse(res)
+    plotdir = os.path.join(docs, "fleet")
+    os.makedirs(plotdir, exist_ok=True)
+    bed, _ = first(rows, "bed")
+    n = bed.get("nodes", "?") if bed else "?"
+    plots = []
+    labels, values = pull_bars(rows, n)
     for name, store in (("mount", "redis"), ("mount_mooncake", "mooncake")):
         mnt, _ = first(rows, name)
         if mnt and "mibs" in mnt:
@@ -126,9 +172,6 @@ def main():
                       f"Redis, {n} pulls: direct vs through the proxy",
                       lat_l, lat_v, rotate=0):
         plots.append(("latency.png", "Pull throughput through the proxy"))
-    table = ["| scenario | result |", "|---|---|"]
-    for name, _, rest in rows:
-        table.append(f"| `{name}` | {rest.replace('|', '/')} |")
     # when the results were measured (not when this page was written)
     stamp = time.strftime("%Y-%m-%d %H:%M UTC",
                           time.gmtime(os.path.getmtime(res)))
@@ -137,7 +180,7 @@ def main():
         when = ("Measured in the run of the `bed` line; the scenarios a "
                 "`rerun` line names were measured again later, with the "
                 "sizes it gives, and their lines replace that run's")
-    body = "\n".join(table) + f"\n\n{when}; raw lines in " \
+    body = table(rows) + f"\n{when}; raw lines in " \
         "[fleet/results.txt](fleet/results.txt).\n"
     pl = "\n".join(f"![{t}](fleet/{f})\n" for f, t in plots) or \
         "(no plot: gnuplot is not installed)\n"
@@ -146,6 +189,7 @@ def main():
     with open(tmpl, encoding="utf-8") as f:
         page = f.read()
     page = page.replace("@RESULTS@", body).replace("@PLOTS@", pl)
+    page = page.replace("@SIZES@", size_sections(res, plotdir))
     with open(os.path.join(docs, "fleet.md"), "w", encoding="utf-8") as f:
         f.write(page)
     print(f"report.py: wrote {os.path.join(docs, 'fleet.md')}")

@@ -11,6 +11,9 @@
 #                         $BED_SRV or bed_ns K) in the background, its output
 #                         in $BED_DIR/NAME.log, its pid in $BED_DIR/NAME.pid
 #   bed_ns K              the name of node K's namespace
+#   bed_host NAME IP      one more namespace, $BED_TAG-NAME, at IP on the
+#                         bridge (a serve node, a proxy); after bed_up
+#   bed_in NAME CMD...    run CMD in that namespace
 #   bed_cut K / bed_mend K   take node K's link down / up again (inside its
 #                         namespace: the host's own interfaces are never
 #                         touched)
@@ -59,6 +62,12 @@ bed_up() {
 		_bk=$((_bk + 1))
 	done
 }
+
+bed_host() {
+	ip netns add "$BED_TAG-$1" || return 1
+	_bed_link "$BED_TAG-$1" "$1" "$2"
+}
+bed_in() { _bh=$1; shift; ip netns exec "$BED_TAG-$_bh" "$@"; }
 
 # bed_reach K HOST PORT: node K connects to HOST:PORT (10 s at most)
 bed_reach() {
@@ -133,7 +142,8 @@ bed_redis_start_port() {
 		--cluster-enabled yes --cluster-config-file nodes.conf \
 		--cluster-node-timeout "${BED_REDIS_NODE_TIMEOUT:-2000}" \
 		--cluster-replica-validity-factor 0 \
-		--repl-diskless-sync-delay 0
+		--repl-diskless-sync-delay 0 \
+		--client-output-buffer-limit "replica 0 0 0"
 	_ri=0
 	until bed_rcli "$1" ping 2>/dev/null | grep -q PONG; do
 		_ri=$((_ri + 1))
