@@ -14,6 +14,7 @@
 #                    for two replicas of everything the run puts, 2 GB at
 #                    least)
 #   FLEET_RESULTS    the results file (docs/fleet/results.txt)
+#   FLEET_MOONCAKE=0 without Mooncake (its scenarios are left out)
 #   FLEET_ONLY       some scenarios only (see below): their lines replace
 #                    those of the same names in the results, the others
 #                    stay, and a "rerun" line says what was measured again
@@ -73,7 +74,7 @@ bed_up "$N" || exit 1
 # (2 s in the CI suite): a spurious failover of a loaded 2-core machine
 # loses acknowledged writes, which the import then reports.
 MC=0
-if bed_mc_installed; then
+if [ "${FLEET_MOONCAKE:-1}" != 0 ] && bed_mc_installed; then
 	# two replicas of the checkpoint, of the raw values and of the
 	# serve checkpoint over 3 nodes, a third more for the allocator
 	seg=$(((2 * (MIB + N * RAW_MIB + SMIB) / 3) * 4 / 3))
@@ -94,14 +95,13 @@ fi
 sample_others() {
 	local me; me=$(ps -o sid= -p $$ | tr -d ' ')
 	while :; do
-		local bed=" $(for ns in $(ip netns list | awk '{print $1}'); do
-			case $ns in "$BED_TAG"-*) ip netns pids "$ns" ;; esac; done | tr '\n' ' ') "
 		echo "load $(cut -d' ' -f1 /proc/loadavg)"
 		awk '/^MemTotal/ { t = $2 } /^MemAvailable/ { a = $2 }
 			END { printf "mem %.1f\n", (t - a) / 1048576 }' /proc/meminfo
 		top -b -n 2 -d 2 -w 200 | awk '/^top -/ { f++ } f == 2 && $1 ~ /^[0-9]+$/ && $9 > 5 { print $1, $9, $12 }' |
 			while read -r pid cpu comm; do
-				[[ $bed == *" $pid "* ]] && continue
+				[ -d "/proc/$pid" ] || continue
+				[[ $(ip netns identify "$pid" 2>/dev/null) == "$BED_TAG"-* ]] && continue
 				[ "$(ps -o sid= -p "$pid" 2>/dev/null | tr -d ' ')" = "$me" ] && continue
 				echo "proc $comm $cpu"
 			done
@@ -193,12 +193,16 @@ want mount && scn_mount redis "$BED_REDIS_URL"
 [ $MC = 1 ] && want mount_mooncake && scn_mount mooncake mooncake
 want serve && scn_serve redis "$BED_REDIS_URL"
 [ $MC = 1 ] && want serve_mooncake && scn_serve mooncake mooncake
+want serve2 && scn_serve2 redis "$BED_REDIS_URL"
+[ $MC = 1 ] && want serve2_mooncake && scn_serve2 mooncake mooncake
 want redis_kill && scn_redis_kill
 want cutoff && scn_cutoff redis "$BED_REDIS_URL"
 [ $MC = 1 ] && want mc_kill && scn_mc_kill
 # after mc_kill, which re-imports fl: the cut-off ends by deleting it
 [ $MC = 1 ] && want cutoff_mooncake && scn_cutoff mooncake mooncake
 want latency && scn_latency
+want latency_cluster && scn_detour redis "$BED_REDIS_URL"
+[ $MC = 1 ] && want latency_mooncake && scn_detour mooncake mooncake
 want redis_kill && rec "redis_failovers total=$(bed_redis_failovers) (one is the master kill)"
 rec "end load average: $(cut -d" " -f1-3 /proc/loadavg)"
 kill "$SAMPLER" 2>/dev/null

@@ -204,7 +204,7 @@ scn_serve() {
 # its own (10.77.0.3 and .4 on the bridge), in front of the same store.
 # 32 Hub clients on the first alone, then 16 on each (the same run, the
 # same checkpoint); then 32 clients again, spread over both and slowed
-# to 8 MiB/s each (curl --limit-rate) so that the downloads are under
+# to 4 MiB/s each (curl --limit-rate) so that the downloads are under
 # way when the second serve node is SIGKILLed: the clients of the first
 # must complete, those of the killed one must fail (curl's exit status,
 # no hang, no wrong bytes passed as whole), and each of those, run again
@@ -236,15 +236,17 @@ scn_serve2() {
 		rec "$name serve_nodes=$# clients=32 ok=$ok mibs=$(mibs $((32 * bytes)) $(($(now_ns) - t0)))"
 	done
 	say "== two serve nodes on $STORE: the second killed mid-download"
-	hub_start hk 32 --limit-rate 8M -- $SV1_IP $SV2_IP
-	# every client under way (its first file begun), then the kill
+	hub_start hk 32 --limit-rate 4M -- $SV1_IP $SV2_IP
+	# every client of the node to be killed receiving a shard (64 KiB of
+	# one), or one of them done: then the kill
 	for ((i = 0; i < 600; i++)); do
-		local begun=0
-		for ((c = 1; c <= 32; c++)); do
-			[ -n "$(find "$T/hk-$c" -type f -size +0 2>/dev/null | head -1)" ] &&
+		local begun=0 done_=0
+		for ((c = 2; c <= 32; c += 2)); do
+			kill -0 "${HUB_PIDS[$((c - 1))]}" 2>/dev/null || done_=1
+			[ -n "$(find "$T/hk-$c" -name '*.safetensors' -size +64k 2>/dev/null | head -1)" ] &&
 				begun=$((begun + 1))
 		done
-		[ $begun = 32 ] && break
+		[ $begun = 16 ] || [ $done_ = 1 ] && break
 		sleep 0.1
 	done
 	local running=0 p
@@ -261,6 +263,8 @@ scn_serve2() {
 		else
 			k_n=$((k_n + 1))
 			case $rc in
+			# whole: the rest of its last file was already in
+			# the kernel's socket buffers when the server died
 			0) k_ok=$((k_ok + 1)) ;;
 			99 | 124) bad=$((bad + 1)); say "killed node's client $c: exit $rc" ;;
 			*) k_fail=$((k_fail + 1)) codes="$codes $rc"; redo+=("$c") ;;
@@ -270,7 +274,7 @@ scn_serve2() {
 	local secs
 	secs=$(awk -v ns=$(($(now_ns) - t_kill)) 'BEGIN { printf "%.1f", ns / 1e9 }')
 	codes=$(echo "$codes" | tr ' ' '\n' | grep . | sort -n | uniq -c |
-		awk '{ printf "%s%s x%s", NR > 1 ? ", " : "", $2, $1 }')
+		awk '{ printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1 }')
 	# the failed ones again, against the survivor
 	local r_ok=0
 	if [ ${#redo[@]} -gt 0 ]; then
@@ -278,7 +282,7 @@ scn_serve2() {
 		hub_wait
 		for rc in "${HUB_RC[@]}"; do [ "$rc" = 0 ] && r_ok=$((r_ok + 1)); done
 	fi
-	rec "${name}_kill clients=32 running_at_kill=$running survivor: ok=$s_ok of $s_n; killed node: failed=$k_fail of $k_n (curl exit ${codes:-none}) done_before_kill=$k_ok bad=$bad, all ended ${secs} s after the kill; retry on the survivor: ok=$r_ok of ${#redo[@]}"
+	rec "${name}_kill clients=32 running_at_kill=$running survivor: ok=$s_ok of $s_n; killed node: failed=$k_fail of $k_n (curl exit ${codes:-none}), complete=$k_ok, bad=$bad, all ended ${secs} s after the kill; retry on the survivor: ok=$r_ok of ${#redo[@]}"
 	rm -rf "$T"/hub-* "$T"/hk-* "$T"/hr-*
 	bed_kill sv1
 }
@@ -453,5 +457,47 @@ scn_latency() {
 		timeout_wait 10 "$(cat "$BED_DIR/lat-$mode.pid")" 2>/dev/null
 		rec "latency proxied loss=$mode nodes=$N ok=$ok err=$err bad=$bad mibs=$(mibs $((N * SRC_BYTES)) "$ns")${ERRLINE:+ error: $ERRLINE}; proxy: $(tail -1 "$BED_DIR/lat-$mode.log")"
 		port=$((port + 1))
+	done
+}
+
+# scn_detour STORE PSTORE: 5 ms and 1% loss on the Redis Cluster or
+# Mooncake, whose clients are handed the servers' own addresses: every
+# node's traffic to the server address detoured through tests/fleet/proxy.py
+# in the namespace px (bed_detour_up: px holds the server address too and
+# the proxy listens on every port the server namespace listens on, the
+# data ports of Cluster nodes and storage nodes, the master's RPC and
+# metadata ports included).  The nodes pull fl directly, then through the
+# proxy dropping 1% of its connections, then cutting 1% of its 1 MiB
+# chunks.  Recorded as latency_cluster or latency_mooncake.
+scn_detour() {
+	STORE=$1 PSTORE=$2
+	local name=latency_cluster mode k ports
+	[ "$STORE" = mooncake ] && name=latency_mooncake
+	say "== latency on $STORE: 5 ms + 1% loss, detoured through px"
+	if ! ip netns list | grep -q "^$BED_TAG-px "; then
+		bed_detour_up || { rec "$name detour=failed"; return; }
+	fi
+	on 1 "$W" --store "$PSTORE" model delete --force --missing-ok fl >&2
+	on 1 "$W" --store "$PSTORE" model import --checkpoint-id fl \
+		--model-id Org/Fleet --source "$T/src" >&2 || { rec "$name import=failed"; return; }
+	[ "$STORE" = redis ] && bed_redis_synced
+	fleet_pull dd
+	rec "$name direct nodes=$N ok=$ok err=$err bad=$bad mibs=$(mibs $((N * SRC_BYTES)) "$ns")${ERRLINE:+ error: $ERRLINE}"
+	ports=$(bed_srv_ports | paste -sd, -)
+	for mode in conn chunk; do
+		bed_spawn "px-$mode" "$BED_TAG-px" env PROXY_TARGET_NETNS="/run/netns/$BED_SRV" \
+			python3 "$ROOT/tests/fleet/proxy.py" "$BED_SRV_IP" "$ports" \
+			"$BED_SRV_IP" = 5 0.01 $mode
+		local i
+		for ((i = 0; i < 600; i++)); do
+			grep -q listening "$BED_DIR/px-$mode.log" 2>/dev/null && break
+			sleep 0.1
+		done
+		for ((k = 1; k <= N; k++)); do bed_detour $k; done
+		fleet_pull "d$mode"
+		for ((k = 1; k <= N; k++)); do bed_direct $k; done
+		kill -TERM "$(cat "$BED_DIR/px-$mode.pid")"
+		timeout_wait 10 "$(cat "$BED_DIR/px-$mode.pid")" 2>/dev/null
+		rec "$name proxied loss=$mode nodes=$N ok=$ok err=$err bad=$bad mibs=$(mibs $((N * SRC_BYTES)) "$ns")${ERRLINE:+ error: $ERRLINE}; proxy: $(tail -1 "$BED_DIR/px-$mode.log")"
 	done
 }

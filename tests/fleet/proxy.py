@@ -5,6 +5,13 @@ fleet's nodes and a server.
 
     proxy.py LISTEN_HOST LISTEN_PORT TARGET_HOST TARGET_PORT DELAY_MS DROP [MODE]
 
+LISTEN_PORT may be a comma-separated list of ports, and TARGET_PORT "="
+stands for the port each connection came in on.  With PROXY_TARGET_NETNS
+set to a network namespace's file (/run/netns/NAME), the connections to
+the target are made from that namespace: the proxy can then listen on an
+address that is the target's own address elsewhere (the fleet bed's
+detour, tests/fleet/bed.sh).
+
 Every chunk of data read from either side is delivered to the other side
 DELAY_MS after it arrived (a queue per direction: the delay adds latency,
 it does not cap throughput).  MODE "conn" (the default): a fraction DROP (e.g.
@@ -15,14 +22,41 @@ probability DROP: connections are lost mid-transfer.  Prints "listening" on stdo
 the counts of connections and drops on SIGTERM.
 """
 import asyncio
+import ctypes
+import os
 import random
 import signal
+import socket
 import sys
 import time
 
 CHUNK = 1 << 20
 stats = {"conns": 0, "dropped": 0, "cut": 0}
 mode = {"chunk": 0.0}
+
+
+CLONE_NEWNET = 0x40000000
+netns = {}
+
+
+def target_socket():
+    """A TCP socket made in the target's namespace (PROXY_TARGET_NETNS),
+    or in ours."""
+    path = os.environ.get("PROXY_TARGET_NETNS")
+    if not path:
+        return socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if not netns:
+        netns["libc"] = ctypes.CDLL(None, use_errno=True)
+        netns["own"] = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        netns["target"] = os.open(path, os.O_RDONLY)
+    libc = netns["libc"]
+    if libc.setns(netns["target"], CLONE_NEWNET) != 0:
+        raise OSError(ctypes.get_errno(), f"setns {path}")
+    try:
+        return socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    finally:
+        if libc.setns(netns["own"], CLONE_NEWNET) != 0:
+            os._exit(3)  # stuck in the other namespace: stop at once
 
 
 class Cut(Exception):
@@ -72,7 +106,14 @@ async def handle(cr, cw, target, delay, drop):
         cw.transport.abort()
         return
     try:
-        sr, sw = await asyncio.open_connection(*target)
+        sock = target_socket()
+        sock.setblocking(False)
+        try:
+            await asyncio.get_running_loop().sock_connect(sock, target)
+        except OSError:
+            sock.close()
+            raise
+        sr, sw = await asyncio.open_connection(sock=sock)
     except OSError:
         cw.transport.abort()
         return
@@ -90,16 +131,20 @@ async def main():
     lh, lp, th, tp, delay_ms, drop = sys.argv[1:7]
     if len(sys.argv) > 7 and sys.argv[7] == "chunk":
         mode["chunk"], drop = float(drop), "0"
-    target = (th, int(tp))
     delay = float(delay_ms) / 1000.0
-    server = await asyncio.start_server(
-        lambda r, w: handle(r, w, target, delay, float(drop)), lh, int(lp))
+    servers = []
+    for port in (int(x) for x in lp.split(",")):
+        target = (th, port if tp == "=" else int(tp))
+        servers.append(await asyncio.start_server(
+            lambda r, w, t=target: handle(r, w, t, delay, float(drop)),
+            lh, port))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     print("listening", flush=True)
-    async with server:
-        await stop.wait()
+    await stop.wait()
+    for server in servers:
+        server.close()
     print(f"connections {stats['conns']} dropped {stats['dropped']} "
           f"cut mid-transfer {stats['cut']}", flush=True)
 
