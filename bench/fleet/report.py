@@ -153,24 +153,34 @@ def main():
         if srv and "mibs" in srv:
             labels.append(f"{store}: serve x32")
             values.append(srv["mibs"])
+        for nodes in ("1", "2"):
+            srv, _ = first(rows, name.replace("serve", "serve2"),
+                           serve_nodes=nodes)
+            if srv and "mibs" in srv:
+                labels.append(f"{store}: {nodes} serve node{'s' if nodes == '2' else ''} x32")
+                values.append(srv["mibs"])
     png = os.path.join(plotdir, "throughput.png")
     if labels and bars(png, f"{n} nodes on one machine: aggregate throughput",
                        labels, values):
         plots.append(("throughput.png", "Aggregate throughput per scenario"))
     lat_l, lat_v = [], []
+    what = {"conn": "1% refused", "chunk": "1% cuts",
+            "chunk_data": "1% cuts, data"}
     for name, kv, rest in rows:
-        if name == "latency" and "mibs" in kv:
+        engine = {"latency": "Redis", "latency_cluster": "Cluster",
+                  "latency_mooncake": "Mooncake"}.get(name)
+        if engine and "mibs" in kv:
             if rest.startswith("direct"):
-                lat_l.append("direct")
+                lat_l.append(f"{engine}: direct")
             else:
-                what = {"conn": "1% refused", "chunk": "1% cuts"}
-                lat_l.append("5 ms + " + what.get(kv.get("loss"), "?"))
+                lat_l.append(f"{engine}: 5 ms + " +
+                             what.get(kv.get("loss"), "?"))
             if kv.get("ok") != kv.get("nodes"):
                 lat_l[-1] += f" ({kv.get('err', '?')} failed)"
             lat_v.append(kv["mibs"])
     if lat_v and bars(os.path.join(plotdir, "latency.png"),
-                      f"Redis, {n} pulls: direct vs through the proxy",
-                      lat_l, lat_v, rotate=0):
+                      f"{n} pulls: direct vs through the proxy",
+                      lat_l, lat_v, rotate=-30):
         plots.append(("latency.png", "Pull throughput through the proxy"))
     # when the results were measured (not when this page was written)
     stamp = time.strftime("%Y-%m-%d %H:%M UTC",

@@ -468,7 +468,8 @@ scn_latency() {
 # data ports of Cluster nodes and storage nodes, the master's RPC and
 # metadata ports included).  The nodes pull fl directly, then through the
 # proxy dropping 1% of its connections, then cutting 1% of its 1 MiB
-# chunks.  Recorded as latency_cluster or latency_mooncake.
+# chunks (on Mooncake first on the data ports only, then on every port).
+# Recorded as latency_cluster or latency_mooncake.
 scn_detour() {
 	STORE=$1 PSTORE=$2
 	local name=latency_cluster mode k ports
@@ -484,10 +485,17 @@ scn_detour() {
 	fleet_pull dd
 	rec "$name direct nodes=$N ok=$ok err=$err bad=$bad mibs=$(mibs $((N * SRC_BYTES)) "$ns")${ERRLINE:+ error: $ERRLINE}"
 	ports=$(bed_srv_ports | paste -sd, -)
-	for mode in conn chunk; do
+	# on Mooncake the cuts also on the data ports alone (the master's
+	# RPC and metadata ports spared), before they reach every port
+	local modes="conn chunk" spare
+	[ "$STORE" = mooncake ] && modes="conn chunk_data chunk"
+	for mode in $modes; do
+		spare=""
+		[ $mode = chunk_data ] && spare=${BED_MC_MASTER##*:},${BED_MC_META##*:}
+		spare=${spare%%/*}
 		bed_spawn "px-$mode" "$BED_TAG-px" env PROXY_TARGET_NETNS="/run/netns/$BED_SRV" \
-			python3 "$ROOT/tests/fleet/proxy.py" "$BED_SRV_IP" "$ports" \
-			"$BED_SRV_IP" = 5 0.01 $mode
+			PROXY_SPARE_PORTS="$spare" python3 "$ROOT/tests/fleet/proxy.py" \
+			"$BED_SRV_IP" "$ports" "$BED_SRV_IP" = 5 0.01 ${mode%_data}
 		local i
 		for ((i = 0; i < 600; i++)); do
 			grep -q listening "$BED_DIR/px-$mode.log" 2>/dev/null && break

@@ -10,7 +10,9 @@ stands for the port each connection came in on.  With PROXY_TARGET_NETNS
 set to a network namespace's file (/run/netns/NAME), the connections to
 the target are made from that namespace: the proxy can then listen on an
 address that is the target's own address elsewhere (the fleet bed's
-detour, tests/fleet/bed.sh).
+detour, tests/fleet/bed.sh).  PROXY_SPARE_PORTS, a comma-separated list
+of listening ports: their connections are delayed but never dropped or
+cut.
 
 Every chunk of data read from either side is delivered to the other side
 DELAY_MS after it arrived (a queue per direction: the delay adds latency,
@@ -63,11 +65,11 @@ class Cut(Exception):
     """A chunk drew the loss: abort the connection."""
 
 
-async def reader(src, queue, delay):
+async def reader(src, queue, delay, spare):
     try:
         while True:
             data = await src.read(CHUNK)
-            if data and random.random() < mode["chunk"]:
+            if data and not spare and random.random() < mode["chunk"]:
                 stats["cut"] += 1
                 raise Cut()
             await queue.put((time.monotonic() + delay, data))
@@ -94,14 +96,14 @@ async def writer(dst, queue):
         pass
 
 
-async def pipe(src, dst, delay):
+async def pipe(src, dst, delay, spare):
     queue = asyncio.Queue(maxsize=64)
-    await asyncio.gather(reader(src, queue, delay), writer(dst, queue))
+    await asyncio.gather(reader(src, queue, delay, spare), writer(dst, queue))
 
 
-async def handle(cr, cw, target, delay, drop):
+async def handle(cr, cw, target, delay, drop, spare):
     stats["conns"] += 1
-    if random.random() < drop:
+    if not spare and random.random() < drop:
         stats["dropped"] += 1
         cw.transport.abort()
         return
@@ -118,7 +120,8 @@ async def handle(cr, cw, target, delay, drop):
         cw.transport.abort()
         return
     try:
-        await asyncio.gather(pipe(cr, sw, delay), pipe(sr, cw, delay))
+        await asyncio.gather(pipe(cr, sw, delay, spare),
+                             pipe(sr, cw, delay, spare))
     except Cut:
         for w in (cw, sw):
             w.transport.abort()
@@ -132,12 +135,14 @@ async def main():
     if len(sys.argv) > 7 and sys.argv[7] == "chunk":
         mode["chunk"], drop = float(drop), "0"
     delay = float(delay_ms) / 1000.0
+    spared = {int(x) for x in
+              os.environ.get("PROXY_SPARE_PORTS", "").split(",") if x}
     servers = []
     for port in (int(x) for x in lp.split(",")):
         target = (th, port if tp == "=" else int(tp))
         servers.append(await asyncio.start_server(
-            lambda r, w, t=target: handle(r, w, t, delay, float(drop)),
-            lh, port))
+            lambda r, w, t=target, s=port in spared:
+            handle(r, w, t, delay, float(drop), s), lh, port))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
