@@ -216,7 +216,7 @@ scn_serve2() {
 	say "== two serve nodes on $STORE"
 	local name=serve2 rc ok c t0 bytes i
 	[ "$STORE" = mooncake ] && name=serve2_mooncake
-	if ! ip netns list | grep -q "^$BED_TAG-sv1 "; then
+	if ! ip netns list | awk '{ print $1 }' | grep -qx "$BED_TAG-sv1"; then
 		bed_host sv1 $SV1_IP && bed_host sv2 $SV2_IP ||
 			{ rec "$name bed=failed"; return; }
 	fi
@@ -475,7 +475,7 @@ scn_detour() {
 	local name=latency_cluster mode k ports
 	[ "$STORE" = mooncake ] && name=latency_mooncake
 	say "== latency on $STORE: 5 ms + 1% loss, detoured through px"
-	if ! ip netns list | grep -q "^$BED_TAG-px "; then
+	if ! ip netns list | awk '{ print $1 }' | grep -qx "$BED_TAG-px"; then
 		bed_detour_up || { rec "$name detour=failed"; return; }
 	fi
 	on 1 "$W" --store "$PSTORE" model delete --force --missing-ok fl >&2

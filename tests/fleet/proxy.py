@@ -18,10 +18,11 @@ Every chunk of data read from either side is delivered to the other side
 DELAY_MS after it arrived (a queue per direction: the delay adds latency,
 it does not cap throughput).  MODE "conn" (the default): a fraction DROP (e.g.
 0.01) of the accepted connections is aborted at once, before any byte is
-forwarded (the client sees a reset).  MODE "chunk": each chunk of data
-(up to 1 MiB) forwarded aborts its connection, both sides, with
-probability DROP: connections are lost mid-transfer.  Prints "listening" on stdout when ready, and
-the counts of connections and drops on SIGTERM.
+forwarded (the client sees a reset).  MODE "chunk": the data forwarded
+aborts its connection, both sides, with probability DROP per MiB (each
+read, up to 1 MiB, draws with its share of a MiB): connections are lost
+mid-transfer.  Prints "listening" on stdout when ready, and the counts
+of connections and drops on SIGTERM.
 """
 import asyncio
 import ctypes
@@ -69,7 +70,9 @@ async def reader(src, queue, delay, spare):
     try:
         while True:
             data = await src.read(CHUNK)
-            if data and not spare and random.random() < mode["chunk"]:
+            # the odds per MiB forwarded, whatever the size of the read
+            if data and not spare and \
+                    random.random() < mode["chunk"] * len(data) / CHUNK:
                 stats["cut"] += 1
                 raise Cut()
             await queue.put((time.monotonic() + delay, data))
