@@ -204,14 +204,21 @@ want latency && scn_latency
 want latency_cluster && scn_detour redis "$BED_REDIS_URL"
 [ $MC = 1 ] && want latency_mooncake && scn_detour mooncake mooncake
 want redis_kill && rec "redis_failovers total=$(bed_redis_failovers) (one is the master kill)"
-rec "end load average: $(cut -d" " -f1-3 /proc/loadavg)"
 kill "$SAMPLER" 2>/dev/null
-rec "others $(awk '/^load/ { n++; if ($2 > max) max = $2 }
+others=$(awk '/^load/ { n++; if ($2 > max) max = $2 }
 	/^mem/ { if ($2 > mem) mem = $2 }
 	/^proc/ { cpu[$2] += $3 }
 	END { printf "samples=%d load_max=%s mem_used_max_gib=%s; CPU of other processes, mean over the samples:", n, max, mem
-		k = 0; for (c in cpu) { k++; printf " %s %.0f%%", c, cpu[c] / n }
-		if (!k) printf " none above 5%%" }' "$T/others.txt")"
+		k = 0; for (c in cpu) if (cpu[c] / n >= 0.5) { k++; printf " %s %.0f%%", c, cpu[c] / n }
+		if (!k) printf " none above 5%%" }' "$T/others.txt")
+# a partial run's end and what else ran go on a "rerun" line of their own
+# (the merge keeps every rerun line; "end" and "others" are the whole run's)
+if [ -n "${FLEET_ONLY:-}" ]; then
+	rec rerun "of $FLEET_ONLY ended $(date -u "+%H:%M UTC"); load average at end: $(cut -d" " -f1-3 /proc/loadavg); others $others"
+else
+	rec "end load average: $(cut -d" " -f1-3 /proc/loadavg)"
+	rec "others $others"
+fi
 if [ -n "${FLEET_ONLY:-}" ]; then
 	awk -f "$ROOT/bench/fleet/merge.awk" "$OUT" "$RES" "$RES" > "$T/merged.txt" &&
 		cat "$T/merged.txt" > "$RES"
