@@ -46,11 +46,11 @@ def gnuplot(script, out):
     gp = shutil.which("gnuplot")
     if not gp:
         return False
-    term = "set terminal pngcairo size 900,480\n"
+    term = "set terminal pngcairo size 1100,600\n"
     test = subprocess.run([gp, "-e", "set terminal pngcairo"],
                           capture_output=True, text=True)
     if test.returncode != 0 or test.stderr:
-        term = "set terminal png size 900,480\n"
+        term = "set terminal png size 1100,600\n"
     p = subprocess.run([gp], input=term + f"set output '{out}'\n" + script,
                        capture_output=True, text=True)
     if p.returncode != 0:
@@ -67,8 +67,8 @@ set boxwidth 0.6
 set yrange [0:*]
 set grid ytics
 set xtics noenhanced rotate by {rotate}
-set bmargin 6
-set rmargin 12
+set bmargin 11
+set rmargin 22
 unset key
 $d << EOD
 {data}

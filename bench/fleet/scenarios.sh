@@ -252,7 +252,8 @@ scn_serve2() {
 	local running=0 p
 	for p in "${HUB_PIDS[@]}"; do kill -0 "$p" 2>/dev/null && running=$((running + 1)); done
 	bed_kill sv2
-	local t_kill=$(now_ns)
+	local t_kill
+	t_kill=$(now_ns)
 	hub_wait
 	local s_ok=0 s_n=0 k_ok=0 k_fail=0 k_n=0 bad=0 codes="" redo=()
 	for ((c = 1; c <= 32; c++)); do
