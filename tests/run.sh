@@ -146,6 +146,8 @@ lane_local() {
 	run_suite config sh "$HERE/e2e/config.sh"
 	run_suite deploy sh "$HERE/e2e/deploy.sh"
 	run_suite names sh "$HERE/e2e/names.sh"
+	run_suite whole sh "$HERE/e2e/whole.sh"
+	run_suite migrate sh "$HERE/e2e/migrate.sh"
 	if [ -x "$BUILD/wstore-serve" ]; then
 		run_suite serve sh "$HERE/e2e/serve.sh"
 		run_suite serve-hub sh "$HERE/e2e/serve_hub.sh"

@@ -46,6 +46,9 @@ _wstore()
     --checkpoint)
         COMPREPLY=($(compgen -W "$(_wstore_ids)" -- "$cur"))
         return ;;
+    --reflink)
+        COMPREPLY=($(compgen -W "auto always never" -- "$cur"))
+        return ;;
     --model)
         COMPREPLY=($(compgen -W "$(_wstore_ids model_id)" -- "$cur"))
         return ;;
@@ -73,7 +76,7 @@ _wstore()
     if [[ $cur == -* ]]; then
         local opts=""
         case "${cmd[*]}" in
-        "model import"*) opts="--checkpoint-id --model-id --source --revision --chunk-size --replica-num --jobs --from-hub --endpoint --token-file --retries --stall-timeout --include --exclude --force" ;;
+        "model import"*) opts="--checkpoint-id --model-id --source --revision --chunk-size --replica-num --jobs --reflink --from-hub --endpoint --token-file --retries --stall-timeout --include --exclude --force" ;;
         "model list"* | "model ls"*) opts="--model --all" ;;
         "model inspect"*) opts="--tensors" ;;
         "model verify"*) opts="--jobs" ;;
@@ -84,6 +87,7 @@ _wstore()
         "serve"*) opts="--listen --token --max-connections --max-connections-per-client --drain --header-timeout --cache-seconds --no-access-log --mmap --tls-cert --tls-key --tls-key-password-file --upstream --upstream-allow --upstream-token-file" ;;
         "gc"* | "admin gc"*) opts="--dry-run --grace --evict-to" ;;
         "admin unlock"*) opts="--force" ;;
+        "admin migrate"*) opts="--dry-run --verify" ;;
         "config init"*) opts="--force" ;;
         "config show"*) opts="--origin" ;;
         "config set"* | "config unset"*) opts="--system" ;;
@@ -100,7 +104,7 @@ _wstore()
         case ${cmd[0]} in
         model) COMPREPLY=($(compgen -W "import list ls resolve inspect verify delete rm materialize-file pull pin unpin" -- "$cur")) ;;
         config) COMPREPLY=($(compgen -W "init show get set unset" -- "$cur")) ;;
-        admin) COMPREPLY=($(compgen -W "gc unlock" -- "$cur")) ;;
+        admin) COMPREPLY=($(compgen -W "gc unlock migrate" -- "$cur")) ;;
         mount | umount) _filedir -d ;;
         esac
         return ;;

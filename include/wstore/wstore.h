@@ -415,8 +415,20 @@ typedef struct wstore_import_options {
 	 * store's quota with "evict": "lru"); may be NULL */
 	wstore_evict_fn on_evict;
 	void *on_evict_ctx;
+	/* version 3: on a store that keeps each file as one local file (the
+	 * embedded file store), whether a source file is cloned into it
+	 * (FICLONE: a copy-on-write file system such as XFS with reflink or
+	 * btrfs, the source on the store's) after its one read for the hash,
+	 * instead of its bytes being written: WSTORE_REFLINK_* */
+	uint32_t reflink;
 } wstore_import_options;
-#define WSTORE_IMPORT_OPTIONS_VERSION 2
+/* clone where the file systems can, write the bytes where they cannot */
+#define WSTORE_REFLINK_AUTO 0
+/* clone, or fail naming the file and why it could not be cloned */
+#define WSTORE_REFLINK_ALWAYS 1
+/* always write the bytes */
+#define WSTORE_REFLINK_NEVER 2
+#define WSTORE_IMPORT_OPTIONS_VERSION 3
 #define WSTORE_IMPORT_OPTIONS_INIT                                             \
 	{                                                                      \
 		WSTORE_IMPORT_OPTIONS_VERSION                                  \
@@ -765,6 +777,68 @@ int wstore_list_all(char ***out, size_t *out_count, wstore_store *store);
  * (wstore_validate_checkpoint_id).
  */
 int wstore_parse_name(char **out_model, char **out_revision, const char *arg);
+
+/* ---- migrating the file store's layout (migrate.c) --------------------- */
+
+/* Flags of the backend's migrate_file (include/wstore/sys/backend.h). */
+#define WSTORE_MIGRATE_DRY_RUN 0x1u
+
+/*
+ * Called once per checkpoint: code 0 and files the checkpoint files
+ * converted (or that a dry run would convert; 0: already in the
+ * whole-file layout), or why it was left as it is: WSTORE_EBUSY (another
+ * process holds its lock), WSTORE_ENOTREADY (a FAILED import), or the
+ * error its conversion stopped at.  message is one line, valid only for
+ * the call.
+ */
+typedef void (*wstore_migrate_fn)(const char *id, int code, uint64_t files,
+				  const char *message, void *ctx);
+
+typedef struct wstore_migrate_options {
+	unsigned version;
+	int dry_run; /* report, change nothing (no lock taken) */
+	int verify;  /* check each new data file's SHA-256 before it is
+			published (reads it once more) */
+	wstore_migrate_fn on_checkpoint;
+	void *on_checkpoint_ctx;
+	/* bytes converted so far of all to convert; path is the file */
+	wstore_progress_fn progress;
+	void *progress_ctx;
+} wstore_migrate_options;
+#define WSTORE_MIGRATE_OPTIONS_VERSION 1
+#define WSTORE_MIGRATE_OPTIONS_INIT                                            \
+	{                                                                      \
+		WSTORE_MIGRATE_OPTIONS_VERSION                                 \
+	}
+
+typedef struct wstore_migrate_stats {
+	uint64_t checkpoints; /* checkpoints examined */
+	uint64_t converted;   /* checkpoints with files converted */
+	uint64_t files;	      /* checkpoint files converted */
+	uint64_t bytes;	      /* their bytes */
+	uint64_t current;     /* checkpoints already in the new layout */
+	uint64_t skipped;     /* left as they were (see on_checkpoint) */
+} wstore_migrate_stats;
+
+/*
+ * Convert the file store's checkpoints from one file per chunk to one
+ * data file per checkpoint file, in place (docs/format.md), each under
+ * its checkpoint's lock as import and delete take it; readers keep
+ * reading throughout.  Crash-safe: a checkpoint is readable after a kill
+ * at any point, and running this again finishes it.  A checkpoint whose
+ * lock another process holds, or that is not READY, is skipped and
+ * reported.  Other stores have no file layout: WSTORE_EUNSUPPORTED,
+ * "nothing to migrate".  out (may be NULL) gets the counts, also on
+ * error.  Returns 0; WSTORE_EBUSY when some checkpoint was skipped as
+ * busy or failed to convert (the others are done); or the error that
+ * stopped it (listing the store).
+ */
+int wstore_migrate_sized(wstore_migrate_stats *out, size_t out_size,
+			 wstore_store *store,
+			 const wstore_migrate_options *opts);
+WSTORE__SIZED(int wstore_migrate(wstore_migrate_stats *out, wstore_store *store,
+				 const wstore_migrate_options *opts),
+	      wstore_migrate_sized(out, sizeof(*out), store, opts))
 
 #ifdef __cplusplus
 }

@@ -466,7 +466,7 @@ class Store(_Handle):
 
     def import_(self, source, checkpoint_id=None, model_id=None,
                 revision=None, chunk_size=None, jobs=0, progress=None,
-                include=(), exclude=(), force=False):
+                include=(), exclude=(), force=False, reflink="auto"):
         """Import directory ``source`` as ``checkpoint_id`` of ``model_id``
         and return the checkpoint id.  ``checkpoint_id`` None: one derived
         from ``model_id`` and ``revision`` that no checkpoint has (as
@@ -477,10 +477,16 @@ class Store(_Handle):
         version-control and tool folders are skipped, ``include`` and
         ``exclude`` are glob patterns, and a source that does not look
         like a checkpoint (no config, no weight file) is refused
-        (InvalidArgument) unless ``force``.  Raises Exists if the id is
+        (InvalidArgument) unless ``force``.  ``reflink`` ("auto",
+        "always", "never"): as ``wstore model import --reflink``, whether
+        the file store clones source files on its copy-on-write file
+        system instead of writing their bytes.  Raises Exists if the id is
         taken and READY."""
         if not model_id:
             raise ValueError("import_: model_id is required")
+        if reflink not in _native.REFLINK:
+            raise ValueError("import_: reflink must be 'auto', 'always' "
+                             "or 'never', not %r" % (reflink,))
         cs = chunk_size or 0
         if isinstance(cs, (str, bytes)):
             v = c_uint64()
@@ -505,7 +511,8 @@ class Store(_Handle):
                     version=_native.IMPORT_OPTIONS_VERSION,
                     checkpoint_id=_b(cid), model_id=_b(model_id),
                     revision=_b(revision), source=_b(source),
-                    chunk_size=cs, jobs=jobs, progress=prog.c)
+                    chunk_size=cs, jobs=jobs, progress=prog.c,
+                    reflink=_native.REFLINK[reflink])
                 rc = lib.wstore_import_from(self._handle(), byref(opts), src)
                 if (checkpoint_id is None and tries < 8 and prog.exc is None
                         and rc in (_ERR_EXISTS, _ERR_BUSY)):

@@ -104,7 +104,15 @@ class ImportOptions(Structure):
                 ("model_id", c_char_p), ("revision", c_char_p),
                 ("source", c_char_p), ("chunk_size", c_uint64),
                 ("reserved", c_uint32), ("jobs", c_uint32),
-                ("progress", PROGRESS_FN), ("progress_ctx", c_void_p)]
+                ("progress", PROGRESS_FN), ("progress_ctx", c_void_p),
+                # version 2: the eviction callback (never set here)
+                ("on_evict", c_void_p), ("on_evict_ctx", c_void_p),
+                # version 3
+                ("reflink", c_uint32)]
+
+
+# ImportOptions.reflink
+REFLINK = {"auto": 0, "always": 1, "never": 2}
 
 
 class VerifyOptions(Structure):
@@ -126,10 +134,10 @@ class DeleteOptions(Structure):
 
 
 # The versions of the option structs as defined here: the library accepts
-# every version it ever defined (ImportOptions is import's version 1, which
-# has no eviction callback).
+# every version it ever defined (ImportOptions is import's version 3; its
+# eviction callback is left NULL).
 DELETE_OPTIONS_VERSION = 1
-IMPORT_OPTIONS_VERSION = 1
+IMPORT_OPTIONS_VERSION = 3
 VERIFY_OPTIONS_VERSION = 1
 PULL_OPTIONS_VERSION = 1
 

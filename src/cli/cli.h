@@ -74,6 +74,7 @@ int cmd_umount(struct cli *c, int argc, char **argv);
 int cmd_serve(struct cli *c, int argc, char **argv);
 int cmd_gc(struct cli *c, int argc, char **argv);
 int cmd_admin_unlock(struct cli *c, int argc, char **argv);
+int cmd_admin_migrate(struct cli *c, int argc, char **argv);
 int cmd_model_pin(struct cli *c, int argc, char **argv);
 int cmd_model_unpin(struct cli *c, int argc, char **argv);
 int cmd_model_resolve(struct cli *c, int argc, char **argv);

@@ -18,6 +18,7 @@ static const char help[] =
 	"                           [--include GLOB]... [--exclude GLOB]...\n"
 	"                           [--force] [--chunk-size SIZE]\n"
 	"                           [--replica-num N] [--jobs N]\n"
+	"                           [--reflink auto|always|never]\n"
 	"\n"
 	"Import the files under DIR (symlinks followed) as one checkpoint.  It\n"
 	"is published READY only when every chunk is stored; on failure or ^C\n"
@@ -47,6 +48,12 @@ static const char help[] =
 	"                       default 1): Mooncake replicas, or on Redis the\n"
 	"                       master and N-1 replicas acknowledging\n"
 	"  --jobs N             worker threads (default: number of cores)\n"
+	"  --reflink WHEN       file store on a copy-on-write file system (XFS\n"
+	"                       with reflink, btrfs) holding the source too:\n"
+	"                       clone each file into the store after reading\n"
+	"                       it once for its hash, instead of writing it;\n"
+	"                       auto (default) clones where it can, always\n"
+	"                       fails where it cannot, never always writes\n"
 	"\n"
 	"wstore model import --from-hub ORG/NAME[@REV] imports from a Hub\n"
 	"server instead (wstore model import --from-hub x/y --help).\n";
@@ -166,6 +173,7 @@ static int parse(struct cli *c, wstore_import_options *o, struct import_args *a,
 		{ "chunk-size", required_argument, NULL, 'c' },
 		{ "replica-num", required_argument, NULL, 'n' },
 		{ "jobs", required_argument, NULL, 'j' },
+		{ "reflink", required_argument, NULL, 'R' },
 		{ "include", required_argument, NULL, 'I' },
 		{ "exclude", required_argument, NULL, 'X' },
 		{ "force", no_argument, NULL, 'f' },
@@ -213,6 +221,19 @@ static int parse(struct cli *c, wstore_import_options *o, struct import_args *a,
 		case 'j':
 			if (wfront_parse_count(&o->jobs, "--jobs", optarg))
 				rc = EXIT_USAGE;
+			break;
+		case 'R':
+			if (!strcmp(optarg, "auto"))
+				o->reflink = WSTORE_REFLINK_AUTO;
+			else if (!strcmp(optarg, "always"))
+				o->reflink = WSTORE_REFLINK_ALWAYS;
+			else if (!strcmp(optarg, "never"))
+				o->reflink = WSTORE_REFLINK_NEVER;
+			else
+				rc = wfront_usage_error(
+					"invalid --reflink '%s': auto, always "
+					"or never",
+					optarg);
 			break;
 		case 'h':
 			cli_print_help(help);

@@ -46,6 +46,8 @@ static const struct cli_cmd commands[] = {
 	{ "admin", "gc", cmd_gc, "remove orphaned chunks and temp files" },
 	{ NULL, "gc", cmd_gc, "same as 'admin gc'" },
 	{ "admin", "unlock", cmd_admin_unlock, "remove a stale lock" },
+	{ "admin", "migrate", cmd_admin_migrate,
+	  "convert the file store to one data file per file" },
 };
 
 /* Global options that take a value, and the config key each sets. */
@@ -72,7 +74,7 @@ static const char main_help[] =
 	"  model import --source DIR [--model-id MODEL] [--checkpoint-id ID]\n"
 	"               [--revision REV] [--include GLOB]... [--exclude GLOB]...\n"
 	"               [--force] [--chunk-size SIZE] [--replica-num N]\n"
-	"               [--jobs N]\n"
+	"               [--jobs N] [--reflink auto|always|never]\n"
 	"  model list [--model MODEL] [--all]           (also: model ls)\n"
 	"  model resolve ORG/NAME[@REV]\n"
 	"  model inspect ID\n"
@@ -94,6 +96,7 @@ static const char main_help[] =
 	"  admin gc [--dry-run] [--grace SECONDS] [--evict-to SIZE]\n"
 	"                                           (also: wstore gc)\n"
 	"  admin unlock ID|catalog [--force]\n"
+	"  admin migrate [--dry-run] [--verify]\n"
 	"  version\n"
 	"\n"
 	"global options (anywhere on the line):\n"

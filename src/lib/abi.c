@@ -59,10 +59,11 @@ static int opts_in(void *dst, size_t dst_size, const void *src,
 int wstore__import_opts(wstore_import_options *dst,
 			const wstore_import_options *src)
 {
-	/* version 2 added on_evict and on_evict_ctx */
+	/* version 2 added on_evict and on_evict_ctx, 3 reflink */
 	OPTS_IN(dst, src, wstore_import_options, "import options",
 		UPTO(wstore_import_options, progress_ctx),
-		UPTO(wstore_import_options, on_evict_ctx));
+		UPTO(wstore_import_options, on_evict_ctx),
+		UPTO(wstore_import_options, reflink));
 }
 
 int wstore__verify_opts(wstore_verify_options *dst,

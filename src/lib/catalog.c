@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "digest.h"
 #include "error.h"
 #include "names.h"
 #include "store.h"
@@ -119,21 +120,45 @@ static int is_hex40(const char *s)
 	return n == 40 && !s[n];
 }
 
-/* Append n bytes of s to out (at *len, cap bytes), '/' as "--" and other
- * characters outside the id set as '-'. */
-static void put_clean(char *out, size_t *len, size_t cap, const char *s,
-		      size_t n)
+/* Append n bytes of s to out (at *len, cap bytes), '/' as "--", other
+ * ASCII characters outside the id set as '-', and a run of non-ASCII
+ * bytes (one or more characters of another script) as one '-'.  Returns
+ * whether s had non-ASCII bytes. */
+static int put_clean(char *out, size_t *len, size_t cap, const char *s,
+		     size_t n)
 {
+	int wide = 0;
+
 	for (size_t i = 0; i < n && s[i] && *len + 2 < cap; i++) {
 		char c = s[i];
 		int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
 			 (c >= '0' && c <= '9') || c == '.' || c == '_';
 
+		if ((unsigned char)c >= 0x80) {
+			if (i == 0 || (unsigned char)s[i - 1] < 0x80)
+				out[(*len)++] = '-';
+			wide = 1;
+			continue;
+		}
 		if (c == '/')
 			out[(*len)++] = '-';
 		out[(*len)++] = ok ? c : '-';
 	}
 	out[*len] = '\0';
+	return wide;
+}
+
+/* Append '-' and 8 hex digits of the SHA-256 of s: what tells apart model
+ * ids whose other characters put_clean could not keep. */
+static void put_hash(char *out, size_t *len, size_t cap, const char *s)
+{
+	unsigned char d[32];
+
+	wstore__sha256_once(d, s, strlen(s));
+	if (*len + 10 < cap)
+		*len += (size_t)snprintf(out + *len, cap - *len,
+					 "-%02x%02x%02x%02x", d[0], d[1], d[2],
+					 d[3]);
 }
 
 /* 1 if id is taken (a manifest, even unreadable, or a lock of an import
@@ -174,7 +199,8 @@ int wstore__checkpoint_id_derive_mine(
 	*out = NULL;
 	if (!model_id || !*model_id)
 		return wstore__err(WSTORE_EINVAL, "model id must not be empty");
-	put_clean(base, &len, 200, model_id, strlen(model_id));
+	if (put_clean(base, &len, 200, model_id, strlen(model_id)))
+		put_hash(base, &len, 210, model_id);
 	put_clean(base, &len, sizeof(base), "--", 2);
 	put_clean(base, &len, sizeof(base), rev, is_hex40(rev) ? 12 : 200);
 	/* the first character must be a letter or digit */

@@ -157,8 +157,13 @@ int wstore_backend_error(int code, const char *fmt, ...)
 /* Guards every backend's notice and notice_ctx: set from the caller's
  * thread, read from any thread of the store.  A delivery holds it for
  * reading during the call, so that once wstore_set_notice returns no
- * thread calls the previous fn any more (its ctx may then be freed). */
-static pthread_rwlock_t notice_lock = PTHREAD_RWLOCK_INITIALIZER;
+ * thread calls the previous fn any more (its ctx may then be freed).
+ * Writers first: with glibc's default (readers first) a set_notice could
+ * wait for as long as other threads keep delivering notices back to back.
+ * Safe here because a delivery never takes the lock again (a writer-first
+ * lock deadlocks a reader that does, with a writer waiting). */
+static pthread_rwlock_t notice_lock =
+	PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 
 static int has_notice_fields(const wstore_backend *b)
 {

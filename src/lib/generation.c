@@ -51,7 +51,9 @@
 
 #define REC_MAX 1024 /* a record of ours is at most ~350 bytes */
 
-enum verdict { CHANGED = 0, SAME = 1, DELETING = 2 };
+/* GONE: no record or manifest any more (a delete, or a store that lost
+ * it); CHANGED: another import's. */
+enum verdict { CHANGED = 0, SAME = 1, DELETING = 2, GONE = 3 };
 
 struct wstore__guard {
 	wstore_store *s;
@@ -200,7 +202,7 @@ static int large_record_same(wstore__guard *g)
 
 	if (rc == WSTORE_ENOTFOUND) {
 		wstore__clear_err();
-		return CHANGED;
+		return GONE;
 	}
 	if (rc < 0)
 		return rc;
@@ -232,7 +234,7 @@ static int record_same(wstore__guard *g)
 		rc = WSTORE_ENOTFOUND;
 	if (rc == WSTORE_ENOTFOUND) {
 		wstore__clear_err();
-		return g->rec ? CHANGED : SAME;
+		return g->rec ? GONE : SAME;
 	}
 	if (rc == WSTORE_ERANGE)
 		return CHANGED;
@@ -260,7 +262,7 @@ int wstore__guard_bind(wstore__guard *g, const wstore_manifest *m)
 
 	if (v < 0)
 		return v;
-	if (v == CHANGED)
+	if (v == CHANGED || v == GONE)
 		return wstore__err(WSTORE_ECHANGED,
 				   "checkpoint '%s' changed while it was "
 				   "being opened",
@@ -374,7 +376,7 @@ static int manifest_verdict(wstore__guard *g)
 	rc = read_manifest(g, &raw, &len, &fd);
 	if (rc == WSTORE_ENOTFOUND) {
 		wstore__clear_err();
-		return CHANGED;
+		return GONE;
 	}
 	if (rc < 0)
 		return wstore__err(rc, "cannot read '%s': %s", g->mkey,
@@ -421,6 +423,17 @@ int wstore__guard_settle(wstore__guard *g, const wstore__file_rec *f, int rc)
 				   "opened: %s",
 				   g->m->checkpoint_id, f->path,
 				   wstore_last_error());
+	/* a network store may have lost the checkpoint's records (Mooncake
+	 * with one replica after a storage node went, Redis evicting or a
+	 * node lost without a replica): say so, not only "replaced" */
+	if (v == GONE && (g->s->b->flags & (WSTORE_BACKEND_MAY_EVICT |
+					    WSTORE_BACKEND_UNTRUSTED)))
+		return wstore__err(WSTORE_ECHANGED,
+				   "checkpoint '%s' is no longer in the store: "
+				   "it was deleted or replaced by another "
+				   "import, or lost by the %s store, while "
+				   "'%s' was being read",
+				   g->m->checkpoint_id, g->s->b->name, f->path);
 	return wstore__err(WSTORE_ECHANGED,
 			   "checkpoint '%s' was deleted or replaced by another "
 			   "import while '%s' was being read; open it again "

@@ -9,6 +9,11 @@
  * is recorded in the intent record, so that an import killed later and
  * run again keeps it (hub.c).
  *
+ * On a store that keeps each file as one data file (begin_file: the file
+ * store) the bytes go straight into the file's data file as they arrive,
+ * with no chunk buffer; it is committed (renamed into place) once its hash
+ * matched, before the file is recorded, and removed on any failure.
+ *
  * Memory: one buffer per worker, the chunk size or the largest file if
  * that is smaller; fewer workers when those would exceed 1 GiB together
  * (4 GiB chunks: one file at a time).
@@ -18,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <openssl/evp.h>
 
@@ -42,6 +48,9 @@ struct in {
 	uint64_t fill, c; /* bytes in buf, of chunk c */
 	wstore__sha256 *sha256;
 	EVP_MD_CTX *sha1; /* NULL for an LFS file */
+	void *wh;     /* the data file being written (begin_file), or NULL */
+	int wfd;      /* its fd (the backend's) */
+	uint64_t pos; /* bytes of the file written into it */
 };
 
 int wstore__hub_write_intent(struct import *im)
@@ -128,6 +137,28 @@ static int put_chunk(struct in *in)
 	return 0;
 }
 
+/* The bytes into the data file at their offset. */
+static int take_whole(struct in *in, const char *p, size_t n)
+{
+	const char *path = in->h->files[in->idx].path;
+	size_t k = n;
+
+	while (k > 0) {
+		ssize_t w = pwrite(in->wfd, p, k, (off_t)in->pos);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return wstore__errc(-errno,
+					    "cannot write '%s' into the store",
+					    path);
+		p += w;
+		k -= (size_t)w;
+		in->pos += (uint64_t)w;
+	}
+	return progress(in, n, 0);
+}
+
 /* The sink: bytes in file order, each once. */
 static int take(void *ctx, const void *data, size_t n)
 {
@@ -141,6 +172,8 @@ static int take(void *ctx, const void *data, size_t n)
 	wstore__sha256_update(in->sha256, p, n);
 	if (in->sha1 && !EVP_DigestUpdate(in->sha1, p, n))
 		return wstore__err(-ENOMEM, "SHA-1 failed");
+	if (in->wh)
+		return take_whole(in, p, n);
 	while (n > 0) {
 		uint64_t want = 0, k;
 
@@ -197,6 +230,17 @@ static int check_and_record(struct in *in, const char *url)
 				   "is %s, the bytes received hash to %s",
 				   f->path, url, f->sha256, got256);
 	}
+	if (in->wh) {
+		wstore_backend *b = in->im->s->b;
+
+		/* its keys are there from here on: a failure removes them */
+		in->im->attempted[in->idx] = in->im->m->files[in->idx].nchunks;
+		rc = b->commit_file(b, in->wh, f->size);
+		in->wh = NULL;
+		if (rc < 0)
+			return wstore__err(rc, "cannot store '%s': %s", f->path,
+					   wstore_last_error());
+	}
 	pthread_mutex_lock(&in->h->mu);
 	rc = wstore__set_str(&in->im->m->files[in->idx].sha256, got256);
 	in->im->done[in->idx] = 1;
@@ -223,8 +267,17 @@ static int fetch_one(struct in *in, wstore__http *http)
 	uint64_t off = 0;
 	int rc = -ENOMEM, hn;
 
-	in->fill = in->c = 0;
+	in->fill = in->c = in->pos = 0;
 	wstore__sha256_reset(in->sha256);
+	if (wstore__whole_files(in->im->s) && f->size > 0) {
+		wstore_backend *b = in->im->s->b;
+
+		rc = b->begin_file(b, in->im->m->files[in->idx].key,
+				   in->im->chunk_size, &in->wfd, &in->wh);
+		if (rc < 0)
+			return wstore__err(rc, "cannot store '%s': %s", f->path,
+					   wstore_last_error());
+	}
 	if (path && asprintf(&url, "%s/%s/resolve/%s/%s", in->h->endpoint,
 			     in->h->o.repo, in->h->commit, path) >= 0)
 		rc = 0;
@@ -243,6 +296,10 @@ static int fetch_one(struct in *in, wstore__http *http)
 		rc = check_and_record(in, url);
 	if (rc == 0)
 		rc = progress(in, 0, 1);
+	if (in->wh) {
+		in->im->s->b->abort_file(in->im->s->b, in->wh);
+		in->wh = NULL;
+	}
 	free(url);
 	free(path);
 	return rc;
@@ -266,6 +323,9 @@ static uint64_t buf_size(const struct import *im)
 	const wstore__hub *h = im->ctx;
 	uint64_t max = 1;
 
+	/* whole files are written as they arrive, without a buffer */
+	if (wstore__whole_files(im->s))
+		return 1;
 	for (size_t i = 0; i < h->n; i++)
 		if (!im->done[i] && h->files[i].size > max)
 			max = h->files[i].size;

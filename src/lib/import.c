@@ -7,7 +7,9 @@
  *   FAILED one (or what a killed import's intent record lists) -> record
  *   this import's intent (every chunk key) -> on write-once stores remove
  *   every chunk key first (it may hold an old value) -> workers stream
- *   files chunk by chunk: read, hash, put -> publish the READY manifest
+ *   files chunk by chunk: read, hash, put (on the file store: write into
+ *   the file's data file, or clone the source into it, and rename it into
+ *   place) -> sync -> publish the READY manifest
  *   once -> drop the intent record -> add the id to both indexes.
  *
  * On any failure or cancellation the chunks written are removed and a
@@ -54,6 +56,7 @@ static int run_workers(struct import *im)
 			       .m = im->m,
 			       .chunk_size = im->chunk_size,
 			       .jobs = im->o->jobs,
+			       .reflink = im->o->reflink,
 			       .progress = im->o->progress,
 			       .progress_ctx = im->o->progress_ctx,
 			       .attempted = im->attempted,
@@ -268,6 +271,12 @@ int wstore_import_check(const wstore_import_options *src)
 		return wstore__err(WSTORE_EINVAL,
 				   "chunk size %llu is larger than 4 GiB",
 				   (unsigned long long)o->chunk_size);
+	if (o->reflink > WSTORE_REFLINK_NEVER)
+		return wstore__err(
+			WSTORE_EINVAL,
+			"import options: reflink %u is not auto (0), "
+			"always (1) or never (2)",
+			(unsigned)o->reflink);
 	return 0;
 }
 
@@ -462,6 +471,14 @@ int wstore_import_from(wstore_store *s, const wstore_import_options *given,
 			rc = wstore__err(WSTORE_EINVAL, "source file '%s': %s",
 					 im.scan.files[i].abs,
 					 wstore_last_error());
+	/* a store of chunks has no file to clone into: refuse before any
+	 * write rather than fail on the first file */
+	if (rc == 0 && o->reflink == WSTORE_REFLINK_ALWAYS &&
+	    !wstore__whole_files(s))
+		rc = wstore__err(WSTORE_EUNSUPPORTED,
+				 "--reflink always: the %s store keeps chunks, "
+				 "not files, and cannot clone a source file",
+				 s->b->name ? s->b->name : "");
 	if (rc == 0)
 		rc = check_index_json(&im.scan);
 	if (rc == 0)

@@ -84,20 +84,22 @@ static int stream_chunk_fd(wstore_store *s, const wstore__file_rec *f,
 {
 	size_t piece = cap < PIECE ? cap : PIECE;
 	struct stat st;
-	uint64_t off = 0;
-	int cfd = -1, rc = s->b->open_fd(s->b, f->chunks[c], &cfd);
+	uint64_t off = 0, base = 0, got = 0;
+	int cfd = -1, rc = wstore__open_range(s, f->chunks[c], &cfd, &base);
 
 	if (rc == 0 && fstat(cfd, &st) < 0)
 		rc = wstore__errc(-errno, "file '%s': cannot stat chunk '%s'",
 				  f->path, f->chunks[c]);
-	if (rc == 0 && (uint64_t)st.st_size != n)
-		rc = wstore__check_chunk(s, f, c, 0, (size_t)st.st_size, n);
+	if (rc == 0)
+		got = wstore__range_len(f, c, base, (uint64_t)st.st_size);
+	if (rc == 0 && got != n)
+		rc = wstore__check_chunk(s, f, c, 0, (size_t)got, n);
 	else if (rc < 0)
 		rc = wstore__check_chunk(s, f, c, rc, 0, n);
 	posix_fadvise(cfd, 0, 0, POSIX_FADV_SEQUENTIAL);
 	while (rc == 0 && off < n) {
 		size_t want = n - off < piece ? (size_t)(n - off) : piece;
-		ssize_t r = pread(cfd, buf, want, (off_t)off);
+		ssize_t r = pread(cfd, buf, want, (off_t)(base + off));
 
 		if (r < 0 && errno == EINTR)
 			continue;

@@ -16,14 +16,25 @@
  * cache (use_stream).  That halves the memory traffic (a 64 MiB chunk
  * buffer goes out to memory and back for the hash and again for the
  * write); the system time it saves: docs/performance.md.
+ *
+ * On a backend that keeps each file as one local file (begin_file: the
+ * file store's data files), nothing is put: each file's data file is begun
+ * by its reader, the chunks are written into it at their offsets (by the
+ * putters, or by the reader when streaming), and whoever finishes last
+ * with the file commits it (rename into place), or aborts it (removes it)
+ * after any failure.  With reflink, the reader first clones the source
+ * file into the data file (FICLONE) and then only reads it for the hash.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <linux/fs.h>
 
 #include "digest.h"
 #include "error.h"
@@ -36,6 +47,14 @@
 #define STREAM_CHUNK ((uint64_t)256 << 20) /* stream chunks this large */
 
 struct job;
+
+/* A file's data file while it is written (whole-file stores). */
+struct wfile {
+	void *h;       /* begin_file's handle; NULL once committed or aborted */
+	int fd;	       /* the backend's, open for writing */
+	unsigned refs; /* the reader's, and one per chunk queued for it */
+	int bad;       /* a write into it failed */
+};
 
 /* One run of the pipeline: what wstore__pipeline gave, and the shared
  * state of its threads. */
@@ -55,8 +74,11 @@ struct run {
 	struct job *q; /* filled buffers, a ring of nbufs */
 	size_t qhead, qlen;
 	int readers_left;
-	int stream;  /* readers put each chunk themselves, with put_stream */
-	size_t next; /* next file index to hand out */
+	int stream; /* readers store each chunk themselves (put_stream, or
+		     * writing into the data file) */
+	int whole;  /* chunks go into one data file per file (begin_file) */
+	struct wfile *wf; /* per file, when whole */
+	size_t next;	  /* next file index to hand out */
 	uint64_t bytes_done;
 	wstore__first_err err; /* stops every worker */
 };
@@ -156,6 +178,8 @@ struct job {
 	size_t n;
 	const char *key;
 	const char *path;
+	size_t idx;   /* the file */
+	uint64_t off; /* of the chunk in it */
 };
 
 static void *take_buf(struct run *r)
@@ -182,6 +206,8 @@ static void give_buf(struct run *r, void *b)
 static void push_job(struct run *r, const struct job *j)
 {
 	pthread_mutex_lock(&r->mu);
+	if (r->whole)
+		r->wf[j->idx].refs++; /* the putter's, until it has written */
 	r->q[(r->qhead + r->qlen++) % r->nbufs] = *j;
 	pthread_cond_signal(&r->cv_job);
 	pthread_mutex_unlock(&r->mu);
@@ -205,13 +231,14 @@ static int pop_job(struct run *r, struct job *j)
 	return got;
 }
 
-static int open_source(const wstore__scan_file *sf, int *out)
+static int open_source(const wstore__scan_file *sf, int *out, struct stat *st0)
 {
 	struct stat st;
 	int fd = wstore__source_open(sf->abs, &st);
 
 	if (fd < 0)
 		return fd;
+	*st0 = st;
 	if ((uint64_t)st.st_size != sf->size) {
 		close(fd);
 		return wstore__err(WSTORE_EINVAL,
@@ -221,6 +248,146 @@ static int open_source(const wstore__scan_file *sf, int *out)
 	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 	*out = fd;
 	return 0;
+}
+
+/* ---- whole files ------------------------------------------------------- */
+
+static int write_at(int fd, const char *buf, size_t n, uint64_t off,
+		    const char *path)
+{
+	while (n > 0) {
+		ssize_t w = pwrite(fd, buf, n, (off_t)off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return wstore__errc(-errno,
+					    "cannot write '%s' into the store",
+					    path);
+		buf += w;
+		off += (uint64_t)w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Begin file idx's data file, the reader holding the first reference. */
+static int whole_begin(struct run *r, size_t idx)
+{
+	wstore_backend *b = r->s->b;
+	struct wfile *w = &r->wf[idx];
+	int rc = b->begin_file(b, r->m->files[idx].key, r->chunk_size, &w->fd,
+			       &w->h);
+
+	if (rc < 0)
+		return wstore__err(rc, "cannot store '%s': %s",
+				   r->scan->files[idx].rel,
+				   wstore_last_error());
+	w->refs = 1;
+	return 0;
+}
+
+/* Drop a reference to file idx's data file (ok 0: what it was to write
+ * failed).  The last one commits it, or removes it after any failure of
+ * the file or of the run. */
+static void whole_release(struct run *r, size_t idx, int ok)
+{
+	wstore_backend *b = r->s->b;
+	struct wfile *w = &r->wf[idx];
+	const wstore__file_rec *rec = &r->m->files[idx];
+	int last, bad, rc;
+
+	pthread_mutex_lock(&r->mu);
+	w->bad |= !ok;
+	last = --w->refs == 0;
+	bad = w->bad || r->err.code;
+	pthread_mutex_unlock(&r->mu);
+	if (!last)
+		return;
+	if (bad) {
+		b->abort_file(b, w->h);
+		w->h = NULL;
+		return;
+	}
+	/* published from here on: a failure of the run removes its keys */
+	r->attempted[idx] = rec->nchunks;
+	rc = b->commit_file(b, w->h, rec->size);
+	w->h = NULL;
+	if (rc < 0)
+		fail(r,
+		     wstore__err(rc, "cannot store '%s': %s",
+				 r->scan->files[idx].rel, wstore_last_error()));
+}
+
+/* Why FICLONE failed with err, in a user's words. */
+static const char *clone_why(int err)
+{
+	switch (err) {
+	case EXDEV:
+		return "the source and the store are on different file "
+		       "systems";
+	case EOPNOTSUPP:
+	case ENOTTY:
+	case EINVAL: return "the file system does not support reflinks";
+	case ETXTBSY: return "the source is open for writing (a swap file?)";
+	default: return "the file system refused the clone";
+	}
+}
+
+/*
+ * Clone the source file (fd, as it was when opened: *st0) into file idx's
+ * data file, then read it once for the hash (through piece, PIECE bytes).
+ * *cloned = 1 when the data file holds the clone; with reflink auto a
+ * clone the file systems refuse is no error (*cloned 0: the caller writes
+ * the bytes instead).
+ *
+ * The bytes hashed must be the bytes cloned.  Hashing the clone instead of
+ * the source would settle it, but would read the data a second time (the
+ * page cache is per file: the clone's pages are not the source's), and one
+ * read is the point.  So the source must not change from its open, before
+ * the clone, to the end of the hash: any write changes its mtime (and a
+ * truncate its size), so both are compared.  ctime is not: cloning may
+ * change the source inode's ctime itself (XFS marks it shared).
+ */
+static int clone_file(struct run *r, size_t idx, int fd, const struct stat *st0,
+		      char *piece, wstore__sha256 *h, int *cloned)
+{
+	const wstore__scan_file *sf = &r->scan->files[idx];
+	struct stat st;
+	int rc = 0, err;
+
+	*cloned = 0;
+	if (ioctl(r->wf[idx].fd, FICLONE, fd) < 0) {
+		err = errno;
+		if (r->p->reflink != WSTORE_REFLINK_ALWAYS)
+			return 0;
+		return wstore__err(-err,
+				   "cannot clone '%s' into the store "
+				   "(--reflink always): %s: %s",
+				   sf->abs, strerror(err), clone_why(err));
+	}
+	*cloned = 1;
+	for (uint64_t off = 0; rc == 0 && off < sf->size;) {
+		size_t k = sf->size - off < PIECE ? (size_t)(sf->size - off)
+						  : PIECE;
+
+		rc = read_full(fd, piece, k, off, sf->abs);
+		if (rc == 0) {
+			wstore__sha256_update(h, piece, k);
+			off += k;
+			rc = stopped(r);
+		}
+		if (rc == 0)
+			rc = progress(r, k, sf->rel);
+	}
+	if (rc == 0 && (fstat(fd, &st) < 0 || st.st_size != st0->st_size ||
+			st.st_mtim.tv_sec != st0->st_mtim.tv_sec ||
+			st.st_mtim.tv_nsec != st0->st_mtim.tv_nsec))
+		rc = wstore__err(WSTORE_EINVAL,
+				 "source file '%s' changed while it was cloned "
+				 "into the store",
+				 sf->abs);
+	return rc;
 }
 
 /* A chunk streamed from the source: fill_piece reads the next piece into
@@ -266,26 +433,61 @@ static int stream_chunk(struct run *r, size_t idx, uint64_t i, int fd,
 	return rc < 0 ? rc : progress(r, n, sf->rel);
 }
 
+/* Chunk i of file idx (n bytes at off) read, hashed and written into its
+ * data file by the reader itself through buf (PIECE bytes). */
+static int stream_whole(struct run *r, size_t idx, uint64_t i, int fd,
+			uint64_t off, size_t n, char *buf, wstore__sha256 *h)
+{
+	const wstore__scan_file *sf = &r->scan->files[idx];
+	struct stream st = { fd, buf, off, n, sf->abs, h };
+	int rc = stopped(r);
+
+	r->attempted[idx] = i + 1;
+	while (rc == 0 && st.left > 0) {
+		const void *p = NULL;
+		size_t k = 0;
+
+		rc = fill_piece(&st, &p, &k);
+		if (rc == 0)
+			rc = write_at(r->wf[idx].fd, p, k, st.off - k, sf->rel);
+	}
+	return rc < 0 ? rc : progress(r, n, sf->rel);
+}
+
 /* Read and hash every chunk of file idx, handing each to the putters (or
- * storing it, when streaming through piece, a PIECE-byte buffer). */
+ * storing it, when streaming through piece, a PIECE-byte buffer); on a
+ * whole-file store, clone the file first where the options ask for it. */
 static int read_file(struct run *r, size_t idx, wstore__sha256 *h, char *piece)
 {
 	const wstore__scan_file *sf = &r->scan->files[idx];
 	wstore__file_rec *rec = &r->m->files[idx];
-	struct stat st;
-	int fd = -1, rc = open_source(sf, &fd);
+	struct stat st, st0;
+	int fd = -1, rc = open_source(sf, &fd, &st0), began = 0, cloned = 0;
 
 	if (rc < 0)
 		return rc;
 	wstore__sha256_reset(h);
-	for (uint64_t i = 0; i < rec->nchunks && rc == 0; i++) {
+	if (r->whole && rec->nchunks > 0) {
+		rc = whole_begin(r, idx);
+		began = rc == 0;
+		if (rc == 0 && r->p->reflink != WSTORE_REFLINK_NEVER)
+			rc = clone_file(r, idx, fd, &st0, piece, h, &cloned);
+	}
+	for (uint64_t i = 0; i < rec->nchunks && rc == 0 && !cloned; i++) {
 		uint64_t off = i * r->chunk_size;
 		struct job j = { NULL,
 				 (size_t)(sf->size - off < r->chunk_size
 						  ? sf->size - off
 						  : r->chunk_size),
-				 rec->chunks[i], sf->rel };
+				 rec->chunks[i],
+				 sf->rel,
+				 idx,
+				 off };
 
+		if (r->stream && r->whole) {
+			rc = stream_whole(r, idx, i, fd, off, j.n, piece, h);
+			continue;
+		}
 		if (r->stream) {
 			rc = stream_chunk(r, idx, i, fd, off, j.n, piece, h);
 			continue;
@@ -314,6 +516,8 @@ static int read_file(struct run *r, size_t idx, wstore__sha256 *h, char *piece)
 		rc = wstore__set_str(&rec->sha256, hex);
 		r->done[idx] = 1;
 	}
+	if (began)
+		whole_release(r, idx, rc == 0);
 	return rc;
 }
 
@@ -321,9 +525,11 @@ static void *reader(void *arg)
 {
 	struct run *r = arg;
 	wstore__sha256 *h = wstore__sha256_new();
-	char *piece = r->stream ? malloc(PIECE) : NULL;
+	int need = r->stream ||
+		   (r->whole && r->p->reflink != WSTORE_REFLINK_NEVER);
+	char *piece = need ? malloc(PIECE) : NULL;
 
-	if (!h || (r->stream && !piece)) {
+	if (!h || (need && !piece)) {
 		fail(r, wstore__err(-ENOMEM, "cannot allocate a hash context"));
 		wstore__sha256_free(h);
 		h = NULL;
@@ -356,15 +562,20 @@ static void *putter(void *arg)
 	struct job j;
 
 	while (pop_job(r, &j)) {
-		/* after a failure the queue is only drained */
-		if (!stopped(r)) {
-			int rc = put_chunk(r, j.key, j.buf, j.n);
+		int rc = stopped(r);
 
+		/* after a failure the queue is only drained */
+		if (rc == 0) {
+			rc = r->whole ? write_at(r->wf[j.idx].fd, j.buf, j.n,
+						 j.off, j.path)
+				      : put_chunk(r, j.key, j.buf, j.n);
 			if (rc == 0)
 				rc = progress(r, j.n, j.path);
 			if (rc < 0)
 				fail(r, rc);
 		}
+		if (r->whole)
+			whole_release(r, j.idx, rc == 0);
 		give_buf(r, j.buf);
 	}
 	return NULL;
@@ -417,7 +628,7 @@ static int use_stream(const struct run *r, unsigned jobs)
 	uint64_t large = r->scan->total / (2 * (uint64_t)jobs);
 	unsigned big = 0;
 
-	if (!WSTORE__HAS(b, put_stream) ||
+	if ((!WSTORE__HAS(b, put_stream) && !r->whole) ||
 	    (b->flags & WSTORE_BACKEND_WRITE_ONCE))
 		return 0;
 	/* chunk buffers that large cost more to allocate (first touch of
@@ -441,6 +652,10 @@ static int run_workers(struct run *r)
 
 	if (nread > r->scan->n)
 		nread = (unsigned)r->scan->n;
+	r->whole = wstore__whole_files(r->s);
+	if (r->whole &&
+	    !(r->wf = calloc(r->scan->n ? r->scan->n : 1, sizeof(*r->wf))))
+		return wstore__err(-ENOMEM, "cannot start the import");
 	r->stream = use_stream(r, jobs);
 	nput = r->stream ? 0 : jobs;
 	t = calloc(nread + nput, sizeof(*t));
@@ -461,6 +676,12 @@ static int run_workers(struct run *r)
 		pthread_join(t[i], NULL);
 	free(t);
 	free_pool(r);
+	/* files whose queued chunks no putter took (threads that did not
+	 * start): their data files go */
+	for (size_t i = 0; r->wf && i < r->scan->n; i++)
+		if (r->wf[i].h)
+			r->s->b->abort_file(r->s->b, r->wf[i].h);
+	free(r->wf);
 	if (rc < 0)
 		return rc;
 	if (r->err.code)

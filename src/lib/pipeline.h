@@ -4,6 +4,10 @@
  * chunks (or, on a store with put_stream, the readers store them as they
  * read), with memory bounded by a pool of chunk buffers.
  *
+ * On a store that keeps each file as one local file (begin_file, the file
+ * store), the chunks of a file are written into its data file at their
+ * offsets instead of being put, or the source file is cloned into it.
+ *
  * Owns: threads, buffers and the order of reads and puts.  Knows nothing
  * of locks, intent records, manifests on the store or indexes: import.c
  * runs it between writing the intent record and publishing the manifest.
@@ -25,6 +29,9 @@ typedef struct wstore__pipeline {
 	wstore_manifest *m;
 	uint64_t chunk_size;
 	uint32_t jobs; /* threads of each kind; 0: one per core */
+	/* WSTORE_REFLINK_*: clone source files into a store's data files
+	 * (begin_file) instead of writing their bytes */
+	uint32_t reflink;
 	/* called with the bytes stored so far (may be NULL); non-zero
 	 * cancels with WSTORE_ECANCELED */
 	wstore_progress_fn progress;

@@ -658,21 +658,28 @@ int wstore_file_pread(wstore_file *f, void *buf, size_t len, uint64_t off,
 	return 0;
 }
 
+/*
+ * The chunk's value opened as a range of a local file (open_range): the
+ * chunk's own file (offset 0, its size the chunk's), or the data file of
+ * the whole checkpoint file (offset ci * cs, its size the file's), on the
+ * file store's two layouts.  The latter hands out the rest of the whole
+ * file, so that a caller streams it with one fd.
+ */
 int wstore_file_chunk_fd(int *out_fd, uint64_t *out_fd_off, size_t *out_len,
 			 wstore_file *f, uint64_t off)
 {
 	const wstore__file_rec *r = f->rec;
-	wstore_backend *b = f->ck->s->b;
-	uint64_t cs = 1, ci;
+	wstore_store *s = f->ck->s;
+	wstore_backend *b = s->b;
+	uint64_t cs = 1, ci, voff = 0;
 	size_t clen;
 	struct stat st;
-	int rc, fd = -1;
+	int rc, fd = -1, whole = 0;
 
 	*out_fd = -1;
 	*out_fd_off = 0;
 	*out_len = 0;
-	if (!b->open_fd ||
-	    (b->flags & (WSTORE_BACKEND_UNTRUSTED | WSTORE_BACKEND_WRITE_ONCE)))
+	if (!wstore__local_files(s))
 		return wstore__err(WSTORE_EUNSUPPORTED,
 				   "the %s store cannot hand out chunk files",
 				   b->name ? b->name : "");
@@ -684,7 +691,7 @@ int wstore_file_chunk_fd(int *out_fd, uint64_t *out_fd_off, size_t *out_len,
 		return rc;
 	ci = off / cs;
 	clen = chunk_len(r, cs, ci);
-	rc = b->open_fd(b, r->chunks[ci], &fd);
+	rc = wstore__open_range(s, r->chunks[ci], &fd, &voff);
 	if (rc == 0 && fstat(fd, &st) < 0)
 		rc = wstore__errc(-errno, "cannot stat chunk '%s'",
 				  r->chunks[ci]);
@@ -694,21 +701,30 @@ int wstore_file_chunk_fd(int *out_fd, uint64_t *out_fd_off, size_t *out_len,
 		rc = check_part(r, ci, rc, 0, 0, clen);
 		return wstore__guard_settle(f->ck->guard, r, rc);
 	}
-	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != clen)
+	if (S_ISREG(st.st_mode) && voff == ci * cs &&
+	    (uint64_t)st.st_size == r->size)
+		whole = 1; /* the data file of the whole file */
+	else if (!S_ISREG(st.st_mode) || voff != 0 ||
+		 (uint64_t)st.st_size != clen)
 		rc = wstore__err(WSTORE_ECORRUPT,
-				 "file '%s': chunk '%s' holds %llu bytes, "
-				 "expected %zu",
-				 r->path, r->chunks[ci],
-				 (unsigned long long)st.st_size, clen);
+				 "file '%s': %s '%s' holds %llu bytes, "
+				 "expected %llu",
+				 r->path,
+				 voff || (uint64_t)st.st_size > clen
+					 ? "the data file of chunk"
+					 : "chunk",
+				 r->chunks[ci], (unsigned long long)st.st_size,
+				 (unsigned long long)(voff ? r->size : clen));
 	/* the fd holds the inode it opened: if that was still the import
-	 * opened once the fd was open, its bytes are that import's */
+	 * opened once the fd was open, its bytes are that import's (files
+	 * are replaced by rename, never rewritten) */
 	if ((rc = wstore__guard_settle(f->ck->guard, r, rc)) < 0) {
 		close(fd);
 		return rc;
 	}
 	*out_fd = fd;
-	*out_fd_off = off - ci * cs;
-	*out_len = clen - (size_t)*out_fd_off;
+	*out_fd_off = whole ? off : off - ci * cs;
+	*out_len = whole ? (size_t)(r->size - off) : clen - (size_t)*out_fd_off;
 	return 0;
 }
 

@@ -673,6 +673,47 @@ int wstore__local_files(const wstore_store *s)
 					   WSTORE_BACKEND_WRITE_ONCE));
 }
 
+int wstore__whole_files(const wstore_store *s)
+{
+	const wstore_backend *b = s->b;
+
+	return WSTORE__HAS(b, begin_file) && WSTORE__HAS(b, commit_file) &&
+	       WSTORE__HAS(b, abort_file) &&
+	       !(b->flags & WSTORE_BACKEND_WRITE_ONCE);
+}
+
+int wstore__open_range(wstore_store *s, const char *key, int *out_fd,
+		       uint64_t *out_off)
+{
+	wstore_backend *b = s->b;
+
+	*out_fd = -1;
+	*out_off = 0;
+	if (WSTORE__HAS(b, open_range))
+		return b->open_range(b, key, out_fd, out_off);
+	if (!b->open_fd)
+		return wstore__err(WSTORE_EUNSUPPORTED,
+				   "the %s store cannot hand out files",
+				   b->name ? b->name : "");
+	return b->open_fd(b, key, out_fd);
+}
+
+uint64_t wstore__range_len(const wstore__file_rec *f, uint64_t c, uint64_t base,
+			   uint64_t size)
+{
+	uint64_t cs = f->chunk_size ? f->chunk_size : f->size;
+
+	/* chunk 0 at 0: its own file or the start of a data file (a chunk
+	 * file too long then reads as right, and fails the hash) */
+	if (c == 0 && base == 0)
+		return size < cs ? size : cs;
+	if (base == 0)
+		return size; /* a chunk file */
+	if (base != c * cs || size <= base)
+		return 0;
+	return size - base < cs ? size - base : cs;
+}
+
 int wstore__manifest_same(wstore_store *store, const char *id,
 			  const wstore__mraw *r)
 {

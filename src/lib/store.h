@@ -104,6 +104,21 @@ void wstore__mraw_free(wstore__mraw *r);
  * are replaced by rename and removed by unlink, never rewritten in place
  * (so an open file with no link left is an object replaced or removed). */
 int wstore__local_files(const wstore_store *s);
+/* Whether the store keeps each checkpoint file as one local data file that
+ * import writes itself (begin_file, commit_file, abort_file; not
+ * write-once): the file store. */
+int wstore__whole_files(const wstore_store *s);
+/* Open key's value as bytes [*out_off, ...) of a local file (open_range;
+ * open_fd at offset 0 on a backend without it): 0 with *out_fd the
+ * caller's, or the backend's code.  For wstore__local_files stores. */
+int wstore__open_range(wstore_store *s, const char *key, int *out_fd,
+		       uint64_t *out_off);
+/* The length of chunk c of f as wstore__open_range gave it, at base in a
+ * file of size bytes: the chunk's own file (base 0: all of it) or its
+ * range of the data file of the whole file (base c * chunk_size); the
+ * caller compares it with the manifest's. */
+uint64_t wstore__range_len(const wstore__file_rec *f, uint64_t c, uint64_t base,
+			   uint64_t size);
 
 /* A reusable chunk buffer (huge pages where possible); free() it. */
 void *wstore__buf_alloc(size_t cap);

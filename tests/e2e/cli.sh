@@ -164,7 +164,8 @@ ws model delete "$P-def" >/dev/null 2>&1
 # ---- corruption found by verify ----------------------------------------
 if [ "$KIND" = file ]; then
 	key=$(ws --json model inspect "$P-small" | python3 -c 'import json,sys; m=json.load(sys.stdin); print([f for f in m["files"] if f["path"]=="model-00001-of-00002.safetensors"][0]["chunks"][3])')
-	printf 'X' | dd of="$STORE/$key" bs=1 seek=100 conv=notrunc 2>/dev/null
+	set -- $(chunk_at "$STORE" "$key")
+	printf 'X' | dd of="$1" bs=1 seek=$(($2 + 100)) conv=notrunc 2>/dev/null
 	check_exit "verify finds a flipped byte (exit 3)" 3 ws model verify "$P-small"
 	check_grep "verify names the damaged file" "BAD +model-00001-of-00002.safetensors: .*sha256 mismatch" "$OUT"
 	echo old > "$T/keep"
@@ -175,7 +176,7 @@ if [ "$KIND" = file ]; then
 	check_exit "pull of a damaged checkpoint fails" 1 ws model pull "$P-small" --dest "$T/pull-bad"
 	check_grep "pull names the damaged file" "model-00001-of-00002.safetensors" "$OUT"
 	check "pull leaves no partial or temp file" test ! -e "$T/pull-bad/model-00001-of-00002.safetensors" -a -z "$(find "$T/pull-bad" -name '.wstore-*' 2>/dev/null)"
-	rm "$STORE/$key"
+	chunk_remove "$STORE" "$key"
 	check_exit "verify finds a missing chunk (exit 3)" 3 ws model verify "$P-small"
 	check_grep "missing chunk is named" "chunk '.*' is missing" "$OUT"
 else

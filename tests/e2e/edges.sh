@@ -92,8 +92,8 @@ print([r for r in m['files'] if r['path'] == '$2'][0]['chunks'][$3])"
 }
 # the header chunk of shard 2 (byte check and header check both fail) and
 # the last chunk of shard 1 (byte check only)
-rm "$S/$(chunk_of v model-00002-of-00002.safetensors 0)"
-rm "$S/$(chunk_of v model-00001-of-00002.safetensors 1)"
+chunk_remove "$S" "$(chunk_of v model-00002-of-00002.safetensors 0)"
+chunk_remove "$S" "$(chunk_of v model-00001-of-00002.safetensors 1)"
 check_exit "verify with two damaged shards exits 3" 3 ws model verify v
 n=$(printf '%s\n' "$OUT" | grep -c '^BAD  model-00002-of-00002.safetensors')
 check "the shard without its header chunk is listed once ($n)" test "$n" = 1

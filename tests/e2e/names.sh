@@ -268,7 +268,7 @@ check_grep "df --json: times in Unix seconds (*_at)" '"last_read_at": [0-9]' "$D
 check "... no millisecond fields" sh -c "! printf '%s' '$DF' | grep -q '_ms\"'"
 
 # stdout before stderr: per-file lines, then the summary
-CH=$(find "$S/weight/models/wide" -path '*/chunks/*' -type f | head -1)
+CH=$(find "$S/weight/models/wide" \( -path '*/chunks/*' -o -name 'data-*' \) -type f | head -1)
 printf 'XXXX' | dd of="$CH" bs=1 seek=0 conv=notrunc status=none
 ws model verify wide > "$T/verify.out" 2>&1
 check_grep "verify 2>&1: the summary is the last line" "files damaged" "$(tail -1 "$T/verify.out")"

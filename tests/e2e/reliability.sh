@@ -47,6 +47,12 @@ for d, _, fs in os.walk(root):
         p = os.path.relpath(os.path.join(d, f), root)
         if f.startswith(".tmp-"):
             tmps += 1
+        elif p.startswith("weight/models/") and f.startswith("data-"):
+            # a data file holds the chunk keys of its ranges
+            cs = int(f[5:])
+            n = (os.path.getsize(os.path.join(d, f)) + cs - 1) // cs
+            for i in range(n):
+                present.add(os.path.join(os.path.dirname(p), "chunks", "%08d" % i))
         elif p.startswith("weight/models/") and not p.endswith("/manifest"):
             present.add(p)
         elif p.startswith("weight/models/"):
@@ -391,14 +397,18 @@ key=$(ws --json model inspect cor | python3 -c "
 import json, sys
 m = json.load(sys.stdin)
 print([f for f in m['files'] if f['path'] == '$F'][0]['chunks'][1])")
-cp "$S/$key" "$T/saved"
+# the chunk's file (the data file of the whole file) and its offset in it
+set -- $(chunk_at "$S" "$key")
+CF=$1 CO=$2
+cp "$CF" "$T/saved"
 damage() { # damage HOW: flip | truncate | remove the chunk, then check
 	case $1 in
 	flip) python3 -c "
 import sys
-p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[100] ^= 1; open(p, 'wb').write(b)" "$S/$key" ;;
-	truncate) truncate -s 1000 "$S/$key" ;;
-	remove) rm "$S/$key" ;;
+p = sys.argv[1]; o = int(sys.argv[2]) + 100
+b = bytearray(open(p, 'rb').read()); b[o] ^= 1; open(p, 'wb').write(b)" "$CF" "$CO" ;;
+	truncate) truncate -s $((CO + 1000)) "$CF" ;;
+	remove) chunk_remove "$S" "$key" ;;
 	esac
 	check_exit "$1 a chunk: verify exits 3" 3 ws model verify cor
 	check_grep "$1: verify names the file" "BAD +$F" "$OUT"
@@ -414,7 +424,7 @@ p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[100] ^= 1; open(p, 'wb')
 		check "$1: pull left only complete files ($msg)" test -z "$msg"
 	fi
 	check_exit "$1: list still works" 0 ws model list
-	cp "$T/saved" "$S/$key"
+	cp "$T/saved" "$CF"
 }
 damage flip
 damage truncate

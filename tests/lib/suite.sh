@@ -102,3 +102,23 @@ suite_share() {
 	SHARE_WHY="no directory uid 65534 can reach ($T, /tmp, /var/tmp)"
 	return 1
 }
+
+# ---- the file store's layouts --------------------------------------------
+# chunk_at STORE KEY: "PATH OFFSET" of chunk KEY of the file store at STORE:
+# its range of the checkpoint file's data file (<ph>/data-<cs>, offset
+# i * cs) or, in a store of the old layout, its own chunk file (offset 0)
+chunk_at() {
+	_ca_d=${2%/chunks/*}
+	_ca_f=$(ls "$1/$_ca_d" 2>/dev/null | grep '^data-' | head -1)
+	if [ -n "$_ca_f" ]; then
+		echo "$1/$_ca_d/$_ca_f $(($(expr "${2##*/chunks/}" + 0) * ${_ca_f#data-}))"
+	else
+		echo "$1/$2 0"
+	fi
+}
+# chunk_remove STORE KEY: make chunk KEY missing (and those after it in a
+# data file, which is cut where the chunk starts)
+chunk_remove() {
+	set -- $(chunk_at "$1" "$2")
+	if [ "$2" = 0 ]; then rm -f "$1"; else truncate -s "$2" "$1"; fi
+}

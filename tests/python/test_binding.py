@@ -513,6 +513,14 @@ def test_errors_and_threads(st):
     st.import_(notck, "pyt-notck", "Org/N", force=True)
     check("... and imports with force=True", "pyt-notck" in st.list())
     st.delete("pyt-notck")
+    # reflink: the option reaches the library (never: the bytes are
+    # written whatever the file systems); a bad value is refused here
+    st.import_(notck, "pyt-notck", "Org/N", force=True, reflink="never")
+    check("import_ with reflink='never'", "pyt-notck" in st.list())
+    st.delete("pyt-notck")
+    raises("reflink='sometimes' raises ValueError", ValueError,
+           lambda: st.import_(notck, "pyt-notck", "Org/N", force=True,
+                              reflink="sometimes"), "reflink")
     gitck = tempfile.mkdtemp()
     shutil.copytree(SRC, os.path.join(gitck, "m"))
     os.makedirs(os.path.join(gitck, "m", ".git", "objects"))
@@ -595,15 +603,16 @@ def test_errors_and_threads(st):
     cid = ID + "-c"
     target = "model-00001-of-00002.safetensors"
     ph = hashlib.sha256(target.encode()).hexdigest()
+    # chunk 2 is its range of the file's data file (data-<chunk size>)
     chunk = os.path.join(STORE, "weight", "models", cid, "files", ph,
-                         "chunks", "00000002")
-    if not check("chunk file is where docs/format.md says",
+                         "data-%d" % CHUNK)
+    if not check("data file is where docs/format.md says",
                  os.path.isfile(chunk), chunk):
         return
     with open(chunk, "r+b") as fh:
-        fh.seek(100)
+        fh.seek(2 * CHUNK + 100)
         b = fh.read(1)
-        fh.seek(100)
+        fh.seek(2 * CHUNK + 100)
         fh.write(bytes([b[0] ^ 0x40]))
     try:
         st.verify(cid)

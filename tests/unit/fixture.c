@@ -3,6 +3,8 @@
  * cases from (fixture.h says what each gives).
  */
 #include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,4 +233,46 @@ void fixture_put_by_hand(wstore_store *s, const char *id, const char *path,
 	fixture_put_raw(s, key, json, len);
 	free(json);
 	wstore_manifest_free(m);
+}
+
+/* ---- the file store's old layout ----------------------------------------- */
+
+static int split_count;
+
+/* One data file: its chunk files beside it in chunks/, then it goes. */
+static int split_one(const char *path, const struct stat *st, int type,
+		     struct FTW *ftw)
+{
+	const char *base = path + ftw->base;
+	unsigned long long cs = 0;
+	char dir[4096], out[4200];
+	size_t n = (size_t)st->st_size;
+	char *data;
+
+	if (type != FTW_F || sscanf(base, "data-%llu", &cs) != 1 || cs == 0)
+		return 0;
+	PATHF(dir, "%.*s/chunks", (int)(ftw->base - 1), path);
+	data = unit_slurp(path, NULL);
+	CHECK(data != NULL && (mkdir(dir, 0755) == 0 || errno == EEXIST));
+	if (!data)
+		return -1;
+	for (size_t off = 0, i = 0; off < n; off += (size_t)cs, i++) {
+		PATHF(out, "%08zu", i);
+		unit_spit(dir, out, data + off,
+			  n - off < cs ? n - off : (size_t)cs);
+	}
+	free(data);
+	CHECK_EQ_INT(unlink(path), 0);
+	split_count++;
+	return 0;
+}
+
+int fixture_split_data_files(const char *root)
+{
+	split_count = 0;
+	if (nftw(root, split_one, 16, FTW_PHYS) != 0) {
+		CHECK(!"data files split");
+		return -1;
+	}
+	return split_count;
 }

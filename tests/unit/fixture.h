@@ -71,6 +71,11 @@ struct fixture {
 int fixture_init(struct fixture *fx, int no_range, uint64_t cs);
 void fixture_done(struct fixture *fx);
 
+/* Rewrite every data file under the file store at root
+ * (<ph>/data-<cs>) as the chunk files an older wstore wrote
+ * (<ph>/chunks/<i>), removing it: the old layout, for tests of both.
+ * The number of data files split, or -1 (CHECKed). */
+int fixture_split_data_files(const char *root);
 /* Key of chunk i of path in checkpoint id (out: WSTORE__KEY_MAX bytes). */
 void fixture_chunk_key(char *out, const char *id, const char *path, uint64_t i);
 /* Put a value straight into the backend under key (replacing it). */

@@ -26,6 +26,7 @@ CHECK_COUNTERS;
 	X(test_backend_file) \
 	X(test_backend_mem) \
 	X(test_backend_fault) \
+	X(test_whole_layouts) \
 	X(test_store) \
 	X(test_durable) \
 	X(test_thread_start_blocks_signals) \
@@ -58,6 +59,7 @@ CHECK_COUNTERS;
 	X(test_core_import_lock_lost) \
 	X(test_replace_read) \
 	X(test_replace_read_by_manifest) \
+	X(test_replace_lost) \
 	X(test_replace_chunk_fd) \
 	X(test_replace_pull) \
 	X(test_replace_guard_bind) \

@@ -112,7 +112,11 @@ void test_catalog_derive(void)
 	expect_derived(s, "org/m", "0123456789abcdef0123456789abcdef01234567",
 		       "org--m--0123456789ab");
 	expect_derived(s, "_x/y z", "refs/pr/1", "mx--y-z--refs--pr--1");
-	expect_derived(s, "组/m", "main", "m----m--main");
+	/* another script: a run of it is one '-', and a hash of the model id
+	 * keeps models that differ only there apart */
+	expect_derived(s, "组/m", "main", "m--m-9e71cac4--main");
+	expect_derived(s, "模型/权重", "main", "m----799a0d3d--main");
+	expect_derived(s, "Qwen/通义", "main", "Qwen----9f633fd7--main");
 	/* taken ids (READY, FAILED) are never handed out */
 	CHECK_EQ_INT(import(s, "org--m--main", "org/m", src), 0);
 	expect_derived(s, "org/m", "main", "org--m--main-2");

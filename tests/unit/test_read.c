@@ -313,37 +313,28 @@ void test_read_damaged(void)
 	damaged(1, WSTORE_BACKEND_EMPTY_MISSING);
 }
 
-/* wstore_file_chunk_fd: the chunk's own file on the file store (bytes at
- * fd_off match the source, length to the chunk's end), EUNSUPPORTED on
- * the mem store, ECORRUPT naming file and chunk for a truncated chunk. */
-void test_read_chunk_fd(void)
+/* Every offset of f through wstore_file_chunk_fd: the bytes at fd_off
+ * match the shard, and the length is to the end of the chunk (chunk
+ * files) or of the whole file (data files, whole set); the fd is
+ * read-only and close-on-exec.  The number of offsets that did not. */
+static int chunk_fd_all(wstore_file *f, const char *shard, size_t n,
+			uint64_t cs, int whole)
 {
-	char *root = unit_tmpdir(), *src, *shard = NULL, key[WSTORE__KEY_MAX];
-	char path[4096], buf[128];
-	const uint64_t cs = 64;
-	wstore_backend *b = NULL;
-	wstore_store *s = NULL;
-	wstore_checkpoint *ck = NULL;
-	wstore_file *f = NULL;
-	struct fixture fx;
-	size_t n = 0, len;
+	char buf[4096];
 	uint64_t fd_off;
+	size_t len;
 	int fd, bad = 0;
 
-	src = fixture_source(&shard, &n);
-	CHECK_EQ_INT(wstore_backend_file_new(&b, root), 0);
-	CHECK_EQ_INT(wstore_open_backend(&s, b), 0);
-	CHECK_EQ_INT(fixture_import(s, "ck", src, cs), 0);
-	CHECK_EQ_INT(wstore_checkpoint_open(&ck, s, "ck"), 0);
-	CHECK_EQ_INT(wstore_file_open(&f, ck, "model.safetensors"), 0);
-	CHECK(n > 3 * cs);
 	for (uint64_t off = 0; f && off < n; off += (off % cs) ? 29 : 1) {
 		size_t want = (size_t)((off / cs + 1) * cs < n
 					       ? (off / cs + 1) * cs - off
 					       : n - off);
 
+		if (whole)
+			want = n - off;
 		if (wstore_file_chunk_fd(&fd, &fd_off, &len, f, off) != 0 ||
-		    fd < 0 || fd_off != off % cs || len != want) {
+		    fd < 0 || fd_off != (whole ? off : off % cs) ||
+		    len != want || len > sizeof(buf)) {
 			bad++;
 			continue;
 		}
@@ -355,10 +346,61 @@ void test_read_chunk_fd(void)
 			bad++;
 		close(fd);
 	}
-	CHECK_EQ_INT(bad, 0);
+	return bad;
+}
+
+/* wstore_file_chunk_fd on the file store's two layouts: a data file (the
+ * rest of the whole file from fd_off == off), then, the same checkpoint
+ * rewritten as chunk files, each chunk's own file (to the chunk's end);
+ * EUNSUPPORTED on the mem store; ECORRUPT naming file and chunk for a
+ * truncated data or chunk file. */
+void test_read_chunk_fd(void)
+{
+	char *root = unit_tmpdir(), *src, *shard = NULL, key[WSTORE__KEY_MAX];
+	char path[4096];
+	const uint64_t cs = 64;
+	wstore_backend *b = NULL;
+	wstore_store *s = NULL;
+	wstore_checkpoint *ck = NULL;
+	wstore_file *f = NULL;
+	struct fixture fx;
+	size_t n = 0, len;
+	uint64_t fd_off;
+	int fd;
+
+	src = fixture_source(&shard, &n);
+	CHECK_EQ_INT(wstore_backend_file_new(&b, root), 0);
+	CHECK_EQ_INT(wstore_open_backend(&s, b), 0);
+	CHECK_EQ_INT(fixture_import(s, "ck", src, cs), 0);
+	CHECK_EQ_INT(wstore_checkpoint_open(&ck, s, "ck"), 0);
+	CHECK_EQ_INT(wstore_file_open(&f, ck, "model.safetensors"), 0);
+	CHECK(n > 3 * cs);
+	CHECK_EQ_INT(chunk_fd_all(f, shard, n, cs, 1), 0);
 	CHECK_EQ_INT(wstore_file_chunk_fd(&fd, &fd_off, &len, f, n),
 		     WSTORE_EINVAL);
 	CHECK_EQ_INT(fd, -1);
+	/* a truncated data file: ECORRUPT naming the file */
+	fixture_chunk_key(key, "ck", "model.safetensors", 0);
+	PATHF(path, "%s/%.*s/data-%u", root, (int)(strlen(key) - 16), key,
+	      (unsigned)cs);
+	CHECK_EQ_INT(truncate(path, (off_t)n - 1), 0);
+	CHECK_EQ_INT(wstore_file_chunk_fd(&fd, &fd_off, &len, f, cs + 3),
+		     WSTORE_ECORRUPT);
+	CHECK_EQ_INT(fd, -1);
+	CHECK(strstr(wstore_last_error(), "'model.safetensors'") != NULL);
+	CHECK_EQ_INT(truncate(path, (off_t)n), 0);
+	{
+		FILE *fp = fopen(path, "r+");
+
+		CHECK(fp && fseek(fp, (long)n - 1, SEEK_SET) == 0 &&
+		      fputc(shard[n - 1], fp) != EOF);
+		if (fp)
+			fclose(fp);
+	}
+
+	/* the old layout: one file per chunk */
+	CHECK_EQ_INT(fixture_split_data_files(root), 4);
+	CHECK_EQ_INT(chunk_fd_all(f, shard, n, cs, 0), 0);
 
 	/* a truncated chunk file: ECORRUPT naming the file and the chunk */
 	fixture_chunk_key(key, "ck", "model.safetensors", 1);

@@ -228,6 +228,50 @@ void test_replace_read_by_manifest(void)
 	wstore_free(s);
 }
 
+/* A network store that lost the checkpoint (or it was deleted and
+ * nothing took its place): the reader is told the store may have lost
+ * it, not only that it was replaced; a local store keeps the old words.
+ * by_gen 0: judged by the manifest (no generation record of its own). */
+static void read_lost(unsigned flags, int by_gen, const char *want)
+{
+	wstore_store *s = unit_mem_store(0, flags);
+	wstore_checkpoint *ck = NULL;
+	wstore_file *f = NULL;
+	char buf[CS];
+	size_t n = 0;
+
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	CHECK_EQ_INT(import_fill(s, "r", 'A'), 0);
+	if (!by_gen)
+		drop_generation(s, "r");
+	CHECK_EQ_INT(wstore_checkpoint_open(&ck, s, "r"), 0);
+	CHECK_EQ_INT(wstore_file_open(&f, ck, "w.bin"), 0);
+	CHECK_EQ_INT(wstore_file_pread(f, buf, CS, 0, &n), 0);
+	CHECK_EQ_INT(delete_force(s, "r"), 0);
+	CHECK_EQ_INT(wstore_file_pread(f, buf, CS, CS, &n), WSTORE_ECHANGED);
+	if (!strstr(wstore_last_error(), want))
+		fprintf(stderr, "  got: %s\n", wstore_last_error());
+	CHECK(strstr(wstore_last_error(), want) != NULL);
+	wstore_file_free(f);
+	wstore_checkpoint_free(ck);
+	wstore_free(s);
+}
+
+void test_replace_lost(void)
+{
+	for (int by_gen = 0; by_gen < 2; by_gen++) {
+		read_lost(WSTORE_BACKEND_UNTRUSTED, by_gen,
+			  "'r' is no longer in the store: it was deleted or "
+			  "replaced by another import, or lost by the mem "
+			  "store, while 'w.bin'");
+		read_lost(0, by_gen,
+			  "'r' was deleted or replaced by another "
+			  "import while 'w.bin'");
+	}
+}
+
 /* ---- zero-copy chunk files -------------------------------------------------
  */
 
@@ -251,6 +295,8 @@ void test_replace_chunk_fd(void)
 	if (!f)
 		goto out;
 	CHECK_EQ_INT(wstore_file_chunk_fd(&fd, &fd_off, &len, f, CS + 3), 0);
+	/* the data file of the whole file, from the offset asked for */
+	CHECK(fd_off == CS + 3 && len == NB - CS - 3);
 	replace(s, "r", 'B');
 	/* a chunk file opened after: refused */
 	CHECK_EQ_INT(wstore_file_chunk_fd(&fd2, &fd_off, &len, f, 2 * CS),
@@ -258,8 +304,13 @@ void test_replace_chunk_fd(void)
 	CHECK_EQ_INT(fd2, -1);
 	CHECK_EQ_INT(wstore_file_chunk_fd(&fd2, &fd_off, &len, f, CS),
 		     WSTORE_ECHANGED);
-	/* the one opened before still holds the bytes it was confirmed with */
+	/* the one opened before still holds the bytes it was confirmed with:
+	 * all of them, chunks never read before the replacement too (the
+	 * data file was replaced by a rename, not rewritten) */
 	CHECK(fd >= 0 && pread(fd, buf, CS, 0) == CS && all(buf, CS, 'A'));
+	for (uint64_t c = 1; fd >= 0 && c < NB / CS; c++)
+		CHECK(pread(fd, buf, CS, (off_t)(c * CS)) == CS &&
+		      all(buf, CS, 'A'));
 	/* and byte-range reads on the file store, from the record's open
 	 * file */
 	CHECK_EQ_INT(wstore_file_pread(f, buf, CS, 4 * CS, NULL),

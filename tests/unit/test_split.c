@@ -19,6 +19,7 @@
 #include "error.h"
 #include "readv.h"
 #include "split.h"
+#include "fixture.h"
 #include "unit.h"
 
 struct parts {
@@ -244,7 +245,9 @@ void test_split_large_preads(void)
 		CHECK_EQ_INT(bad, 0);
 	}
 	/* a chunk gone (one a helper's part reads): the read fails, and the
-	 * caller gets the message naming the file */
+	 * caller gets the message naming the file (chunk files: the old
+	 * layout of the file store) */
+	CHECK_EQ_INT(fixture_split_data_files(dir), 1);
 	snprintf(path, sizeof(path),
 		 "%s/store/weight/models/big/files/*/chunks/00000006", dir);
 	if (glob(path, 0, NULL, &g) == 0 && g.gl_pathc == 1) {

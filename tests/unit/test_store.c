@@ -341,6 +341,74 @@ static void test_notice_threads(void)
 	wstore_free(s);
 }
 
+/* A notice fn that takes its time (1 ms): deliveries overlap. */
+static void on_notice_slow(const char *msg, void *vctx)
+{
+	uint64_t t0 = wclock_mono_ms();
+
+	on_notice(msg, vctx);
+	while (wclock_mono_ms() - t0 < 1)
+		sched_yield();
+}
+
+struct setter {
+	wstore_store *s;
+	atomic_int done;
+};
+
+static void *set_off(void *arg)
+{
+	struct setter *st = arg;
+
+	wstore_set_notice(st->s, NULL, NULL);
+	atomic_store(&st->done, 1);
+	return NULL;
+}
+
+/* wstore_set_notice while three threads deliver slow notices back to back
+ * (there is always one delivering): it gets its turn.  A lock that lets
+ * readers in ahead of a waiting writer kept it waiting until the threads
+ * stopped. */
+static void test_notice_writer_turn(void)
+{
+	wstore_store *s = unit_mem_store(0, 0);
+	struct notice_ctx a;
+	struct notifier n;
+	struct setter st;
+	atomic_int stop = 0;
+	pthread_t t[3], w;
+	uint64_t t0;
+
+	if (!s) {
+		CHECK(!"cannot open a mem store");
+		return;
+	}
+	atomic_init(&a.retired, 0);
+	atomic_init(&a.calls, 0);
+	atomic_init(&a.late, 0);
+	wstore_set_notice(s, on_notice_slow, &a);
+	n.b = wstore_store_backend(s);
+	n.stop = &stop;
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ_INT(pthread_create(&t[i], NULL, notify_loop, &n), 0);
+	t0 = wclock_mono_ms();
+	while (atomic_load(&a.calls) < 10 && wclock_mono_ms() - t0 < 10000)
+		sched_yield();
+	st.s = s;
+	atomic_init(&st.done, 0);
+	CHECK_EQ_INT(pthread_create(&w, NULL, set_off, &st), 0);
+	/* bounded: 10 s, on a machine where one delivery takes 1 ms */
+	t0 = wclock_mono_ms();
+	while (!atomic_load(&st.done) && wclock_mono_ms() - t0 < 10000)
+		sched_yield();
+	CHECK(atomic_load(&st.done));
+	atomic_store(&stop, 1);
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	pthread_join(w, NULL);
+	wstore_free(s);
+}
+
 void test_store(void)
 {
 	test_open_backend_checks();
@@ -353,4 +421,5 @@ void test_store(void)
 	test_first_err();
 	test_jobs();
 	test_notice_threads();
+	test_notice_writer_turn();
 }

@@ -273,6 +273,62 @@ struct wstore_backend {
 	 */
 	int (*space)(wstore_backend *b, uint64_t *out_capacity,
 		     uint64_t *out_free);
+
+	/*
+	 * Open key's value as a range of a local file, for zero-copy
+	 * readers of stores that keep several values in one file (the file
+	 * store keeps a checkpoint file's chunks in one data file): the
+	 * value is the bytes [*out_off, *out_off + its length) of *out_fd,
+	 * a read-only, O_CLOEXEC descriptor the caller owns and closes.  As
+	 * for open_fd, the fd keeps reading those bytes even if the key is
+	 * later removed or replaced.  WSTORE_ENOTFOUND as for get.
+	 * Optional: NULL where values are not local files (open_fd, when
+	 * set, is then the only way, with offset 0).  Added after version
+	 * 2: used only when struct_size covers it.
+	 */
+	int (*open_range)(wstore_backend *b, const char *key, int *out_fd,
+			  uint64_t *out_off);
+
+	/*
+	 * Whole files: a store that keeps every chunk of a checkpoint file
+	 * in one local file (the file store's data file) lets the import
+	 * write that file directly.  begin_file creates an unpublished,
+	 * empty file for the chunks of the file whose manifest key is
+	 * file_key (chunk keys file_key + "/chunks/<i>", chunk_size bytes
+	 * each but the last), and gives in *out_fd a descriptor open for
+	 * writing onto it (owned by the backend: the caller never closes
+	 * it) and in *out_handle what commit_file or abort_file takes.  The
+	 * caller puts the file's bytes at their offsets (pwrite, or an
+	 * FICLONE ioctl that clones a source file into it), then calls
+	 * exactly one of:
+	 *  - commit_file: checks that the file holds size bytes and
+	 *    publishes it atomically (rename): from then on the chunk keys
+	 *    read as their ranges of it, replacing any earlier value of
+	 *    them; durable at the next sync, as put.  On failure the file is
+	 *    removed as by abort_file.
+	 *  - abort_file: removes it; nothing of it is ever visible.
+	 * Either frees the handle.  A file of 0 bytes has no chunk keys: the
+	 * caller need not write one.  Optional: all three NULL where chunks
+	 * are separate values (import then puts each chunk).  Added after
+	 * version 2: used only when struct_size covers them.
+	 */
+	int (*begin_file)(wstore_backend *b, const char *file_key,
+			  uint64_t chunk_size, int *out_fd, void **out_handle);
+	int (*commit_file)(wstore_backend *b, void *handle, uint64_t size);
+	void (*abort_file)(wstore_backend *b, void *handle);
+
+	/*
+	 * File store only: give checkpoint file file_key (size bytes in
+	 * chunks of chunk_size, stored one file per chunk) its whole-file
+	 * layout, crash-safe (src/lib/backends/file_migrate.c says how);
+	 * check (may be NULL) may refuse the new file before it is
+	 * published.  The caller holds the checkpoint's lock.  0 nothing to
+	 * do, 1 converted, 2 an interrupted conversion finished (with
+	 * WSTORE_MIGRATE_DRY_RUN: would be), or an error.  Optional.
+	 */
+	int (*migrate_file)(wstore_backend *b, const char *file_key,
+			    uint64_t chunk_size, uint64_t size, unsigned flags,
+			    int (*check)(int fd, void *ctx), void *ctx);
 };
 
 /*

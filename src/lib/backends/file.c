@@ -1,7 +1,9 @@
 /*
  * file.c - the embedded store: a directory with one file per key.
  *
- * Layout: key "a/b/c" is the regular file <root>/a/b/c.  Keys are
+ * Layout: key "a/b/c" is the regular file <root>/a/b/c, except chunk
+ * keys of a checkpoint file written as one data file (file_whole.c: the
+ * chunk key is a byte range of <ph>/data-<cs>).  Keys are
  * '/'-separated printable ASCII with no empty, "." or ".." segment and no
  * segment starting with '.', so a key can never escape the root and never
  * names one of the backend's own dot files:
@@ -30,8 +32,9 @@
  *
  * Files: this one holds the callbacks and the constructor; file_keys.c the
  * key rules and the way from a key to its directory; file_walk.c the two
- * walks over the tree (list, and gc's sweep of stale temp files); file.h
- * what they share.
+ * walks over the tree (list, and gc's sweep of stale temp files);
+ * file_whole.c the two layouts of chunk keys (chunk files, data files)
+ * and the writing of data files; file.h what they share.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -48,9 +51,6 @@
 
 /* Values at least this large start their writeback when put. */
 #define WRITEBACK_MIN (1u << 20)
-
-/* Attempts at recreating directories that a concurrent remove deleted. */
-#define MKDIR_RETRIES 32
 
 /* ---- low-level file helpers -------------------------------------------- */
 
@@ -73,7 +73,8 @@ static int write_all(int fd, const void *data, size_t len)
 }
 
 /* Read up to len bytes at off; *out_n short only at end of file. */
-static int pread_all(int fd, void *buf, size_t len, uint64_t off, size_t *out_n)
+static int fs_pread_all(int fd, void *buf, size_t len, uint64_t off,
+			size_t *out_n)
 {
 	char *p = buf;
 	size_t done = 0;
@@ -96,43 +97,6 @@ static int pread_all(int fd, void *buf, size_t len, uint64_t off, size_t *out_n)
 }
 
 /* ---- put ----------------------------------------------------------------- */
-
-/*
- * Create and open a temp file (durable.c, the store's ".tmp-" form) in
- * the directory of key, opened as d->dirfd, which the caller closes (-1 on
- * failure).  Recreates the parent directories as often as a concurrent
- * remove deletes them.  Returns 0 or an errno value.
- */
-static int open_temp(file_backend *fb, const char *key, unsigned flags,
-		     wstore__durable *d, const char **base)
-{
-	int dfd = -1, err = ENOENT;
-
-	for (int i = 0; i < MKDIR_RETRIES; i++) {
-		if (dfd >= 0)
-			close(dfd);
-		/* a durable write fsyncs the directories it makes too */
-		if ((dfd = fs_open_key_dir(
-			     fb, key, flags & WSTORE__DURABLE_NOSYNC ? 1 : 2,
-			     base)) < 0) {
-			err = -dfd;
-			if (err == ENOENT)
-				continue;
-			break;
-		}
-		err = -wstore__durable_open_flags(d, dfd, *base, 0644, flags,
-						  key);
-		if (!err)
-			return 0;
-		/* ENOENT: a remove took the directory away; walk again */
-		if (err != ENOENT)
-			break;
-	}
-	if (dfd >= 0)
-		close(dfd);
-	d->dirfd = -1;
-	return err;
-}
 
 /* A value to put: whole in data, or piece by piece from fill. */
 struct source {
@@ -186,7 +150,7 @@ static int publish_src(file_backend *fb, const char *key, struct source *src,
 	wstore__durable d = { .fd = -1 };
 	const char *base;
 	uint64_t len = src->len;
-	int dfd, err = open_temp(fb, key, flags, &d, &base);
+	int dfd, err = fs_open_temp(fb, key, flags, &d, &base);
 
 	if (err)
 		return err;
@@ -306,65 +270,30 @@ static int file_put_new(wstore_backend *b, const char *key, const void *data,
 
 /* ---- get ----------------------------------------------------------------- */
 
-/* Open key's file for reading, reached without following any symlink
- * (fs_open_key_dir, then O_NOFOLLOW): returns the fd or -errno. */
-static int open_key(file_backend *fb, const char *key)
-{
-	const char *base;
-	int dfd = fs_open_key_dir(fb, key, 0, &base), fd, err;
-
-	if (dfd < 0)
-		return dfd;
-	fd = openat(dfd, base, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	err = errno;
-	close(dfd);
-	return fd < 0 ? -err : fd;
-}
-
-/* Open key's file for reading; fails with ENOTFOUND unless regular. */
-static int open_value(file_backend *fb, const char *key, struct stat *st)
-{
-	int rc, fd;
-
-	if ((rc = fs_check_key(key)))
-		return rc;
-	fd = open_key(fb, key);
-	if (fd < 0)
-		return fs_os_error(fb, -fd, "read", key);
-	if (fstat(fd, st) < 0) {
-		int err = errno;
-
-		close(fd);
-		return fs_os_error(fb, err, "read", key);
-	}
-	if (!S_ISREG(st->st_mode)) {
-		close(fd);
-		return fs_os_error(fb, ENOENT, "read", key);
-	}
-	return fd;
-}
+/* Every read goes through fs_open_value (file_whole.c): a chunk key may be
+ * a range of a data file; any other key is its own file. */
 
 static int file_get(wstore_backend *b, const char *key, void *buf, size_t cap,
 		    size_t *out_len)
 {
 	file_backend *fb = fb_of(b);
-	struct stat st;
+	fs_value v;
 	size_t n = 0;
-	int fd = open_value(fb, key, &st), err;
+	int rc = fs_open_value(fb, key, &v), err;
 
-	if (fd < 0)
-		return fd;
-	*out_len = (size_t)st.st_size;
-	if ((uint64_t)st.st_size > cap) {
-		close(fd);
+	if (rc < 0)
+		return rc;
+	*out_len = (size_t)v.len;
+	if (v.len > cap) {
+		close(v.fd);
 		return wstore_backend_error(WSTORE_ERANGE,
 					    "value of '%s' is %llu bytes, "
 					    "buffer %zu",
-					    key, (unsigned long long)st.st_size,
+					    key, (unsigned long long)v.len,
 					    cap);
 	}
-	err = pread_all(fd, buf, (size_t)st.st_size, 0, &n);
-	close(fd);
+	err = fs_pread_all(v.fd, buf, (size_t)v.len, v.off, &n);
+	close(v.fd);
 	if (err)
 		return wstore__errc(-err, "cannot read '%s' in '%s'", key,
 				    fb->root);
@@ -378,31 +307,60 @@ static int file_get_range(wstore_backend *b, const char *key, uint64_t off,
 			  void *buf, size_t len, size_t *out_n)
 {
 	file_backend *fb = fb_of(b);
-	struct stat st;
-	int fd = open_value(fb, key, &st), err;
+	fs_value v;
+	int rc = fs_open_value(fb, key, &v), err = 0;
 
-	if (fd < 0)
-		return fd;
-	err = pread_all(fd, buf, len, off, out_n);
-	close(fd);
+	if (rc < 0)
+		return rc;
+	*out_n = 0;
+	if (off < v.len) {
+		if (len > v.len - off)
+			len = (size_t)(v.len - off);
+		err = fs_pread_all(v.fd, buf, len, v.off + off, out_n);
+	}
+	close(v.fd);
 	if (err)
 		return wstore__errc(-err, "cannot read '%s' in '%s'", key,
 				    fb->root);
 	return 0;
 }
 
-/* The value's file itself, for zero-copy readers.  A symlink planted in
- * the store is not a value (ELOOP reads as a missing key). */
+/* The value's file itself, for zero-copy readers: only when the value is
+ * the whole file.  A symlink planted in the store is not a value (ELOOP
+ * reads as a missing key). */
 static int file_open_fd(wstore_backend *b, const char *key, int *out_fd)
 {
-	struct stat st;
-	int fd;
+	fs_value v;
+	int rc;
 
 	*out_fd = -1;
-	fd = open_value(fb_of(b), key, &st);
-	if (fd < 0)
-		return fd;
-	*out_fd = fd;
+	if ((rc = fs_open_value(fb_of(b), key, &v)) < 0)
+		return rc;
+	if (!v.whole) {
+		close(v.fd);
+		return wstore_backend_error(
+			WSTORE_EUNSUPPORTED,
+			"chunk '%s' is a part of its data file in '%s' "
+			"(open_range opens it)",
+			key, fb_of(b)->root);
+	}
+	*out_fd = v.fd;
+	return 0;
+}
+
+/* The file holding the value, and where in it the value starts. */
+static int file_open_range(wstore_backend *b, const char *key, int *out_fd,
+			   uint64_t *out_off)
+{
+	fs_value v;
+	int rc;
+
+	*out_fd = -1;
+	*out_off = 0;
+	if ((rc = fs_open_value(fb_of(b), key, &v)) < 0)
+		return rc;
+	*out_fd = v.fd;
+	*out_off = v.off;
 	return 0;
 }
 
@@ -410,21 +368,21 @@ static int file_open_fd(wstore_backend *b, const char *key, int *out_fd)
 static int read_alloc(file_backend *fb, const char *key, void **out,
 		      size_t *out_len)
 {
-	struct stat st;
-	int fd = open_value(fb, key, &st), err;
+	fs_value v;
+	int rc = fs_open_value(fb, key, &v), err;
 	char *buf;
 
 	*out = NULL;
 	*out_len = 0;
-	if (fd < 0)
-		return fd;
-	buf = malloc(st.st_size ? (size_t)st.st_size : 1);
+	if (rc < 0)
+		return rc;
+	buf = malloc(v.len ? (size_t)v.len : 1);
 	if (!buf) {
-		close(fd);
+		close(v.fd);
 		return wstore__errc(-ENOMEM, "cannot read '%s'", key);
 	}
-	err = pread_all(fd, buf, (size_t)st.st_size, 0, out_len);
-	close(fd);
+	err = fs_pread_all(v.fd, buf, (size_t)v.len, v.off, out_len);
+	close(v.fd);
 	if (err) {
 		free(buf);
 		return wstore__errc(-err, "cannot read '%s' in '%s'", key,
@@ -439,10 +397,20 @@ static int file_size(wstore_backend *b, const char *key, uint64_t *out)
 	file_backend *fb = fb_of(b);
 	const char *base;
 	struct stat st;
+	size_t dir_len;
+	uint64_t idx;
+	fs_value v;
 	int rc, dfd, err = 0;
 
 	if ((rc = fs_check_key(key)))
 		return rc;
+	if (fs_chunk_key(key, &dir_len, &idx)) {
+		if ((rc = fs_open_value(fb, key, &v)) < 0)
+			return rc;
+		close(v.fd);
+		*out = v.len;
+		return 0;
+	}
 	if ((dfd = fs_open_key_dir(fb, key, 0, &base)) < 0)
 		return fs_os_error(fb, -dfd, "stat", key);
 	if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -458,41 +426,20 @@ static int file_size(wstore_backend *b, const char *key, uint64_t *out)
 
 /* ---- remove ------------------------------------------------------------ */
 
-/*
- * Unlinks without fsync'ing the directory: a removal lost in a crash only
- * leaves garbage that delete or gc reclaims, and deletes of large
- * checkpoints remove thousands of chunks.
- */
-/* rmdir the directories of key left empty, deepest first, up to but not
- * including the root; each reached as fs_open_key_dir does. */
-static void remove_empty_dirs(file_backend *fb, const char *key)
-{
-	char dir[PATH_MAX];
-	const char *base;
-	char *slash;
-	int dfd, rc;
-
-	snprintf(dir, sizeof(dir), "%s", key);
-	while ((slash = strrchr(dir, '/'))) {
-		*slash = '\0';
-		if ((dfd = fs_open_key_dir(fb, dir, 0, &base)) < 0)
-			break;
-		rc = unlinkat(dfd, base, AT_REMOVEDIR);
-		close(dfd);
-		if (rc < 0)
-			break; /* ENOTEMPTY, EEXIST, ENOENT: someone's there */
-	}
-}
-
 static int file_remove(wstore_backend *b, const char *key, int force)
 {
 	file_backend *fb = fb_of(b);
 	const char *base;
+	size_t dir_len;
+	uint64_t idx;
 	int rc, dfd, err = 0;
 
 	(void)force; /* no leases here */
 	if ((rc = fs_check_key(key)))
 		return rc;
+	/* a data file goes with its first chunk removed (file_whole.c) */
+	if (fs_chunk_key(key, &dir_len, &idx))
+		return fs_remove_chunk(fb, key, dir_len, idx);
 	/* a symlink on the way: nothing of the store's is there */
 	if ((dfd = fs_open_key_dir(fb, key, 0, &base)) < 0)
 		return fs_os_error(fb, -dfd, "remove", key);
@@ -502,7 +449,7 @@ static int file_remove(wstore_backend *b, const char *key, int force)
 	close(dfd);
 	if (err)
 		return fs_os_error(fb, err, "remove", key);
-	remove_empty_dirs(fb, key);
+	fs_remove_empty_dirs(fb, key);
 	return 0;
 }
 
@@ -691,6 +638,11 @@ int wstore_backend_file_open(wstore_backend **out, const char *root,
 	fb->pub.open_fd = file_open_fd;
 	fb->pub.put_stream = file_put_stream;
 	fb->pub.space = file_space;
+	fb->pub.open_range = file_open_range;
+	fb->pub.begin_file = fs_begin_file;
+	fb->pub.commit_file = fs_commit_file;
+	fb->pub.abort_file = fs_abort_file;
+	fb->pub.migrate_file = fs_migrate_file;
 	*out = &fb->pub;
 	return 0;
 }

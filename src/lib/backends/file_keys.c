@@ -2,11 +2,15 @@
  * file_keys.c - the file store's keys and the way from a key to its file:
  * which keys are valid (so that none can leave the root or name one of
  * the store's own dot files), the directory of a key reached without
- * following a symlink, and the wording of the errors on the way.  See
+ * following a symlink, and the wording of the errors on the way; temp
+ * files beside a key and the removal of directories left empty.  See
  * file.c for the layout.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "file.h"
@@ -97,4 +101,70 @@ int fs_open_key_dir(file_backend *fb, const char *key, int create,
 	if (fd >= 0)
 		*base = key + at;
 	return fd;
+}
+
+/* Attempts at recreating directories that a concurrent remove deleted. */
+#define MKDIR_RETRIES 32
+
+/*
+ * Create and open a temp file (durable.c, the store's ".tmp-" form) in
+ * the directory of key, opened as d->dirfd, which the caller closes (-1 on
+ * failure).  Recreates the parent directories as often as a concurrent
+ * remove deletes them.  Returns 0 or an errno value.
+ */
+int fs_open_temp(file_backend *fb, const char *key, unsigned flags,
+		 wstore__durable *d, const char **base)
+{
+	int dfd = -1, err = ENOENT;
+
+	for (int i = 0; i < MKDIR_RETRIES; i++) {
+		if (dfd >= 0)
+			close(dfd);
+		/* a durable write fsyncs the directories it makes too */
+		if ((dfd = fs_open_key_dir(
+			     fb, key, flags & WSTORE__DURABLE_NOSYNC ? 1 : 2,
+			     base)) < 0) {
+			err = -dfd;
+			if (err == ENOENT)
+				continue;
+			break;
+		}
+		err = -wstore__durable_open_flags(d, dfd, *base, 0644, flags,
+						  key);
+		if (!err)
+			return 0;
+		/* ENOENT: a remove took the directory away; walk again */
+		if (err != ENOENT)
+			break;
+	}
+	if (dfd >= 0)
+		close(dfd);
+	d->dirfd = -1;
+	return err;
+}
+
+/*
+ * Unlinks without fsync'ing the directory: a removal lost in a crash only
+ * leaves garbage that delete or gc reclaims, and deletes of large
+ * checkpoints remove thousands of chunks.
+ */
+/* rmdir the directories of key left empty, deepest first, up to but not
+ * including the root; each reached as fs_open_key_dir does. */
+void fs_remove_empty_dirs(file_backend *fb, const char *key)
+{
+	char dir[PATH_MAX];
+	const char *base;
+	char *slash;
+	int dfd, rc;
+
+	snprintf(dir, sizeof(dir), "%s", key);
+	while ((slash = strrchr(dir, '/'))) {
+		*slash = '\0';
+		if ((dfd = fs_open_key_dir(fb, dir, 0, &base)) < 0)
+			break;
+		rc = unlinkat(dfd, base, AT_REMOVEDIR);
+		close(dfd);
+		if (rc < 0)
+			break; /* ENOTEMPTY, EEXIST, ENOENT: someone's there */
+	}
 }

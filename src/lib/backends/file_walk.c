@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -40,15 +41,64 @@ static int dir_may_match(const list_ctx *lc, size_t len)
 
 static int walk(list_ctx *lc, int dfd, size_t len);
 
-/* Visit one entry of a directory (dfd) whose key prefix is key[0..len). */
-static int visit(list_ctx *lc, int dfd, const struct dirent *e, size_t len)
+/* Is key[0..len) ("weight/models/<ckpt>/files/<ph>/") a <ph> directory,
+ * the one whose chunk keys a data file may hold? */
+static int is_ph_dir(const char *key, size_t len)
+{
+	char k[PATH_MAX];
+	size_t dir_len;
+	uint64_t idx;
+
+	if (len + sizeof("chunks/0") > sizeof(k))
+		return 0;
+	memcpy(k, key, len);
+	memcpy(k + len, "chunks/0", sizeof("chunks/0"));
+	return fs_chunk_key(k, &dir_len, &idx) && dir_len + 1 == len;
+}
+
+/* The chunk keys the data file name (chunk size cs) in directory dfd
+ * holds (file_whole.c): key[0..len) + "chunks/<i>". */
+static int list_data(list_ctx *lc, int dfd, const char *name, uint64_t cs,
+		     size_t len)
+{
+	struct stat st;
+	uint64_t n;
+
+	if (len + sizeof("chunks/") + 20 > sizeof(lc->key) ||
+	    fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    !S_ISREG(st.st_mode))
+		return 0;
+	n = ((uint64_t)st.st_size + cs - 1) / cs;
+	for (uint64_t i = 0; i < n; i++) {
+		int rc;
+
+		snprintf(lc->key + len, sizeof(lc->key) - len,
+			 "chunks/%08" PRIu64, i);
+		if (strncmp(lc->key, lc->prefix, lc->plen) != 0)
+			continue;
+		if ((rc = lc->fn(lc->key, lc->ctx)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Visit one entry of a directory (dfd) whose key prefix is key[0..len);
+ * ph: it is a <ph> directory, data: one with a data file, whose keys hide
+ * those of chunks/ (a migration half done has both, the same bytes). */
+static int visit(list_ctx *lc, int dfd, const struct dirent *e, size_t len,
+		 int ph, int data)
 {
 	size_t nlen = strlen(e->d_name);
 	unsigned char type = e->d_type;
 	struct stat st;
+	uint64_t cs;
 	int sub;
 
 	if (e->d_name[0] == '.' || len + nlen + 2 > sizeof(lc->key))
+		return 0;
+	if (ph && (cs = fs_data_cs(e->d_name)))
+		return list_data(lc, dfd, e->d_name, cs, len);
+	if (ph && data && !strcmp(e->d_name, "chunks"))
 		return 0;
 	memcpy(lc->key + len, e->d_name, nlen + 1);
 	if (type == DT_UNKNOWN) {
@@ -82,10 +132,17 @@ static int visit(list_ctx *lc, int dfd, const struct dirent *e, size_t len)
  * key[0..len). */
 static int walk(list_ctx *lc, int dfd, size_t len)
 {
-	DIR *d = fdopendir(dfd);
-	int rc = 0;
+	char name[FS_DATA_NAME_MAX];
+	uint64_t cs;
+	int ph = is_ph_dir(lc->key, len), data = 0, rc = 0;
+	DIR *d;
 
-	if (!d) {
+	if (ph) {
+		rc = fs_find_data(dfd, lc->key, name, &cs);
+		data = rc == 0 || rc == WSTORE_ECORRUPT;
+		rc = 0;
+	}
+	if (!(d = fdopendir(dfd))) {
 		lc->err = errno;
 		close(dfd);
 		return -lc->err;
@@ -102,7 +159,7 @@ static int walk(list_ctx *lc, int dfd, size_t len)
 			}
 			break;
 		}
-		rc = visit(lc, dirfd(d), e, len);
+		rc = visit(lc, dirfd(d), e, len, ph, data);
 	}
 	closedir(d);
 	return rc;
@@ -126,6 +183,17 @@ static int open_start(file_backend *fb, list_ctx *lc, size_t *out_len)
 	*out_len = dlen;
 	if (dlen >= sizeof(lc->key) - 1)
 		return NOTHING_TO_LIST;
+	/* ".../<ph>/chunks/...": the keys may be those of a data file in
+	 * <ph>, so the walk starts there */
+	if (dlen && dlen + 2 < sizeof(lc->key)) {
+		size_t dir_len;
+		uint64_t idx;
+
+		memcpy(lc->key, lc->prefix, dlen);
+		memcpy(lc->key + dlen, "0", 2);
+		if (fs_chunk_key(lc->key, &dir_len, &idx))
+			*out_len = dlen = dir_len + 1;
+	}
 	if (dlen) {
 		memcpy(lc->key, lc->prefix, dlen - 1);
 		lc->key[dlen - 1] = '\0';

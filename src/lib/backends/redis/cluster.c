@@ -365,6 +365,8 @@ int rdc_run(struct rd_cluster *cl, struct rd_req *req)
 	uint64_t epoch;
 
 	for (;;) {
+		size_t had = req->resume;
+
 		pthread_mutex_lock(&cl->lock);
 		n = ask ? ask : cl->slots[slot];
 		epoch = cl->epoch;
@@ -405,6 +407,11 @@ int rdc_run(struct rd_cluster *cl, struct rd_req *req)
 					req->err, req->lkey);
 			return rd_fail(n, req, r);
 		}
+		/* a GET cut mid-value that got further (it resumes where it
+		 * was cut) waits the shortest time again, as on a standalone
+		 * server: the link is flaky, not the node down */
+		if (req->resume > had)
+			waits = 0;
 		rd_backoff(waits++);
 		refresh(cl, epoch);
 	}
