@@ -179,11 +179,13 @@ started() { local i; for ((i = 0; i < 600; i++)); do [ -d "$1" ] && return 0; sl
 
 . "$ROOT/bench/fleet/scenarios.sh"
 
-# FLEET_ONLY="raw_mooncake serve ...": only these scenarios (names of the
-# scn_ functions; mount, serve, redis_kill and cutoff need concurrent_redis,
-# mc_kill needs concurrent_mooncake; mount_mooncake, serve_mooncake and
-# cutoff_mooncake are mount, serve and cutoff on Mooncake, and need
-# concurrent_mooncake too)
+# FLEET_ONLY="raw_mooncake serve ...": only these scenarios (mostly the
+# names of the scn_ functions; mount, redis_kill and cutoff need
+# concurrent_redis, mc_kill needs concurrent_mooncake; mount_mooncake and
+# cutoff_mooncake are mount and cutoff on Mooncake, and need
+# concurrent_mooncake too; serve, serve_mooncake, serve2, serve2_mooncake
+# and the latency scenarios import what they read; latency_cluster and
+# latency_mooncake are scn_detour)
 want() { [ -z "${FLEET_ONLY:-}" ] || [[ " $FLEET_ONLY " == *" $1 "* ]]; }
 want concurrent_redis && scn_concurrent redis "$BED_REDIS_URL"
 [ $MC = 1 ] && want concurrent_mooncake && scn_concurrent mooncake mooncake
