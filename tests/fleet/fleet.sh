@@ -16,6 +16,9 @@
 #    mid-download; the clients of the first complete, those of the killed
 #    one fail with curl's error (or had every byte already), and each of
 #    them, run again against the survivor, completes;
+#  - 5 ms and connections cut at 10% per MiB between every node and the
+#    cluster (the bed's detour through tests/fleet/proxy.py, the addresses
+#    the cluster hands out included): every pull completes;
 #  - with Mooncake installed, a master and 3 storage nodes in the server
 #    namespace, replica_num 2: a storage node SIGKILLed while the nodes
 #    pull, and every pull completes with the source's bytes (failed
@@ -45,7 +48,7 @@ if [ -z "$why" ]; then
 	fi
 fi
 if [ -n "$why" ]; then
-	for c in "concurrent pulls" "master kill" "node cut-off" "serve node kill" \
+	for c in "concurrent pulls" "master kill" "node cut-off" "serve node kill" "detour" \
 	    "mooncake node kill"; do
 		tap_skip "$c" "$why"
 	done
@@ -261,6 +264,36 @@ if command -v curl >/dev/null; then
 else
 	tap_skip "serve node kill" "curl is not installed"
 fi
+
+# ---- 5 ms and cut connections on the cluster, every node detoured --------------
+# (bed.sh's detour: the namespace px holds the server address too, and
+# tests/fleet/proxy.py there carries every connection of a detoured node
+# to the cluster, the node addresses CLUSTER SLOTS hands out included;
+# cuts at 10% per MiB forwarded, ten times the scenario of make fleet)
+check_exit "detour: import $SIZE MiB again" 0 bed_node 1 "$W" --store "$URL" \
+	model import --checkpoint-id fl --model-id Org/Fleet --source "$T/src" \
+	--chunk-size 512KiB
+check "detour: the namespace px holds the server address" bed_detour_up
+ports=$(bed_srv_ports | paste -sd, -)
+bed_spawn px "$BED_TAG-px" env PROXY_TARGET_NETNS="/run/netns/$BED_SRV" \
+	python3 "$HERE/fleet/proxy.py" "$BED_SRV_IP" "$ports" "$BED_SRV_IP" = 5 0.1 chunk
+check "detour: the proxy listens on the cluster's ports ($ports)" \
+	wait_for 30 grep -q listening "$BED_DIR/px.log"
+k=1
+while [ $k -le "$N" ]; do bed_detour $k; k=$((k + 1)); done
+pull_all dt
+settled dt
+rc=$?
+k=1
+while [ $k -le "$N" ]; do bed_direct $k; k=$((k + 1)); done
+kill -TERM "$(cat "$BED_DIR/px.pid")"
+wait_exit 10 "$(cat "$BED_DIR/px.pid")" >/dev/null 2>&1
+echo "#   proxy: $(tail -1 "$BED_DIR/px.log")"
+check "detour: each pull completes or fails with one line" test $rc = 0
+check "detour: every pull completes through the cutting proxy ($n_ok of $N)" \
+	test "$n_ok" = "$N"
+check "detour: the proxy carried the pulls' connections" \
+	sh -c "tail -1 '$BED_DIR/px.log' | grep -Eq 'connections [1-9]'"
 
 # ---- a Mooncake storage node killed mid-pull, replica_num 2 -------------------
 # every command with replica_num 2: a pull's lease object needs the second
