@@ -81,8 +81,7 @@ bench: all
 
 # the fleet bed (network namespaces, Redis Cluster, Mooncake, serve; root):
 # every scenario measured, docs/fleet.md and docs/fleet/*.png rewritten;
-# FLEET_SIZE the checkpoint (make fleet FLEET_SIZE=2G), docs/fleet.md
-FLEET_SIZE ?= 256M
+# FLEET_SIZE the checkpoint, 256M unless set (make fleet FLEET_SIZE=2G)
 fleet: all
 	FLEET_SIZE=$(FLEET_SIZE) bash bench/fleet/run.sh $(BUILD)
 
