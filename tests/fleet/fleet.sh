@@ -313,9 +313,9 @@ elif BED_MC_SEGMENT="256 MB" bed_mooncake; then
 		# a pull holding the lease record's lock when the node dies
 		# retries its write until the master drops the node (about
 		# 10 s here): the others wait for the lock longer than that
-		# (WSTORE_LOCK_WAIT_MS, 10 s per holder unless set, gave up
-		# first in one run of 3)
-		mc $k env WSTORE_FAULTS=delay=40 WSTORE_LOCK_WAIT_MS=40000 "$W" --store fault+mooncake \
+		# by default on Mooncake (the transfer retry and 5 s more; a
+		# 10 s wait gave up first in one run of 3)
+		mc $k env WSTORE_FAULTS=delay=40 "$W" --store fault+mooncake \
 			model pull fl --dest "$T/mck-$k" --jobs 2 > "$T/mck-$k.out" 2>&1 &
 		pids="$pids $!"
 		k=$((k + 1))

@@ -445,6 +445,10 @@ static void set_callbacks(fault_backend *fb)
 	fb->pub.put_ttl = INNER_HAS(put_ttl) ? fault_put_ttl : NULL;
 	fb->pub.space = INNER_HAS(space) ? fault_space : NULL;
 #undef INNER_HAS
+	/* the inner store's calls still retry as long as they do */
+	if (offsetof(wstore_backend, retry_ms) + sizeof(in->retry_ms) <=
+	    in->struct_size)
+		fb->pub.retry_ms = in->retry_ms;
 }
 
 int wstore__backend_fault_new(wstore_backend **out, wstore_backend *inner,
