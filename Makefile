@@ -80,9 +80,10 @@ bench: all
 	sh bench/run.sh $(BUILD)
 
 # the fleet bed (network namespaces, Redis Cluster, Mooncake, serve; root):
-# every scenario measured, docs/fleet.md and docs/fleet/*.png rewritten
+# every scenario measured, docs/fleet.md and docs/fleet/*.png rewritten;
+# FLEET_SIZE the checkpoint, 256M unless set (make fleet FLEET_SIZE=2G)
 fleet: all
-	bash bench/fleet/run.sh $(BUILD)
+	FLEET_SIZE=$(FLEET_SIZE) bash bench/fleet/run.sh $(BUILD)
 
 # libFuzzer targets tests/fuzz/fuzz_*.c (clang); FUZZ_SECONDS per target.
 FUZZ_SECONDS ?= 30

@@ -8,8 +8,11 @@ RESULTS has one line per scenario: a name, then KEY=VALUE words and free
 text.  Writes DOCS_DIR/fleet/*.png (gnuplot, pngcairo or png terminal)
 and DOCS_DIR/fleet.md: the page's fixed text (bench/fleet/fleet.md.in)
 with the table of this run in place of @RESULTS@ and the plots in place
-of @PLOTS@.
+of @PLOTS@; each results-*.txt beside RESULTS (a run at another size,
+bench/fleet/run.sh's FLEET_RESULTS) as a section of its own, with its
+table and plot, in place of @SIZES@.
 """
+import glob
 import os
 import re
 import shutil
@@ -43,11 +46,11 @@ def gnuplot(script, out):
     gp = shutil.which("gnuplot")
     if not gp:
         return False
-    term = "set terminal pngcairo size 900,480\n"
+    term = "set terminal pngcairo size 1100,600\n"
     test = subprocess.run([gp, "-e", "set terminal pngcairo"],
                           capture_output=True, text=True)
     if test.returncode != 0 or test.stderr:
-        term = "set terminal png size 900,480\n"
+        term = "set terminal png size 1100,600\n"
     p = subprocess.run([gp], input=term + f"set output '{out}'\n" + script,
                        capture_output=True, text=True)
     if p.returncode != 0:
@@ -64,8 +67,8 @@ set boxwidth 0.6
 set yrange [0:*]
 set grid ytics
 set xtics noenhanced rotate by {rotate}
-set bmargin 6
-set rmargin 12
+set bmargin 11
+set rmargin 22
 unset key
 $d << EOD
 {data}
@@ -75,14 +78,8 @@ plot $d using 0:2:xtic(1) with boxes, '' using 0:2:(sprintf("%.0f",$2)) with lab
     return gnuplot(script, out)
 
 
-def main():
-    res, docs = sys.argv[1], sys.argv[2]
-    rows = parse(res)
-    plotdir = os.path.join(docs, "fleet")
-    os.makedirs(plotdir, exist_ok=True)
-    bed, _ = first(rows, "bed")
-    n = bed.get("nodes", "?") if bed else "?"
-    plots = []
+def pull_bars(rows, n):
+    """Labels and values of the pull and raw lines of rows."""
     labels, values = [], []
     for store in ("redis", "mooncake"):
         one, _ = first(rows, f"pull_{store}", nodes="1")
@@ -97,6 +94,55 @@ def main():
         if raw:
             labels.append(f"{store}: raw x{n}")
             values.append(raw["get_sum_mibs"])
+    return labels, values
+
+
+def table(rows):
+    out = ["| scenario | result |", "|---|---|"]
+    for name, _, rest in rows:
+        out.append(f"| `{name}` | {rest.replace('|', '/')} |")
+    return "\n".join(out) + "\n"
+
+
+def size_sections(res, plotdir):
+    """A section for each results-*.txt beside res."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(os.path.dirname(res),
+                                              "results-*.txt"))):
+        rows = parse(path)
+        head = next((kv for name, kv, _ in rows
+                     if name in ("bed", "rerun")), None)
+        if not head:
+            continue
+        n, mib = head.get("nodes", "?"), head.get("mib", "?")
+        size = f"{int(mib) // 1024} GiB" if mib.isdigit() and \
+            int(mib) % 1024 == 0 else f"{mib} MiB"
+        tag = os.path.basename(path)[len("results-"):-len(".txt")]
+        when = next((rest.split(" on ", 1)[1].split(";")[0]
+                     for name, _, rest in rows
+                     if name in ("bed", "rerun") and " on " in rest), "?")
+        sec = [f"### The pulls at {size} ({when})\n", table(rows)]
+        labels, values = pull_bars(rows, n)
+        png = f"throughput-{tag}.png"
+        if labels and bars(os.path.join(plotdir, png),
+                           f"{n} nodes, {size}: aggregate throughput",
+                           labels, values):
+            sec.append(f"\n![Pulls at {size}](fleet/{png})\n")
+        sec.append(f"\nRaw lines in [fleet/{os.path.basename(path)}]"
+                   f"(fleet/{os.path.basename(path)}).\n")
+        out.append("\n".join(sec))
+    return "\n".join(out) or "(no run at another size recorded)\n"
+
+
+def main():
+    res, docs = sys.argv[1], sys.argv[2]
+    rows = parse(res)
+    plotdir = os.path.join(docs, "fleet")
+    os.makedirs(plotdir, exist_ok=True)
+    bed, _ = first(rows, "bed")
+    n = bed.get("nodes", "?") if bed else "?"
+    plots = []
+    labels, values = pull_bars(rows, n)
     for name, store in (("mount", "redis"), ("mount_mooncake", "mooncake")):
         mnt, _ = first(rows, name)
         if mnt and "mibs" in mnt:
@@ -107,28 +153,35 @@ def main():
         if srv and "mibs" in srv:
             labels.append(f"{store}: serve x32")
             values.append(srv["mibs"])
+        for nodes in ("1", "2"):
+            srv, _ = first(rows, name.replace("serve", "serve2"),
+                           serve_nodes=nodes)
+            if srv and "mibs" in srv:
+                labels.append(f"{store}: {nodes} serve node{'s' if nodes == '2' else ''} x32")
+                values.append(srv["mibs"])
     png = os.path.join(plotdir, "throughput.png")
     if labels and bars(png, f"{n} nodes on one machine: aggregate throughput",
                        labels, values):
         plots.append(("throughput.png", "Aggregate throughput per scenario"))
     lat_l, lat_v = [], []
+    what = {"conn": "1% refused", "chunk": "1% cuts",
+            "chunk_data": "1% cuts, data"}
     for name, kv, rest in rows:
-        if name == "latency" and "mibs" in kv:
+        engine = {"latency": "Redis", "latency_cluster": "Cluster",
+                  "latency_mooncake": "Mooncake"}.get(name)
+        if engine and "mibs" in kv:
             if rest.startswith("direct"):
-                lat_l.append("direct")
+                lat_l.append(f"{engine}: direct")
             else:
-                what = {"conn": "1% refused", "chunk": "1% cuts"}
-                lat_l.append("5 ms + " + what.get(kv.get("loss"), "?"))
+                lat_l.append(f"{engine}: 5 ms + " +
+                             what.get(kv.get("loss"), "?"))
             if kv.get("ok") != kv.get("nodes"):
                 lat_l[-1] += f" ({kv.get('err', '?')} failed)"
             lat_v.append(kv["mibs"])
     if lat_v and bars(os.path.join(plotdir, "latency.png"),
-                      f"Redis, {n} pulls: direct vs through the proxy",
-                      lat_l, lat_v, rotate=0):
+                      f"{n} pulls: direct vs through the proxy",
+                      lat_l, lat_v, rotate=-30):
         plots.append(("latency.png", "Pull throughput through the proxy"))
-    table = ["| scenario | result |", "|---|---|"]
-    for name, _, rest in rows:
-        table.append(f"| `{name}` | {rest.replace('|', '/')} |")
     # when the results were measured (not when this page was written)
     stamp = time.strftime("%Y-%m-%d %H:%M UTC",
                           time.gmtime(os.path.getmtime(res)))
@@ -137,7 +190,7 @@ def main():
         when = ("Measured in the run of the `bed` line; the scenarios a "
                 "`rerun` line names were measured again later, with the "
                 "sizes it gives, and their lines replace that run's")
-    body = "\n".join(table) + f"\n\n{when}; raw lines in " \
+    body = table(rows) + f"\n{when}; raw lines in " \
         "[fleet/results.txt](fleet/results.txt).\n"
     pl = "\n".join(f"![{t}](fleet/{f})\n" for f, t in plots) or \
         "(no plot: gnuplot is not installed)\n"
@@ -146,6 +199,7 @@ def main():
     with open(tmpl, encoding="utf-8") as f:
         page = f.read()
     page = page.replace("@RESULTS@", body).replace("@PLOTS@", pl)
+    page = page.replace("@SIZES@", size_sections(res, plotdir))
     with open(os.path.join(docs, "fleet.md"), "w", encoding="utf-8") as f:
         f.write(page)
     print(f"report.py: wrote {os.path.join(docs, 'fleet.md')}")

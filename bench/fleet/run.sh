@@ -3,8 +3,18 @@
 # and every scenario of it, measured; writes the figures to
 # $FLEET_OUT/results.txt and then docs/fleet.md with its plots
 # (bench/fleet/report.py).
-#   FLEET_NODES (8)  client nodes           FLEET_MIB (256)  checkpoint size
+#   FLEET_NODES (8)  client nodes
+#   FLEET_SIZE (256M) checkpoint size: a number of bytes with K, M or G
+#                    (binary units; FLEET_MIB, a number of MiB, still works)
+#   FLEET_RAW_MIB    MiB each node SETs / puts for the raw figures (the
+#                    checkpoint size up to 128: the raw rate does not need
+#                    more, and 8 nodes x 2 GB x 2 copies would not fit)
 #   FLEET_SERVE_MIB (32) checkpoint the 32 Hub clients fetch
+#   FLEET_MC_SEGMENT each Mooncake storage node's segment (large enough
+#                    for two replicas of everything the run puts, 2 GB at
+#                    least)
+#   FLEET_RESULTS    the results file (docs/fleet/results.txt)
+#   FLEET_MOONCAKE=0 without Mooncake (its scenarios are left out)
 #   FLEET_ONLY       some scenarios only (see below): their lines replace
 #                    those of the same names in the results, the others
 #                    stay, and a "rerun" line says what was measured again
@@ -14,19 +24,37 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$(cd "${1:-$ROOT/build}" && pwd)
 W=$BUILD/wstore
 N=${FLEET_NODES:-8}
-MIB=${FLEET_MIB:-256}
+# size_mib TEXT: TEXT (1234, 512M, 2G, 2GiB, 300MB...) in MiB
+size_mib() {
+	awk -v s="$1" 'BEGIN {
+		u = toupper(s); sub(/I?B$/, "", u)
+		if (u !~ /^[0-9]+[KMG]?$/) exit 1
+		m = u ~ /G$/ ? 1024 : u ~ /M$/ ? 1 : u ~ /K$/ ? 1 / 1024 : 1 / 1048576
+		v = int(u * m); if (v < 1) exit 1; print v }'
+}
+if [ -n "${FLEET_SIZE:-}" ]; then
+	MIB=$(size_mib "$FLEET_SIZE") || {
+		echo "run.sh: FLEET_SIZE '$FLEET_SIZE' is not a size (e.g. 256M, 2G)" >&2
+		exit 2
+	}
+else
+	MIB=${FLEET_MIB:-256}
+fi
+RAW_MIB=${FLEET_RAW_MIB:-$((MIB < 128 ? MIB : 128))}
 SMIB=${FLEET_SERVE_MIB:-32}
 T=$(mktemp -d "${TMPDIR:-/tmp}/wstore-fleet-XXXXXX")
 BED_DIR=$T/bed
 mkdir -p "$BED_DIR"
 . "$ROOT/tests/fleet/bed.sh"
-trap 'bed_down >/dev/null 2>&1; rm -rf "$T"' EXIT
+SAMPLER=
+trap 'kill $SAMPLER 2>/dev/null; bed_down >/dev/null 2>&1; rm -rf "$T"' EXIT
 trap 'exit 130' INT TERM
 export HOME=$T/home WSTORE_CONFIG= WSTORE_HOME=$T/store
 export WSTORE_SYSTEM_CONFIG=/nonexistent/wstore-fleet/config.json
 mkdir -p "$HOME"
 RES=${FLEET_RESULTS:-$ROOT/docs/fleet/results.txt}
 mkdir -p "$(dirname "$RES")"
+touch "$RES"
 # a partial run records into a file of its own, merged at the end
 OUT=$RES
 [ -n "${FLEET_ONLY:-}" ] && OUT=$T/partial.txt
@@ -46,8 +74,12 @@ bed_up "$N" || exit 1
 # (2 s in the CI suite): a spurious failover of a loaded 2-core machine
 # loses acknowledged writes, which the import then reports.
 MC=0
-if bed_mc_installed; then
-	BED_MC_SEGMENT=${FLEET_MC_SEGMENT:-2 GB}
+if [ "${FLEET_MOONCAKE:-1}" != 0 ] && bed_mc_installed; then
+	# two replicas of the checkpoint, of the raw values and of the
+	# serve checkpoint over 3 nodes, a third more for the allocator
+	seg=$(((2 * (MIB + N * RAW_MIB + SMIB) / 3) * 4 / 3))
+	[ $seg -lt 2048 ] && seg=2048
+	BED_MC_SEGMENT=${FLEET_MC_SEGMENT:-$(((seg + 1023) / 1024)) GB}
 	bed_mooncake && MC=1
 fi
 BED_REDIS_NODE_TIMEOUT=${FLEET_REDIS_NODE_TIMEOUT:-5000}
@@ -57,6 +89,27 @@ if [ -n "${FLEET_ONLY:-}" ]; then
 else
 	rec bed nodes=$N mib=$MIB cores=$(nproc) mooncake=$MC "on $(date -u "+%Y-%m-%d %H:%M UTC"); load average at start: $(cut -d" " -f1-3 /proc/loadavg)"
 fi
+# what else ran: every 20 s, the processes outside this run (not in its
+# session, not in the bed's namespaces) that used the most CPU over 2 s,
+# and the load average; summed up in the "others" line at the end
+sample_others() {
+	local me; me=$(ps -o sid= -p $$ | tr -d ' ')
+	while :; do
+		echo "load $(cut -d' ' -f1 /proc/loadavg)"
+		awk '/^MemTotal/ { t = $2 } /^MemAvailable/ { a = $2 }
+			END { printf "mem %.1f\n", (t - a) / 1048576 }' /proc/meminfo
+		top -b -n 2 -d 2 -w 200 | awk '/^top -/ { f++ } f == 2 && $1 ~ /^[0-9]+$/ && $9 > 5 { print $1, $9, $12 }' |
+			while read -r pid cpu comm; do
+				[ -d "/proc/$pid" ] || continue
+				[[ $(ip netns identify "$pid" 2>/dev/null) == "$BED_TAG"-* ]] && continue
+				[ "$(ps -o sid= -p "$pid" 2>/dev/null | tr -d ' ')" = "$me" ] && continue
+				echo "proc $comm $cpu"
+			done
+		sleep 18
+	done
+}
+sample_others > "$T/others.txt" 2>/dev/null &
+SAMPLER=$!
 python3 "$ROOT/tests/tools/mkckpt.py" "$T/src" --size $((MIB << 20)) \
 	--shards 4 --seed 25 > /dev/null
 python3 "$ROOT/tests/tools/mkckpt.py" "$T/ssrc" --size $((SMIB << 20)) \
@@ -126,11 +179,13 @@ started() { local i; for ((i = 0; i < 600; i++)); do [ -d "$1" ] && return 0; sl
 
 . "$ROOT/bench/fleet/scenarios.sh"
 
-# FLEET_ONLY="raw_mooncake serve ...": only these scenarios (names of the
-# scn_ functions; mount, serve, redis_kill and cutoff need concurrent_redis,
-# mc_kill needs concurrent_mooncake; mount_mooncake, serve_mooncake and
-# cutoff_mooncake are mount, serve and cutoff on Mooncake, and need
-# concurrent_mooncake too)
+# FLEET_ONLY="raw_mooncake serve ...": only these scenarios (mostly the
+# names of the scn_ functions; mount, redis_kill and cutoff need
+# concurrent_redis, mc_kill needs concurrent_mooncake; mount_mooncake and
+# cutoff_mooncake are mount and cutoff on Mooncake, and need
+# concurrent_mooncake too; serve, serve_mooncake, serve2, serve2_mooncake
+# and the latency scenarios import what they read; latency_cluster and
+# latency_mooncake are scn_detour)
 want() { [ -z "${FLEET_ONLY:-}" ] || [[ " $FLEET_ONLY " == *" $1 "* ]]; }
 want concurrent_redis && scn_concurrent redis "$BED_REDIS_URL"
 [ $MC = 1 ] && want concurrent_mooncake && scn_concurrent mooncake mooncake
@@ -140,17 +195,37 @@ want mount && scn_mount redis "$BED_REDIS_URL"
 [ $MC = 1 ] && want mount_mooncake && scn_mount mooncake mooncake
 want serve && scn_serve redis "$BED_REDIS_URL"
 [ $MC = 1 ] && want serve_mooncake && scn_serve mooncake mooncake
+want serve2 && scn_serve2 redis "$BED_REDIS_URL"
+[ $MC = 1 ] && want serve2_mooncake && scn_serve2 mooncake mooncake
 want redis_kill && scn_redis_kill
 want cutoff && scn_cutoff redis "$BED_REDIS_URL"
 [ $MC = 1 ] && want mc_kill && scn_mc_kill
 # after mc_kill, which re-imports fl: the cut-off ends by deleting it
 [ $MC = 1 ] && want cutoff_mooncake && scn_cutoff mooncake mooncake
 want latency && scn_latency
+want latency_cluster && scn_detour redis "$BED_REDIS_URL"
+[ $MC = 1 ] && want latency_mooncake && scn_detour mooncake mooncake
 want redis_kill && rec "redis_failovers total=$(bed_redis_failovers) (one is the master kill)"
-rec "end load average: $(cut -d" " -f1-3 /proc/loadavg)"
+kill "$SAMPLER" 2>/dev/null
+others=$(awk '/^load/ { n++; if ($2 > max) max = $2 }
+	/^mem/ { if ($2 > mem) mem = $2 }
+	/^proc/ { cpu[$2] += $3 }
+	END { printf "samples=%d load_max=%s mem_used_max_gib=%s; CPU of other processes, mean over the samples:", n, max, mem
+		k = 0; for (c in cpu) if (cpu[c] / n >= 0.5) { k++; printf " %s %.0f%%", c, cpu[c] / n }
+		if (!k) printf " none above 5%%" }' "$T/others.txt")
+# a partial run's end and what else ran go on a "rerun" line of their own
+# (the merge keeps every rerun line; "end" and "others" are the whole run's)
+if [ -n "${FLEET_ONLY:-}" ]; then
+	rec rerun "of $FLEET_ONLY ended $(date -u "+%H:%M UTC"); load average at end: $(cut -d" " -f1-3 /proc/loadavg); others $others"
+else
+	rec "end load average: $(cut -d" " -f1-3 /proc/loadavg)"
+	rec "others $others"
+fi
 if [ -n "${FLEET_ONLY:-}" ]; then
 	awk -f "$ROOT/bench/fleet/merge.awk" "$OUT" "$RES" "$RES" > "$T/merged.txt" &&
 		cat "$T/merged.txt" > "$RES"
 fi
 say "results in $RES"
-python3 "$ROOT/bench/fleet/report.py" "$RES" "$ROOT/docs"
+# the page: docs/fleet/results.txt, and a section for each
+# docs/fleet/results-*.txt (a run at another size, FLEET_RESULTS)
+python3 "$ROOT/bench/fleet/report.py" "$ROOT/docs/fleet/results.txt" "$ROOT/docs"

@@ -33,7 +33,7 @@ scn_concurrent() {
 scn_raw_redis() {
 	say "== redis: raw GET from $N nodes"
 	cc -O2 -o "$T/redis_raw" "$ROOT/bench/redis_raw.c" -lhiredis || return
-	local count=$(((MIB + 63) / 64)) pids="" k p port
+	local count=$(((RAW_MIB + 63) / 64)) pids="" k p port
 	for ((k = 1; k <= N; k++)); do
 		bed_rcli 7001 -c set "{n$k}probe" x > /dev/null
 		port=""
@@ -59,7 +59,7 @@ scn_raw_redis() {
 scn_raw_mooncake() {
 	say "== mooncake: raw get_into from $N nodes"
 	cc -O2 -o "$T/mc_replica" "$ROOT/tests/fleet/mc_replica.c" -ldl || return
-	local count=$(((MIB + 63) / 64)) pids="" k p op
+	local count=$(((RAW_MIB + 63) / 64)) pids="" k p op
 	local L=$BED_MC_HOME/lib/libmooncake_store.so
 	for op in put get; do
 		pids=""
@@ -107,6 +107,78 @@ scn_mount() {
 	rec "$name nodes=$N ok=$ok mibs=$(mibs $((N * SRC_BYTES)) $(($(now_ns) - t0)))"
 }
 
+# serve_env STORE IP: the settings wstore serve needs at IP for STORE
+# (Mooncake's client in the serve node's namespace: its own address there)
+serve_env() {
+	[ "$1" = mooncake ] || return 0
+	echo "WSTORE_MOONCAKE_LIBRARY=$BED_MC_HOME/lib/libmooncake_store.so
+		WSTORE_MASTER_SERVER_ADDR=$BED_MC_MASTER WSTORE_METADATA_SERVER=$BED_MC_META
+		WSTORE_PROTOCOL=tcp WSTORE_LOCAL_HOSTNAME=$2
+		MC_TCP_BIND_ADDRESS=$2 WSTORE_REPLICA_NUM=$MC_REPLICAS"
+}
+
+# serve_up NAME NS IP: wstore serve on IP:8088 in namespace NS (a full
+# name) in front of $PSTORE, logged as NAME; waits for its "listening"
+# line (60 s at most: a connect from a node made while it was still
+# starting up was seen to stall for 10 s) and for node 1 to reach it
+serve_up() {
+	local i
+	# shellcheck disable=SC2046 # serve_env: NAME=VALUE words
+	bed_spawn "$1" "$2" env $(serve_env "$STORE" "$3") "$W" --store "$PSTORE" \
+		serve --listen "$3:8088"
+	for ((i = 0; i < 600; i++)); do
+		grep -q listening "$BED_DIR/$1.log" 2>/dev/null && break
+		sleep 0.1
+	done
+	bed_reach 1 "$3" 8088
+}
+
+# serve_import: the checkpoint sv (the Hub clients' model Org/Serve)
+serve_import() {
+	on 1 "$W" --store "$PSTORE" model delete --force --missing-ok sv >&2
+	on 1 "$W" --store "$PSTORE" model import --checkpoint-id sv \
+		--model-id Org/Serve --source "$T/ssrc" >&2
+}
+
+# hub_start TAG COUNT [CURL_OPTION...] -- SERVER...: COUNT Hub clients
+# (curl on /{repo}/resolve/{rev}/{path}, every file of sv, then compared
+# with the source), client c on node (c-1)%N+1 and on the SERVER
+# (c-1)%(number of servers); their pids in HUB_PIDS, their servers in
+# HUB_SRV.  A client exits with curl's status on a failed fetch, 99 when
+# the bytes differ.  hub_wait TAG: waits for them (600 s at most each);
+# HUB_RC holds their exit statuses
+hub_start() {
+	local tag=$1 count=$2 c k files opts=() srvs
+	shift 2
+	while [ "$1" != -- ]; do opts+=("$1"); shift; done
+	shift
+	srvs=("$@")
+	files=$(cd "$T/ssrc" && find . -type f | sed 's|^\./||' | sort)
+	HUB_PIDS=() HUB_SRV=()
+	for ((c = 1; c <= count; c++)); do
+		k=$(((c - 1) % N + 1))
+		local srv=${srvs[$(((c - 1) % ${#srvs[@]}))]}
+		rm -rf "$T/$tag-$c"
+		# shellcheck disable=SC2086 # files: one word each
+		bed_node $k sh -c '
+			d=$1; base=$2; src=$3; shift 3
+			opts=""; while [ "$1" != -- ]; do opts="$opts $1"; shift; done; shift
+			for f in "$@"; do
+				mkdir -p "$d/$(dirname "$f")"
+				curl -sSfL $opts -o "$d/$f" "$base/$f" || exit $?
+			done
+			diff -r "$src" "$d" >/dev/null || exit 99' sh "$T/$tag-$c" \
+			"http://$srv:8088/Org/Serve/resolve/main" "$T/ssrc" \
+			"${opts[@]}" -- $files > "$T/$tag-$c.out" 2>&1 &
+		HUB_PIDS+=($!) HUB_SRV+=("$srv")
+	done
+}
+hub_wait() {
+	local p
+	HUB_RC=()
+	for p in "${HUB_PIDS[@]}"; do timeout_wait 600 "$p"; HUB_RC+=($?); done
+}
+
 # scn_serve STORE PSTORE: wstore serve in the server namespace in front of
 # the Redis Cluster or Mooncake; 32 Hub clients (curl, 4 per node) fetch
 # every file of a second checkpoint, each checked against the source.
@@ -114,47 +186,106 @@ scn_mount() {
 scn_serve() {
 	STORE=$1 PSTORE=$2
 	say "== serve on $STORE: 32 Hub clients"
-	local srv=$BED_SRV_IP:8088 env="" name=serve
+	local name=serve rc ok=0 t0 bytes
 	[ "$STORE" = mooncake ] && name=serve_mooncake
-	# Mooncake's client in the server namespace: its own address there
-	[ "$STORE" = mooncake ] && env="WSTORE_MOONCAKE_LIBRARY=$BED_MC_HOME/lib/libmooncake_store.so
-		WSTORE_MASTER_SERVER_ADDR=$BED_MC_MASTER WSTORE_METADATA_SERVER=$BED_MC_META
-		WSTORE_PROTOCOL=tcp WSTORE_LOCAL_HOSTNAME=$BED_SRV_IP
-		MC_TCP_BIND_ADDRESS=$BED_SRV_IP WSTORE_REPLICA_NUM=$MC_REPLICAS"
-	on 1 "$W" --store "$PSTORE" model delete --force --missing-ok sv >&2
-	on 1 "$W" --store "$PSTORE" model import --checkpoint-id sv \
-		--model-id Org/Serve --source "$T/ssrc" >&2 || { rec "$name import=failed"; return; }
-	# shellcheck disable=SC2086 # env: NAME=VALUE words
-	bed_spawn serve "$BED_SRV" env $env "$W" --store "$PSTORE" serve --listen "$srv"
-	# its "listening" line first (60 s at most): a connect from a node
-	# made while it was still starting up was seen to stall for 10 s
-	local i
-	for ((i = 0; i < 600; i++)); do
-		grep -q listening "$BED_DIR/serve.log" 2>/dev/null && break
-		sleep 0.1
-	done
-	bed_reach 1 "$BED_SRV_IP" 8088 || { rec "$name start=failed"; bed_kill serve; return; }
-	local files pids="" c k p ok=0 t0 bytes
-	files=$(cd "$T/ssrc" && find . -type f | sed 's|^\./||' | sort)
+	serve_import || { rec "$name import=failed"; return; }
+	serve_up serve "$BED_SRV" "$BED_SRV_IP" || { rec "$name start=failed"; bed_kill serve; return; }
 	bytes=$(du -sb "$T/ssrc" | cut -f1)
 	t0=$(now_ns)
-	for ((c = 1; c <= 32; c++)); do
-		k=$(((c - 1) % N + 1))
-		bed_node $k sh -c '
-			d=$1; shift; base=$1; shift; src=$1; shift
-			for f in "$@"; do
-				mkdir -p "$d/$(dirname "$f")"
-				curl -sfL -o "$d/$f" "$base/$f" || exit 1
-			done
-			diff -r "$src" "$d" >/dev/null' sh "$T/hub-$c" \
-			"http://$srv/Org/Serve/resolve/main" "$T/ssrc" \
-			$files > "$T/hub-$c.out" 2>&1 &
-		pids="$pids $!"
-	done
-	for p in $pids; do timeout_wait 600 "$p" && ok=$((ok + 1)); done
+	hub_start hub 32 -- "$BED_SRV_IP"
+	hub_wait
+	for rc in "${HUB_RC[@]}"; do [ "$rc" = 0 ] && ok=$((ok + 1)); done
 	rec "$name clients=32 ok=$ok mibs=$(mibs $((32 * bytes)) $(($(now_ns) - t0)))"
 	rm -rf "$T"/hub-*
 	bed_kill serve
+}
+
+# scn_serve2 STORE PSTORE: two wstore serve nodes, each in a namespace of
+# its own (10.77.0.3 and .4 on the bridge), in front of the same store.
+# 32 Hub clients on the first alone, then 16 on each (the same run, the
+# same checkpoint); then 32 clients again, spread over both and slowed
+# to 4 MiB/s each (curl --limit-rate) so that the downloads are under
+# way when the second serve node is SIGKILLed: the clients of the first
+# must complete, those of the killed one must fail (curl's exit status,
+# no hang, no wrong bytes passed as whole), and each of those, run again
+# against the survivor, must complete.  Recorded as serve2 (Redis) or
+# serve2_mooncake.
+SV1_IP=10.77.0.3 SV2_IP=10.77.0.4
+scn_serve2() {
+	STORE=$1 PSTORE=$2
+	say "== two serve nodes on $STORE"
+	local name=serve2 rc ok c t0 bytes i
+	[ "$STORE" = mooncake ] && name=serve2_mooncake
+	if ! ip netns list | awk '{ print $1 }' | grep -qx "$BED_TAG-sv1"; then
+		bed_host sv1 $SV1_IP && bed_host sv2 $SV2_IP ||
+			{ rec "$name bed=failed"; return; }
+	fi
+	serve_import || { rec "$name import=failed"; return; }
+	serve_up sv1 "$BED_TAG-sv1" $SV1_IP && serve_up sv2 "$BED_TAG-sv2" $SV2_IP ||
+		{ rec "$name start=failed"; bed_kill sv1; bed_kill sv2; return; }
+	bytes=$(du -sb "$T/ssrc" | cut -f1)
+	local servers
+	for servers in "$SV1_IP" "$SV1_IP $SV2_IP"; do
+		ok=0
+		t0=$(now_ns)
+		# shellcheck disable=SC2086 # servers: one word each
+		hub_start hub 32 -- $servers
+		hub_wait
+		for rc in "${HUB_RC[@]}"; do [ "$rc" = 0 ] && ok=$((ok + 1)); done
+		set -- $servers
+		rec "$name serve_nodes=$# clients=32 ok=$ok mibs=$(mibs $((32 * bytes)) $(($(now_ns) - t0)))"
+	done
+	say "== two serve nodes on $STORE: the second killed mid-download"
+	hub_start hk 32 --limit-rate 4M -- $SV1_IP $SV2_IP
+	# every client of the node to be killed receiving a shard (64 KiB of
+	# one), or one of them done: then the kill
+	for ((i = 0; i < 600; i++)); do
+		local begun=0 done_=0
+		for ((c = 2; c <= 32; c += 2)); do
+			kill -0 "${HUB_PIDS[$((c - 1))]}" 2>/dev/null || done_=1
+			[ -n "$(find "$T/hk-$c" -name '*.safetensors' -size +64k 2>/dev/null | head -1)" ] &&
+				begun=$((begun + 1))
+		done
+		[ $begun = 16 ] || [ $done_ = 1 ] && break
+		sleep 0.1
+	done
+	local running=0 p
+	for p in "${HUB_PIDS[@]}"; do kill -0 "$p" 2>/dev/null && running=$((running + 1)); done
+	bed_kill sv2
+	local t_kill
+	t_kill=$(now_ns)
+	hub_wait
+	local s_ok=0 s_n=0 k_ok=0 k_fail=0 k_n=0 bad=0 codes="" redo=()
+	for ((c = 1; c <= 32; c++)); do
+		rc=${HUB_RC[$((c - 1))]}
+		if [ "${HUB_SRV[$((c - 1))]}" = $SV1_IP ]; then
+			s_n=$((s_n + 1))
+			[ "$rc" = 0 ] && s_ok=$((s_ok + 1)) || say "survivor's client $c: exit $rc: $(tail -1 "$T/hk-$c.out")"
+		else
+			k_n=$((k_n + 1))
+			case $rc in
+			# whole: the rest of its last file was already in
+			# the kernel's socket buffers when the server died
+			0) k_ok=$((k_ok + 1)) ;;
+			99 | 124) bad=$((bad + 1)); say "killed node's client $c: exit $rc" ;;
+			*) k_fail=$((k_fail + 1)) codes="$codes $rc"; redo+=("$c") ;;
+			esac
+		fi
+	done
+	local secs
+	secs=$(awk -v ns=$(($(now_ns) - t_kill)) 'BEGIN { printf "%.1f", ns / 1e9 }')
+	codes=$(echo "$codes" | tr ' ' '\n' | grep . | sort -n | uniq -c |
+		awk '{ printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1 }')
+	# the failed ones again, against the survivor
+	local r_ok=0
+	if [ ${#redo[@]} -gt 0 ]; then
+		hub_start hr ${#redo[@]} -- $SV1_IP
+		hub_wait
+		for rc in "${HUB_RC[@]}"; do [ "$rc" = 0 ] && r_ok=$((r_ok + 1)); done
+	fi
+	rec "${name}_kill clients=32 running_at_kill=$running survivor: ok=$s_ok of $s_n; killed node: failed=$k_fail of $k_n (curl exit ${codes:-none}), complete=$k_ok, bad=$bad, all ended ${secs} s after the kill; retry on the survivor: ok=$r_ok of ${#redo[@]}"
+	rm -rf "$T"/hub-* "$T"/hk-* "$T"/hr-*
+	bed_kill sv1
 }
 
 # scn_redis_kill: a Redis master SIGKILLed while N nodes pull (slowed by
@@ -327,5 +458,55 @@ scn_latency() {
 		timeout_wait 10 "$(cat "$BED_DIR/lat-$mode.pid")" 2>/dev/null
 		rec "latency proxied loss=$mode nodes=$N ok=$ok err=$err bad=$bad mibs=$(mibs $((N * SRC_BYTES)) "$ns")${ERRLINE:+ error: $ERRLINE}; proxy: $(tail -1 "$BED_DIR/lat-$mode.log")"
 		port=$((port + 1))
+	done
+}
+
+# scn_detour STORE PSTORE: 5 ms and 1% loss on the Redis Cluster or
+# Mooncake, whose clients are handed the servers' own addresses: every
+# node's traffic to the server address detoured through tests/fleet/proxy.py
+# in the namespace px (bed_detour_up: px holds the server address too and
+# the proxy listens on every port the server namespace listens on, the
+# data ports of Cluster nodes and storage nodes, the master's RPC and
+# metadata ports included).  The nodes pull fl directly, then through the
+# proxy dropping 1% of its connections, then cutting 1% of its 1 MiB
+# chunks (on Mooncake first on the data ports only, then on every port).
+# Recorded as latency_cluster or latency_mooncake.
+scn_detour() {
+	STORE=$1 PSTORE=$2
+	local name=latency_cluster mode k ports
+	[ "$STORE" = mooncake ] && name=latency_mooncake
+	say "== latency on $STORE: 5 ms + 1% loss, detoured through px"
+	if ! ip netns list | awk '{ print $1 }' | grep -qx "$BED_TAG-px"; then
+		bed_detour_up || { rec "$name detour=failed"; return; }
+	fi
+	on 1 "$W" --store "$PSTORE" model delete --force --missing-ok fl >&2
+	on 1 "$W" --store "$PSTORE" model import --checkpoint-id fl \
+		--model-id Org/Fleet --source "$T/src" >&2 || { rec "$name import=failed"; return; }
+	[ "$STORE" = redis ] && bed_redis_synced
+	fleet_pull dd
+	rec "$name direct nodes=$N ok=$ok err=$err bad=$bad mibs=$(mibs $((N * SRC_BYTES)) "$ns")${ERRLINE:+ error: $ERRLINE}"
+	ports=$(bed_srv_ports | paste -sd, -)
+	# on Mooncake the cuts also on the data ports alone (the master's
+	# RPC and metadata ports spared), before they reach every port
+	local modes="conn chunk" spare
+	[ "$STORE" = mooncake ] && modes="conn chunk_data chunk"
+	for mode in $modes; do
+		spare=""
+		[ $mode = chunk_data ] && spare=${BED_MC_MASTER##*:},${BED_MC_META##*:}
+		spare=${spare%%/*}
+		bed_spawn "px-$mode" "$BED_TAG-px" env PROXY_TARGET_NETNS="/run/netns/$BED_SRV" \
+			PROXY_SPARE_PORTS="$spare" python3 "$ROOT/tests/fleet/proxy.py" \
+			"$BED_SRV_IP" "$ports" "$BED_SRV_IP" = 5 0.01 ${mode%_data}
+		local i
+		for ((i = 0; i < 600; i++)); do
+			grep -q listening "$BED_DIR/px-$mode.log" 2>/dev/null && break
+			sleep 0.1
+		done
+		for ((k = 1; k <= N; k++)); do bed_detour $k; done
+		fleet_pull "d$mode"
+		for ((k = 1; k <= N; k++)); do bed_direct $k; done
+		kill -TERM "$(cat "$BED_DIR/px-$mode.pid")"
+		timeout_wait 10 "$(cat "$BED_DIR/px-$mode.pid")" 2>/dev/null
+		rec "$name proxied loss=$mode nodes=$N ok=$ok err=$err bad=$bad mibs=$(mibs $((N * SRC_BYTES)) "$ns")${ERRLINE:+ error: $ERRLINE}; proxy: $(tail -1 "$BED_DIR/px-$mode.log")"
 	done
 }

@@ -103,19 +103,23 @@ int wstore_file_pread(wstore_file *f, void *buf, size_t len, uint64_t off,
 /*
  * Zero-copy access for stores whose chunks are local files (the embedded
  * file store): for the chunk holding byte off of f, *out_fd gets a
- * read-only O_CLOEXEC file descriptor of the chunk's value (owned by the
- * caller, who closes it), *out_fd_off the offset in it of file byte off,
- * and *out_len the bytes from there to the end of that chunk.  The
- * chunk's size is checked (fstat) against the length the manifest implies
- * (WSTORE_ECORRUPT names the file and chunk otherwise); like
+ * read-only O_CLOEXEC file descriptor (owned by the caller, who closes
+ * it), *out_fd_off the offset in it of file byte off, and *out_len the
+ * bytes it holds from there on.  Where the store keeps the file whole
+ * (one data file, docs/format.md "The embedded file store") the fd is
+ * that file, *out_fd_off == off and *out_len the rest of the whole file
+ * (size - off); where it keeps chunk files, the fd is the chunk's file
+ * and *out_len runs to the end of that chunk (a file of one chunk is
+ * both).  The file's size is checked (fstat) against what the manifest
+ * implies (WSTORE_ECORRUPT names the file and chunk otherwise); like
  * wstore_file_pread nothing beyond the length is verified.  Once the fd
  * is open the checkpoint is confirmed to be still the import opened
  * (WSTORE_ECHANGED otherwise, and no fd): the fd then holds that import's
  * bytes for good, even if the checkpoint is later deleted or replaced
- * (chunk files are replaced, never rewritten).  WSTORE_EUNSUPPORTED when
- * the backend cannot
- * hand out files (no open_fd, an untrusted or write-once store) or the
- * record cannot be mapped; WSTORE_EINVAL when off is at or past the end.
+ * (data and chunk files are replaced, never rewritten).  WSTORE_EUNSUPPORTED
+ * when the backend cannot hand out files (no open_fd, an untrusted or
+ * write-once store) or the record cannot be mapped; WSTORE_EINVAL when off is
+ * at or past the end.
  */
 int wstore_file_chunk_fd(int *out_fd, uint64_t *out_fd_off, size_t *out_len,
 			 wstore_file *f, uint64_t off);

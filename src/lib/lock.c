@@ -559,11 +559,20 @@ void wstore__unlock(wstore_store *s, wstore__held *h)
 
 /* ---- waiting for a lock, and read-modify-write under one ---------------- */
 
-/* Bounded per holder and in all (util.h, wstore__lock_wait_ms): the
+/* The backend's retry_ms, where its struct has the field. */
+static uint64_t backend_retry_ms(const wstore_backend *b)
+{
+	return offsetof(wstore_backend, retry_ms) + sizeof(b->retry_ms) <=
+			       b->struct_size
+		       ? b->retry_ms
+		       : 0;
+}
+
+/* Bounded per holder and in all (util.h, wstore__lock_wait_for): the
  * busy message names the holder, so a new message is a new holder. */
 int wstore__lock_wait(wstore_store *s, const char *name, wstore__held **out)
 {
-	uint64_t per = wstore__lock_wait_ms();
+	uint64_t per = wstore__lock_wait_for(backend_retry_ms(s->b));
 	struct timespec cap = wclock_deadline_in(3 * per), one = cap;
 	uint64_t t0 = wclock_mono_ms();
 	char holder[512] = "";

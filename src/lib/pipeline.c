@@ -45,6 +45,8 @@
 /* Bytes read and hashed at a time: fits in a core's L2 cache. */
 #define PIECE ((size_t)512 << 10)
 #define STREAM_CHUNK ((uint64_t)256 << 20) /* stream chunks this large */
+/* Writes at least this large start their writeback at once. */
+#define WRITEBACK_MIN ((size_t)1 << 20)
 
 struct job;
 
@@ -252,9 +254,15 @@ static int open_source(const wstore__scan_file *sf, int *out, struct stat *st0)
 
 /* ---- whole files ------------------------------------------------------- */
 
+/* Write a chunk's n bytes at off of a data file, and start their
+ * writeback (as put does for a chunk file), so that the disk writes
+ * overlap the rest of the import instead of all waiting for its syncfs. */
 static int write_at(int fd, const char *buf, size_t n, uint64_t off,
 		    const char *path)
 {
+	uint64_t off0 = off;
+	size_t n0 = n;
+
 	while (n > 0) {
 		ssize_t w = pwrite(fd, buf, n, (off_t)off);
 
@@ -268,6 +276,9 @@ static int write_at(int fd, const char *buf, size_t n, uint64_t off,
 		off += (uint64_t)w;
 		n -= (size_t)w;
 	}
+	if (n0 >= WRITEBACK_MIN)
+		sync_file_range(fd, (off64_t)off0, (off64_t)n0,
+				SYNC_FILE_RANGE_WRITE);
 	return 0;
 }
 
@@ -451,6 +462,9 @@ static int stream_whole(struct run *r, size_t idx, uint64_t i, int fd,
 		if (rc == 0)
 			rc = write_at(r->wf[idx].fd, p, k, st.off - k, sf->rel);
 	}
+	if (rc == 0 && n >= WRITEBACK_MIN)
+		sync_file_range(r->wf[idx].fd, (off64_t)off, (off64_t)n,
+				SYNC_FILE_RANGE_WRITE);
 	return rc < 0 ? rc : progress(r, n, sf->rel);
 }
 

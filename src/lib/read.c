@@ -68,9 +68,16 @@ struct wstore_checkpoint {
 	int nosplit;	      /* the store's reads are not split */
 };
 
+#define DFD_UNTRIED (-2)
+
 struct wstore_file {
 	wstore_checkpoint *ck;
 	const wstore__file_rec *rec;
+	/* the file store's data file of the whole file, opened at the first
+	 * read and kept (every read is then one pread, no lookup); -1 where
+	 * there is none (another store, chunk files), DFD_UNTRIED before the
+	 * first read.  Set under ck->lock. */
+	int dfd;
 };
 
 /* One piece of a scatter read: part of one chunk into one destination. */
@@ -234,6 +241,7 @@ int wstore_file_open(wstore_file **out, wstore_checkpoint *ck, const char *path)
 		return wstore__errc(-ENOMEM, "cannot open '%s'", path);
 	f->ck = ck;
 	f->rec = &ck->m->files[i];
+	f->dfd = DFD_UNTRIED;
 	*out = f;
 	return 0;
 }
@@ -250,6 +258,8 @@ const char *wstore_file_path(const wstore_file *f)
 
 void wstore_file_free(wstore_file *f)
 {
+	if (f && f->dfd >= 0)
+		close(f->dfd);
 	free(f);
 }
 
@@ -321,6 +331,72 @@ static int check_part(const wstore__file_rec *r, uint64_t ci, int rc,
 static int get_chunk(wstore_file *f, uint64_t ci, void *dst, size_t want)
 {
 	return wstore__read_chunk(f->ck->s, f->rec, ci, dst, want);
+}
+
+/*
+ * The data file of f on the file store (open_range of chunk 0 gives a file
+ * of f's size at offset 0: the whole file, either layout), opened once and
+ * kept: -1 where there is none.  The bytes it holds are those of the
+ * import there when it was opened; every read is confirmed against the
+ * generation record afterwards as any other (wstore__file_readv), so a
+ * file opened after a replacement never hands out the new bytes.
+ */
+static int data_fd(wstore_file *f)
+{
+	wstore_checkpoint *ck = f->ck;
+	uint64_t voff = 0;
+	struct stat st;
+	int fd;
+
+	pthread_mutex_lock(&ck->lock);
+	fd = f->dfd;
+	pthread_mutex_unlock(&ck->lock);
+	if (fd != DFD_UNTRIED)
+		return fd;
+	fd = -1;
+	if (wstore__local_files(ck->s) && f->rec->nchunks > 0 &&
+	    f->rec->size > 0 &&
+	    wstore__open_range(ck->s, f->rec->chunks[0], &fd, &voff) == 0 &&
+	    (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || voff != 0 ||
+	     (uint64_t)st.st_size != f->rec->size)) {
+		close(fd);
+		fd = -1;
+	}
+	wstore__clear_err();
+	pthread_mutex_lock(&ck->lock);
+	if (f->dfd == DFD_UNTRIED) {
+		f->dfd = fd;
+	} else {
+		if (fd >= 0)
+			close(fd);
+		fd = f->dfd;
+	}
+	pthread_mutex_unlock(&ck->lock);
+	return fd;
+}
+
+/* Read len bytes at off of chunk ci (cs bytes a chunk) from the data file
+ * dfd, with get_part's checks. */
+static int pread_part(wstore_file *f, int dfd, uint64_t cs, uint64_t ci,
+		      uint64_t off, void *dst, size_t len)
+{
+	size_t got = 0;
+	int rc = 0;
+
+	while (got < len) {
+		ssize_t r = pread(dfd, (char *)dst + got, len - got,
+				  (off_t)(ci * cs + off + got));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			rc = wstore__errc(-errno, "cannot read '%s'",
+					  f->rec->path);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	return check_part(f->rec, ci, rc, off, got, len);
 }
 
 /* Read len bytes at off of chunk ci with get_range. */
@@ -395,6 +471,14 @@ static int read_group(wstore_file *f, uint64_t cs, struct piece *p, size_t n)
 	char *buf;
 	int rc;
 
+	int dfd = data_fd(f);
+
+	/* the data file: each piece straight into its place */
+	for (size_t i = 0; dfd >= 0 && i < n; i++)
+		if ((rc = pread_part(f, dfd, cs, p[i].ci, p[i].coff, p[i].dst,
+				     p[i].len)) < 0 ||
+		    i == n - 1)
+			return rc;
 	if (n == 1 && p[0].coff == 0 && p[0].len == clen)
 		return get_chunk(f, p[0].ci, p[0].dst, clen);
 	if (n == 1 && b->get_range)

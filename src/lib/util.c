@@ -71,19 +71,39 @@ int wstore__nowait(void)
 #define LOCK_WAIT_DEFAULT_MS 10000
 #define LOCK_WAIT_MAX_MS 600000
 
-uint64_t wstore__lock_wait_ms(void)
+/* $WSTORE_LOCK_WAIT_MS, or -1 when unset or nonsense. */
+static long long lock_wait_env(void)
 {
 	const char *e = getenv("WSTORE_LOCK_WAIT_MS");
 	char *end;
 	long long v;
 
 	if (!e || !*e)
-		return LOCK_WAIT_DEFAULT_MS;
+		return -1;
 	errno = 0;
 	v = strtoll(e, &end, 10);
 	if (errno || *end || v < 0 || v > LOCK_WAIT_MAX_MS)
-		return LOCK_WAIT_DEFAULT_MS;
-	return (uint64_t)v;
+		return -1;
+	return v;
+}
+
+uint64_t wstore__lock_wait_ms(void)
+{
+	long long v = lock_wait_env();
+
+	return v < 0 ? LOCK_WAIT_DEFAULT_MS : (uint64_t)v;
+}
+
+uint64_t wstore__lock_wait_for(uint64_t retry_ms)
+{
+	long long v = lock_wait_env();
+
+	if (v >= 0)
+		return (uint64_t)v;
+	if (retry_ms > LOCK_WAIT_MAX_MS)
+		retry_ms = LOCK_WAIT_MAX_MS;
+	return retry_ms + 5000 > LOCK_WAIT_DEFAULT_MS ? retry_ms + 5000
+						      : LOCK_WAIT_DEFAULT_MS;
 }
 
 /* Who holds the flock on the file open as fd: the pid /proc/locks names

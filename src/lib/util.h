@@ -42,6 +42,10 @@ int wstore__nowait(void);
  * wstore_interrupt.
  */
 uint64_t wstore__lock_wait_ms(void);
+/* The same for a store whose calls may retry for retry_ms (its backend's
+ * retry_ms): unless $WSTORE_LOCK_WAIT_MS is set, at least retry_ms + 5 s,
+ * so a holder retrying its write outlasts no waiter. */
+uint64_t wstore__lock_wait_for(uint64_t retry_ms);
 
 /*
  * The loop of a renewal thread (locks, leases): with mu held, wait

@@ -285,6 +285,45 @@ EOF
 		fi
 		wait_exit 10 "$MPID"
 	done
+	# no passthrough, the checkpoint replaced under an open file: its
+	# reads fail (each confirms the checkpoint), never the new bytes
+	imp "$STORE" rp 8MiB >/dev/null
+	WSTORE_MOUNT_PASSTHROUGH=0 "$W" --store "$STORE" mount "$MNT" \
+		--checkpoint rp --foreground > "$T/mnt-rp.log" 2>&1 &
+	MPID=$!
+	if wait_for 10 grep -q " $MNT fuse" /proc/mounts &&
+		wait_for 10 grep -q 'mounted' "$T/mnt-rp.log"; then
+		mkdir -p "$T/src2" && cp "$SRC/config.json" "$T/src2/" &&
+			head -c 3000000 /dev/zero > "$T/src2/big.bin"
+		check_exit "mount rp, no passthrough: reads fail once the checkpoint is replaced" 0 \
+			timeout 60 $PY - "$MNT" "$SRC" "$W" "$STORE" "$T/src2" <<'EOF'
+import errno, os, subprocess, sys
+mnt, src, w, store, src2 = sys.argv[1:6]
+want = open(src + "/big.bin", "rb").read()
+fd = os.open(mnt + "/big.bin", os.O_RDONLY)
+assert os.pread(fd, 4096, 0) == want[:4096], "bad bytes before"
+for args in (["model", "delete", "rp", "--force"],
+             ["--quiet", "model", "import", "--checkpoint-id", "rp", "--model-id",
+              "Org/rp", "--source", src2, "--chunk-size", "8MiB"]):
+    subprocess.run([w, "--store", store] + args, check=True, stdout=subprocess.DEVNULL)
+errors = 0
+for off in range(0, 3 << 20, 1 << 18):
+    try:
+        got = os.pread(fd, 1 << 18, off)
+    except OSError as e:
+        if e.errno != errno.EIO:
+            sys.exit(f"unexpected {e}")
+        errors += 1
+        continue
+    if got != want[off:off + len(got)]:
+        sys.exit(f"wrong bytes at {off}")
+sys.exit(0 if errors == 12 else f"{errors} of 12 reads failed")
+EOF
+		check_exit "mount rp: unmounts" 0 "$W" umount "$MNT"
+	else
+		tap_not_ok "mount of 'rp' without passthrough" "$(tail -3 "$T/mnt-rp.log")"
+	fi
+	wait_exit 10 "$MPID"
 else
 	tap_skip "mount: files kept whole" "wstore-mount not built or no /dev/fuse"
 fi

@@ -2,7 +2,7 @@
 # faults.sh - failure handling of import, delete and materialize on the
 # file store wrapped in the fault-injecting backend (URL "fault+DIR",
 # faults from $WSTORE_FAULTS, see src/lib/backends/helpers.h):
-# a failure at each put, SIGINT mid-import, a crash (as if SIGKILLed) at
+# a failure at each put (and at each data-file begin and commit), SIGINT mid-import, a crash (as if SIGKILLed) at
 # every call of a delete, a manifest that cannot be read (never taken for
 # an absent one by list, gc or name resolution), SIGTERM mid-materialize,
 # and a write-once store holding stale chunks.
@@ -44,6 +44,36 @@ check_exit "re-import reclaims the FAILED id" 0 ws model import --checkpoint-id 
 	--model-id M --source "$SRC" --chunk-size $CS
 check_exit "and it verifies" 0 ws model verify f
 check_exit "delete" 0 ws model delete f
+
+# ---- the data-file path: a failure at each begin and each commit ----------
+# ("files" passes the file store's data-file writes through the wrapper)
+datafiles() { (cd "$S" && find weight/models -name 'data-*' -type f 2>/dev/null | wc -l); }
+nfile=$(python3 -c "import os;print(sum(1 for f in os.listdir('$SRC') if os.path.getsize(os.path.join('$SRC',f))))")
+for op in begin_file commit_file; do
+	k=1
+	while [ "$k" -le "$nfile" ]; do
+		WSTORE_FAULTS="files,failop=$op:$k" "$W" --store "fault+$S" model import \
+			--checkpoint-id df --model-id M --source "$SRC" --chunk-size $CS --jobs 1 \
+			> "$T/out" 2>&1
+		rc=$?
+		st=$(ws --json model inspect df 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])' 2>/dev/null)
+		if [ $rc = 1 ] && [ "$st" = FAILED ] && [ "$(datafiles)" = 0 ] && [ "$(chunks)" = 0 ] &&
+			[ "$(tmps)" = 0 ] && grep -q "injected fault" "$T/out" && [ "$(grep -c . "$T/out")" = 1 ]; then
+			tap_ok "failure at $op $k: exit 1, FAILED manifest, no data, chunk or temp file left"
+		else
+			tap_not_ok "failure at $op $k" "rc=$rc status=$st data=$(datafiles) chunks=$(chunks) tmps=$(tmps)" "$(cat "$T/out")"
+		fi
+		k=$((k + 1))
+	done
+done
+check_exit "data files: re-import through the wrapper reclaims the FAILED id" 0 \
+	env WSTORE_FAULTS=files "$W" --store "fault+$S" model import --checkpoint-id df \
+	--model-id M --source "$SRC" --chunk-size $CS
+check "data files: one per non-empty file ($(datafiles) of $nfile), no chunk file" \
+	test "$(datafiles)" = "$nfile" -a "$(chunks)" = 0
+check_exit "data files: and it verifies" 0 ws model verify df
+check_exit "data files: delete" 0 ws model delete df
+check "data files: none left after delete" test "$(datafiles)" = 0
 
 # ---- leftovers that could not be removed are recorded ---------------------
 # puts 1-2 succeed, put 3 fails, then every remove fails: chunks stay, and

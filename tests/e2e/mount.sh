@@ -325,7 +325,7 @@ while time.time() < deadline and not (failed_read and failed_open):
 print("read failed:", failed_read, "open failed:", failed_open,
       "after %d reads" % step)
 # a file passed through (kept whole, passthrough here) reads on, as a
-# local file after rm (the replace suite checks the daemon's EIO)
+# local file after rm (the fastpaths suite checks the daemon's EIO)
 sys.exit(0 if (failed_read or pt == "1") and failed_open else 1)
 EOF
 pt=0; echo "$MOUNT_OUT" | grep -q 'passed through' && pt=1

@@ -11,9 +11,19 @@
 #                         $BED_SRV or bed_ns K) in the background, its output
 #                         in $BED_DIR/NAME.log, its pid in $BED_DIR/NAME.pid
 #   bed_ns K              the name of node K's namespace
+#   bed_host NAME IP      one more namespace, $BED_TAG-NAME, at IP on the
+#                         bridge (a serve node, a proxy); after bed_up
+#   bed_in NAME CMD...    run CMD in that namespace
 #   bed_cut K / bed_mend K   take node K's link down / up again (inside its
 #                         namespace: the host's own interfaces are never
 #                         touched)
+#   bed_detour_up         a namespace "px" at $BED_PX_IP that holds the
+#                         server's address too (on its loopback, answering
+#                         no ARP for it): a proxy there (tests/fleet/proxy.py
+#                         with PROXY_TARGET_NETNS) stands in for the server
+#   bed_detour K / bed_direct K   node K's traffic to the server address
+#                         goes through px / straight to the server again
+#   bed_srv_ports         the TCP ports listening on the server address
 #   bed_down              kill every process in the bed's namespaces, delete
 #                         them (and with them the bridge and veth pairs)
 #
@@ -60,6 +70,12 @@ bed_up() {
 	done
 }
 
+bed_host() {
+	ip netns add "$BED_TAG-$1" || return 1
+	_bed_link "$BED_TAG-$1" "$1" "$2"
+}
+bed_in() { _bh=$1; shift; ip netns exec "$BED_TAG-$_bh" "$@"; }
+
 # bed_reach K HOST PORT: node K connects to HOST:PORT (10 s at most)
 bed_reach() {
 	bed_node "$1" timeout 10 python3 -c 'import socket, sys, time
@@ -94,6 +110,32 @@ bed_kill() {
 	# reap it when it is a child of this shell (no "Killed" notice later)
 	wait "$_kp" 2>/dev/null
 	return 0
+}
+
+# ---- the detour: every connection of a node to the server, through px ------
+# Cluster nodes and Mooncake's master hand their clients the servers' own
+# addresses, so a proxy on another address carries none of the data.  A
+# node routed to 10.77.0.2 via px instead: px owns 10.77.0.2 on its
+# loopback and delivers those packets to its own sockets, where the proxy
+# listens on the server's ports, and connects on from inside the server
+# namespace.  arp_ignore keeps px from answering ARP for the server address
+# (the other nodes still reach the real one), arp_announce from naming it
+# in its own requests.
+BED_PX_IP=10.77.0.9
+bed_detour_up() {
+	bed_host px "$BED_PX_IP" || return 1
+	bed_in px sysctl -qw net.ipv4.conf.all.arp_ignore=1 \
+		net.ipv4.conf.eth0.arp_ignore=1 net.ipv4.conf.all.arp_announce=2 \
+		net.ipv4.conf.eth0.arp_announce=2 || return 1
+	bed_in px ip addr add "$BED_SRV_IP/32" dev lo
+}
+bed_detour() { bed_node "$1" ip route replace "$BED_SRV_IP/32" via "$BED_PX_IP"; }
+bed_direct() { bed_node "$1" ip route del "$BED_SRV_IP/32" 2>/dev/null; return 0; }
+bed_srv_ports() {
+	bed_srv ss -Hltn | awk -v ip="$BED_SRV_IP" '{ a = $4; p = a; sub(/.*:/, "", p)
+		sub(/:[0-9]+$/, "", a)
+		if (a == ip || a == "0.0.0.0" || a == "*" || a == "[::]") print p }' |
+		sort -un
 }
 
 bed_cut() { bed_node "$1" ip link set eth0 down; }
@@ -133,7 +175,8 @@ bed_redis_start_port() {
 		--cluster-enabled yes --cluster-config-file nodes.conf \
 		--cluster-node-timeout "${BED_REDIS_NODE_TIMEOUT:-2000}" \
 		--cluster-replica-validity-factor 0 \
-		--repl-diskless-sync-delay 0
+		--repl-diskless-sync-delay 0 \
+		--client-output-buffer-limit "replica 0 0 0"
 	_ri=0
 	until bed_rcli "$1" ping 2>/dev/null | grep -q PONG; do
 		_ri=$((_ri + 1))

@@ -297,6 +297,16 @@ static void test_lock_wait_bounded(void)
 	CHECK(wstore__lock_wait_ms() == 10000);
 	unsetenv("WSTORE_LOCK_WAIT_MS");
 	CHECK(wstore__lock_wait_ms() == 10000);
+	/* a store whose calls retry (Mooncake's transfers, 30 s): a holder
+	 * retrying its write is waited for that long and 5 s more, unless
+	 * the variable says otherwise */
+	CHECK(wstore__lock_wait_for(0) == 10000);
+	CHECK(wstore__lock_wait_for(30000) == 35000);
+	CHECK(wstore__lock_wait_for(1000) == 10000);
+	CHECK(wstore__lock_wait_for(UINT64_MAX) == 605000);
+	setenv("WSTORE_LOCK_WAIT_MS", "300", 1);
+	CHECK(wstore__lock_wait_for(30000) == 300);
+	unsetenv("WSTORE_LOCK_WAIT_MS");
 	wstore__unlock(s, h1);
 	CHECK_EQ_INT(wstore__lock_wait(s, "models/w", &h2), 0);
 	wstore__unlock(s, h2);

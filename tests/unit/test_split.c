@@ -248,6 +248,12 @@ void test_split_large_preads(void)
 	 * caller gets the message naming the file (chunk files: the old
 	 * layout of the file store) */
 	CHECK_EQ_INT(fixture_split_data_files(dir), 1);
+	/* a file handle keeps the data file it read first: open it anew */
+	wstore_file_free(f);
+	f = NULL;
+	CHECK_EQ_INT(wstore_file_open(&f, ck, "w.bin"), 0);
+	if (!f)
+		goto out;
 	snprintf(path, sizeof(path),
 		 "%s/store/weight/models/big/files/*/chunks/00000006", dir);
 	if (glob(path, 0, NULL, &g) == 0 && g.gl_pathc == 1) {

@@ -329,6 +329,18 @@ struct wstore_backend {
 	int (*migrate_file)(wstore_backend *b, const char *file_key,
 			    uint64_t chunk_size, uint64_t size, unsigned flags,
 			    int (*check)(int fd, void *ctx), void *ctx);
+
+	/*
+	 * The longest one call may keep retrying a fault of the store
+	 * before it fails (Mooncake retries a failed transfer for up to
+	 * $WSTORE_MOONCAKE_TRANSFER_WAIT_MS while the master drops a lost
+	 * storage node), in milliseconds; 0 when calls do not retry that
+	 * long.  A wait for a lock whose holder is alive lasts at least this
+	 * long plus 5 s unless $WSTORE_LOCK_WAIT_MS says otherwise, so a
+	 * holder retrying its write is not given up on.  A field, not a
+	 * callback; read only when struct_size covers it.
+	 */
+	uint64_t retry_ms;
 };
 
 /*

@@ -202,7 +202,8 @@ extern const wstore__backend_kind wstore__kind_mooncake;
  *   fail=N        the N-th call (1-based, counting every callback) fails
  *                 with -EIO; fail=N+ fails it and every later call
  *   failop=OP:N   the N-th call of one operation (put, upsert, put_new,
- *                 get, get_range, size, remove, list, update, sync)
+ *                 get, get_range, size, remove, list, update, sync,
+ *                 begin_file, commit_file)
  *   short=N       the N-th get returns one byte less than the value
  *   corrupt=N     the N-th get flips one byte
  *   failread=TEXT every read (get, get_range, size, list) of a key or
@@ -210,6 +211,10 @@ extern const wstore__backend_kind wstore__kind_mooncake;
  *                 cannot read one record now; up to 4 such items)
  *   writeonce     put never overwrites an existing key
  *   emptymissing  get of a missing key returns an empty value
+ *   files         pass the inner store's data-file writes on (begin_file,
+ *                 commit_file, abort_file: failop can name the first
+ *                 two); without it an import through the wrapper puts
+ *                 chunks, so that put faults reach it
  *   forget=N      the N-th put reports success but stores nothing
  *   crash=N       the process exits immediately (_exit(137)) at the N-th
  *                 call, as if killed

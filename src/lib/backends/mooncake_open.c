@@ -447,6 +447,7 @@ int wstore__backend_mooncake_open(wstore_backend **out,
 	}
 	b->base.version = WSTORE_BACKEND_VERSION;
 	b->base.struct_size = sizeof(b->base);
+	b->base.retry_ms = b->transfer_wait_ms;
 	b->base.name = "mooncake";
 	b->base.flags = WSTORE_BACKEND_WRITE_ONCE |
 			WSTORE_BACKEND_EMPTY_MISSING | WSTORE_BACKEND_UNTRUSTED;

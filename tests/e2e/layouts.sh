@@ -1,5 +1,5 @@
 #!/bin/sh
-# whole.sh - the file store's layouts end to end (docs/format.md, "The
+# layouts.sh - the file store's layouts end to end (docs/format.md, "The
 # embedded file store"):
 #  - an import writes one data file per checkpoint file, the file's exact
 #    bytes, and no chunk file;
@@ -14,7 +14,7 @@
 #    mkfs.xfs needed, else skipped and counted), always clones (shared
 #    extents, no space used), never writes; always fails in one line for a
 #    source on another file system and on a store of chunks.
-TAP_SUITE=whole
+TAP_SUITE=layouts
 . "$(dirname "$0")/../lib/suite.sh"
 
 S=$T/store
@@ -181,6 +181,49 @@ if [ -z "$why" ]; then
 	check "the clone used no space for the data ($((u1 - u0)) KiB)" test $((u1 - u0)) -lt 8192
 	check "its bytes are the source's" cmp "$XD" "$XSRC/w.bin"
 	check_exit "the cloned checkpoint verifies" 0 xws model verify c
+	# the source written to (the same byte: only its mtime changes)
+	# after its clone, while it is hashed: the import fails
+	cat > "$T/change.py" <<'EOF'
+import os, sys
+import wstore
+store, src = sys.argv[1:3]
+w = os.path.join(src, "w.bin")
+seen = []
+
+
+def cb(done, total, path):
+    if not seen and path == "w.bin":
+        seen.append(1)
+        with open(w, "r+b") as fh:
+            b = fh.read(1)
+            fh.seek(0)
+            fh.write(b)
+    return False
+
+
+try:
+    wstore.Store(store).import_(src, "chg", "Org/C", force=True,
+                                reflink="always", progress=cb)
+except wstore.WstoreError as e:
+    print(e)
+    sys.exit(0 if seen else 3)
+print("imported")
+sys.exit(1)
+EOF
+	BUILD_ABS=$(cd "$BUILD" && pwd)
+	if ldd "$BUILD_ABS/libwstore.so" 2>/dev/null | grep -q libtsan; then
+		tap_skip "a source written to while its clone is hashed" \
+			"the Python interpreter cannot load a ThreadSanitizer build"
+	else
+	check_exit "a source written to while its clone is hashed fails the import" 0 \
+		sh -c '. "$1/lib/pyenv.sh"; pyenv_for "$2/libwstore.so"
+			PYTHONPATH="$1/../python" exec /usr/bin/python3 "$3" "$4" "$5"' - \
+		"$HERE" "$BUILD_ABS" "$T/change.py" "$XS" "$XSRC"
+	check_grep "... saying the source changed while it was cloned" \
+		"source file '.*w.bin' changed while it was cloned into the store" "$OUT"
+	check "... and leaves no data or temp file of it" test "$(find "$XS/weight/models/chg" \
+		\( -name '.tmp-*' -o -name 'data-*' \) 2>/dev/null | wc -l)" = 0
+	fi
 	check_exit "import --reflink never" 0 xws model import --checkpoint-id n \
 		--model-id Org/C --source "$XSRC" --force --reflink never
 	ND=$(find "$XS/weight/models/n" -name 'data-*' -size +1M | head -1)
