@@ -140,22 +140,12 @@ static int put_chunk(struct in *in)
 /* The bytes into the data file at their offset. */
 static int take_whole(struct in *in, const char *p, size_t n)
 {
-	const char *path = in->h->files[in->idx].path;
-	size_t k = n;
+	int rc = wstore__pwrite_all(in->wfd, p, n, in->pos,
+				    in->h->files[in->idx].path);
 
-	while (k > 0) {
-		ssize_t w = pwrite(in->wfd, p, k, (off_t)in->pos);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return wstore__errc(-errno,
-					    "cannot write '%s' into the store",
-					    path);
-		p += w;
-		k -= (size_t)w;
-		in->pos += (uint64_t)w;
-	}
+	if (rc < 0)
+		return rc;
+	in->pos += n;
 	return progress(in, n, 0);
 }
 

@@ -260,26 +260,12 @@ static int open_source(const wstore__scan_file *sf, int *out, struct stat *st0)
 static int write_at(int fd, const char *buf, size_t n, uint64_t off,
 		    const char *path)
 {
-	uint64_t off0 = off;
-	size_t n0 = n;
+	int rc = wstore__pwrite_all(fd, buf, n, off, path);
 
-	while (n > 0) {
-		ssize_t w = pwrite(fd, buf, n, (off_t)off);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return wstore__errc(-errno,
-					    "cannot write '%s' into the store",
-					    path);
-		buf += w;
-		off += (uint64_t)w;
-		n -= (size_t)w;
-	}
-	if (n0 >= WRITEBACK_MIN)
-		sync_file_range(fd, (off64_t)off0, (off64_t)n0,
+	if (rc == 0 && n >= WRITEBACK_MIN)
+		sync_file_range(fd, (off64_t)off, (off64_t)n,
 				SYNC_FILE_RANGE_WRITE);
-	return 0;
+	return rc;
 }
 
 /* Begin file idx's data file, the reader holding the first reference. */

@@ -11,6 +11,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "../common/clock.h"
 #include "error.h"
@@ -24,6 +25,27 @@ int wstore__set_str(char **field, const char *value)
 		return wstore__errc(-ENOMEM, "cannot copy string");
 	free(*field);
 	*field = copy;
+	return 0;
+}
+
+int wstore__pwrite_all(int fd, const void *buf, size_t n, uint64_t off,
+		       const char *path)
+{
+	const char *p = buf;
+
+	while (n > 0) {
+		ssize_t w = pwrite(fd, p, n, (off_t)off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return wstore__errc(-errno,
+					    "cannot write '%s' into the store",
+					    path);
+		p += w;
+		off += (uint64_t)w;
+		n -= (size_t)w;
+	}
 	return 0;
 }
 

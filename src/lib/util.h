@@ -7,10 +7,17 @@
 #define WSTORE_UTIL_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Replace a string field (copy); value may be NULL. */
 int wstore__set_str(char **field, const char *value);
+
+/* pwrite all n bytes of buf at off of fd (short writes and EINTR taken
+ * care of): 0, or an error saying that path could not be written into
+ * the store. */
+int wstore__pwrite_all(int fd, const void *buf, size_t n, uint64_t off,
+		       const char *path);
 
 /*
  * pthread_create for the library's own threads (workers, lease renewal):

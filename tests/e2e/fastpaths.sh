@@ -212,26 +212,7 @@ if [ -x "$BUILD/wstore-mount" ] && [ -c /dev/fuse ]; then
 				"the store keeps big.bin in chunk files"
 		else
 			check_exit "mount: big.bin (several chunks, kept whole) read with the daemon stopped" 0 \
-				timeout 60 $PY - "$MNT" "$SRC" "$MPID" <<'EOF'
-import os, signal, sys, threading
-mnt, src, pid = sys.argv[1], sys.argv[2], int(sys.argv[3])
-want = open(src + "/big.bin", "rb").read()
-fd = os.open(mnt + "/big.bin", os.O_RDONLY)
-got = []
-t = threading.Thread(target=lambda: got.append(os.pread(fd, 2 << 20, 1048000)))
-os.kill(pid, signal.SIGSTOP)
-try:
-    t.start()
-    t.join(10)
-    alive = t.is_alive()
-finally:
-    os.kill(pid, signal.SIGCONT)
-t.join()
-if alive:
-    sys.exit("a read waited for the stopped daemon: not passed through")
-if got[0] != want[1048000:1048000 + (2 << 20)]:
-    sys.exit("wrong bytes with the daemon stopped")
-EOF
+				timeout 60 $PY "$HERE/tools/stopped_read.py" "$MNT" "$SRC" "$MPID" big.bin 1048000 2097152
 		fi
 		check_exit "mount: unmounts" 0 "$W" umount "$MNT"
 	else

@@ -135,26 +135,7 @@ if wait_for 10 grep -q " $MNT fuse" /proc/mounts &&
 		# a file passed through is read with the daemon stopped (one
 		# the daemon answers would wait for SIGCONT)
 		check_exit "passthrough in use: a 4 MiB read with the daemon stopped" 0 \
-			timeout 60 $PY - "$MNT" "$SRC" "$PTPID" <<'EOF'
-import os, signal, sys, threading
-mnt, src, pid = sys.argv[1], sys.argv[2], int(sys.argv[3])
-want = open(src + "/big.bin", "rb").read()
-fd = os.open(mnt + "/big.bin", os.O_RDONLY)
-got = []
-t = threading.Thread(target=lambda: got.append(os.pread(fd, 4 << 20, 12345)))
-os.kill(pid, signal.SIGSTOP)
-try:
-    t.start()
-    t.join(10)
-    alive = t.is_alive()
-finally:
-    os.kill(pid, signal.SIGCONT)
-t.join()
-if alive:
-    sys.exit("a read waited for the stopped daemon: not passed through")
-if got[0] != want[12345:12345 + (4 << 20)]:
-    sys.exit("wrong bytes with the daemon stopped")
-EOF
+			timeout 60 $PY "$HERE/tools/stopped_read.py" "$MNT" "$SRC" "$PTPID" big.bin 12345 4194304
 	else
 		tap_skip "passthrough: reads of files passed through" \
 			"not available here: $(grep mounted "$T/pt.log" | head -1)"
