@@ -38,7 +38,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from whole import can_mount, load, paired, sh  # noqa: E402
+from whole import adder, can_mount, load, sh  # noqa: E402
 
 
 def why_not():
@@ -122,10 +122,7 @@ def main():
               f"cp -r --reflink=never '{src}' '{dest}' && sync")
         load0 = load()
 
-        def add(what, wcmd, base_name, base, goal):
-            tw, tb, lw, lb = paired(runs, wcmd, base)
-            rows.append((what, tw, base_name, tb, tb / tw, goal))
-            cmds.append((what, wcmd, base, lw, lb))
+        add = adder(runs, rows, cmds)
 
         # (a)
         why = can_mount()

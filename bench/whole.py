@@ -46,6 +46,17 @@ def load():
         return f.read().split()[0]
 
 
+def adder(runs, rows, cmds):
+    """add(what, wcmd, base_name, base, goal): time wcmd against base
+    (paired), append the row to rows and the commands with their runs to
+    cmds."""
+    def add(what, wcmd, base_name, base, goal):
+        tw, tb, lw, lb = paired(runs, wcmd, base)
+        rows.append((what, tw, base_name, tb, tb / tw, goal))
+        cmds.append((what, wcmd, base, lw, lb))
+    return add
+
+
 def paired(runs, a, b):
     """Medians of runs of (before, cmd) a and b, alternating which goes
     first so that neither always follows the other's writeback."""
@@ -113,10 +124,7 @@ def main():
         cp = (f"rm -rf '{dest}'; sync", f"cp -r '{src}' '{dest}' && sync")
         load0 = load()
 
-        def add(what, wcmd, base_name, base, goal):
-            tw, tb, lw, lb = paired(runs, wcmd, base)
-            rows.append((what, tw, base_name, tb, tb / tw, goal))
-            cmds.append((what, wcmd, base, lw, lb))
+        add = adder(runs, rows, cmds)
 
         why = can_mount()
         if why:
