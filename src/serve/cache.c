@@ -67,6 +67,7 @@ struct wcache *wcache_new(wstore_store *store, double ttl)
 static void wck_close(struct wck *k)
 {
 	pthread_mutex_destroy(&k->mu);
+	wblocks_free(k->blocks);
 	free(k->oids);
 	wstore_checkpoint_free(k->ck);
 	free(k->id);
@@ -142,6 +143,7 @@ void wck_dead(struct wcache *c, struct wck *k)
 	k->dead = 1;
 	drop_names(c, 0, wclock_mono_s(), &closing);
 	pthread_mutex_unlock(&c->mu);
+	wblocks_kill(k->blocks);
 	close_all(closing);
 }
 
@@ -214,6 +216,7 @@ static int open_ck(struct wck **out, wstore_store *s, const char *id)
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&k->mu, NULL);
+	k->blocks = wblocks_new(); /* NULL: every request reads its own */
 	o.what = "serve";
 	rc = wstore_checkpoint_open_ext(&k->ck, s, id, &o);
 	/* deleted between resolving and opening */

@@ -22,7 +22,9 @@
  *  - otherwise a callback response that libmicrohttpd calls for one block
  *    at a time: from chunk files with pread (one open per chunk), or
  *    through wstore_file_pread on other backends, whose block size is
- *    wstore_file_read_size() (1 MiB where the backend reads ranges).
+ *    wstore_file_read_size() (1 MiB where the backend reads ranges); on
+ *    those, a block is read once for every request that wants it at the
+ *    same time (blocks.c).
  * A connection holds at most one block of anonymous memory, and a client
  * that goes away stops the reads: nothing is fetched ahead of the socket.
  */
@@ -47,6 +49,7 @@ struct body {
 	int fd;		     /* chunk file holding [fd_lo, fd_hi) */
 	uint64_t fd_lo, fd_hi, fd_base;
 	int no_fd;
+	uint64_t block; /* the callback's block size: single-flight blocks */
 };
 
 /* A read failed mid-body: the response is cut (its Content-Length never
@@ -121,11 +124,28 @@ static ssize_t body_read(void *cls, uint64_t pos, char *buf, size_t max)
 			return got;
 		}
 	}
+	if (b->k->blocks && b->block) {
+		struct wserve_metrics *m = &b->r->sv->m;
+		char err[512];
+		int shared = 0;
+
+		rc = wblocks_read(b->k->blocks, b->f, b->block, off, buf, want,
+				  &n, &shared, err, sizeof(err));
+		if (rc < 0 || n == 0) {
+			body_fail(b, rc < 0 ? err : "file shrank");
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		}
+		atomic_fetch_add(shared ? &m->shared_reads : &m->store_reads,
+				 1);
+		atomic_fetch_add(&b->r->bytes, n);
+		return (ssize_t)n;
+	}
 	rc = wstore_file_pread(b->f, buf, want, off, &n);
 	if (rc < 0 || n == 0) {
 		body_fail(b, rc < 0 ? wstore_last_error() : "file shrank");
 		return MHD_CONTENT_READER_END_WITH_ERROR;
 	}
+	atomic_fetch_add(&b->r->sv->m.store_reads, 1);
 	atomic_fetch_add(&b->r->bytes, n);
 	return (ssize_t)n;
 }
@@ -303,6 +323,9 @@ static struct MHD_Response *make_body(struct wreq *r, struct wck **kp,
 	*kp = NULL;
 	*fp = NULL;
 	atomic_fetch_add(&r->refs, 1);
+	/* the file's own block size, whatever the range, so that requests
+	 * for the same bytes want the same blocks */
+	b->block = wstore_file_read_size(f);
 	block = wstore_file_read_size(f);
 	if (block < FD_BLOCK)
 		block = FD_BLOCK;

@@ -32,7 +32,9 @@ struct wserve_ckpt_bytes {
 struct wserve_metrics {
 	atomic_uint_fast64_t requests[WSERVE_NCODES + 1];
 	atomic_uint_fast64_t bytes;
-	atomic_uint_fast64_t errors; /* 5xx replies and broken streams */
+	atomic_uint_fast64_t errors;	   /* 5xx replies and broken streams */
+	atomic_uint_fast64_t store_reads;  /* blocks read from the store */
+	atomic_uint_fast64_t shared_reads; /* block reads another one served */
 	atomic_int connections;
 	atomic_int inflight;
 	pthread_mutex_t mu; /* guards per_ckpt */
@@ -45,11 +47,28 @@ struct wck {
 	wstore_checkpoint *ck; /* with its read lease */
 	char *id;
 	char commit[WSTORE_COMMIT_LEN + 1];
-	int refs;	    /* under the cache's lock */
-	int dead;	    /* a read failed: handed to no new request */
-	pthread_mutex_t mu; /* guards oids */
-	char (*oids)[41];   /* git blob ids of files, "" until known */
+	int refs;		/* under the cache's lock */
+	int dead;		/* a read failed: handed to no new request */
+	pthread_mutex_t mu;	/* guards oids */
+	char (*oids)[41];	/* git blob ids of files, "" until known */
+	struct wblocks *blocks; /* blocks read once for every request */
 };
+
+/* Single flight for blocks of a store without files (blocks.c). */
+struct wblocks;
+struct wblocks *wblocks_new(void);
+void wblocks_free(struct wblocks *bs);
+/* The checkpoint is dead (deleted or replaced): no block read before is
+ * handed out again, every request reads the store (and fails). */
+void wblocks_kill(struct wblocks *bs);
+/* want bytes (at most to the end of its block) of f at off, where blocks
+ * are bsize bytes: from the read another request is making of the
+ * block, else read from the store here; *out_shared 1 when another
+ * request's read served it.  0 with *out_n bytes in dst, or a negative
+ * code with its message in err. */
+int wblocks_read(struct wblocks *bs, wstore_file *f, uint64_t bsize,
+		 uint64_t off, char *dst, size_t want, size_t *out_n,
+		 int *out_shared, char *err, size_t errlen);
 
 /* HTTPS material, read and checked before listening (tls.c). */
 struct wserve_tls {

@@ -26,6 +26,8 @@ void wmetrics_init(struct wserve_metrics *m)
 		atomic_init(&m->requests[i], 0);
 	atomic_init(&m->bytes, 0);
 	atomic_init(&m->errors, 0);
+	atomic_init(&m->store_reads, 0);
+	atomic_init(&m->shared_reads, 0);
 	atomic_init(&m->connections, 0);
 	atomic_init(&m->inflight, 0);
 	pthread_mutex_init(&m->mu, NULL);
@@ -131,6 +133,16 @@ enum MHD_Result wmetrics_reply(struct MHD_Connection *c, struct wreq *r)
 	  "streams.\n# TYPE wstore_serve_errors_total counter\n"
 	  "wstore_serve_errors_total %" PRIuFAST64 "\n",
 	  atomic_load(&m->errors));
+	P("# HELP wstore_serve_store_reads_total Blocks read from a store "
+	  "that does not hand out files, for a response.\n"
+	  "# TYPE wstore_serve_store_reads_total counter\n"
+	  "wstore_serve_store_reads_total %" PRIuFAST64 "\n",
+	  atomic_load(&m->store_reads));
+	P("# HELP wstore_serve_shared_reads_total Blocks a response took "
+	  "from another one's read of them (single flight).\n"
+	  "# TYPE wstore_serve_shared_reads_total counter\n"
+	  "wstore_serve_shared_reads_total %" PRIuFAST64 "\n",
+	  atomic_load(&m->shared_reads));
 	P("# HELP wstore_serve_connections Open client connections.\n"
 	  "# TYPE wstore_serve_connections gauge\n"
 	  "wstore_serve_connections %d\n",

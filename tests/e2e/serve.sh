@@ -303,6 +303,21 @@ check_grep "--mmap: 8 concurrent clients, none bad" '^0$' "$LOAD_BAD"
 serve_stop
 check_grep "--mmap: server exited 0" '^0$' "$SERVE_RC"
 
+# ---- single flight: clients downloading one file at once share block reads ------
+# (a store that does not hand out files: the fault wrapper, every call 100 ms
+# late, so that the 8 downloads of 32 blocks of 1 MiB overlap)
+export WSTORE_FAULTS=delay=100
+serve_start flight "fault+$STORE" || { tap_done; exit 1; }
+unset WSTORE_FAULTS
+load_clients "$SERVE_URL/org/big/resolve/main/big.bin" "$T/bigsrc/big.bin" 8 0 "$T/fload"
+check_grep "single flight: 8 concurrent clients, none bad" '^0$' "$LOAD_BAD"
+M=$(curl -sf "$SERVE_URL/metrics")
+sr=$(echo "$M" | awk '$1 == "wstore_serve_store_reads_total" {print $2}')
+shr=$(echo "$M" | awk '$1 == "wstore_serve_shared_reads_total" {print $2}')
+check "single flight: blocks read once for several clients (store reads ${sr:-?}, shared ${shr:-?}, 256 wanted)" \
+	test "${shr:-0}" -gt 0 -a "${sr:-256}" -lt 256 -a "$((${sr:-0} + ${shr:-0}))" -ge 256
+serve_stop
+
 # ---- Redis backend ---------------------------------------------------------------
 if redis_start_standalone "$T/redis" >/dev/null 2>&1; then
 	RS=$WSTORE_TEST_REDIS_URL
