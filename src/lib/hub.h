@@ -12,6 +12,7 @@
 #include <wstore/wstore.h>
 
 #include "error.h"
+#include "hubtrust.h"
 #include "import.h"
 
 /* A file the server lists, in the scan's order (sorted by path). */
@@ -24,10 +25,13 @@ typedef struct wstore__hub_file {
 
 typedef struct wstore__hub {
 	wstore_hub_options o; /* the caller's, current layout */
-	char *endpoint;	      /* without trailing '/' */
+	wstore__endpoint ep;  /* o.endpoint parsed, its credentials apart */
+	wstore__hub_limits lim;
+	char org[97], name[97]; /* o.repo's two parts */
 	char *commit;
 	wstore__hub_file *files; /* n, sorted by path */
 	size_t n;
+	uint64_t total; /* the sizes of files[] added up (<= the limit) */
 	/* the intent record's "hub" member: endpoint, repo, commit,
 	 * chunk_size and "files": {path: {"oid":..., "sha256":...}} of the
 	 * files stored and verified (what a re-run keeps) */

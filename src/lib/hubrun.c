@@ -3,7 +3,7 @@
  * not yet stored, GETs it (hubfetch.c) and, as the bytes arrive, copies
  * them into a chunk buffer, hashes them (SHA-256 for the manifest, and
  * the git blob SHA-1 of a file kept in git) and stores each chunk once it
- * is full.  Nothing is written to a local file.  A file whose bytes do
+ * is full.  A file whose bytes do
  * not hash to what the server lists fails the import (import.c then
  * removes its chunks and leaves the checkpoint FAILED); a file that does
  * is recorded in the intent record, so that an import killed later and
@@ -138,7 +138,7 @@ static int put_chunk(struct in *in)
 }
 
 /* The bytes into the data file at their offset. */
-static int take_whole(struct in *in, const char *p, size_t n)
+static int write_whole(struct in *in, const char *p, size_t n)
 {
 	int rc = wstore__pwrite_all(in->wfd, p, n, in->pos,
 				    in->h->files[in->idx].path);
@@ -150,7 +150,7 @@ static int take_whole(struct in *in, const char *p, size_t n)
 }
 
 /* The sink: bytes in file order, each once. */
-static int take(void *ctx, const void *data, size_t n)
+static int receive(void *ctx, const void *data, size_t n)
 {
 	struct in *in = ctx;
 	const wstore__file_rec *rec = &in->im->m->files[in->idx];
@@ -163,7 +163,7 @@ static int take(void *ctx, const void *data, size_t n)
 	if (in->sha1 && !EVP_DigestUpdate(in->sha1, p, n))
 		return wstore__err(-ENOMEM, "SHA-1 failed");
 	if (in->wh)
-		return take_whole(in, p, n);
+		return write_whole(in, p, n);
 	while (n > 0) {
 		uint64_t want = 0, k;
 
@@ -252,7 +252,9 @@ static int check_and_record(struct in *in, const char *url)
 static int fetch_one(struct in *in, wstore__http *http)
 {
 	const wstore__hub_file *f = &in->h->files[in->idx];
-	char *path = wstore__http_escape(f->path, 1), *url = NULL;
+	const char *segs[] = { in->h->org, in->h->name, "resolve",
+			       in->h->commit, NULL };
+	char *url = NULL;
 	char head[64];
 	uint64_t off = 0;
 	int rc = -ENOMEM, hn;
@@ -268,11 +270,7 @@ static int fetch_one(struct in *in, wstore__http *http)
 			return wstore__err(rc, "cannot store '%s': %s", f->path,
 					   wstore_last_error());
 	}
-	if (path && asprintf(&url, "%s/%s/resolve/%s/%s", in->h->endpoint,
-			     in->h->o.repo, in->h->commit, path) >= 0)
-		rc = 0;
-	else
-		url = NULL;
+	rc = wstore__hub_url(&url, &in->h->ep, segs, f->path, NULL);
 	if (rc == 0 && !f->sha256[0]) {
 		/* git's blob id: sha1("blob <size>\0" + bytes) */
 		hn = snprintf(head, sizeof(head), "blob %" PRIu64, f->size);
@@ -281,7 +279,7 @@ static int fetch_one(struct in *in, wstore__http *http)
 			rc = wstore__err(-ENOMEM, "SHA-1 failed");
 	}
 	if (rc == 0)
-		rc = wstore__http_fetch(http, url, f->size, &off, take, in);
+		rc = wstore__http_fetch(http, url, f->size, &off, receive, in);
 	if (rc == 0)
 		rc = check_and_record(in, url);
 	if (rc == 0)
@@ -291,7 +289,6 @@ static int fetch_one(struct in *in, wstore__http *http)
 		in->wh = NULL;
 	}
 	free(url);
-	free(path);
 	return rc;
 }
 
@@ -329,7 +326,7 @@ static void *worker(void *arg)
 	struct in in = { .im = im, .h = h };
 	EVP_MD_CTX *sha1 = EVP_MD_CTX_new();
 	wstore__http *http = NULL;
-	int rc = wstore__http_new(&http, &h->o, stop_waiting, im);
+	int rc = wstore__http_new(&http, &h->o, &h->ep, stop_waiting, im);
 
 	in.sha256 = wstore__sha256_new();
 	in.buf = wstore__store_buf_alloc(im->s, (size_t)buf_size(im));

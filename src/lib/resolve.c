@@ -23,6 +23,7 @@
 #include "digest.h"
 #include "error.h"
 #include "store.h"
+#include "util.h"
 
 int wstore_manifest_commit(char *out, size_t cap, const wstore_manifest *m)
 {
@@ -92,15 +93,6 @@ static int ready_manifest(wstore_manifest **out, wstore_store *s,
 	return rc;
 }
 
-/* A revision that is a Hub commit id (40 lowercase hex digits): what an
- * import from a Hub records. */
-static int hub_commit(const char *rev)
-{
-	size_t n = strspn(rev, "0123456789abcdef");
-
-	return n == 40 && !rev[n];
-}
-
 /* Keep m in *slot when it is newer than what *slot holds; else free it. */
 static void keep_newest(wstore_manifest **slot, wstore_manifest *m)
 {
@@ -143,7 +135,10 @@ static int by_model(wstore_manifest **best, int *known, wstore_store *s,
 		*known = 1;
 		if (rev_matches(m, rev))
 			keep_newest(best, m);
-		else if (want_hub && hub_commit(wstore_manifest_revision(m)))
+		/* a Hub commit id (40 lowercase hex): what a Hub import records
+		 */
+		else if (want_hub &&
+			 wstore__is_hex(wstore_manifest_revision(m), 40))
 			keep_newest(&hub, m);
 		else
 			wstore_manifest_free(m);

@@ -27,6 +27,13 @@ counts below start over whenever its content changes:
   hold         [PATH...]  these files are never answered (the request
                           waits until the client goes away)
   slow         [PATH...]  these files send 1 byte, then stall
+  trickle      [PATH...]  these files send 1 byte a second
+  errbody      [PATH...]  these files answer 500 with a body that never
+                          ends (1 MiB a second)
+  link         "self": the tree listing links itself as the next page;
+               "other": it links its second page on the CDN's port;
+               "pages": one file per page, each linking the next
+  extra        [ENTRY...] entries added to the tree listing as they are
 """
 import hashlib
 import json
@@ -133,7 +140,7 @@ class Hub(BaseHTTPRequestHandler):
             return self.reply(200, json.dumps({"id": REPO, "sha": COMMIT,
                                                "siblings": sib}).encode())
         if path.startswith(api + "tree/"):
-            return self.reply(200, json.dumps([entry(p) for p in files()]).encode())
+            return self.tree(c, path)
         pre = "/" + REPO + "/resolve/"
         if not path.startswith(pre):
             return self.error(404, "RepoNotFound", "Repository not found")
@@ -141,6 +148,29 @@ class Hub(BaseHTTPRequestHandler):
         if rel not in files():
             return self.error(404, "EntryNotFound", "Entry not found")
         self.send_file(c, rel)
+
+    def tree(self, c, path):
+        listing = [entry(p) for p in files()] + c.get("extra", [])
+        q = urlparse(self.path).query
+        cursor = int(q.split("cursor=")[1]) if "cursor=" in q else 0
+        link = c.get("link")
+        here = "http://127.0.0.1:%d" % self.server.server_address[1]
+        if link == "self":
+            return self.reply(200, json.dumps(listing).encode(),
+                              [("Link", '<%s%s>; rel="next"' % (here, self.path))])
+        if link == "other" and cursor == 0:
+            nxt = "http://127.0.0.1:%d%s?recursive=true&cursor=1" % (CDN_PORT[0], path)
+            return self.reply(200, json.dumps(listing[:1]).encode(),
+                              [("Link", '<%s>; rel="next"' % nxt)])
+        if link == "other":
+            return self.reply(200, json.dumps(listing[1:]).encode())
+        if link == "pages":
+            hdr = []
+            if cursor + 1 < len(listing):
+                hdr = [("Link", '<%s%s?recursive=true&cursor=%d>; rel="next"'
+                        % (here, path, cursor + 1))]
+            return self.reply(200, json.dumps(listing[cursor:cursor + 1]).encode(), hdr)
+        return self.reply(200, json.dumps(listing).encode())
 
     def send_file(self, c, rel):
         if rel in c.get("hold", []):
@@ -150,6 +180,14 @@ class Hub(BaseHTTPRequestHandler):
             return self.reply(429, b"slow down", [("Retry-After", "1")])
         if n <= c.get("r500", {}).get(rel, 0):
             return self.reply(500, b"oops")
+        if rel in c.get("errbody", []):
+            self.send_response(500)
+            self.send_header("Content-Length", str(1 << 40))
+            self.end_headers()
+            for _ in range(3600):
+                self.wfile.write(b"x" * (1 << 20))
+                time.sleep(1)
+            return
         if (c.get("redirect") and rel.endswith(".safetensors")
                 and self.server_name == "hub"):
             return self.reply(302, b"", [("Location", "http://127.0.0.1:%d%s"
@@ -168,6 +206,12 @@ class Hub(BaseHTTPRequestHandler):
                              (start, len(data) - 1, len(data)))
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
+        if rel in c.get("trickle", []):
+            for b in body:
+                self.wfile.write(bytes([b]))
+                self.wfile.flush()
+                time.sleep(1)
+            return
         if rel in c.get("slow", []):
             self.wfile.write(body[:1])
             self.wfile.flush()
