@@ -403,8 +403,11 @@ static int import_locked(struct import *im, const char *source_uri)
 		rc = wstore__gen_write(im->s, im->m);
 	if (rc < 0)
 		return rc;
-	/* the files held now, so that none is stored twice */
-	rc = wstore__reuse_new(&im->reuse, im->s, im->o->checkpoint_id);
+	/* the files held now, so that none is stored twice (a directory
+	 * import has no use for them on a store of chunks: it learns a
+	 * file's hash only as it stores it) */
+	if (h || wstore__whole_files(im->s))
+		rc = wstore__reuse_new(&im->reuse, im->s, im->o->checkpoint_id);
 	if (rc == 0)
 		rc = clear_keys(im);
 	if (rc == 0)

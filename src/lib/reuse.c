@@ -88,8 +88,7 @@ static int add_manifest(wstore__reuse *r, wstore_manifest *m)
 	return 0;
 }
 
-int wstore__reuse_new(wstore__reuse **out, wstore_store *s,
-		      const char *skip_id)
+int wstore__reuse_new(wstore__reuse **out, wstore_store *s, const char *skip_id)
 {
 	wstore__reuse *r = calloc(1, sizeof(*r));
 	char **ids = NULL;
@@ -152,8 +151,7 @@ static size_t find_first(const wstore__reuse *r, const char *sha256,
 	return lo < r->n && entry_cmp(&r->e[lo], &key) == 0 ? lo : r->n;
 }
 
-int wstore__reuse_has(const wstore__reuse *r, const char *sha256,
-		      uint64_t size)
+int wstore__reuse_has(const wstore__reuse *r, const char *sha256, uint64_t size)
 {
 	return r && find_first(r, sha256, size) < r->n;
 }
@@ -203,7 +201,8 @@ static int hash_fd(int fd, uint64_t size, char hex[65],
 		wstore__sha256_update(h, buf, (size_t)got);
 		off += (uint64_t)got;
 		if (progress && progress((uint64_t)got, ctx))
-			rc = wstore__err(WSTORE_ECANCELED, "import interrupted");
+			rc = wstore__err(WSTORE_ECANCELED,
+					 "import interrupted");
 	}
 	if (rc == 0)
 		wstore__sha256_hex(h, hex);
@@ -221,9 +220,9 @@ static int clone_or_copy(int src, int fd, uint64_t size)
 		return 1;
 	while ((uint64_t)in < size) {
 		uint64_t left = size - (uint64_t)in;
-		ssize_t n = copy_file_range(src, &in, fd, &out,
-					    left > STEP ? STEP : (size_t)left,
-					    0);
+		ssize_t n =
+			copy_file_range(src, &in, fd, &out,
+					left > STEP ? STEP : (size_t)left, 0);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -255,8 +254,9 @@ static int put_whole(wstore_store *s, const wstore__file_rec *f,
 	if (rc == 0 && strcmp(hex, dst->sha256) == 0)
 		return 1;
 	if (ftruncate(fd, 0) < 0)
-		return wstore__errc(-errno, "cannot truncate the data file "
-					    "of '%s'",
+		return wstore__errc(-errno,
+				    "cannot truncate the data file "
+				    "of '%s'",
 				    dst->path);
 	return 0;
 }
@@ -267,11 +267,11 @@ static int put_whole(wstore_store *s, const wstore__file_rec *f,
 struct chunk_copy {
 	wstore_store *s;
 	const wstore__file_rec *dst;
-	int fd;		/* dst's data file, or -1: put chunk keys */
-	char *dbuf;	/* one chunk of dst, filling (fd < 0) */
-	size_t dlen;	/* bytes in dbuf */
-	uint64_t off;	/* bytes of the file taken so far */
-	uint64_t put;	/* chunk keys of dst put so far */
+	int fd;	      /* dst's data file, or -1: put chunk keys */
+	char *dbuf;   /* one chunk of dst, filling (fd < 0) */
+	size_t dlen;  /* bytes in dbuf */
+	uint64_t off; /* bytes of the file taken so far */
+	uint64_t put; /* chunk keys of dst put so far */
 	wstore__sha256 *h;
 };
 
@@ -286,8 +286,8 @@ static int take(struct chunk_copy *c, const char *p, size_t n)
 		return rc;
 	}
 	while (n > 0) {
-		uint64_t cs = c->dst->chunk_size ? c->dst->chunk_size
-						 : c->dst->size;
+		uint64_t cs =
+			c->dst->chunk_size ? c->dst->chunk_size : c->dst->size;
 		size_t k = cs - c->dlen < n ? (size_t)(cs - c->dlen) : n;
 		int rc;
 
@@ -332,7 +332,8 @@ static int copy_chunks(struct chunk_copy *c, const wstore__file_rec *f,
 		    take(c, sbuf, (size_t)len) < 0)
 			rc = -1;
 		else if (progress && progress(len, ctx))
-			rc = wstore__err(WSTORE_ECANCELED, "import interrupted");
+			rc = wstore__err(WSTORE_ECANCELED,
+					 "import interrupted");
 	}
 	wstore__store_buf_free(c->s, sbuf);
 	return rc;
@@ -355,7 +356,8 @@ static int put_chunks(wstore_store *s, const wstore__file_rec *f,
 		rc = -ENOMEM;
 	if (rc == 0)
 		rc = copy_chunks(&c, f, progress, ctx);
-	if (rc == 0 && (c.off != dst->size || (fd < 0 && c.put != dst->nchunks)))
+	if (rc == 0 &&
+	    (c.off != dst->size || (fd < 0 && c.put != dst->nchunks)))
 		rc = -1;
 	if (rc == 0)
 		wstore__sha256_hex(c.h, hex);
@@ -371,8 +373,9 @@ static int put_chunks(wstore_store *s, const wstore__file_rec *f,
 	for (uint64_t i = 0; i < c.put; i++)
 		wstore__remove(s, dst->chunks[i]);
 	if (fd >= 0 && ftruncate(fd, 0) < 0)
-		return wstore__errc(-errno, "cannot truncate the data file "
-					    "of '%s'",
+		return wstore__errc(-errno,
+				    "cannot truncate the data file "
+				    "of '%s'",
 				    dst->path);
 	return 0;
 }

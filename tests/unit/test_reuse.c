@@ -66,7 +66,6 @@ static const wstore__file_rec *shard_rec(const wstore_manifest *m)
 	return i >= 0 ? &m->files[i] : NULL;
 }
 
-
 void test_reuse_chunks(void)
 {
 	struct fixture fx;
@@ -111,7 +110,6 @@ out:
 	wstore_manifest_free(m);
 	fixture_done(&fx);
 }
-
 
 void test_reuse_file_store(void)
 {
