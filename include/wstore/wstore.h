@@ -353,11 +353,16 @@ int64_t wstore_manifest_find(const wstore_manifest *m, const char *path);
 #define WSTORE_COMMIT_LEN 40
 
 /*
- * The commit id of a checkpoint: the first 40 hex digits (lower case) of
- * the SHA-256 of its manifest's canonical serialisation
- * (wstore_manifest_serialize).  Stable for as long as the manifest is
- * unchanged, different for every re-import.  out must hold
- * WSTORE_COMMIT_LEN + 1 bytes (WSTORE_ERANGE otherwise).
+ * The commit id of a checkpoint.  Imported from a Hub (its revision is a
+ * 40-hex commit id, as wstore_import_hub records): that commit id, so
+ * every mirror of one upstream and every --from-hub store report the
+ * upstream's.  Otherwise the first 40 hex digits (lower case) of the
+ * SHA-256 of its content alone: "wstore commit 1", model id, revision,
+ * then each file's path, size (decimal) and SHA-256, in path order, each
+ * field followed by a NUL byte (docs/format.md, "Commit ids").  So one
+ * folder imported into two stores, or twice, has one id; checkpoint id
+ * and times do not count.  out must hold WSTORE_COMMIT_LEN + 1 bytes
+ * (WSTORE_ERANGE otherwise).
  */
 int wstore_manifest_commit(char *out, size_t cap, const wstore_manifest *m);
 
