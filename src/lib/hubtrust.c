@@ -230,7 +230,8 @@ int wstore__hub_url(char **out, const wstore__endpoint *e,
 	    (curl_url_set(u, CURLUPART_SCHEME, e->scheme, 0) != CURLUE_OK ||
 	     curl_url_set(u, CURLUPART_HOST, e->host, 0) != CURLUE_OK ||
 	     curl_url_set(u, CURLUPART_PATH, p, 0) != CURLUE_OK ||
-	     (query && curl_url_set(u, CURLUPART_QUERY, query, 0) != CURLUE_OK)))
+	     (query &&
+	      curl_url_set(u, CURLUPART_QUERY, query, 0) != CURLUE_OK)))
 		rc = wstore__err(WSTORE_EINVAL, "cannot build a URL on '%s'",
 				 e->shown);
 	if (rc == 0) {
@@ -333,8 +334,9 @@ int wstore_hub_repo_check(const char *repo)
 int wstore_url_redact(char **out, const char *url)
 {
 	*out = url ? wstore__url_redact(url, "***") : NULL;
-	return *out ? 0 : wstore__err(url ? -ENOMEM : WSTORE_EINVAL,
-				      "redact: no URL");
+	return *out ? 0
+		    : wstore__err(url ? -ENOMEM : WSTORE_EINVAL,
+				  "redact: no URL");
 }
 
 int wstore_hub_url(char **out, const char *endpoint, const char *what,
@@ -351,12 +353,12 @@ int wstore_hub_url(char **out, const char *endpoint, const char *what,
 		return what ? rc : wstore__err(WSTORE_EINVAL, "hub url: what?");
 	memcpy(org, repo, (size_t)(slash - repo));
 	org[slash - repo] = '\0';
-	if ((rc = wstore__endpoint_parse(&e, endpoint && *endpoint
-							     ? endpoint
-							     : WSTORE__HUB_DEFAULT)) < 0)
+	if ((rc = wstore__endpoint_parse(
+		     &e, endpoint && *endpoint ? endpoint
+					       : WSTORE__HUB_DEFAULT)) < 0)
 		return rc;
 	if (!strcmp(what, "revision") || !strcmp(what, "tree")) {
-		const char *segs[] = { "api", "models", org,  slash + 1,
+		const char *segs[] = { "api", "models", org, slash + 1,
 				       what,  rev,	NULL };
 
 		rc = wstore__hub_url(out, &e, segs, NULL,
@@ -396,8 +398,7 @@ static int config_u32(uint32_t *out, const wstore_config *cfg, const char *key)
 	return 0;
 }
 
-static int config_size(uint64_t *out, const wstore_config *cfg,
-		       const char *key)
+static int config_size(uint64_t *out, const wstore_config *cfg, const char *key)
 {
 	const char *v = wstore_config_get(cfg, key);
 	uint64_t n = 0;

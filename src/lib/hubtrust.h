@@ -22,8 +22,8 @@
 #define WSTORE__HUB_MAX_JSON_SIZE ((uint64_t)64 << 20)
 #define WSTORE__HUB_MAX_PAGES 1000u
 #define WSTORE__HUB_MAX_REDIRECTS 5u
-#define WSTORE__HUB_MIN_RATE 1024u		  /* bytes/s */
-#define WSTORE__HUB_STALL_MS 30000u		  /* the rate's window */
+#define WSTORE__HUB_MIN_RATE 1024u		   /* bytes/s */
+#define WSTORE__HUB_STALL_MS 30000u		   /* the rate's window */
 #define WSTORE__HUB_DEADLINE_MS (6u * 3600 * 1000) /* one request */
 /* an error answer's body kept (and read) at most */
 #define WSTORE__HUB_ERROR_BODY_MAX 65536u

@@ -12,9 +12,8 @@
 #include "names.h"
 #include "unit.h"
 
-static void check_url(const char *endpoint, const char *what,
-		      const char *repo, const char *rev, const char *path,
-		      const char *want)
+static void check_url(const char *endpoint, const char *what, const char *repo,
+		      const char *rev, const char *path, const char *want)
 {
 	char *url = NULL;
 
@@ -29,9 +28,10 @@ void test_hubtrust_urls(void)
 {
 	char *url = NULL;
 
-	check_url("http://127.0.0.1:8080/", "revision", "org/x", "refs/pr/1",
-		  NULL,
-		  "http://127.0.0.1:8080/api/models/org/x/revision/refs%2fpr%2f1");
+	check_url(
+		"http://127.0.0.1:8080/", "revision", "org/x", "refs/pr/1",
+		NULL,
+		"http://127.0.0.1:8080/api/models/org/x/revision/refs%2fpr%2f1");
 	check_url("https://h.example/mirror", "tree", "org/x", NULL, NULL,
 		  "https://h.example/mirror/api/models/org/x/tree/"
 		  "main?recursive=true");
@@ -57,7 +57,9 @@ void test_hubtrust_origin(void)
 {
 	wstore__endpoint e;
 
-	CHECK_EQ_INT(wstore__endpoint_parse(&e, "HTTPS://User:p%40ss@Hub.Example/"), 0);
+	CHECK_EQ_INT(
+		wstore__endpoint_parse(&e, "HTTPS://User:p%40ss@Hub.Example/"),
+		0);
 	CHECK(!strcmp(e.scheme, "https") && !strcmp(e.host, "hub.example"));
 	CHECK(e.port == 443 && !strcmp(e.prefix, ""));
 	CHECK(e.user && !strcmp(e.user, "User"));
@@ -77,9 +79,9 @@ void test_hubtrust_names(void)
 {
 	static const char *const good[] = { "org/x", "a.b/c-d_e", "A/B9" };
 	static const char *const bad[] = {
-		"x",	 "org/",   "/x",      "org/x/y", "org/.x",
-		"-o/x",	 "org/a..b", "o rg/x", "org/x?y", "org/x#y",
-		"org/%3F", "org/x\n", "org/x@main",
+		"x",	   "org/",     "/x",	     "org/x/y", "org/.x",
+		"-o/x",	   "org/a..b", "o rg/x",     "org/x?y", "org/x#y",
+		"org/%3F", "org/x\n",  "org/x@main",
 	};
 	static const char *const fit[] = { "a", "a-b", "b/c", "b0" };
 	static const char *const clash[] = { "a", "a-b", "a/c" };
