@@ -17,7 +17,8 @@
  * member naming the endpoint, repo, commit and chunk size, and the files
  * already stored and verified.  A killed import leaves it behind; a new
  * import of the same commit into the same id keeps those files' chunks
- * (each checked to be there, at its size) and fetches the rest.
+ * (each checked to be there, at its size, and the file's bytes hashed
+ * again against the recorded SHA-256) and fetches the rest.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -466,8 +467,10 @@ static int hub_claim(struct import *im)
 }
 
 /* A kept file: the same bytes the listing names, every chunk there at
- * its size.  1 kept, 0 fetch again, or an error of the store. */
-static int keep_file(struct import *im, size_t i)
+ * its size, and its bytes hashing to the SHA-256 recorded when it was
+ * verified (buf: cap bytes to read them with).  1 kept, 0 fetch again,
+ * or an error of the store. */
+static int keep_file(struct import *im, size_t i, void *buf, size_t cap)
 {
 	wstore__hub *h = im->ctx;
 	const wstore__hub_file *f = &h->files[i];
@@ -476,14 +479,15 @@ static int keep_file(struct import *im, size_t i)
 	const char *oid = json_string_value(json_object_get(k, "oid"));
 	const char *sha = json_string_value(json_object_get(k, "sha256"));
 	json_t *size = json_object_get(k, "size");
+	int rc;
 
 	if (!oid || strcmp(oid, f->oid) || !wstore__is_hex(sha, 64) ||
 	    json_integer_value(size) != (json_int_t)f->size)
 		return 0;
 	for (uint64_t c = 0; c < rec->nchunks; c++) {
 		uint64_t want = 0, got = 0;
-		int rc = wstore__chunk_len(&want, rec, c);
 
+		rc = wstore__chunk_len(&want, rec, c);
 		if (rc == 0)
 			rc = im->s->b->size(im->s->b, rec->chunks[c], &got);
 		if (rc == WSTORE_ENOTFOUND || (rc == 0 && got != want)) {
@@ -493,8 +497,18 @@ static int keep_file(struct import *im, size_t i)
 		if (rc < 0)
 			return rc;
 	}
-	if (wstore__set_str(&rec->sha256, sha) < 0 ||
-	    json_object_set(json_object_get(h->state, "files"), f->path, k))
+	if (wstore__set_str(&rec->sha256, sha) < 0)
+		return -ENOMEM;
+	/* the bytes themselves, hashed again: a store may have lost or
+	 * changed them at the same size (far cheaper than a fetch) */
+	rc = wstore__fetch_to_fd(im->s, rec, -1, buf, cap, 1, NULL, NULL);
+	if (rc == WSTORE_ECORRUPT) {
+		wstore__clear_err();
+		return 0;
+	}
+	if (rc < 0)
+		return rc;
+	if (json_object_set(json_object_get(h->state, "files"), f->path, k))
 		return -ENOMEM;
 	return 1;
 }
@@ -502,18 +516,26 @@ static int keep_file(struct import *im, size_t i)
 static int hub_begin(struct import *im)
 {
 	wstore__hub *h = im->ctx;
+	size_t cap = h->kept ? (size_t)wstore__max_chunk(im->m) : 0;
+	void *buf = cap ? wstore__buf_alloc(cap) : NULL;
 
+	if (cap && !buf)
+		return wstore__err(-ENOMEM, "cannot allocate a %zu-byte buffer",
+				   cap);
 	for (size_t i = 0; h->kept && i < h->n; i++) {
-		int rc = keep_file(im, i);
+		int rc = keep_file(im, i, buf, cap);
 
-		if (rc < 0)
+		if (rc < 0) {
+			free(buf);
 			return rc;
+		}
 		if (rc == 1) {
 			im->done[i] = 1;
 			im->attempted[i] = im->m->files[i].nchunks;
 			h->bytes_done += h->files[i].size;
 		}
 	}
+	free(buf);
 	return wstore__hub_write_intent(im);
 }
 

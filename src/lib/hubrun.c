@@ -11,8 +11,10 @@
  *
  * On a store that keeps each file as one data file (begin_file: the file
  * store) the bytes go straight into the file's data file as they arrive,
- * with no chunk buffer; it is committed (renamed into place) once its hash
- * matched, before the file is recorded, and removed on any failure.
+ * with no chunk buffer; it is fsynced and committed (renamed into place)
+ * once its hash matched, before the file is recorded, and removed on any
+ * failure.  A re-run hashes a recorded file's bytes again before it keeps
+ * it (hub.c).
  *
  * Memory: one buffer per worker, the chunk size or the largest file if
  * that is smaller; fewer workers when those would exceed 1 GiB together
@@ -225,6 +227,13 @@ static int check_and_record(struct in *in, const char *url)
 
 		/* its keys are there from here on: a failure removes them */
 		in->im->attempted[in->idx] = in->im->m->files[in->idx].nchunks;
+		/* on disk before the intent record says it was verified */
+		if (fdatasync(in->wfd) < 0) {
+			rc = wstore__errc(-errno, "cannot store '%s'", f->path);
+			b->abort_file(b, in->wh);
+			in->wh = NULL;
+			return rc;
+		}
 		rc = b->commit_file(b, in->wh, f->size);
 		in->wh = NULL;
 		if (rc < 0)

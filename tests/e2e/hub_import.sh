@@ -280,6 +280,31 @@ check "... verify passes" ws model verify killed
 check "... pulled bytes identical" ws model pull killed --dest "$T/kp" --quiet
 check "... to the source" diff -r "$FSRC" "$T/kp"
 
+# killed again, then the kept data files zeroed at their size: the re-run
+# hashes what it keeps, so it fetches them again rather than serve zeros
+fakehub_ctl '{"hold": ["z.bin"]}'
+"$W" --store "$DOWN" model import --from-hub org/fake --endpoint "$F" \
+	--chunk-size 512KiB --checkpoint-id zeroed --jobs 1 >/dev/null 2>&1 &
+pid=$!
+wait_for 30 grep -q 'resolve/[0-9a-f]*/z.bin' "$LOG"
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+nz=0
+for d in $(find "$DOWN" -path "*zeroed*" -name 'data-*' -type f); do
+	n=$(stat -c %s "$d")
+	truncate -s 0 "$d"
+	truncate -s "$n" "$d"
+	nz=$((nz + 1))
+done
+if [ "$nz" -ge 1 ]; then tap_ok "killed again: $nz kept data files zeroed at their size"
+else tap_not_ok "killed again: kept data files zeroed at their size" "none found"; fi
+fakehub_ctl '{}'
+check_exit "... run again: imported" 0 fake --checkpoint-id zeroed --jobs 1
+check_grep "... the zeroed files fetched again" "^1$" "$(fakehub_gets "$SHARD")"
+check "... verify passes" ws model verify zeroed
+check "... pulled bytes identical" ws model pull zeroed --dest "$T/zp" --quiet
+check "... to the source" diff -r "$FSRC" "$T/zp"
+
 # ---- the trust boundary (docs/trust.md) ----------------------------------
 LOG="$T/fake.log"
 # check_no GREP-PATTERN NAME: the fake's log has no such line
@@ -397,6 +422,13 @@ else tap_ok "... not in inspect"; fi
 check_grep "... the source names the endpoint" "source: +http://127.0.0.1:$FP/org/fake" "$OUT"
 if grep -rqs s3cret "$DOWN"; then tap_not_ok "... nowhere in the store" "$(grep -rls s3cret "$DOWN" | head -3)"
 else tap_ok "... nowhere in the store"; fi
+
+check_exit "config show with a store URL holding a password" 0 \
+	env WSTORE_STORE='redis://:pw123@127.0.0.1:1/0' HF_ENDPOINT= \
+	WSTORE_HUB_ENDPOINT="$UF" "$W" config show
+if printf '%s' "$OUT" | grep -Eq 'pw123|s3cret'; then tap_not_ok "... prints no password" "$OUT"
+else tap_ok "... prints no password"; fi
+check_grep "... the URL with ***" 'store=redis://\*\*\*@127.0.0.1:1/0' "$OUT"
 
 # a filtered import, then a full one: the full one fetches the rest
 check_exit "import --include config.json" 0 fake --include config.json
