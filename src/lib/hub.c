@@ -67,7 +67,7 @@ static int name_ok(const char *path)
 }
 
 /* No path twice, none both a file and a directory (h->files sorted). */
-static int names_fit(const wstore__hub *h)
+int wstore__hub_names_fit(const wstore__hub *h)
 {
 	const char **paths = malloc((h->n ? h->n : 1) * sizeof(*paths));
 	int rc;
@@ -220,7 +220,7 @@ out:
 	return rc;
 }
 
-static int cmp_file(const void *a, const void *b)
+int wstore__hub_cmp_file(const void *a, const void *b)
 {
 	return strcmp(((const wstore__hub_file *)a)->path,
 		      ((const wstore__hub_file *)b)->path);
@@ -258,16 +258,18 @@ static int next_page_ok(const wstore__hub *h, const char *next,
 	return 0;
 }
 
-/* One page: its entries into h->files. */
-static int list_page(wstore__hub *h, wstore__http *http, const char *url,
-		     char **next, size_t *cap)
+int wstore__hub_add_page(wstore__hub *h, const char *body, size_t len,
+			 const char *url, size_t *cap)
 {
-	json_t *j = NULL, *e;
+	json_error_t je;
+	json_t *j = json_loadb(body, len, 0, &je), *e;
 	size_t i;
-	int rc = get_json(&j, http, url, next);
+	int rc = 0;
 
-	if (rc < 0)
-		return rc;
+	if (!j)
+		return wstore__err(WSTORE_EINVAL,
+				   "'%s' did not answer JSON: %s", url,
+				   je.text);
 	if (!json_is_array(j))
 		rc = wstore__err(WSTORE_EINVAL, "'%s' is not a file list", url);
 	json_array_foreach(j, i, e)
@@ -277,6 +279,21 @@ static int list_page(wstore__hub *h, wstore__http *http, const char *url,
 		rc = list_entry(h, e, cap);
 	}
 	json_decref(j);
+	return rc;
+}
+
+/* One page: its entries into h->files. */
+static int list_page(wstore__hub *h, wstore__http *http, const char *url,
+		     char **next, size_t *cap)
+{
+	char *body = NULL;
+	size_t len = 0;
+	int rc = wstore__http_get(http, url, &body, &len, next);
+
+	if (rc < 0)
+		return rc;
+	rc = wstore__hub_add_page(h, body, len, url, cap);
+	free(body);
 	return rc;
 }
 
@@ -325,12 +342,38 @@ static int list_files(wstore__hub *h, wstore__http *http)
 				   "no file of '%s' at %s is left to import "
 				   "(include/exclude)",
 				   h->o.repo, h->commit);
-	qsort(h->files, h->n, sizeof(*h->files), cmp_file);
-	return names_fit(h);
+	qsort(h->files, h->n, sizeof(*h->files), wstore__hub_cmp_file);
+	return wstore__hub_names_fit(h);
 }
 
 /* ---- resuming ------------------------------------------------------------
  */
+
+/* The files hub's import verified after its record was written (its
+ * marks, intent.c) into hub's "files". */
+static int add_marks(json_t *hub, wstore_store *s, const char *id)
+{
+	json_t *marks = NULL, *rec, *files = json_object_get(hub, "files");
+	size_t i;
+	int rc = wstore__intent_marks(&marks, s, id);
+
+	if (rc < 0)
+		return rc;
+	json_array_foreach(marks, i, rec)
+	{
+		const char *path =
+			json_string_value(json_object_get(rec, "path"));
+
+		if (!path)
+			continue;
+		if (json_object_set(files, path, rec) < 0) {
+			rc = -ENOMEM;
+			break;
+		}
+	}
+	json_decref(marks);
+	return rc;
+}
 
 /* *out: the intent record's "hub" member of a killed import of this same
  * commit, endpoint and chunk size into id (a new reference), or NULL
@@ -362,6 +405,10 @@ static int same_import(json_t **out, wstore_store *s, const wstore__hub *h,
 		hub = NULL;
 	json_incref(hub);
 	json_decref(j);
+	if (hub && (rc = add_marks(hub, s, id)) < 0) {
+		json_decref(hub);
+		return rc;
+	}
 	*out = hub;
 	return 0;
 }
@@ -522,8 +569,10 @@ static int hub_begin(struct import *im)
 	if (cap && !buf)
 		return wstore__err(-ENOMEM, "cannot allocate a %zu-byte buffer",
 				   cap);
+	int rc;
+
 	for (size_t i = 0; h->kept && i < h->n; i++) {
-		int rc = keep_file(im, i, buf, cap);
+		rc = keep_file(im, i, buf, cap);
 
 		if (rc < 0) {
 			free(buf);
@@ -536,7 +585,11 @@ static int hub_begin(struct import *im)
 		}
 	}
 	free(buf);
-	return wstore__hub_write_intent(im);
+	/* the kept files in the record; the killed run's marks go after it
+	 * (this run numbers its own from 0) */
+	if ((rc = wstore__hub_write_intent(im)) < 0)
+		return rc;
+	return wstore__intent_marks_drop(im->s, im->o->checkpoint_id);
 }
 
 static const wstore__import_hooks hub_hooks = { hub_claim, hub_begin,

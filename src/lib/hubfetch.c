@@ -91,26 +91,8 @@ static void copy_value(char *out, size_t cap, const char *v, size_t n)
 /* Link: <url>; rel="next" (the Hub's pagination of tree listings) */
 static void parse_link(wstore__http *h, const char *v, size_t n)
 {
-	const char *end = v + n, *lt, *gt;
-
-	for (const char *p = v; p < end; p = gt + 1) {
-		if (!(lt = memchr(p, '<', (size_t)(end - p))) ||
-		    !(gt = memchr(lt, '>', (size_t)(end - lt))))
-			return;
-		const char *semi = gt + 1,
-			   *comma = memchr(semi, ',', (size_t)(end - semi));
-		size_t rest = (size_t)((comma ? comma : end) - semi);
-
-		if (memmem(semi, rest, "rel=\"next\"", 10)) {
-			if ((size_t)(gt - lt - 1) >= sizeof(h->next)) {
-				h->link_long = 1;
-				return;
-			}
-			memcpy(h->next, lt + 1, (size_t)(gt - lt - 1));
-			h->next[gt - lt - 1] = '\0';
-			return;
-		}
-	}
+	if (wstore__link_next(h->next, sizeof(h->next), v, n) < 0)
+		h->link_long = 1;
 }
 
 static int header_is(const char *line, size_t n, const char *name,

@@ -6,8 +6,8 @@
  * is full.  A file whose bytes do
  * not hash to what the server lists fails the import (import.c then
  * removes its chunks and leaves the checkpoint FAILED); a file that does
- * is recorded in the intent record, so that an import killed later and
- * run again keeps it (hub.c).
+ * is recorded by a mark of the intent record (intent.c), so that an
+ * import killed later and run again keeps it (hub.c).
  *
  * On a store that keeps each file as one data file (begin_file: the file
  * store) the bytes go straight into the file's data file as they arrive,
@@ -240,19 +240,19 @@ static int check_and_record(struct in *in, const char *url)
 			return wstore__err(rc, "cannot store '%s': %s", f->path,
 					   wstore_last_error());
 	}
+	rec = json_pack("{s:s, s:s, s:s, s:I}", "path", f->path, "oid", f->oid,
+			"sha256", got256, "size", (json_int_t)f->size);
+	if (!rec)
+		return -ENOMEM;
+	/* one small mark per file (the same work however many came
+	 * before), numbered in order under the lock so that they have no
+	 * gap */
 	pthread_mutex_lock(&in->h->mu);
 	rc = wstore__set_str(&in->im->m->files[in->idx].sha256, got256);
 	in->im->done[in->idx] = 1;
-	rec = json_pack("{s:s, s:s, s:I}", "oid", f->oid, "sha256", got256,
-			"size", (json_int_t)f->size);
-	if (rc == 0 &&
-	    (!rec || json_object_set_new(json_object_get(in->h->state, "files"),
-					 f->path, rec)))
-		rc = -ENOMEM;
-	else
-		rec = NULL;
 	if (rc == 0)
-		rc = wstore__hub_write_intent(in->im);
+		rc = wstore__intent_mark(in->im->s, in->im->o->checkpoint_id,
+					 in->h->marks++, rec);
 	pthread_mutex_unlock(&in->h->mu);
 	json_decref(rec);
 	return rc;

@@ -251,6 +251,36 @@ int wstore__hub_url(char **out, const wstore__endpoint *e,
 	return rc;
 }
 
+/* ---- what an answer says --------------------------------------------------
+ */
+
+int wstore__link_next(char *out, size_t cap, const char *v, size_t n)
+{
+	const char *end = v + n, *lt, *gt;
+
+	out[0] = '\0';
+	for (const char *p = v; p < end; p = gt + 1) {
+		const char *semi, *comma;
+		size_t rest, len;
+
+		if (!(lt = memchr(p, '<', (size_t)(end - p))) ||
+		    !(gt = memchr(lt, '>', (size_t)(end - lt))))
+			return 0;
+		semi = gt + 1;
+		comma = memchr(semi, ',', (size_t)(end - semi));
+		rest = (size_t)((comma ? comma : end) - semi);
+		if (!memmem(semi, rest, "rel=\"next\"", 10))
+			continue;
+		len = (size_t)(gt - lt - 1);
+		if (len >= cap || memchr(lt + 1, '\0', len))
+			return -1;
+		memcpy(out, lt + 1, len);
+		out[len] = '\0';
+		return 1;
+	}
+	return 0;
+}
+
 /* ---- names and text from outside -----------------------------------------
  */
 

@@ -66,6 +66,11 @@ int wstore__hub_url(char **out, const wstore__endpoint *e,
 		    const char *const *segs, const char *path,
 		    const char *query);
 
+/* The rel="next" URL of a Link header's value (v, n bytes, not
+ * NUL-terminated) into out (cap bytes): 1, 0 when there is none, -1 when
+ * it does not fit (or holds a NUL). */
+int wstore__link_next(char *out, size_t cap, const char *v, size_t n);
+
 /* A repository name the Hub would accept, ORG/NAME: 0 or WSTORE_EINVAL
  * naming it. */
 int wstore__hub_repo_ok(const char *repo);

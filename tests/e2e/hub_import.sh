@@ -282,6 +282,7 @@ check "... to the source" diff -r "$FSRC" "$T/kp"
 
 # killed again, then the kept data files zeroed at their size: the re-run
 # hashes what it keeps, so it fetches them again rather than serve zeros
+LOG="$T/fake.log"
 fakehub_ctl '{"hold": ["z.bin"]}'
 "$W" --store "$DOWN" model import --from-hub org/fake --endpoint "$F" \
 	--chunk-size 512KiB --checkpoint-id zeroed --jobs 1 >/dev/null 2>&1 &
@@ -306,7 +307,6 @@ check "... pulled bytes identical" ws model pull zeroed --dest "$T/zp" --quiet
 check "... to the source" diff -r "$FSRC" "$T/zp"
 
 # ---- the trust boundary (docs/trust.md) ----------------------------------
-LOG="$T/fake.log"
 # check_no GREP-PATTERN NAME: the fake's log has no such line
 check_no() {
 	if grep -Eq -- "$1" "$LOG"; then tap_not_ok "$2" "$(grep -E -- "$1" "$LOG" | head -3)"
