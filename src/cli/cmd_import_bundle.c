@@ -95,7 +95,8 @@ static int report(struct cli *c, wstore_store *s, const char *id, double secs)
 				   wstore_manifest_total_size(m));
 		printf("imported '%s' (%s @ %s, commit %s) from the bundle: "
 		       "%zu files, %s in %.2f s\n",
-		       cli_text(c, id), cli_text(c, wstore_manifest_model_id(m)),
+		       cli_text(c, id),
+		       cli_text(c, wstore_manifest_model_id(m)),
 		       cli_text(c, wstore_manifest_revision(m)), commit,
 		       wstore_manifest_file_count(m), sz, secs);
 	}

@@ -155,7 +155,7 @@ static int out_dir(const char *output, const char **base)
 		return wstore__err(WSTORE_EINVAL,
 				   "output '%s' names a directory, not a file",
 				   output);
-	dir = !slash		 ? strdup(".")
+	dir = !slash		? strdup(".")
 	      : slash == output ? strdup("/")
 				: strndup(output, (size_t)(slash - output));
 	if (!dir)
@@ -261,8 +261,9 @@ static int next_file(wstore__tar_in *t, wstore__tar_entry *e)
 	if (rc <= 0)
 		return rc;
 	if ((rc = check_name(t, e->name)) == 0 && e->type != '0')
-		rc = wstore__err(WSTORE_EINVAL, "%s: entry '%s' is a %s: refused",
-				 t->what, e->name, e->kind);
+		rc = wstore__err(WSTORE_EINVAL,
+				 "%s: entry '%s' is a %s: refused", t->what,
+				 e->name, e->kind);
 	if (rc < 0) {
 		free(e->name);
 		e->name = NULL;
@@ -317,8 +318,7 @@ static int check_manifest(const wstore__tar_in *t, const wstore_manifest *m,
 }
 
 /* The first entry: the manifest, parsed and checked, into *out. */
-static int read_manifest(wstore__tar_in *t, wstore_manifest **out,
-			 uint64_t *cs)
+static int read_manifest(wstore__tar_in *t, wstore_manifest **out, uint64_t *cs)
 {
 	wstore__tar_entry e;
 	char *json = NULL;
@@ -342,8 +342,9 @@ static int read_manifest(wstore__tar_in *t, wstore_manifest **out,
 	if (rc == 0)
 		rc = wstore__tar_skip(t, wstore__tar_pad(e.size));
 	if (rc == 0 && wstore_manifest_parse(out, json, (size_t)e.size) < 0)
-		rc = wstore__err(WSTORE_EINVAL, "%s: its manifest is invalid: %s",
-				 t->what, wstore_last_error());
+		rc = wstore__err(WSTORE_EINVAL,
+				 "%s: its manifest is invalid: %s", t->what,
+				 wstore_last_error());
 	if (rc == 0)
 		rc = check_manifest(t, *out, cs);
 	if (rc < 0) {
@@ -383,8 +384,8 @@ static int take_whole(struct import *im, struct bundle_in *b, size_t i)
 	wstore__file_rec *f = &im->m->files[i];
 	wstore_backend *be = im->s->b;
 	void *handle = NULL;
-	int fd = -1, rc = be->begin_file(be, f->key, im->chunk_size, &fd,
-					 &handle);
+	int fd = -1,
+	    rc = be->begin_file(be, f->key, im->chunk_size, &fd, &handle);
 
 	if (rc < 0)
 		return wstore__err(rc, "cannot store '%s': %s", f->path,
@@ -407,7 +408,8 @@ static int take_whole(struct import *im, struct bundle_in *b, size_t i)
 
 		wstore__sha256_hex(b->h, hex);
 		rc = strcmp(hex, b->bm->files[i].sha256) ? 1 : 0;
-		if (rc == 0 && im->reuse && im->o->reflink != WSTORE_REFLINK_NEVER)
+		if (rc == 0 && im->reuse &&
+		    im->o->reflink != WSTORE_REFLINK_NEVER)
 			wstore__reuse_dedupe(im->reuse, im->s, f, fd);
 	}
 	if (rc != 0) {
@@ -440,8 +442,9 @@ static int take_chunks(struct import *im, struct bundle_in *b, size_t i)
 		im->attempted[i] = c + 1;
 		rc = be->put(be, f->chunks[c], b->buf, (size_t)n);
 		if (rc < 0)
-			rc = wstore__err(rc, "cannot store chunk %" PRIu64
-					     " of '%s': %s",
+			rc = wstore__err(rc,
+					 "cannot store chunk %" PRIu64
+					 " of '%s': %s",
 					 c, f->path, wstore_last_error());
 		else
 			rc = in_progress(b, n, f->path);
@@ -590,8 +593,8 @@ int wstore__import_bundle_from(char **out_id, wstore_store *s, int fd,
 	if (rc == 0)
 		rc = scan_of(&im.scan, bm);
 	if (rc == 0) {
-		b = (struct bundle_in){ &t, bm, &o, 0, im.scan.total,
-					NULL, 0, NULL };
+		b = (struct bundle_in){ &t,   bm, &o,  0, im.scan.total,
+					NULL, 0,  NULL };
 		im.ctx = &b;
 		rc = wstore__import_run(&im, bm->source_uri);
 	}

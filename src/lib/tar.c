@@ -101,8 +101,8 @@ static int pax_record(char *out, size_t cap, size_t *n, const char *key,
 	return 0;
 }
 
-int wstore__tar_header(char *out, size_t cap, size_t *out_len,
-		       const char *name, uint64_t size, int64_t mtime)
+int wstore__tar_header(char *out, size_t cap, size_t *out_len, const char *name,
+		       uint64_t size, int64_t mtime)
 {
 	int need_pax = strlen(name) > 100 || size > USTAR_SIZE_MAX;
 	char pax[4096 + 64], num[24];
@@ -127,8 +127,8 @@ int wstore__tar_header(char *out, size_t cap, size_t *out_len,
 	ustar(out, ".wstore-pax", n, mtime, 'x');
 	memset(out + B, 0, padded);
 	memcpy(out + B, pax, n);
-	ustar(out + B + padded, name,
-	      size > USTAR_SIZE_MAX ? 0 : size, mtime, '0');
+	ustar(out + B + padded, name, size > USTAR_SIZE_MAX ? 0 : size, mtime,
+	      '0');
 	*out_len = 2 * B + padded;
 	return 0;
 }
@@ -271,7 +271,8 @@ static int checksum_ok(const unsigned char *h)
 	uint64_t want = 0;
 
 	for (size_t i = 0; i < B; i++) {
-		unsigned char c = i >= O_CHKSUM && i < O_CHKSUM + 8 ? ' ' : h[i];
+		unsigned char c =
+			i >= O_CHKSUM && i < O_CHKSUM + 8 ? ' ' : h[i];
 
 		sum += c;
 		ssum += (signed char)c;
@@ -299,8 +300,8 @@ static const char *kind_of(char type)
 }
 
 /* Apply the pax records of data (n bytes) to *path and *size. */
-static int parse_pax(wstore__tar_in *t, const char *data, size_t n,
-		     char **path, uint64_t *size, int *has_size)
+static int parse_pax(wstore__tar_in *t, const char *data, size_t n, char **path,
+		     uint64_t *size, int *has_size)
 {
 	size_t off = 0;
 
@@ -323,8 +324,8 @@ static int parse_pax(wstore__tar_in *t, const char *data, size_t n,
 		klen = (size_t)(eq - rec);
 		if (klen == 4 && !memcmp(rec, "path", 4)) {
 			free(*path);
-			*path = strndup(eq + 1,
-					(size_t)(data + off + len - 1 - eq - 1));
+			*path = strndup(eq + 1, (size_t)(data + off + len - 1 -
+							 eq - 1));
 			if (!*path)
 				return -ENOMEM;
 		} else if (klen == 4 && !memcmp(rec, "size", 4)) {
@@ -449,13 +450,12 @@ int wstore__tar_next(wstore__tar_in *t, wstore__tar_entry *e)
 			continue;
 		}
 		if (h[O_TYPE] == 'x' || h[O_TYPE] == 'g') {
-			rc = wstore__err(WSTORE_EINVAL,
-					 "%s: %s pax header at byte %" PRIu64
-					 " (not written by wstore)",
-					 t->what,
-					 h[O_TYPE] == 'g' ? "a global"
-							  : "a second",
-					 at);
+			rc = wstore__err(
+				WSTORE_EINVAL,
+				"%s: %s pax header at byte %" PRIu64
+				" (not written by wstore)",
+				t->what,
+				h[O_TYPE] == 'g' ? "a global" : "a second", at);
 			break;
 		}
 		e->type = h[O_TYPE] ? (char)h[O_TYPE] : '0';

@@ -26,8 +26,8 @@
  * *out_len its length, a multiple of WSTORE__TAR_BLOCK.  WSTORE_ERANGE
  * when cap is too small.
  */
-int wstore__tar_header(char *out, size_t cap, size_t *out_len,
-		       const char *name, uint64_t size, int64_t mtime);
+int wstore__tar_header(char *out, size_t cap, size_t *out_len, const char *name,
+		       uint64_t size, int64_t mtime);
 /* Zero bytes after size bytes of data, up to the next block. */
 size_t wstore__tar_pad(uint64_t size);
 
@@ -36,15 +36,15 @@ typedef struct wstore__tar_in {
 	int fd;
 	char *buf;
 	size_t pos, len, cap;
-	uint64_t offset; /* bytes of the stream consumed */
+	uint64_t offset;  /* bytes of the stream consumed */
 	const char *what; /* the stream, for messages ("bundle '-'") */
 } wstore__tar_in;
 
 /* One entry's header. */
 typedef struct wstore__tar_entry {
-	char *name;	 /* malloc'ed: the pax path, else prefix/name */
-	uint64_t size;	 /* bytes of data that follow */
-	char type;	 /* the typeflag: '0' for a regular file */
+	char *name;	  /* malloc'ed: the pax path, else prefix/name */
+	uint64_t size;	  /* bytes of data that follow */
+	char type;	  /* the typeflag: '0' for a regular file */
 	const char *kind; /* "regular file", "symbolic link", ... */
 } wstore__tar_entry;
 
