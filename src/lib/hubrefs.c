@@ -96,7 +96,8 @@ static const char *oldest_ref(json_t *refs, const char *keep)
 
 	json_object_foreach(refs, name, v)
 	{
-		json_int_t a = json_integer_value(json_object_get(v, "asked_ms"));
+		json_int_t a =
+			json_integer_value(json_object_get(v, "asked_ms"));
 
 		if (strcmp(name, keep) && (!old || a < at)) {
 			old = name;

@@ -54,15 +54,15 @@ void test_hubrefs(void)
 	CHECK_EQ_INT(wstore_ref_write(s, "org/m", "a\nb", ca, 1),
 		     WSTORE_EINVAL);
 	CHECK_EQ_INT(wstore_ref_write(s, "", "main", ca, 1), WSTORE_EINVAL);
-	CHECK_EQ_INT(wstore_ref_read(small, sizeof(small), NULL, s, "org/m",
-				     "main"),
-		     WSTORE_ERANGE);
+	CHECK_EQ_INT(
+		wstore_ref_read(small, sizeof(small), NULL, s, "org/m", "main"),
+		WSTORE_ERANGE);
 	/* bounded: 300 refs asked in turn keep the newest 256 */
 	for (int i = 0; i < 300; i++) {
 		snprintf(name, sizeof(name), "t%d", i);
-		CHECK_EQ_INT(wstore_ref_write(s, "org/many", name, ca,
-					      10000 + i),
-			     0);
+		CHECK_EQ_INT(
+			wstore_ref_write(s, "org/many", name, ca, 10000 + i),
+			0);
 	}
 	expect_ref(s, "org/many", "t0", NULL, 0);
 	expect_ref(s, "org/many", "t43", NULL, 0);
