@@ -347,11 +347,16 @@ int64_t wstore_manifest_find(const wstore_manifest *m, const char *path);
 #define WSTORE_COMMIT_LEN 40
 
 /*
- * The commit id of a checkpoint: the first 40 hex digits (lower case) of
- * the SHA-256 of its manifest's canonical serialisation
- * (wstore_manifest_serialize).  Stable for as long as the manifest is
- * unchanged, different for every re-import.  out must hold
- * WSTORE_COMMIT_LEN + 1 bytes (WSTORE_ERANGE otherwise).
+ * The commit id of a checkpoint.  Imported from a Hub (its revision is a
+ * 40-hex commit id, as wstore_import_hub records): that commit id, so
+ * every mirror of one upstream and every --from-hub store report the
+ * upstream's.  Otherwise the first 40 hex digits (lower case) of the
+ * SHA-256 of its content alone: "wstore commit 1", model id, revision,
+ * then each file's path, size (decimal) and SHA-256, in path order, each
+ * field followed by a NUL byte (docs/format.md, "Commit ids").  So one
+ * folder imported into two stores, or twice, has one id; checkpoint id
+ * and times do not count.  out must hold WSTORE_COMMIT_LEN + 1 bytes
+ * (WSTORE_ERANGE otherwise).
  */
 int wstore_manifest_commit(char *out, size_t cap, const wstore_manifest *m);
 
@@ -743,6 +748,39 @@ typedef struct wstore_hub_options {
 int wstore_import_hub(char **out_id, wstore_store *store,
 		      const wstore_import_options *opts,
 		      const wstore_hub_options *hub);
+
+/* ---- branches and tags of a Hub (hubrefs.c) ---------------------------- */
+
+/*
+ * Ask hub->endpoint which commit hub->revision (NULL: "main") of
+ * hub->repo names, and nothing else: out gets its 40-hex id (cap >=
+ * WSTORE_COMMIT_LEN + 1).  cancel (may be NULL) is asked about once a
+ * second while the server is silent; non-zero stops (WSTORE_ECANCELED).
+ * Errors as wstore_import_hub's: WSTORE_ENOTFOUND, -EACCES,
+ * WSTORE_EUNAVAIL, WSTORE_EINVAL (an answer without a commit id).
+ */
+int wstore_hub_commit(char *out, size_t cap, const wstore_hub_options *hub,
+		      wstore_progress_fn cancel, void *ctx);
+
+/*
+ * The commit a branch or tag ref of repository repo named when a server
+ * was last asked, kept durably in the store (one record per repository,
+ * at most 256 refs, the least recently asked dropped first; see
+ * docs/format.md): so a mirror serves the branch at that commit while
+ * the server is down, also after a restart.  asked_ms: when the server
+ * said so (Unix ms).  Writes are read-modify-write: two writers never
+ * lose each other's refs.  WSTORE_EINVAL for a name with control
+ * characters or not UTF-8, a ref over 255 bytes, a commit that is not 40
+ * lower-case hex digits.
+ */
+int wstore_ref_write(wstore_store *store, const char *repo, const char *ref,
+		     const char *commit, int64_t asked_ms);
+/* The commit recorded for ref of repo into out (cap >= WSTORE_COMMIT_LEN
+ * + 1) and when it was asked (may be NULL); WSTORE_ENOTFOUND when none
+ * is recorded (or the record is unreadable: it is rebuilt by the next
+ * write), another code when the store could not be read. */
+int wstore_ref_read(char *out, size_t cap, int64_t *out_asked_ms,
+		    wstore_store *store, const char *repo, const char *ref);
 
 /* ---- names on the command line (catalog.c) ---------------------------- */
 
