@@ -1,6 +1,7 @@
 /*
  * mooncake.h - what the Mooncake backend's files share (mooncake.c the
- * callbacks and their waits; mooncake_pool.c the registered buffers;
+ * callbacks and their waits; mooncake_fail.c its errors;
+ * mooncake_pool.c the registered buffers;
  * mooncake_open.c loading the client library, the settings, reaching the
  * master, the client's setup and teardown, and the kind store URLs name;
  * mooncake_exit.c the client's name and its end when the process exits).
@@ -92,6 +93,9 @@ struct mc_backend {
 /* Set the callbacks that move data (put, get, get_many, size, remove,
  * buf_alloc, buf_free); the constructor sets the rest. */
 void mc_set_ops(struct mc_backend *b);
+
+/* ---- mooncake_fail.c ---------------------------------------------------- */
+
 /* Turn a negative Mooncake code from operation what ("read", ...) on key
  * into a wstore code and message; returns the wstore code. */
 int mc_fail(struct mc_backend *b, int64_t rc, const char *what,
