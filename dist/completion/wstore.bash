@@ -30,7 +30,7 @@ _wstore()
         rdma_devices local_hostname replica_num redis_password key_prefix
         connect_timeout_ms command_timeout_ms mooncake_library mooncake_log
         serve_listen serve_token serve_tls_cert serve_tls_key
-        serve_tls_key_password_file quota evict chunk_size hub_endpoint
+        serve_tls_key_password_file serve_upstream_refresh quota evict chunk_size hub_endpoint
         hub_token_file"
 
     case $prev in
@@ -84,7 +84,7 @@ _wstore()
         "model materialize-file"*) opts="--path --output" ;;
         "model pull"*) opts="--dest --include --exclude --jobs --no-verify --force" ;;
         "mount"*) opts="--checkpoint --cache-size --foreground --direct-io --page-cache --refresh --threads --allow-other --log-file" ;;
-        "serve"*) opts="--listen --token --max-connections --max-connections-per-client --drain --header-timeout --cache-seconds --no-access-log --mmap --tls-cert --tls-key --tls-key-password-file --upstream --upstream-allow --upstream-token-file" ;;
+        "serve"*) opts="--listen --token --max-connections --max-connections-per-client --drain --header-timeout --cache-seconds --no-access-log --mmap --tls-cert --tls-key --tls-key-password-file --upstream --upstream-allow --upstream-token-file --upstream-refresh" ;;
         "gc"* | "admin gc"*) opts="--dry-run --grace --evict-to" ;;
         "admin unlock"*) opts="--force" ;;
         "admin migrate"*) opts="--dry-run --verify" ;;

@@ -821,6 +821,39 @@ int wstore_import_bundle(char **out_id, wstore_store *store, int fd,
 int wstore_copy(wstore_store *dst, wstore_store *src, const char *id,
 		const wstore_import_options *opts);
 
+/* ---- branches and tags of a Hub (hubrefs.c) ---------------------------- */
+
+/*
+ * Ask hub->endpoint which commit hub->revision (NULL: "main") of
+ * hub->repo names, and nothing else: out gets its 40-hex id (cap >=
+ * WSTORE_COMMIT_LEN + 1).  cancel (may be NULL) is asked about once a
+ * second while the server is silent; non-zero stops (WSTORE_ECANCELED).
+ * Errors as wstore_import_hub's: WSTORE_ENOTFOUND, -EACCES,
+ * WSTORE_EUNAVAIL, WSTORE_EINVAL (an answer without a commit id).
+ */
+int wstore_hub_commit(char *out, size_t cap, const wstore_hub_options *hub,
+		      wstore_progress_fn cancel, void *ctx);
+
+/*
+ * The commit a branch or tag ref of repository repo named when a server
+ * was last asked, kept durably in the store (one record per repository,
+ * at most 256 refs, the least recently asked dropped first; see
+ * docs/format.md): so a mirror serves the branch at that commit while
+ * the server is down, also after a restart.  asked_ms: when the server
+ * said so (Unix ms).  Writes are read-modify-write: two writers never
+ * lose each other's refs.  WSTORE_EINVAL for a name with control
+ * characters or not UTF-8, a ref over 255 bytes, a commit that is not 40
+ * lower-case hex digits.
+ */
+int wstore_ref_write(wstore_store *store, const char *repo, const char *ref,
+		     const char *commit, int64_t asked_ms);
+/* The commit recorded for ref of repo into out (cap >= WSTORE_COMMIT_LEN
+ * + 1) and when it was asked (may be NULL); WSTORE_ENOTFOUND when none
+ * is recorded (or the record is unreadable: it is rebuilt by the next
+ * write), another code when the store could not be read. */
+int wstore_ref_read(char *out, size_t cap, int64_t *out_asked_ms,
+		    wstore_store *store, const char *repo, const char *ref);
+
 /* ---- names on the command line (catalog.c) ---------------------------- */
 
 /*

@@ -46,6 +46,7 @@ struct wck *wopen_target(struct MHD_Connection *c, struct wreq *r,
 		return NULL;
 	}
 	rc = wcache_get(&k, &known, r->sv->cache, t->repo, t->rev);
+	r->mirror = wmirror_outcome();
 	if (rc == 0) {
 		free(r->ckpt);
 		r->ckpt = strdup(k->id);
