@@ -110,8 +110,8 @@ static int blob_id(char out[41], wstore_store *s, const char *id,
 	char head[32], *buf = malloc(size ? (size_t)size : 1);
 	size_t got = 0;
 	unsigned dl = 0;
-	int rc = -ENOMEM, hn = snprintf(head, sizeof(head), "blob %" PRIu64,
-					size);
+	int rc = -ENOMEM,
+	    hn = snprintf(head, sizeof(head), "blob %" PRIu64, size);
 
 	if (!md || !buf)
 		goto out;
