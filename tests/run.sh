@@ -148,6 +148,7 @@ lane_local() {
 	run_suite names sh "$HERE/e2e/names.sh"
 	run_suite layouts sh "$HERE/e2e/layouts.sh"
 	run_suite reuse sh "$HERE/e2e/reuse.sh"
+	run_suite bundle sh "$HERE/e2e/bundle.sh"
 	run_suite migrate sh "$HERE/e2e/migrate.sh"
 	run_suite fastpaths sh "$HERE/e2e/fastpaths.sh"
 	if [ -x "$BUILD/wstore-serve" ]; then
