@@ -853,6 +853,10 @@ int wstore_ref_write(wstore_store *store, const char *repo, const char *ref,
  * write), another code when the store could not be read. */
 int wstore_ref_read(char *out, size_t cap, int64_t *out_asked_ms,
 		    wstore_store *store, const char *repo, const char *ref);
+/* The names of the refs recorded for repo, sorted (none: an empty list);
+ * free with wstore_strings_free. */
+int wstore_ref_list(char ***out, size_t *out_count, wstore_store *store,
+		    const char *repo);
 
 /* ---- names on the command line (catalog.c) ---------------------------- */
 

@@ -127,6 +127,11 @@ while [ $i -lt 10 ]; do
 done
 if [ -z "$back" ]; then tap_ok "... main never goes back (20 asks, alternating mirrors)"
 else tap_not_ok "... main never goes back" "$back"; fi
+refs_of() { curl -sf "$1/api/models/org/fake/refs" | python3 -c '
+import json, sys
+print(" ".join(sorted("%s=%s" % (b["name"], b["targetCommit"]) for b in json.load(sys.stdin)["branches"])))'; }
+check_grep "/api/models/org/fake/refs: main and v1 at the upstream's commits" \
+	"^main=$CB v1=$CA\$" "$(refs_of "$M2")"
 check_grep "/metrics: a refresh moved main" \
 	'^wstore_serve_mirror_refresh_moved_total [1-9]' "$(curl -sf "$M1/metrics")"
 check_grep "access log: hit, fetch and refresh outcomes" 'mirror=refresh' "$(cat "$M1_LOG")"
