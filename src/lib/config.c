@@ -59,6 +59,7 @@ static const char *const known_keys[] = {
 	"serve_tls_cert",
 	"serve_tls_key",
 	"serve_tls_key_password_file",
+	"serve_upstream_refresh",
 	"quota",
 	"evict",
 	"chunk_size",
@@ -98,6 +99,7 @@ static int key_index(const char *key)
 static int is_int_key(const char *key)
 {
 	return strcmp(key, "replica_num") == 0 ||
+	       strcmp(key, "serve_upstream_refresh") == 0 ||
 	       strcmp(key, "connect_timeout_ms") == 0 ||
 	       strcmp(key, "command_timeout_ms") == 0 ||
 	       strcmp(key, "hub_max_files") == 0 ||

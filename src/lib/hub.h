@@ -38,6 +38,7 @@ typedef struct wstore__hub {
 	 * (intent.c).  What a re-run keeps is both. */
 	json_t *state;
 	json_t *kept; /* from a killed run: path -> {oid, sha256}, or NULL */
+	struct wstore__hub_held *held; /* hubreuse.c's, read on first use */
 	/* the workers' */
 	pthread_mutex_t mu;
 	size_t next;
@@ -55,6 +56,15 @@ int wstore__hub_add_page(wstore__hub *h, const char *body, size_t len,
 			 const char *url, size_t *cap);
 int wstore__hub_cmp_file(const void *a, const void *b);
 int wstore__hub_names_fit(const wstore__hub *h);
+
+/* File i put from a file the store holds with the same bytes
+ * (hubreuse.c), fd the data file begin_file opened for it or -1: 1 with
+ * its SHA-256 in sha256 (checked over every byte copied), 0 when it must
+ * be fetched (nothing of it left), < 0 on a cancel or -ENOMEM. */
+int wstore__hub_reuse(struct import *im, size_t i, int fd, char sha256[65],
+		      int (*progress)(uint64_t n, void *ctx), void *ctx);
+struct wstore__hub_held;
+void wstore__hub_held_free(struct wstore__hub_held *held);
 
 /* The workers (hubrun.c): fetch every file not done. */
 int wstore__hub_workers(struct import *im);

@@ -37,7 +37,7 @@ static void test_set_get(void)
 
 	while (keys[n])
 		n++;
-	CHECK_EQ_INT(n, 35);
+	CHECK_EQ_INT(n, 36);
 	CHECK_EQ_INT(wstore_config_new(&c), 0);
 	/* the Hub client's limits: counts and sizes */
 	CHECK_EQ_INT(wstore_config_set(c, "hub_max_files", "10"), 0);
@@ -94,6 +94,10 @@ static void test_set_get(void)
 	}
 	CHECK_STR(wstore_config_get(c, "replica_num"), "3");
 	CHECK_EQ_INT(wstore_config_set(c, "replica_num", NULL), 0);
+	/* a mirror's refresh: whole seconds, at least 1 */
+	CHECK_EQ_INT(wstore_config_set(c, "serve_upstream_refresh", "0"),
+		     WSTORE_EINVAL);
+	CHECK_EQ_INT(wstore_config_set(c, "serve_upstream_refresh", "60"), 0);
 	/* non-integer keys take any string */
 	CHECK_EQ_INT(wstore_config_set(c, "rdma_devices", ""), 0);
 	CHECK_STR(wstore_config_get(c, "rdma_devices"), "");
