@@ -287,8 +287,12 @@ check "... pulled bytes identical" ws model pull killed --dest "$T/kp" --quiet
 check "... to the source" diff -r "$FSRC" "$T/kp"
 
 # killed again, then the kept data files zeroed at their size: the re-run
-# hashes what it keeps, so it fetches them again rather than serve zeros
+# hashes what it keeps, so it fetches them again rather than serve zeros.
+# A store of its own: in the shared one the files are held by READY
+# checkpoints, and an import takes them from there (reuse) with no fetch
 LOG="$T/fake.log"
+MAIN_DOWN=$DOWN
+DOWN="$T/zstore"
 fakehub_ctl '{"hold": ["z.bin"]}'
 "$W" --store "$DOWN" model import --from-hub org/fake --endpoint "$F" \
 	--chunk-size 512KiB --checkpoint-id zeroed --jobs 1 >/dev/null 2>&1 &
@@ -313,6 +317,10 @@ check "... pulled bytes identical" ws model pull zeroed --dest "$T/zp" --quiet
 check "... to the source" diff -r "$FSRC" "$T/zp"
 
 # ---- the trust boundary (docs/trust.md) ----------------------------------
+DOWN=$MAIN_DOWN
+# fresh NAME: the next imports go to a store of their own, so that what
+# they must fetch is not taken from a READY checkpoint instead
+fresh() { DOWN="$T/store-$1"; }
 # check_no GREP-PATTERN NAME: the fake's log has no such line
 check_no() {
 	if grep -Eq -- "$1" "$LOG"; then tap_not_ok "$2" "$(grep -E -- "$1" "$LOG" | head -3)"
@@ -332,6 +340,7 @@ check_exit "a Link to the same page: refused" 1 fake --checkpoint-id loop
 check_grep "... a loop, named" "loops" "$OUT"
 n=$(grep -c " /api/models/org/fake/tree/" "$LOG")
 check_grep "... after one page ($n)" '^1$' "$n"
+fresh pages
 fakehub_ctl '{"link": "pages"}'
 check_exit "one file per page on the endpoint: imported" 0 fake --checkpoint-id pages
 nf=$(cd "$FSRC" && find . -type f | wc -l)
@@ -387,6 +396,7 @@ check_grep "... named" "control character" "$OUT"
 no_ready nl "... no READY checkpoint"
 
 # transfers: a minimum rate and a deadline; error bodies bounded
+fresh trickle
 fakehub_ctl '{"trickle": ["z.bin"]}'
 t0=$(date +%s)
 check_exit "a transfer trickling 1 byte/s: error" 1 fake --checkpoint-id trickle \
@@ -395,6 +405,7 @@ secs=$(($(date +%s) - t0))
 check_grep "... names the file" "z.bin" "$OUT"
 if [ "$secs" -le 30 ]; then tap_ok "... within 30 s ($secs s)"
 else tap_not_ok "... within 30 s" "took $secs s"; fi
+fresh errbody
 fakehub_ctl '{"errbody": ["z.bin"]}'
 t0=$(date +%s)
 check_exit "an error answer whose body never ends: error" 1 fake \
@@ -403,6 +414,7 @@ secs=$(($(date +%s) - t0))
 check_grep "... its status named" "z.bin.*HTTP 500" "$OUT"
 if [ "$secs" -le 30 ]; then tap_ok "... within 30 s ($secs s)"
 else tap_not_ok "... within 30 s" "took $secs s"; fi
+fresh deadline
 fakehub_ctl '{"hold": ["z.bin"]}'
 t0=$(date +%s)
 check_exit "a request past hub_transfer_timeout_ms: error" 1 \
@@ -415,6 +427,7 @@ if [ "$secs" -le 20 ]; then tap_ok "... within 20 s ($secs s)"
 else tap_not_ok "... within 20 s" "took $secs s"; fi
 
 # credentials in the endpoint's URL: used, never recorded or printed
+fresh creds
 fakehub_ctl '{}'
 UF="http://us3r:s3cret@127.0.0.1:$FP"
 check_exit "--endpoint with user:password: imported" 0 \
@@ -437,6 +450,7 @@ else tap_ok "... prints no password"; fi
 check_grep "... the URL with ***" 'store=redis://\*\*\*@127.0.0.1:1/0' "$OUT"
 
 # a filtered import, then a full one: the full one fetches the rest
+fresh filter
 check_exit "import --include config.json" 0 fake --include config.json
 : > "$LOG"
 check_exit "then a full import: imported" 0 fake
