@@ -205,6 +205,56 @@ int wstore_ref_read(char *out, size_t cap, int64_t *out_asked_ms,
 	return 0;
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int wstore_ref_list(char ***out, size_t *out_count, wstore_store *s,
+		    const char *repo)
+{
+	char key[WSTORE__KEY_MAX], lock[WSTORE__KEY_MAX], *txt = NULL;
+	const char *name;
+	json_t *j, *refs, *v;
+	size_t n = 0, len = 0;
+	char **names;
+	int rc;
+
+	*out = NULL;
+	*out_count = 0;
+	if (!s || !repo || !*repo)
+		return wstore__err(WSTORE_EINVAL, "ref list: no store or name");
+	refs_key(key, lock, repo);
+	rc = wstore__get_locked(s, key, lock, &txt, &len);
+	if (rc < 0 && rc != WSTORE_ENOTFOUND)
+		return rc;
+	j = rc == 0 ? json_loadb(txt, len, 0, NULL) : NULL;
+	free(txt);
+	refs = same_model(j, repo) ? json_object_get(j, "refs") : NULL;
+	if (!(names = calloc(json_object_size(refs) + 1, sizeof(*names)))) {
+		json_decref(j);
+		return -ENOMEM;
+	}
+	json_object_foreach(refs, name, v)
+	{
+		if (!ref_name_ok(name) ||
+		    !hex40(json_string_value(json_object_get(v, "commit"))))
+			continue;
+		if (!(names[n] = strdup(name))) {
+			json_decref(j);
+			wstore_strings_free(names);
+			return -ENOMEM;
+		}
+		n++;
+	}
+	json_decref(j);
+	qsort(names, n, sizeof(*names), cmp_str);
+	wstore__clear_err();
+	*out = names;
+	*out_count = n;
+	return 0;
+}
+
 /* ---- asking the server ---------------------------------------------------
  */
 

@@ -7,7 +7,8 @@
 # the same offline; the upstream moves main: each mirror follows within
 # its refresh time and never goes back; a request for the old tag leaves
 # main alone; a mirror restarted with the upstream down serves main at its
-# last commit; --upstream-allow is matched on the canonical name; a
+# last commit; a new commit changing one file fetches that file alone;
+# --upstream-allow is matched on the canonical name; a
 # request waiting for the upstream gets 503 with Retry-After after the
 # header timeout, and the server keeps answering others.
 #   BUILD  the build directory holding wstore
@@ -105,6 +106,9 @@ if wait_for 60 moved "$M1" && wait_for 60 moved "$M2"; then
 	tap_ok "upstream moved main: both mirrors follow ($(($(date +%s) - t0)) s, refresh 2 s)"
 else tap_not_ok "upstream moved main: both mirrors follow" \
 	"m1 $(sha_of "$M1") m2 $(sha_of "$M2")"; fi
+got=$(grep " /org/fake/resolve/$CB/" "$LOG" | awk '{print $3}' | sed "s|.*/$CB/||" | sort | tr '\n' ' ')
+check_grep "... the new commit changes one small file: that file alone fetched (once per mirror)" \
+	'^config.json config.json $' "$got"
 check "... main serves the new bytes" cmp "$T/b/config.json" \
 	"$(curl -sf "$M1/org/fake/resolve/main/config.json" -o "$T/c" && echo "$T/c")"
 check "... the old commit still serves the old bytes" cmp "$T/a/config.json" \
@@ -123,6 +127,11 @@ while [ $i -lt 10 ]; do
 done
 if [ -z "$back" ]; then tap_ok "... main never goes back (20 asks, alternating mirrors)"
 else tap_not_ok "... main never goes back" "$back"; fi
+refs_of() { curl -sf "$1/api/models/org/fake/refs" | python3 -c '
+import json, sys
+print(" ".join(sorted("%s=%s" % (b["name"], b["targetCommit"]) for b in json.load(sys.stdin)["branches"])))'; }
+check_grep "/api/models/org/fake/refs: main and v1 at the upstream's commits" \
+	"^main=$CB v1=$CA\$" "$(refs_of "$M2")"
 check_grep "/metrics: a refresh moved main" \
 	'^wstore_serve_mirror_refresh_moved_total [1-9]' "$(curl -sf "$M1/metrics")"
 check_grep "access log: hit, fetch and refresh outcomes" 'mirror=refresh' "$(cat "$M1_LOG")"

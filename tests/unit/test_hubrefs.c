@@ -48,6 +48,21 @@ void test_hubrefs(void)
 	expect_ref(s, "org/m", "v1", ca, 1001);
 	expect_ref(s, "org/other", "main", cb, 5);
 	expect_ref(s, "org/m", "v2", NULL, 0);
+	{
+		char **names = NULL;
+		size_t n = 9;
+
+		CHECK_EQ_INT(wstore_ref_list(&names, &n, s, "org/m"), 0);
+		CHECK_EQ_INT(n, 2);
+		if (n == 2) {
+			CHECK_STR(names[0], "main");
+			CHECK_STR(names[1], "v1");
+		}
+		wstore_strings_free(names);
+		CHECK_EQ_INT(wstore_ref_list(&names, &n, s, "org/none"), 0);
+		CHECK_EQ_INT(n, 0);
+		wstore_strings_free(names);
+	}
 	/* bad input */
 	CHECK_EQ_INT(wstore_ref_write(s, "org/m", "main", "ABC", 1),
 		     WSTORE_EINVAL);
