@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <linux/fiemap.h>
 #include <linux/fs.h>
 
 #include "digest.h"
@@ -448,4 +449,124 @@ uint64_t wstore__reuse_dedupe(const wstore__reuse *r, wstore_store *s,
 	}
 	wstore__clear_err();
 	return shared;
+}
+
+/* ---- what is shared ------------------------------------------------------ */
+
+/* Extents of the store's data files whose blocks are shared. */
+struct extents {
+	struct ext {
+		uint64_t phys, len;
+	} * v;
+	size_t n, cap;
+	uint64_t logical; /* their bytes, counted once per file */
+};
+
+static int ext_add(struct extents *x, uint64_t phys, uint64_t len)
+{
+	if (x->n == x->cap) {
+		size_t cap = x->cap ? x->cap * 2 : 256;
+		struct ext *v = realloc(x->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		x->v = v;
+		x->cap = cap;
+	}
+	x->v[x->n++] = (struct ext){ phys, len };
+	x->logical += len;
+	return 0;
+}
+
+/* The shared extents of fd (size bytes) into x. */
+static int fiemap_shared(int fd, uint64_t size, struct extents *x)
+{
+	enum { N = 128 };
+	struct {
+		struct fiemap m;
+		struct fiemap_extent e[N];
+	} a;
+	uint64_t start = 0;
+
+	for (int last = 0; !last && start < size;) {
+		memset(&a, 0, sizeof(a));
+		a.m.fm_start = start;
+		a.m.fm_length = size - start;
+		a.m.fm_flags = FIEMAP_FLAG_SYNC;
+		a.m.fm_extent_count = N;
+		if (ioctl(fd, FS_IOC_FIEMAP, &a.m) < 0)
+			return -errno;
+		if (a.m.fm_mapped_extents == 0)
+			break;
+		for (unsigned i = 0; i < a.m.fm_mapped_extents; i++) {
+			const struct fiemap_extent *e = &a.e[i];
+			int rc = 0;
+
+			if (e->fe_flags & FIEMAP_EXTENT_SHARED)
+				rc = ext_add(x, e->fe_physical, e->fe_length);
+			if (rc < 0)
+				return rc;
+			last |= (e->fe_flags & FIEMAP_EXTENT_LAST) != 0;
+			start = e->fe_logical + e->fe_length;
+		}
+	}
+	return 0;
+}
+
+static int ext_cmp(const void *a, const void *b)
+{
+	const struct ext *x = a, *y = b;
+
+	return x->phys < y->phys ? -1 : x->phys > y->phys;
+}
+
+/* Bytes of the union of x's physical ranges. */
+static uint64_t ext_distinct(struct extents *x)
+{
+	uint64_t total = 0, end = 0;
+
+	qsort(x->v, x->n, sizeof(*x->v), ext_cmp);
+	for (size_t i = 0; i < x->n; i++) {
+		uint64_t s = x->v[i].phys, e = s + x->v[i].len;
+
+		if (s < end)
+			s = end;
+		if (e > s)
+			total += e - s;
+		if (e > end)
+			end = e;
+	}
+	return total;
+}
+
+int wstore__reuse_shared(uint64_t *out_shared, uint64_t *out_saved,
+			 wstore_store *s)
+{
+	struct extents x = { 0 };
+	wstore__reuse *r = NULL;
+	int rc = 0;
+
+	*out_shared = *out_saved = 0;
+	if (!wstore__local_files(s))
+		return WSTORE_EUNSUPPORTED;
+	if ((rc = wstore__reuse_new(&r, s, NULL)) < 0)
+		return rc;
+	for (size_t i = 0; r && i < r->n && rc != -ENOMEM; i++) {
+		int fd = open_whole(s, r->e[i].f);
+
+		if (fd < 0)
+			continue;
+		rc = fiemap_shared(fd, r->e[i].size, &x);
+		close(fd);
+	}
+	wstore__reuse_free(r);
+	wstore__clear_err();
+	if (rc == -ENOMEM) {
+		free(x.v);
+		return rc;
+	}
+	*out_shared = x.logical;
+	*out_saved = x.logical - ext_distinct(&x);
+	free(x.v);
+	return 0;
 }

@@ -79,4 +79,16 @@ int wstore__reuse_put(const wstore__reuse *r, wstore_store *s,
 uint64_t wstore__reuse_dedupe(const wstore__reuse *r, wstore_store *s,
 			      const wstore__file_rec *rec, int fd);
 
+/*
+ * What the file store's READY data files share (`wstore df`): *out_shared
+ * the bytes of their blocks that are shared with another file (another
+ * checkpoint's data file, or the source a reflink import cloned), counted
+ * once per file; *out_saved the bytes the store's files hold once for
+ * several of them (*out_shared less the distinct blocks those take).
+ * FIEMAP of every data file.  WSTORE_EUNSUPPORTED on a store that does
+ * not keep local files; a file that cannot be mapped is left out.
+ */
+int wstore__reuse_shared(uint64_t *out_shared, uint64_t *out_saved,
+			 wstore_store *s);
+
 #endif

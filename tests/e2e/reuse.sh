@@ -61,6 +61,15 @@ check "b took about no space ($((u2 - u1)) KiB for ${MIB} MiB)" test $((u2 - u1)
 DA=$(data_of a) DB=$(data_of b)
 check "b's data file shares extents ($(shared "$DB"))" test "$(shared "$DB")" -gt 0
 check "and holds the file's bytes" cmp "$DB" "$T/a/model.safetensors.bin"
+check_exit "wstore df" 0 ws --json df
+check "df: the shared bytes saved are the file's (${MIB} MiB)" python3 -c '
+import json, sys
+d = json.loads(sys.argv[1]); mib = int(sys.argv[2]) << 20
+# whole blocks, and the small config.json both hold is shared too
+assert mib <= d["saved"] <= mib + (64 << 10), d["saved"]
+assert d["shared"] == 2 * d["saved"], (d["shared"], d["saved"])' "$OUT" "$MIB"
+check_exit "wstore df (text)" 0 ws df
+check_grep "... says so" "^shared: .* stored once for several$" "$OUT"
 check_exit "import of c, another file of the same size" 0 ws model import \
 	--checkpoint-id c --model-id Org/M --revision r3 --source "$T/c" --force
 u3=$(used)
