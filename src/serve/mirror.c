@@ -29,11 +29,13 @@
  * canonical first: a name that could mean something else once pasted
  * into a URL ("org/x?-public") is refused, never matched.
  *
- * The state here is bounded (REFS_MAX refs in a hash table, dropped after
- * REF_IDLE_S unused; they stay in the store) and no lock is held while
- * the store or the upstream is asked.  When the server stops, flights are
- * canceled through their progress callbacks (asked about once a second
- * also while no byte comes) and wmirror_free waits for their threads.
+ * The state here is bounded (REFS_MAX refs the upstream named, in a hash
+ * table, dropped after REF_IDLE_S unused or, when full, the least
+ * recently used of a bucket; they stay in the store) and no lock is held
+ * while the store or the upstream is asked.  When the server stops,
+ * flights are canceled through their progress callbacks (asked about
+ * once a second also while no byte comes) and wmirror_free waits for
+ * their threads.
  */
 #include <errno.h>
 #include <fnmatch.h>
@@ -191,8 +193,26 @@ static void ref_free(struct ref *r)
 	free(r);
 }
 
-/* The entry of (repo, rev), made when missing and room is left (NULL
- * otherwise); m->mu held. */
+/* Drop the least recently used entry of bucket b (the table is full);
+ * m->mu held. */
+static void ref_evict(struct wmirror *m, unsigned b)
+{
+	struct ref **lru = NULL;
+
+	for (struct ref **p = &m->refs[b]; *p; p = &(*p)->next)
+		if (!lru || (*p)->used < (*lru)->used)
+			lru = p;
+	if (lru) {
+		struct ref *r = *lru;
+
+		*lru = r->next;
+		ref_free(r);
+		m->nrefs--;
+	}
+}
+
+/* The entry of (repo, rev), made when missing (NULL when out of memory,
+ * or the table is full and the bucket empty); m->mu held. */
 static struct ref *ref_get(struct wmirror *m, const char *repo, const char *rev,
 			   int make)
 {
@@ -202,6 +222,8 @@ static struct ref *ref_get(struct wmirror *m, const char *repo, const char *rev,
 	for (r = m->refs[b]; r; r = r->next)
 		if (!strcmp(r->repo, repo) && !strcmp(r->rev, rev))
 			return r;
+	if (make && m->nrefs >= REFS_MAX)
+		ref_evict(m, b);
 	if (!make || m->nrefs >= REFS_MAX || !(r = calloc(1, sizeof(*r))))
 		return NULL;
 	if (!(r->repo = strdup(repo)) || !(r->rev = strdup(rev))) {
@@ -599,7 +621,9 @@ static int known_ref(char commit[WSTORE_COMMIT_LEN + 1], int *stale,
 		rc = 0;
 	}
 	pthread_mutex_lock(&m->mu);
-	if ((r = ref_get(m, repo, rev, 1))) {
+	/* only refs the upstream named get an entry: names a client made
+	 * up never fill the table */
+	if ((r = ref_get(m, repo, rev, commit[0] != '\0'))) {
 		if (!r->commit[0] && commit[0]) {
 			memcpy(r->commit, commit, WSTORE_COMMIT_LEN + 1);
 			r->asked_ms = asked;
