@@ -324,7 +324,7 @@ void wmirror_hit(struct wmirror *m)
 
 /* progress of an import: the bytes it took from the upstream; the server
  * stopping cancels it */
-struct took {
+struct upstream_bytes {
 	uint64_t last;
 	struct wmirror *m;
 };
@@ -332,7 +332,7 @@ struct took {
 static int on_progress(uint64_t done, uint64_t total, const char *path,
 		       void *ctx)
 {
-	struct took *t = ctx;
+	struct upstream_bytes *t = ctx;
 
 	(void)total;
 	(void)path;
@@ -357,7 +357,7 @@ static int import_commit(struct flight *f, const char *commit)
 {
 	wstore_import_options io = WSTORE_IMPORT_OPTIONS_INIT;
 	wstore_hub_options ho = WSTORE_HUB_OPTIONS_INIT;
-	struct took t = { 0, f->m };
+	struct upstream_bytes t = { 0, f->m };
 	int rc;
 
 	io.model_id = f->repo;
@@ -380,7 +380,7 @@ static int import_commit(struct flight *f, const char *commit)
 static int ask_upstream(struct flight *f, char commit[WSTORE_COMMIT_LEN + 1])
 {
 	wstore_hub_options ho = WSTORE_HUB_OPTIONS_INIT;
-	struct took t = { 0, f->m };
+	struct upstream_bytes t = { 0, f->m };
 	int rc;
 
 	hub_options(&ho, f->m, f->repo, f->rev);
@@ -541,8 +541,8 @@ static struct flight *flight_get(struct wmirror *m, const char *repo,
  * waiting); WSTORE_EBUSY with mirror_error saying so while it still runs
  * (the caller answers 503 with Retry-After); its error otherwise.
  */
-static int fly(char **out_id, struct wmirror *m, const char *repo,
-	       const char *rev, double wait_s)
+static int join_flight(char **out_id, struct wmirror *m, const char *repo,
+		       const char *rev, double wait_s)
 {
 	struct timespec dl = wclock_deadline_in((uint64_t)(wait_s * 1000));
 	struct flight *f;
@@ -593,7 +593,7 @@ static int by_commit(char **out_id, struct wmirror *m, const char *repo,
 		return rc;
 	atomic_fetch_add(&m->misses, 1);
 	mirror_outcome = "fetch";
-	return fly(out_id, m, repo, commit, m->wait_s);
+	return join_flight(out_id, m, repo, commit, m->wait_s);
 }
 
 /* What the mirror knows of (repo, rev): from the table, else from the
@@ -655,7 +655,7 @@ static int by_ref(char **out_id, struct wmirror *m, const char *repo,
 			wmirror_hit(m);
 			/* asked again in the background; this request
 			 * gets what is known */
-			if (stale && fly(NULL, m, repo, rev, 0) == 0)
+			if (stale && join_flight(NULL, m, repo, rev, 0) == 0)
 				mirror_outcome = "refresh";
 			mirror_error[0] = '\0';
 			return 0;
@@ -665,7 +665,7 @@ static int by_ref(char **out_id, struct wmirror *m, const char *repo,
 	}
 	atomic_fetch_add(&m->misses, 1);
 	mirror_outcome = "fetch";
-	return fly(out_id, m, repo, rev, m->wait_s);
+	return join_flight(out_id, m, repo, rev, m->wait_s);
 }
 
 int wmirror_get(char **out_id, struct wmirror *m, const char *repo,
