@@ -216,12 +216,13 @@ static int open_ck(struct wck **out, wstore_store *s, const char *id)
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&k->mu, NULL);
-	k->blocks = wblocks_new(); /* NULL: every request reads its own */
 	o.what = "serve";
 	rc = wstore_checkpoint_open_ext(&k->ck, s, id, &o);
 	/* deleted between resolving and opening */
 	if (rc == WSTORE_ENOTREADY)
 		rc = WSTORE_ENOTFOUND;
+	if (rc == 0) /* NULL: every request reads its own */
+		k->blocks = wblocks_new(k->ck);
 	if (rc == 0)
 		rc = wstore_manifest_commit(k->commit, sizeof(k->commit),
 					    wstore_checkpoint_manifest(k->ck));

@@ -32,6 +32,7 @@ CHECK_COUNTERS;
 	X(test_whole_layouts) \
 	X(test_reuse_chunks) \
 	X(test_reuse_file_store) \
+	X(test_tar_headers) \
 	X(test_store) \
 	X(test_durable) \
 	X(test_thread_start_blocks_signals) \
