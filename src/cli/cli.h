@@ -156,10 +156,11 @@ int cli_one_id(const char **out, int argc, char **argv, const char *cmd,
 
 /*
  * Text from the store (ids, model ids, revisions, paths, messages) made
- * safe to print: on a terminal (c->term) control characters (C0, DEL and
- * the C1 range U+0080-U+009F, e.g. ESC sequences that would retitle or
- * rewrite the screen) become \xNN / \u00NN; elsewhere s itself.  The
- * result is valid until the 8th next call.  NULL stays NULL.
+ * safe to print: control characters (C0, DEL and the C1 range
+ * U+0080-U+009F, e.g. ESC sequences that would retitle or rewrite the
+ * screen, newlines that would fake output lines) become \xNN / \u00NN,
+ * on a terminal and piped alike (scripts wanting the bytes read --json).
+ * The result is valid until the 8th next call.  NULL stays NULL.
  */
 const char *cli_text(const struct cli *c, const char *s);
 
