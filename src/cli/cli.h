@@ -195,4 +195,17 @@ void cli_time(char *buf, size_t cap, int64_t unix_seconds);
 /* Print a JSON value (jansson json_t *) to stdout and free it. */
 void cli_print_json(void *json);
 
+/*
+ * What an import prints once done, from checkpoint id read back from s:
+ * "imported 'ID' (MODEL @ REV[, hub commit COMMIT])[ from FROM]: N files,
+ * SIZE in T s (RATE/s)" (the commit when it is not the revision), or with
+ * --json one object (checkpoint_id, model_id, revision, status, files,
+ * total_size, seconds, bytes_per_second) plus the members of extra (a
+ * json_t object, taken; may be NULL).  commit and from may be NULL.
+ * EXIT_OK, or the exit status of a manifest not read.
+ */
+int cli_import_report(struct cli *c, wstore_store *s, const char *id,
+		      double secs, const char *commit, const char *from,
+		      void *extra);
+
 #endif
