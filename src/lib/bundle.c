@@ -52,6 +52,10 @@ static int write_all(int fd, const void *buf, size_t n, const char *what)
 	while (n > 0) {
 		ssize_t w = write(fd, p, n);
 
+		/* a reader that stalls must not outlast ^C */
+		if (w < 0 && errno == EINTR && wstore__interrupted())
+			return wstore__err(WSTORE_ECANCELED,
+					   "export interrupted");
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0)
