@@ -14,6 +14,9 @@ CHECK_COUNTERS;
 /* clang-format off */
 #define UNIT_TESTS(X) \
 	X(test_names_ids) \
+	X(test_hubtrust_urls) \
+	X(test_hubtrust_origin) \
+	X(test_hubtrust_names) \
 	X(test_names_paths) \
 	X(test_names_keys) \
 	X(test_names_sizes) \
