@@ -65,6 +65,15 @@ static const char *const known_keys[] = {
 	"chunk_size",
 	"hub_endpoint",
 	"hub_token_file",
+	"hub_tls_ca_file",
+	"hub_max_files",
+	"hub_max_pages",
+	"hub_max_file_size",
+	"hub_max_total_size",
+	"hub_max_json_size",
+	"hub_max_redirects",
+	"hub_min_rate",
+	"hub_transfer_timeout_ms",
 	NULL,
 };
 
@@ -92,7 +101,25 @@ static int is_int_key(const char *key)
 	return strcmp(key, "replica_num") == 0 ||
 	       strcmp(key, "serve_upstream_refresh") == 0 ||
 	       strcmp(key, "connect_timeout_ms") == 0 ||
-	       strcmp(key, "command_timeout_ms") == 0;
+	       strcmp(key, "command_timeout_ms") == 0 ||
+	       strcmp(key, "hub_max_files") == 0 ||
+	       strcmp(key, "hub_max_pages") == 0 ||
+	       strcmp(key, "hub_max_redirects") == 0 ||
+	       strcmp(key, "hub_transfer_timeout_ms") == 0;
+}
+
+/* The Hub client's size limits (docs/trust.md): 1 byte and up;
+ * hub_min_rate (bytes per second) at most 4GiB. */
+static int hub_size_ok(const char *key, const char *v)
+{
+	uint64_t n = 0;
+
+	if (strncmp(key, "hub_max_", 8) != 0 && strcmp(key, "hub_min_rate"))
+		return 1;
+	if (!strstr(key, "_size") && strcmp(key, "hub_min_rate"))
+		return 1;
+	return wstore_parse_size(&n, v) == 0 && n >= 1 &&
+	       (strcmp(key, "hub_min_rate") || n <= UINT32_MAX);
 }
 
 /* 1..INT32_MAX in plain decimal. */
@@ -203,6 +230,11 @@ static int check_kv(const char *ctx, const char *key, const char *value,
 				   "%s%skey 'chunk_size' must be a size from 1 "
 				   "byte to 4GiB (e.g. 64MiB), got '%.40s'",
 				   ctx, *ctx ? "" : "config ", value);
+	if (value && !hub_size_ok(key, value))
+		return wstore__err(WSTORE_EINVAL,
+				   "%s%skey '%s' must be a size of 1 byte or "
+				   "more (e.g. 100GiB), got '%.40s'",
+				   ctx, *ctx ? "" : "config ", key, value);
 	if (value && check_value(ctx, key, value) < 0)
 		return WSTORE_EINVAL;
 	*out_idx = i;
