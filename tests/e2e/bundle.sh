@@ -172,6 +172,21 @@ mkdir -p "$BIG" && printf '{"model_type":"x"}' > "$BIG/config.json"
 for i in 1 2 3 4 5 6 7 8; do head -c $((24 << 20)) /dev/urandom > "$BIG/w$i.safetensors.bin"; done
 check_exit "import a 192 MiB checkpoint" 0 wa model import --checkpoint-id big \
 	--model-id Org/Big --source "$BIG" --force
+# the read lease is held while the export reads: a reader that stalls
+# keeps it, and a delete meanwhile is refused
+mkfifo "$T/gate"
+sh -c '"$1" --store "$2" --quiet model export big | { read -r _ < "$3"; cat > /dev/null; }' \
+	- "$W" "$A" "$T/gate" &
+epid=$!
+leased() { "$W" --store "$A" --json df | python3 -c '
+import json, sys
+sys.exit(0 if any(c["checkpoint_id"] == "big" and c["leases"] > 0
+                  for c in json.load(sys.stdin)["checkpoints"]) else 1)'; }
+check "an export holds the read lease while it reads" wait_for 30 leased
+check_exit "a delete meanwhile is refused" 1 wa model delete big
+check_grep "... naming the export's lease" "export" "$OUT"
+echo go > "$T/gate"
+check_wait "the export ends once read" 0 60 $epid
 E=$T/e
 "$W" --store "$A" model copy big --to "$E" >/dev/null 2>&1 &
 cpid=$!
