@@ -654,8 +654,14 @@ int wserve_run(wstore_store *store, const struct wserve_options *o)
 	fprintf(stderr, "wstore serve: listening on %s://%s (store: %s)\n",
 		sv.tls.on ? "https" : "http", shown,
 		wstore_backend_name(store));
-	if (o->upstream)
-		fprintf(stderr, "wstore serve: mirror of %s\n", o->upstream);
+	if (o->upstream) {
+		char *up = NULL;
+
+		/* never a password of the upstream's URL in the log */
+		wstore_url_redact(&up, o->upstream);
+		fprintf(stderr, "wstore serve: mirror of %s\n", up ? up : "?");
+		free(up);
+	}
 	wstore_notify("READY=1"); /* a Type=notify unit: listening now */
 	wait_for_stop(&sv, &sigs);
 	fprintf(stderr, "wstore serve: stopping: finishing %d request(s)\n",
