@@ -21,6 +21,7 @@
 #include <jansson.h>
 
 #include "cli.h"
+#include "wstore_build.h"
 
 static const char init_help[] =
 	"usage: wstore [global options] config init [--force]\n"
@@ -270,6 +271,18 @@ int cmd_config_get(struct cli *c, int argc, char **argv)
 	return EXIT_OK;
 }
 
+/* Keys whose value names a file (a relative one is made absolute by set:
+ * a config file is read from anywhere). */
+static int is_file_key(const char *key)
+{
+	size_t n = strlen(key);
+
+	return (n > 5 && !strcmp(key + n - 5, "_file")) ||
+	       !strcmp(key, "serve_tls_cert") ||
+	       !strcmp(key, "serve_tls_key") ||
+	       !strcmp(key, "mooncake_library");
+}
+
 /* Warn when a file that others can read now holds a secret. */
 static void warn_exposed(const char *path, const char *key)
 {
@@ -295,9 +308,17 @@ static int edit_file(struct cli *c, const char *path, int system,
 		wstore_config_free(f); /* nothing to remove */
 		return EXIT_OK;
 	}
-	rc = wstore_config_set(f, key, value);
-	if (rc == 0)
-		rc = wstore_config_save(f, path);
+	if ((rc = wstore_config_set(f, key, value)) < 0) {
+		/* "config key 'K' ..." from the library: name the file */
+		const char *e = wstore_last_error();
+
+		wstore_config_free(f);
+		if (strncmp(e, "config ", 7) == 0)
+			e += 7;
+		wfront_err("config '%s': %s", path, e);
+		return EXIT_ERR;
+	}
+	rc = wstore_config_save(f, path);
 	wstore_config_free(f);
 	if (rc < 0)
 		return cli_fail(rc);
@@ -332,6 +353,17 @@ static int config_edit(struct cli *c, int argc, char **argv, const char *cmd,
 	if (!path)
 		return wfront_usage_error(
 			"no config path: set HOME or pass --config");
+	if (nargs == 2 && is_file_key(argv[optind]) &&
+	    argv[optind + 1][0] != '/' && argv[optind + 1][0]) {
+		/* a file named relative to here: the file keeps where */
+		char *abs = realpath(argv[optind + 1], NULL);
+
+		if (abs) {
+			rc = edit_file(c, path, system, argv[optind], abs);
+			free(abs);
+			return rc;
+		}
+	}
 	return edit_file(c, path, system, argv[optind],
 			 nargs == 2 ? argv[optind + 1] : NULL);
 }
@@ -359,12 +391,12 @@ int cmd_version(struct cli *c, int argc, char **argv)
 			"unexpected argument '%s' for 'version'", argv[optind]);
 	if (c->json) {
 		cli_print_json(json_pack("{s:s, s:s}", "version",
-					 WSTORE_VERSION, "library", lib));
+					 WSTORE_BUILD_VERSION, "library", lib));
 		return EXIT_OK;
 	}
-	printf("wstore %s\n", WSTORE_VERSION);
+	printf("wstore %s\n", WSTORE_BUILD_VERSION);
 	/* a CLI run against another build of the library says so */
-	if (strcmp(lib, WSTORE_VERSION) != 0)
+	if (strcmp(lib, WSTORE_BUILD_VERSION) != 0)
 		printf("libwstore %s\n", lib);
 	return EXIT_OK;
 }

@@ -475,7 +475,8 @@ void test_core_urls(void)
 	if (!dir)
 		return;
 	CHECK_EQ_INT(open_name("nope://x", got, sizeof(got)), WSTORE_EINVAL);
-	CHECK_STR(got, "unknown store URL 'nope://x': expected file://, "
+	CHECK_STR(got, "config key 'store': unknown store URL 'nope://x': "
+		       "expected file://, "
 		       "redis://, rediss://, redis+unix://, redis-cluster://, "
 		       "rediss-cluster:// or mooncake");
 	CHECK_EQ_INT(open_name("mem", got, sizeof(got)), 0);
