@@ -21,7 +21,6 @@
 #include <jansson.h>
 
 #include "cli.h"
-#include "wstore_build.h"
 
 static const char init_help[] =
 	"usage: wstore [global options] config init [--force]\n"
@@ -391,12 +390,12 @@ int cmd_version(struct cli *c, int argc, char **argv)
 			"unexpected argument '%s' for 'version'", argv[optind]);
 	if (c->json) {
 		cli_print_json(json_pack("{s:s, s:s}", "version",
-					 WSTORE_BUILD_VERSION, "library", lib));
+					 cli_build_version(), "library", lib));
 		return EXIT_OK;
 	}
-	printf("wstore %s\n", WSTORE_BUILD_VERSION);
+	printf("wstore %s\n", cli_build_version());
 	/* a CLI run against another build of the library says so */
-	if (strcmp(lib, WSTORE_BUILD_VERSION) != 0)
+	if (strcmp(lib, cli_build_version()) != 0)
 		printf("libwstore %s\n", lib);
 	return EXIT_OK;
 }

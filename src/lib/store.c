@@ -112,20 +112,6 @@ static int unknown_url(const char *url)
 			   url, list);
 }
 
-int wstore__store_url_check(const char *url)
-{
-	const char *rest = NULL;
-	const wstore__backend_kind *k = find_kind(url, &rest);
-
-	if (!url || !*url)
-		return wstore__err(WSTORE_EINVAL, "the store URL is empty");
-	if (!k)
-		return unknown_url(url);
-	if (k->wrap)
-		return wstore__store_url_check(rest);
-	return 0;
-}
-
 static int open_backend(wstore_backend **out, const char *url,
 			const wstore_config *cfg, unsigned flags);
 

@@ -153,11 +153,6 @@ void *wstore__buf_alloc(size_t cap);
 void *wstore__store_buf_alloc(wstore_store *s, size_t cap);
 void wstore__store_buf_free(wstore_store *s, void *p);
 
-/* Whether url names a kind of store this library opens (a path, or a URL
- * of a scheme a backend takes): 0, or WSTORE_EINVAL with the last error
- * naming the URLs it takes.  Nothing is opened. */
-int wstore__store_url_check(const char *url);
-
 /* Number of worker threads for jobs (0 = cores). */
 unsigned wstore__jobs(uint32_t jobs);
 
