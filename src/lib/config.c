@@ -106,12 +106,17 @@ int wstore_config_merge(wstore_config *dst, const wstore_config *src)
 	return 0;
 }
 
+static int load_credentials(wstore_config *cfg);
+
+/* The environment: systemd's credentials, then the WSTORE_* variables. */
 int wstore_config_load_env(wstore_config *cfg)
 {
 	char var[64], ctx[96];
 	const char *v;
 	int i, rc;
 
+	if ((rc = load_credentials(cfg)) < 0)
+		return rc;
 	for (size_t k = 0; k < NKEYS; k++) {
 		size_t n = strlen("WSTORE_");
 
@@ -328,6 +333,49 @@ static int overlay_file(wstore_config *cfg, const char *path, int required)
 	if ((rc = wstore_config_load(&f, path)) == 0)
 		rc = wstore_config_merge(cfg, f);
 	wstore_config_free(f);
+	return rc;
+}
+
+/*
+ * systemd's credentials (LoadCredential=): a file named after a secret
+ * key (serve_token, redis_password) in $CREDENTIALS_DIRECTORY is that
+ * key's value, its trailing newline dropped; above the files, below the
+ * environment.  Unlike Environment=, systemd shows them to nobody else.
+ */
+static int load_credentials(wstore_config *cfg)
+{
+	static const char *const secrets[] = { "serve_token", "redis_password",
+					       NULL };
+	const char *dir = getenv("CREDENTIALS_DIRECTORY");
+	char path[PATH_MAX], ctx[PATH_MAX + 32], *data = NULL;
+	size_t len = 0;
+	int rc = 0;
+
+	for (size_t k = 0; dir && *dir && secrets[k] && rc == 0; k++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, secrets[k]);
+		if (access(path, F_OK) < 0)
+			continue;
+		if ((rc = read_file(&data, &len, path)) < 0)
+			break;
+		while (len && (data[len - 1] == '\n' || data[len - 1] == '\r'))
+			len--;
+		if (memchr(data, '\0', len) || len > 4096) {
+			rc = wstore__err(WSTORE_EINVAL,
+					 "credential '%s': not one line of text",
+					 path);
+		} else {
+			data[len] = '\0';
+			snprintf(ctx, sizeof(ctx), "credential '%s': ", path);
+			rc = wstore__config_check(ctx, secrets[k], data, 0);
+			if (rc == 0)
+				rc = wstore__set_str(
+					&cfg->values[wstore__config_key_index(
+						secrets[k])],
+					data);
+		}
+		free(data);
+		data = NULL;
+	}
 	return rc;
 }
 
