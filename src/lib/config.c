@@ -360,9 +360,9 @@ static int load_credentials(wstore_config *cfg)
 		while (len && (data[len - 1] == '\n' || data[len - 1] == '\r'))
 			len--;
 		if (memchr(data, '\0', len) || len > 4096) {
-			rc = wstore__err(WSTORE_EINVAL,
-					 "credential '%s': not one line of text",
-					 path);
+			rc = wstore__err(
+				WSTORE_EINVAL,
+				"credential '%s': not one line of text", path);
 		} else {
 			data[len] = '\0';
 			snprintf(ctx, sizeof(ctx), "credential '%s': ", path);

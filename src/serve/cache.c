@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/frontend.h"
 #include "http.h"
 
 struct wname {
@@ -218,7 +219,12 @@ static int open_ck(struct wck **out, wstore_store *s, const char *id)
 	pthread_mutex_init(&k->mu, NULL);
 	k->blocks = wblocks_new(); /* NULL: every request reads its own */
 	o.what = "serve";
+	/* never serve unleased: a delete would not wait for the download */
+	o.require_lease = 1;
 	rc = wstore_checkpoint_open_ext(&k->ck, s, id, &o);
+	if (rc == -EACCES || rc == -EPERM || rc == -EROFS)
+		wfront_err("refusing to serve '%s' without a read lease: %s",
+			   id, wstore_last_error());
 	/* deleted between resolving and opening */
 	if (rc == WSTORE_ENOTREADY)
 		rc = WSTORE_ENOTFOUND;
