@@ -81,6 +81,80 @@ if [ -f /usr/share/bash-completion/bash_completion ]; then
 		"$(PATH="$B:$PATH" complete_bash "wstore --store $T/s model rm c1 c")"
 	check_grep "bash: mount --checkpoint offers ids" "^c1$" \
 		"$(PATH="$B:$PATH" complete_bash "wstore --store $T/s mount /m --checkpoint c")"
+	# the completion against --help and the key list: every command of
+	# `wstore --help`, every option of its --help, every global option
+	# and every config key is offered (a new command, flag or key that
+	# the completion lacks fails here)
+	cmds=$("$W" --help | sed -n '/^commands:/,/^$/p' | grep '^  [a-z]' |
+		sed 's/ | /\n  /g' | sed 's/^  //' | awk '{ c = ""; for (i = 1; i <= NF; i++) {
+			if ($i !~ /^[a-z][a-z-]*$/) break; c = c (c ? " " : "") $i } print c }')
+	check "wstore --help lists commands ($(printf '%s\n' "$cmds" | wc -l))" \
+		test "$(printf '%s\n' "$cmds" | wc -l)" -ge 20
+	missing=
+	for c in $(printf '%s\n' "$cmds" | awk '{ print $1 }' | sort -u); do
+		printf '%s\n' "$(complete_bash "wstore ")" | tr ' ' '\n' | grep -qx "$c" ||
+			missing="$missing '$c'"
+	done
+	printf '%s\n' "$cmds" | awk 'NF == 2' | while read -r g c; do
+		printf '%s\n' "$(complete_bash "wstore $g ")" | tr ' ' '\n' | grep -qx "$c" ||
+			echo "'$g $c'"
+	done > "$T/missing-sub"
+	check "bash: every command of --help is completed (missing:$missing $(cat "$T/missing-sub"))" \
+		test -z "$missing" -a ! -s "$T/missing-sub"
+	: > "$T/missing-opt"
+	printf '%s\n' "$cmds" | while read -r c; do
+		# shellcheck disable=SC2086
+		opts=$("$W" $c --help 2>&1 | grep -o -- '--[a-z][a-z-]*' | sort -u | grep -vx -- '--help')
+		have=$(complete_bash "wstore $c --" | tr ' ' '\n')
+		for o in $opts; do
+			printf '%s\n' "$have" | grep -qx -- "$o" || echo "$c $o" >> "$T/missing-opt"
+		done
+	done
+	check "bash: every option of each command's --help ($(tr '\n' ',' < "$T/missing-opt"))" \
+		test ! -s "$T/missing-opt"
+	gopts=$("$W" --help | sed -n '/^global options/,/^$/p' | grep -o -- '--[a-z][a-z-]*' | sort -u)
+	have=$(complete_bash "wstore --" | tr ' ' '\n')
+	missing=
+	for o in $gopts; do
+		printf '%s\n' "$have" | grep -qx -- "$o" || missing="$missing $o"
+	done
+	check "bash: every global option of --help ($missing)" test -z "$missing"
+	"$W" config get nosuchkey > /dev/null 2> "$T/keys.err"
+	keys=$(sed -n 's/.*the keys: //p' "$T/keys.err" | tr -d ',' | tr ' ' '\n' | grep . | sort)
+	check "the key list from config get ($(printf '%s\n' "$keys" | wc -l))" \
+		test "$(printf '%s\n' "$keys" | wc -l)" -ge 20
+	bkeys=$(complete_bash "wstore config set " | tr ' ' '\n' | grep . | sort)
+	check "bash: config keys are the library's ($(printf '%s\n' "$keys" "$bkeys" | sort | uniq -u | tr '\n' ' '))" \
+		test "$keys" = "$bkeys"
+	zkeys=$(sed -n '/^_wstore_keys/,/^}/p' "$ROOT/dist/completion/_wstore" |
+		tr -s ' ()\n' '\n' | grep -E '^[a-z][a-z0-9_]+$' | grep -v '^local$\|^keys$\|^compadd$\|^a$' | sort -u)
+	check "zsh: config keys are the library's ($(printf '%s\n' "$keys" "$zkeys" | sort | uniq -u | tr '\n' ' '))" \
+		test "$keys" = "$zkeys"
+	missing=
+	for o in $gopts $(cat "$T"/missing-opt 2>/dev/null | awk '{print $NF}'); do
+		grep -q -- "$o" "$ROOT/dist/completion/_wstore" || missing="$missing $o"
+	done
+	check "zsh: every global option ($missing)" test -z "$missing"
+	# the man pages (docs/cli) name every key and every option
+	missing=
+	for k in $keys; do
+		grep -q "\b$k\b" "$ROOT/docs/cli/wstore.md" || missing="$missing $k"
+	done
+	check "wstore(1) names every config key ($missing)" test -z "$missing"
+	: > "$T/missing-man"
+	printf '%s\n' "$cmds" | while read -r c; do
+		page="$ROOT/docs/cli/wstore-$(printf %s "$c" | tr ' ' '-').md"
+		[ "$c" = "gc" ] && page="$ROOT/docs/cli/wstore-admin-gc.md"
+		[ "$c" = "model unpin" ] && page="$ROOT/docs/cli/wstore-model-pin.md"
+		[ "$c" = "version" ] && continue
+		[ -f "$page" ] || { echo "$c: no page" >> "$T/missing-man"; continue; }
+		# shellcheck disable=SC2086
+		for o in $("$W" $c --help 2>&1 | grep -o -- '--[a-z][a-z-]*' | sort -u | grep -vx -- '--help'); do
+			grep -q -- "$o" "$page" || echo "$c $o" >> "$T/missing-man"
+		done
+	done
+	check "each command's page names its options ($(tr '\n' ',' < "$T/missing-man"))" \
+		test ! -s "$T/missing-man"
 else
 	tap_not_ok "bash-completion is not installed (scripts/deps.sh test)"
 fi
@@ -222,7 +296,7 @@ check "... every file, and what Python wrote beside them ($left)" test -z "$left
 meson install -C "$B" --destdir "$D" --quiet >/dev/null 2>&1
 touch "$D$P/share/man/man1/not-ours.1"
 chmod 555 "$D$P/include/wstore"
-check_exit "make uninstall fails when it cannot remove something" 1 \
+check_exit "make uninstall fails when it cannot remove something (make: 2)" 2 \
 	env DESTDIR="$D" make -s -C "$ROOT" BUILD="$B" uninstall
 check_grep "... saying so" "could not be removed" "$OUT"
 chmod 755 "$D$P/include/wstore"
@@ -231,8 +305,9 @@ chmod 755 "$D$P/include/wstore"
 rel=$(sed -n "s/^  version : '\(.*\)',$/\1/p" "$ROOT/meson.build")
 v_here=$(sh "$ROOT/scripts/version.sh" "$rel" "$ROOT")
 check_exit "wstore --version" 0 "$W" --version
+# (.dirty or not: the tree may have changed since the build)
 check_grep "... is the build's: release, commits and commit ($v_here)" \
-	"^wstore $(printf %s "$v_here" | sed 's/[.+]/\\&/g')$" "$OUT"
+	"^wstore $(printf %s "${v_here%.dirty}" | sed 's/[.+]/\\&/g')(\.dirty)?$" "$OUT"
 if git -C "$ROOT" rev-parse -q --verify HEAD~1 >/dev/null 2>&1; then
 	git clone -q --no-checkout "$ROOT" "$T/prev" 2>/dev/null &&
 		git -C "$T/prev" checkout -q HEAD~1 2>/dev/null
