@@ -32,6 +32,6 @@ rm -f "$tmp.md"
 # option names in narrow columns would otherwise "can't break line"
 sed -i -e '/^\.TH /a\
 .ad l\
-.nh' -e '/^T{$/,/^\.TE/{/^T[{}]/!s/\([_,=.:-]\)/\1\\:/g;}' \
+.nh' -e '/^T{$/,/^\.TE/{/^T[{}]/!{/^\./!s/\([_,=.:-]\)/\1\\:/g;};}' \
 	-e '/^\./!s|/|/\\:|g' "$tmp"
 mv "$tmp" "$out"

@@ -46,6 +46,16 @@ if [ -f "$B/wstore.1" ]; then
 		"config get" "config set" "config unset" "version"; do
 		check_grep "wstore(1) synopsis lists '$cmd'" "wstore (\[global options\] )?$cmd( |$)" "$syn"
 	done
+	# no troff warning at the usual widths
+	: > "$T/manwarn"
+	for w in 60 80 120 200; do
+		for page in "$B"/*.1; do
+			MANWIDTH=$w man --warnings -l "$page" 2>&1 >/dev/null |
+				sed "s|^|$w $(basename "$page"): |" >> "$T/manwarn"
+		done
+	done
+	check "man: no troff warning at 60 to 200 columns ($(head -3 "$T/manwarn" | tr '\n' ' '))" \
+		test ! -s "$T/manwarn"
 	OUT=$(MANWIDTH=100 man -l "$B/wstore-config-set.1" 2>/dev/null)
 	check_grep "a command page renders its options" "--system" "$OUT"
 else
