@@ -222,9 +222,12 @@ static int open_ck(struct wck **out, wstore_store *s, const char *id)
 	/* never serve unleased: a delete would not wait for the download */
 	o.require_lease = 1;
 	rc = wstore_checkpoint_open_ext(&k->ck, s, id, &o);
-	if (rc == -EACCES || rc == -EPERM || rc == -EROFS)
+	if (rc == -EACCES || rc == -EPERM || rc == -EROFS) {
+		/* a 503 for the client (not the 401 of a refused mirror) */
 		wfront_err("refusing to serve '%s' without a read lease: %s",
 			   id, wstore_last_error());
+		rc = WSTORE_EUNAVAIL;
+	}
 	/* deleted between resolving and opening */
 	if (rc == WSTORE_ENOTREADY)
 		rc = WSTORE_ENOTFOUND;

@@ -20,6 +20,8 @@ B=$(cd "$BUILD" && pwd)
 MNT="$T/mnt"
 suite_cleanup() {
 	[ -n "${serve_pid:-}" ] && kill "$serve_pid" 2>/dev/null
+	[ -n "${UM:-}" ] && fusermount3 -u -z "$UM" 2>/dev/null
+	[ -n "${fuse_mode:-}" ] && chmod "$fuse_mode" /dev/fuse
 	fusermount3 -u -z "$MNT" 2>/dev/null
 	command -v system_restore >/dev/null && system_restore
 }
@@ -91,6 +93,12 @@ if [ -f /usr/share/bash-completion/bash_completion ]; then
 		"$(PATH="$B:$PATH" complete_bash "wstore --store $T/s model rm c1 c")"
 	check_grep "bash: mount --checkpoint offers ids" "^c1$" \
 		"$(PATH="$B:$PATH" complete_bash "wstore --store $T/s mount /m --checkpoint c")"
+	# help_opts CMD...: the options CMD's --help defines (its usage lines
+	# up to the first blank one, and the lines that start with an option)
+	help_opts() {
+		"$W" "$@" --help 2>&1 | awk 'NR == 1, /^$/ { print; next } /^ +-/' |
+			grep -o -- '--[a-z][a-z-]*' | sort -u | grep -vx -- '--help'
+	}
 	# the completion against --help and the key list: every command of
 	# `wstore --help`, every option of its --help, every global option
 	# and every config key is offered (a new command, flag or key that
@@ -114,7 +122,7 @@ if [ -f /usr/share/bash-completion/bash_completion ]; then
 	: > "$T/missing-opt"
 	printf '%s\n' "$cmds" | while read -r c; do
 		# shellcheck disable=SC2086
-		opts=$("$W" $c --help 2>&1 | grep -o -- '--[a-z][a-z-]*' | sort -u | grep -vx -- '--help')
+		opts=$(help_opts $c)
 		have=$(complete_bash "wstore $c --" | tr ' ' '\n')
 		for o in $opts; do
 			printf '%s\n' "$have" | grep -qx -- "$o" || echo "$c $o" >> "$T/missing-opt"
@@ -141,7 +149,7 @@ if [ -f /usr/share/bash-completion/bash_completion ]; then
 	check "zsh: config keys are the library's ($(printf '%s\n' "$keys" "$zkeys" | sort | uniq -u | tr '\n' ' '))" \
 		test "$keys" = "$zkeys"
 	missing=
-	for o in $gopts $(cat "$T"/missing-opt 2>/dev/null | awk '{print $NF}'); do
+	for o in $gopts; do
 		grep -q -- "$o" "$ROOT/dist/completion/_wstore" || missing="$missing $o"
 	done
 	check "zsh: every global option ($missing)" test -z "$missing"
@@ -156,10 +164,11 @@ if [ -f /usr/share/bash-completion/bash_completion ]; then
 		page="$ROOT/docs/cli/wstore-$(printf %s "$c" | tr ' ' '-').md"
 		[ "$c" = "gc" ] && page="$ROOT/docs/cli/wstore-admin-gc.md"
 		[ "$c" = "model unpin" ] && page="$ROOT/docs/cli/wstore-model-pin.md"
+		[ "$c" = "umount" ] && page="$ROOT/docs/cli/wstore-mount.md"
 		[ "$c" = "version" ] && continue
 		[ -f "$page" ] || { echo "$c: no page" >> "$T/missing-man"; continue; }
 		# shellcheck disable=SC2086
-		for o in $("$W" $c --help 2>&1 | grep -o -- '--[a-z][a-z-]*' | sort -u | grep -vx -- '--help'); do
+		for o in $(help_opts $c); do
 			grep -q -- "$o" "$page" || echo "$c $o" >> "$T/missing-man"
 		done
 	done
@@ -505,7 +514,11 @@ dpkg_part() {
 	ue() { runuser -u wstore -- env -i XDG_DATA_HOME=/var/lib "$@"; }
 	check_exit "wstore-gc.service's command as wstore" 0 ue /usr/bin/wstore --quiet gc
 	check_exit "... and again, with the locks it left" 0 ue /usr/bin/wstore --quiet gc
-	ue /usr/bin/wstore serve --listen 127.0.0.1:0 > "$T/unit-serve.log" 2>&1 &
+	# as the unit runs it, in the background: setpriv execs, so $! is
+	# the server itself
+	uw() { setpriv --reuid=wstore --regid=wstore --init-groups \
+		env -i XDG_DATA_HOME=/var/lib "$@"; }
+	uw /usr/bin/wstore serve --listen 127.0.0.1:0 > "$T/unit-serve.log" 2>&1 &
 	serve_pid=$!
 	if wait_for 30 grep -q "listening on" "$T/unit-serve.log"; then
 		url=$(sed -n 's|.*listening on \(http://[^ ]*\).*|\1|p' "$T/unit-serve.log" | head -1)
@@ -527,7 +540,7 @@ dpkg_part() {
 	$E /usr/bin/wstore --quiet --store "$RS" model import --checkpoint-id r1 \
 		--model-id m/r --source "$SRCW" >/dev/null 2>&1
 	chmod -R a+rX "$RS"
-	ue /usr/bin/wstore --store "$RS" serve --listen 127.0.0.1:0 > "$T/unit-serve2.log" 2>&1 &
+	uw /usr/bin/wstore --store "$RS" serve --listen 127.0.0.1:0 > "$T/unit-serve2.log" 2>&1 &
 	serve_pid=$!
 	if wait_for 30 grep -q "listening on" "$T/unit-serve2.log"; then
 		url=$(sed -n 's|.*listening on \(http://[^ ]*\).*|\1|p' "$T/unit-serve2.log" | head -1)
@@ -542,6 +555,10 @@ dpkg_part() {
 	rm -rf "$RS"
 	if [ -c /dev/fuse ] && [ -x /usr/libexec/wstore/wstore-mount ]; then
 		UM=$(mktemp -d /tmp/wstore-deploy-mnt.XXXXXX); chmod 755 "$UM"
+		# Debian makes /dev/fuse 0666 (udev); a container may have it
+		# 0600: made so for this case, and put back
+		fuse_mode=$(stat -c %a /dev/fuse)
+		chmod 666 /dev/fuse
 		# the mount unit: wstore with CAP_SYS_ADMIN alone
 		setpriv --reuid=wstore --regid=wstore --init-groups \
 			--inh-caps=+sys_admin --ambient-caps=+sys_admin \
@@ -554,7 +571,8 @@ dpkg_part() {
 		check "... a file reads back, by root (--allow-other)" cmp "$UM/d1/config.json" "$SRCW/config.json"
 		umount "$UM" 2>/dev/null || fusermount3 -u -z "$UM" 2>/dev/null
 		wait_exit 30 "$mount_pid"
-		rmdir "$UM" 2>/dev/null
+		chmod "$fuse_mode" /dev/fuse; fuse_mode=
+		rmdir "$UM" 2>/dev/null; UM=
 	else
 		tap_skip "wstore-mount@.service's command as wstore" "no /dev/fuse or no mount daemon"
 		tap_skip "... a file reads back" "no /dev/fuse or no mount daemon"
