@@ -198,7 +198,8 @@ check "... and not the system file's token" sh -c "! grep -q serve_token '$U'"
 # ---- version --------------------------------------------------------------
 ver=$(sed -n "s/^  version : '\(.*\)',$/\1/p" "$HERE/../meson.build")
 # the release and the build: +N.gSHA from git, or a VERSION file
-ver=$(sh "$HERE/../scripts/version.sh" "$ver" "$HERE/.." | sed 's/[.+]/\\&/g')
+# (.dirty or not: the tree may have changed since the build)
+ver=$(sh "$HERE/../scripts/version.sh" "$ver" "$HERE/.." | sed 's/\.dirty$//; s/[.+]/\\&/g')'(\.dirty)?'
 check_exit "wstore --version" 0 "$W" --version
 check_grep "... prints the project's version" "^wstore $ver$" "$OUT"
 check_exit "wstore version" 0 "$W" version

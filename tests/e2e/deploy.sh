@@ -514,9 +514,9 @@ dpkg_part() {
 	ue() { runuser -u wstore -- env -i XDG_DATA_HOME=/var/lib "$@"; }
 	check_exit "wstore-gc.service's command as wstore" 0 ue /usr/bin/wstore --quiet gc
 	check_exit "... and again, with the locks it left" 0 ue /usr/bin/wstore --quiet gc
-	# as the unit runs it, in the background: setpriv execs, so $! is
-	# the server itself
-	uw() { setpriv --reuid=wstore --regid=wstore --init-groups \
+	# as the unit runs it, in the background: the subshell execs setpriv,
+	# which execs the rest, so $! is the server itself
+	uw() { exec setpriv --reuid=wstore --regid=wstore --init-groups \
 		env -i XDG_DATA_HOME=/var/lib "$@"; }
 	uw /usr/bin/wstore serve --listen 127.0.0.1:0 > "$T/unit-serve.log" 2>&1 &
 	serve_pid=$!
