@@ -67,11 +67,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-cc -O2 -o "$T/mooncake_raw" "$HERE/mooncake_raw.c" -ldl || {
+cc -O2 -o "$T/mooncake_raw" "$HERE/mooncake_raw.c" "$HERE/mc_client.c" -ldl || {
 	echo "bench/mooncake.sh: cannot build bench/mooncake_raw.c" >&2
 	exit 1
 }
-cc -O2 -pthread -o "$T/mooncake_floor" "$HERE/mooncake_floor.c" -ldl \
+cc -O2 -pthread -o "$T/mooncake_floor" "$HERE/mooncake_floor.c" "$HERE/mc_client.c" -ldl \
 	-lcrypto || {
 	echo "bench/mooncake.sh: cannot build bench/mooncake_floor.c" >&2
 	exit 1

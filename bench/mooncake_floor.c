@@ -21,10 +21,9 @@
  * registered buffer and pwritten at its offset into a file of the same
  * name in $FLOOR_DEST (created, truncated to size), every file fsynced
  * at the end; FLOOR_HASH=1 also hashes each chunk (a verified pull).
- * Build: cc -O2 -pthread -o mooncake_floor bench/mooncake_floor.c -ldl
- * -lcrypto
+ * Build: cc -O2 -pthread -o mooncake_floor bench/mooncake_floor.c
+ * bench/mc_client.c -ldl -lcrypto
  */
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <pthread.h>
@@ -37,16 +36,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mc_client.h"
+
 #define PIECE ((size_t)512 << 10)
 #define HUGE ((size_t)2 << 20)
-
-struct rcfg {
-	size_t replica_num;
-	int with_soft_pin;
-	int with_hard_pin;
-	const char **preferred_segments;
-	size_t preferred_segments_count;
-};
 
 struct chunk {
 	int fd;
@@ -56,12 +49,7 @@ struct chunk {
 };
 
 static struct {
-	void *h;
-	int (*put_from)(void *, const char *, void *, size_t,
-			const struct rcfg *);
-	int (*reg)(void *, void *, size_t);
-	int (*rm)(void *, const char *, int);
-	int64_t (*get_into)(void *, const char *, void *, size_t);
+	struct mc_client mc;
 	int get;  /* the get mode */
 	int hash; /* get: hash each chunk too */
 	const char *dest;
@@ -76,24 +64,7 @@ static struct {
 	pthread_mutex_t mu;
 } g = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void *sym(void *dl, const char *name)
-{
-	void *p = dlsym(dl, name);
-
-	if (!p) {
-		fprintf(stderr, "mooncake_floor: no symbol '%s'\n", name);
-		exit(1);
-	}
-	return p;
-}
+#define now_s mcc_now
 
 static int read_hash(const struct chunk *c, char *buf, EVP_MD_CTX *md)
 {
@@ -117,7 +88,7 @@ static int read_hash(const struct chunk *c, char *buf, EVP_MD_CTX *md)
 static int get_write(const struct chunk *c, const char *key, char *buf,
 		     size_t cap, EVP_MD_CTX *md)
 {
-	int64_t n = g.get_into(g.h, key, buf, cap);
+	int64_t n = g.mc.get_into(g.mc.h, key, buf, cap);
 	unsigned char d[32];
 
 	if (n != (int64_t)c->len)
@@ -140,7 +111,7 @@ static int get_write(const struct chunk *c, const char *key, char *buf,
 
 static void *worker(void *arg)
 {
-	struct rcfg cfg = { 1, 0, 1, NULL, 0 };
+	struct mcc_rcfg cfg = { 1, 0, 1, NULL, 0 };
 	EVP_MD_CTX *md = EVP_MD_CTX_new();
 	size_t cap = (g.chunk + HUGE - 1) / HUGE * HUGE, i;
 	char *buf = aligned_alloc(HUGE, cap), key[64];
@@ -150,7 +121,7 @@ static void *worker(void *arg)
 	 * per 4 KiB on first touch otherwise */
 	if (buf && g.thp)
 		madvise(buf, cap, MADV_HUGEPAGE);
-	if (!md || !buf || g.reg(g.h, buf, cap) != 0) {
+	if (!md || !buf || g.mc.reg(g.mc.h, buf, cap) != 0) {
 		fprintf(stderr, "mooncake_floor: cannot register a buffer\n");
 		g.failed = 1;
 		return NULL;
@@ -164,8 +135,8 @@ static void *worker(void *arg)
 		snprintf(key, sizeof(key), "%s%zu", g.prefix, i);
 		if (g.get ? get_write(&g.c[i], key, buf, cap, md) != 0
 			  : (read_hash(&g.c[i], buf, md) != 0 ||
-			     g.put_from(g.h, key, buf, g.c[i].len, &cfg) !=
-				     0)) {
+			     g.mc.put_from(g.mc.h, key, buf, g.c[i].len,
+					   &cfg) != 0)) {
 			fprintf(stderr, "mooncake_floor: chunk %zu failed\n",
 				i);
 			g.failed = 1;
@@ -219,14 +190,10 @@ static int plan(char **files, int nfiles)
 
 int main(int argc, char **argv)
 {
-	int (*setup)(void *, const char *, const char *, uint64_t, uint64_t,
-		     const char *, const char *, const char *);
-	void *(*create)(void);
 	double t0 = now_s(), t1, t2;
 	uint64_t total = 0;
 	pthread_t t[64];
 	int nt;
-	void *dl;
 
 	if (argc < 9 || (strcmp(argv[7], "put") && strcmp(argv[7], "get") &&
 			 strcmp(argv[7], "rm"))) {
@@ -247,30 +214,16 @@ int main(int argc, char **argv)
 	g.thp = !getenv("FLOOR_NO_THP");
 	if (nt < 1 || nt > 64 || !g.chunk || plan(argv + 8, argc - 8) != 0)
 		return 2;
-	dl = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-	if (!dl) {
-		fprintf(stderr, "mooncake_floor: %s\n", dlerror());
+	if (mcc_open(&g.mc, "mooncake_floor", argv[1], argv[2], argv[3],
+		     "127.0.0.1") != 0)
 		return 1;
-	}
-	*(void **)&create = sym(dl, "mooncake_store_create");
-	*(void **)&setup = sym(dl, "mooncake_store_setup");
-	*(void **)&g.put_from = sym(dl, "mooncake_store_put_from");
-	*(void **)&g.reg = sym(dl, "mooncake_store_register_buffer");
-	*(void **)&g.rm = sym(dl, "mooncake_store_remove");
-	*(void **)&g.get_into = sym(dl, "mooncake_store_get_into");
-	g.h = create();
-	if (!g.h || setup(g.h, "127.0.0.1", argv[3], 0, 128u << 20, "tcp", "",
-			  argv[2]) != 0) {
-		fprintf(stderr, "mooncake_floor: setup failed\n");
-		return 1;
-	}
 	t1 = now_s();
 	if (strcmp(argv[7], "rm") == 0) {
 		char key[64];
 
 		for (size_t i = 0; i < g.n; i++) {
 			snprintf(key, sizeof(key), "%s%zu", g.prefix, i);
-			g.rm(g.h, key, 1);
+			g.mc.rm(g.mc.h, key, 1);
 		}
 		fflush(stdout);
 		_exit(0);

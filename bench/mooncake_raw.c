@@ -13,9 +13,8 @@
  * them, and prints nothing: a storage node pages its segment in on first
  * write (a page fault every 4 KiB), so a benchmark fills the whole
  * segment once before it measures.
- * Build: cc -O2 -o mooncake_raw bench/mooncake_raw.c -ldl
+ * Build: cc -O2 -o mooncake_raw bench/mooncake_raw.c bench/mc_client.c -ldl
  */
-#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,55 +23,28 @@
 #include <time.h>
 #include <unistd.h>
 
-struct rcfg {
-	size_t replica_num;
-	int with_soft_pin;
-	int with_hard_pin;
-	const char **preferred_segments;
-	size_t preferred_segments_count;
-};
+#include "mc_client.h"
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void *sym(void *dl, const char *name)
-{
-	void *p = dlsym(dl, name);
-
-	if (!p) {
-		fprintf(stderr, "mooncake_raw: no symbol '%s'\n", name);
-		exit(1);
-	}
-	return p;
-}
+#define now_s mcc_now
 
 /* Put count values of len bytes from one buffer, then remove them. */
-static int warm_up(void *h,
-		   int (*put_from)(void *, const char *, void *, size_t,
-				   const struct rcfg *),
-		   int (*reg)(void *, void *, size_t),
-		   int (*rm)(void *, const char *, int), const char *kp,
-		   size_t len, int count, const struct rcfg *cfg)
+static int warm_up(struct mc_client *c, const char *kp, size_t len, int count,
+		   const struct mcc_rcfg *cfg)
 {
 	char *v = aligned_alloc(4096, len), key[64];
 	int rc = 0;
 
-	if (!v || (memset(v, 7, len), reg(h, v, len)) != 0) {
+	if (!v || (memset(v, 7, len), c->reg(c->h, v, len)) != 0) {
 		fprintf(stderr, "mooncake_raw: register failed\n");
 		return 1;
 	}
 	for (int i = 0; i < count && rc == 0; i++) {
 		snprintf(key, sizeof(key), "%s%d", kp, i);
-		rc = put_from(h, key, v, len, cfg);
+		rc = c->put_from(c->h, key, v, len, cfg);
 	}
 	for (int i = 0; i < count; i++) {
 		snprintf(key, sizeof(key), "%s%d", kp, i);
-		rm(h, key, 1);
+		c->rm(c->h, key, 1);
 	}
 	if (rc != 0)
 		fprintf(stderr, "mooncake_raw: warm-up put failed (%d)\n", rc);
@@ -82,23 +54,14 @@ static int warm_up(void *h,
 
 int main(int argc, char **argv)
 {
-	void *(*create)(void);
-	void (*destroy)(void *);
-	int (*setup)(void *, const char *, const char *, uint64_t, uint64_t,
-		     const char *, const char *, const char *);
-	int (*put_from)(void *, const char *, void *, size_t,
-			const struct rcfg *);
-	int64_t (*get_into)(void *, const char *, void *, size_t);
-	int (*reg)(void *, void *, size_t);
-	int (*rm)(void *, const char *, int);
-	struct rcfg cfg = { 1, 0, 1, NULL, 0 };
+	struct mc_client c;
+	struct mcc_rcfg cfg = { 1, 0, 1, NULL, 0 };
 	const char *kp = argc > 6 ? argv[6] : "raw/";
 	int warm = argc > 7 && strcmp(argv[7], "warm") == 0;
 	double t0, t1, t2, t3, t4, t5;
 	size_t len;
 	int count, rc = 0;
 	char key[64];
-	void *dl, *h;
 	char *v;
 
 	if (argc < 6 || argc > 8) {
@@ -109,26 +72,11 @@ int main(int argc, char **argv)
 	len = strtoull(argv[4], NULL, 10) << 20;
 	count = atoi(argv[5]);
 	t0 = now_s();
-	dl = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-	if (!dl) {
-		fprintf(stderr, "mooncake_raw: %s\n", dlerror());
+	if (mcc_open(&c, "mooncake_raw", argv[1], argv[2], argv[3],
+		     "127.0.0.1") != 0)
 		return 1;
-	}
-	*(void **)&create = sym(dl, "mooncake_store_create");
-	*(void **)&destroy = sym(dl, "mooncake_store_destroy");
-	*(void **)&setup = sym(dl, "mooncake_store_setup");
-	*(void **)&put_from = sym(dl, "mooncake_store_put_from");
-	*(void **)&get_into = sym(dl, "mooncake_store_get_into");
-	*(void **)&reg = sym(dl, "mooncake_store_register_buffer");
-	*(void **)&rm = sym(dl, "mooncake_store_remove");
-	h = create();
-	if (!h || setup(h, "127.0.0.1", argv[3], 0, 128u << 20, "tcp", "",
-			argv[2]) != 0) {
-		fprintf(stderr, "mooncake_raw: setup failed\n");
-		return 1;
-	}
 	if (warm)
-		return warm_up(h, put_from, reg, rm, kp, len, count, &cfg);
+		return warm_up(&c, kp, len, count, &cfg);
 	/* huge pages, as wstore's registered buffers: 4 KiB pages slow
 	 * the first touch and the transfers themselves */
 	v = aligned_alloc(2u << 20, len * (size_t)count);
@@ -137,28 +85,29 @@ int main(int argc, char **argv)
 	madvise(v, len * (size_t)count, MADV_HUGEPAGE);
 	memset(v, 7, len * (size_t)count);
 	for (int i = 0; i < count; i++)
-		if (reg(h, v + (size_t)i * len, len) != 0) {
+		if (c.reg(c.h, v + (size_t)i * len, len) != 0) {
 			fprintf(stderr, "mooncake_raw: register failed\n");
 			return 1;
 		}
 	t1 = now_s();
 	for (int i = 0; i < count && rc == 0; i++) {
 		snprintf(key, sizeof(key), "%s%d", kp, i);
-		rc = put_from(h, key, v + (size_t)i * len, len, &cfg);
+		rc = c.put_from(c.h, key, v + (size_t)i * len, len, &cfg);
 	}
 	t2 = now_s();
 	for (int i = 0; i < count && rc == 0; i++) {
 		snprintf(key, sizeof(key), "%s%d", kp, i);
-		if (get_into(h, key, v + (size_t)i * len, len) != (int64_t)len)
+		if (c.get_into(c.h, key, v + (size_t)i * len, len) !=
+		    (int64_t)len)
 			rc = -1;
 	}
 	t3 = now_s();
 	for (int i = 0; i < count; i++) {
 		snprintf(key, sizeof(key), "%s%d", kp, i);
-		rm(h, key, 1);
+		c.rm(c.h, key, 1);
 	}
 	t4 = now_s();
-	destroy(h);
+	c.destroy(c.h);
 	t5 = now_s();
 	if (rc != 0) {
 		fprintf(stderr, "mooncake_raw: transfer failed (%d)\n", rc);

@@ -54,7 +54,7 @@ trap 'exit 130' INT TERM
 python3 "$ROOT/tests/tools/mkckpt.py" "$T/src" --size "$SIZE" --shards 4 >/dev/null || exit 1
 cc -O2 -o "$T/redis_raw" "$HERE/redis_raw.c" -lhiredis 2>/dev/null || :
 redis_start_standalone "$T/redis" >/dev/null 2>&1 || echo "bench/serve.sh: no redis-server: no Redis figures" >&2
-if mooncake_installed && cc -O2 -o "$T/mooncake_raw" "$HERE/mooncake_raw.c" -ldl; then
+if mooncake_installed && cc -O2 -o "$T/mooncake_raw" "$HERE/mooncake_raw.c" "$HERE/mc_client.c" -ldl; then
 	# room for the raw values and the checkpoint
 	MOONCAKE_TEST_SEGMENT="$((SIZE * 3 / 1073741824 + 1)) GB"
 	mooncake_start "$T/mc" >/dev/null 2>&1 || echo "bench/serve.sh: cannot start Mooncake: no Mooncake figures" >&2

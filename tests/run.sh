@@ -147,6 +147,8 @@ lane_local() {
 	run_suite deploy sh "$HERE/e2e/deploy.sh"
 	run_suite names sh "$HERE/e2e/names.sh"
 	run_suite layouts sh "$HERE/e2e/layouts.sh"
+	run_suite reuse sh "$HERE/e2e/reuse.sh"
+	run_suite bundle sh "$HERE/e2e/bundle.sh"
 	run_suite migrate sh "$HERE/e2e/migrate.sh"
 	run_suite fastpaths sh "$HERE/e2e/fastpaths.sh"
 	if [ -x "$BUILD/wstore-serve" ]; then
@@ -156,8 +158,9 @@ lane_local() {
 		run_suite serve-tls sh "$HERE/e2e/serve_tls.sh"
 		run_suite hub-import sh "$HERE/e2e/hub_import.sh"
 		run_suite serve-mirror sh "$HERE/e2e/serve_mirror.sh"
+		run_suite serve-mirror-refs sh "$HERE/e2e/serve_mirror_refs.sh"
 	else
-		for s in serve serve-hub serve-guard serve-tls hub-import serve-mirror; do
+		for s in serve serve-hub serve-guard serve-tls hub-import serve-mirror serve-mirror-refs; do
 			wanted $s && not_run $s "not built (meson setup -Dserve=disabled or no libmicrohttpd)"
 		done
 	fi
@@ -173,7 +176,7 @@ lane_servers() {
 	run_suite lease-mooncake env WSTORE_TEST_KIND=mooncake \
 		WSTORE_MOONCAKE_LIBRARY="$BUILD/libmooncake_store.so" \
 		MOONCAKE_STANDIN_LEASE_MS=300 sh "$HERE/e2e/lease.sh"
-	REDIS_SUITES="redis-backend e2e-redis e2e-cluster redis-faults redis-edges lease-redis redis-tls"
+	REDIS_SUITES="redis-backend e2e-redis e2e-cluster redis-faults redis-edges lease-redis travel-redis redis-tls"
 	redis_wanted=0
 	for s in $REDIS_SUITES; do wanted "$s" && redis_wanted=1; done
 	if [ $redis_wanted = 1 ]; then
@@ -198,6 +201,10 @@ lane_servers() {
 			run_suite redis-edges sh "$HERE/e2e/redis_edges.sh"
 			run_suite lease-redis env WSTORE_TEST_KIND=redis \
 				WSTORE_TEST_STORE="$WSTORE_TEST_REDIS_URL" sh "$HERE/e2e/lease.sh"
+			run_suite travel-redis env TAP_SUITE=travel-redis \
+				WSTORE_TEST_REDIS_URL="$WSTORE_TEST_REDIS_URL" \
+				WSTORE_TEST_CLUSTER_URL="$WSTORE_TEST_CLUSTER_URL" \
+				sh "$HERE/e2e/travel.sh"
 			# starts its own TLS servers (rediss://, rediss-cluster://)
 			run_suite redis-tls sh "$HERE/redis/tls.sh"
 		fi
@@ -213,7 +220,7 @@ lane_servers() {
 	# here; the master discards a dead writer's half-written objects after 2 s
 	# instead of 30).  Without Mooncake installed they are not run, and say
 	# so: each counts as skipped.
-	MC_SUITES="mooncake-real conformance-mooncake e2e-mooncake mooncake-faults"
+	MC_SUITES="mooncake-real conformance-mooncake e2e-mooncake mooncake-faults travel-mooncake"
 	mc_wanted=0
 	for s in $MC_SUITES; do wanted "$s" && mc_wanted=1; done
 	if [ $mc_wanted = 1 ] && ! mooncake_installed; then
@@ -233,6 +240,11 @@ lane_servers() {
 			run_suite e2e-mooncake env WSTORE_TEST_KIND=mooncake \
 				WSTORE_TEST_STORE=mooncake sh "$HERE/e2e/cli.sh"
 			run_suite mooncake-faults sh "$HERE/e2e/mooncake_faults.sh"
+			# the Redis servers, when the Redis suites started them
+			run_suite travel-mooncake env TAP_SUITE=travel-mooncake \
+				WSTORE_TEST_MOONCAKE=1 \
+				WSTORE_TEST_REDIS_URL="${WSTORE_TEST_REDIS_URL:-}" \
+				sh "$HERE/e2e/travel.sh"
 		fi
 		mooncake_stop_all
 	fi

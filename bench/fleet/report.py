@@ -97,6 +97,54 @@ def pull_bars(rows, n):
     return labels, values
 
 
+def floor_table(rows):
+    """Each pull (and serve) beside its floor from the same run, and the
+    ratio; "" when the rows have no floor line."""
+    out = []
+    engines = (("redis", "Redis Cluster", "serve"),
+               ("mooncake", "Mooncake", "serve_mooncake"))
+    for store, label, serve in engines:
+        raw, _ = first(rows, f"raw_{store}")
+        raw_s = raw["get_sum_mibs"] if raw and "get_sum_mibs" in raw else ""
+        for verify, pull in (("1", f"pull_{store}"),
+                             ("0", f"pull_{store}_noverify")):
+            fl, _ = first(rows, f"floor_{store}", verify=verify)
+            if not fl:
+                continue
+            n = fl.get("nodes", "?")
+            p, _ = first(rows, pull, nodes=n)
+            out.append(row(f"{label}: {n} pulls" +
+                           ("" if verify == "1" else " `--no-verify`"),
+                           p, fl, raw_s))
+        fl, _ = first(rows, f"{serve}_floor")
+        if fl:
+            p, _ = first(rows, serve)
+            out.append(row(f"{label}: serve, 32 Hub clients", p, fl, ""))
+    if not out:
+        return ""
+    head = ["| what | MiB/s | floor MiB/s | ratio | raw GET sum MiB/s |",
+            "|---|---|---|---|---|"]
+    load = next((rest.split("load average at start: ", 1)[1].split(";")[0]
+                 for name, _, rest in rows
+                 if name in ("bed", "rerun") and "load average at start" in rest),
+                "?")
+    return ("\n".join(head + out) + "\n\nLoad average at the start of "
+            f"the run: {load} (2 cores, shared with other jobs).\n")
+
+
+def row(what, pull, floor, raw):
+    pm = pull.get("mibs") if pull else None
+    fm = floor.get("mibs")
+    ratio = ""
+    if pm and fm and float(fm) > 0:
+        ratio = f"{float(pm) / float(fm):.2f}"
+    ok = ""
+    if pull and pull.get("ok") not in (None, pull.get("nodes"),
+                                       pull.get("clients")):
+        ok = f" ({pull.get('ok')} ok)"
+    return f"| {what} | {pm or '-'}{ok} | {fm} | {ratio or '-'} | {raw or '-'} |"
+
+
 def table(rows):
     out = ["| scenario | result |", "|---|---|"]
     for name, _, rest in rows:
@@ -121,7 +169,13 @@ def size_sections(res, plotdir):
         when = next((rest.split(" on ", 1)[1].split(";")[0]
                      for name, _, rest in rows
                      if name in ("bed", "rerun") and " on " in rest), "?")
-        sec = [f"### The pulls at {size} ({when})\n", table(rows)]
+        sec = [f"### The pulls at {size} ({when})\n"]
+        ft = floor_table(rows)
+        if ft:
+            sec.append("Each pull beside its floor from the same run "
+                       "(bench/floor.c: the same work with the engine's "
+                       "raw client):\n\n" + ft)
+        sec.append(table(rows))
         labels, values = pull_bars(rows, n)
         png = f"throughput-{tag}.png"
         if labels and bars(os.path.join(plotdir, png),
@@ -190,7 +244,12 @@ def main():
         when = ("Measured in the run of the `bed` line; the scenarios a "
                 "`rerun` line names were measured again later, with the "
                 "sizes it gives, and their lines replace that run's")
-    body = table(rows) + f"\n{when}; raw lines in " \
+    ft = floor_table(rows)
+    if ft:
+        ft = ("Each pull beside its floor from the same run "
+              "(bench/floor.c: the same work with the engine's raw "
+              "client):\n\n" + ft + "\n")
+    body = ft + table(rows) + f"\n{when}; raw lines in " \
         "[fleet/results.txt](fleet/results.txt).\n"
     pl = "\n".join(f"![{t}](fleet/{f})\n" for f, t in plots) or \
         "(no plot: gnuplot is not installed)\n"

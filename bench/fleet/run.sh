@@ -131,7 +131,8 @@ on() {
 	fi
 }
 
-# fleet_pull TAG [ENV...]: every node pulls fl at once; sets ok, err, bad
+# fleet_pull TAG [ENV...]: every node pulls fl at once (with $PULL_ARGS
+# if set, e.g. --no-verify); sets ok, err, bad
 # (counts: complete and equal, exit 1 with one line, anything else) and
 # ns (wall time)
 fleet_pull() {
@@ -141,8 +142,9 @@ fleet_pull() {
 	_t0=$(now_ns)
 	for ((k = 1; k <= N; k++)); do
 		rm -rf "$T/$_tag-$k"
+		# shellcheck disable=SC2086 # PULL_ARGS: words
 		on $k env "$@" "$W" --store "$PSTORE" model pull fl --dest "$T/$_tag-$k" \
-			> "$T/$_tag-$k.out" 2>&1 &
+			${PULL_ARGS:-} > "$T/$_tag-$k.out" 2>&1 &
 		_pids="$_pids $!"
 	done
 	fleet_settle "$_tag" $_pids

@@ -25,6 +25,64 @@ scn_concurrent() {
 	rec "pull_$STORE nodes=1 ok=$ok err=$err bad=$bad mibs=$(mibs "$SRC_BYTES" "$ns")"
 	fleet_pull cc
 	rec "pull_$STORE nodes=$N ok=$ok err=$err bad=$bad mibs=$(mibs $((N * SRC_BYTES)) "$ns")"
+	scn_floors
+}
+
+# scn_floors: the floors of the pulls of fl (bench/floor.c), each beside
+# the pulls it is the floor of, in the same run: every node at once GETs
+# the checkpoint's chunks with the engine's raw client, hashes them
+# (SHA-256, unless --no-verify's floor), pwrites them into files under
+# its own directory and fsyncs them; then the --no-verify pulls and their
+# floor.  Recorded as floor_STORE verify=1|0 and pull_STORE_noverify.
+scn_floors() {
+	if ! cc -O2 -pthread -o "$T/floor" "$ROOT/bench/floor.c" \
+	    "$ROOT/bench/mc_client.c" -ldl -lcrypto -lhiredis; then
+		rec "floor_$STORE build=failed"
+		return
+	fi
+	on 1 "$W" --store "$PSTORE" --json model inspect fl |
+		python3 "$ROOT/bench/fleet/plan.py" > "$T/plan.txt"
+	fleet_floor fv 1
+	rec "floor_$STORE verify=1 nodes=$N ok=$fok threads=$FLOOR_THREADS mibs=$(mibs $((N * SRC_BYTES)) "$ns")"
+	PULL_ARGS=--no-verify fleet_pull nv
+	rec "pull_${STORE}_noverify nodes=$N ok=$ok err=$err bad=$bad mibs=$(mibs $((N * SRC_BYTES)) "$ns")"
+	fleet_floor fn 0
+	rec "floor_$STORE verify=0 nodes=$N ok=$fok threads=$FLOOR_THREADS mibs=$(mibs $((N * SRC_BYTES)) "$ns")"
+}
+
+# fleet_floor TAG VERIFY: bench/floor.c on every node at once, with
+# $T/plan.txt, into $T/TAG-K; fok counts the floors that exited 0 with
+# the source's tree, ns the wall time (as fleet_pull's: from the first
+# start to the last exit)
+FLOOR_THREADS=${FLEET_FLOOR_THREADS:-$(nproc)}
+fleet_floor() {
+	local tag=$1 v=$2 pids="" k p rcs="" rc
+	local L=$BED_MC_HOME/lib/libmooncake_store.so
+	for ((k = 1; k <= N; k++)); do rm -rf "$T/$tag-$k"; mkdir -p "$T/$tag-$k"; done
+	_t0=$(now_ns)
+	for ((k = 1; k <= N; k++)); do
+		if [ "$STORE" = mooncake ]; then
+			bed_mc $k "$T/floor" mooncake "$L" "$BED_MC_MASTER" "$BED_MC_META" \
+				"$(bed_ip $k)" "$FLOOR_THREADS" "$T/$tag-$k" "$v" \
+				< "$T/plan.txt" > "$T/$tag-$k.out" 2>&1 &
+		else
+			bed_node $k "$T/floor" redis "$BED_SRV_IP" 7001 "$FLOOR_THREADS" \
+				"$T/$tag-$k" "$v" < "$T/plan.txt" > "$T/$tag-$k.out" 2>&1 &
+		fi
+		pids="$pids $!"
+	done
+	for p in $pids; do timeout_wait 600 "$p"; rcs="$rcs $?"; done
+	ns=$(($(now_ns) - _t0))
+	fok=0 k=1
+	for rc in $rcs; do
+		if [ "$rc" = 0 ] && diff -r "$T/src" "$T/$tag-$k" > /dev/null 2>&1; then
+			fok=$((fok + 1))
+		else
+			say "floor node $k: exit $rc: $(grep -v '^[IWE][0-9]' "$T/$tag-$k.out" | tail -2)"
+		fi
+		rm -rf "$T/$tag-$k"
+		k=$((k + 1))
+	done
 }
 
 # scn_raw_redis: redis_raw (bench/redis_raw.c: SET then GET of 64 MiB
@@ -58,7 +116,7 @@ scn_raw_redis() {
 # the get_into rates (get_into timed alone)
 scn_raw_mooncake() {
 	say "== mooncake: raw get_into from $N nodes"
-	cc -O2 -o "$T/mc_replica" "$ROOT/tests/fleet/mc_replica.c" -ldl || return
+	cc -O2 -I"$ROOT/bench" -o "$T/mc_replica" "$ROOT/tests/fleet/mc_replica.c" "$ROOT/bench/mc_client.c" -ldl || return
 	local count=$(((RAW_MIB + 63) / 64)) pids="" k p op
 	local L=$BED_MC_HOME/lib/libmooncake_store.so
 	for op in put get; do
@@ -198,6 +256,47 @@ scn_serve() {
 	rec "$name clients=32 ok=$ok mibs=$(mibs $((32 * bytes)) $(($(now_ns) - t0)))"
 	rm -rf "$T"/hub-*
 	bed_kill serve
+	serve_floor "$name"
+}
+
+# serve_floor NAME: the floor of serve, in the same place (the server
+# namespace, port 8088): bench/floor.c's serve mode, which answers each
+# Hub request by reading the file's chunks with the engine's raw client
+# and sending them (no hash, no shared reads); the same 32 clients.
+# Recorded as NAME_floor.
+serve_floor() {
+	local rc ok=0 t0 bytes i
+	bytes=$(du -sb "$T/ssrc" | cut -f1)
+	if ! cc -O2 -pthread -o "$T/floor" "$ROOT/bench/floor.c" \
+	    "$ROOT/bench/mc_client.c" -ldl -lcrypto -lhiredis; then
+		rec "${1}_floor build=failed"
+		return
+	fi
+	on 1 "$W" --store "$PSTORE" --json model inspect sv |
+		python3 "$ROOT/bench/fleet/plan.py" > "$T/splan.txt"
+	if [ "$STORE" = mooncake ]; then
+		# shellcheck disable=SC2046 # serve_env: NAME=VALUE words
+		bed_spawn sfloor "$BED_SRV" env $(serve_env "$STORE" "$BED_SRV_IP") \
+			SPLAN="$T/splan.txt" sh -c 'exec "$0" serve-mooncake "$@" < "$SPLAN"' "$T/floor" \
+			"$BED_MC_HOME/lib/libmooncake_store.so" "$BED_MC_MASTER" \
+			"$BED_MC_META" "$BED_SRV_IP" "$BED_SRV_IP" 8088
+	else
+		bed_spawn sfloor "$BED_SRV" env SPLAN="$T/splan.txt" \
+			sh -c 'exec "$0" serve-redis "$@" < "$SPLAN"' \
+			"$T/floor" "$BED_SRV_IP" 7001 "$BED_SRV_IP" 8088
+	fi
+	for ((i = 0; i < 600; i++)); do
+		grep -q listening "$BED_DIR/sfloor.log" 2>/dev/null && break
+		sleep 0.1
+	done
+	bed_reach 1 "$BED_SRV_IP" 8088 || { rec "${1}_floor start=failed"; bed_kill sfloor; return; }
+	t0=$(now_ns)
+	hub_start hub 32 -- "$BED_SRV_IP"
+	hub_wait
+	for rc in "${HUB_RC[@]}"; do [ "$rc" = 0 ] && ok=$((ok + 1)); done
+	rec "${1}_floor clients=32 ok=$ok mibs=$(mibs $((32 * bytes)) $(($(now_ns) - t0)))"
+	rm -rf "$T"/hub-*
+	bed_kill sfloor
 }
 
 # scn_serve2 STORE PSTORE: two wstore serve nodes, each in a namespace of
@@ -402,7 +501,7 @@ scn_mc_kill() {
 	rec "mc_kill replica_num=2 after (master forgot the node ${fgt} ms after the pulls ended): ok=$ok err=$err bad=$bad${ERRLINE:+ error: $ERRLINE}"
 	bed_mc_node $VICTIM >&2
 	say "== mooncake: the same through the raw C API"
-	if cc -O2 -o "$T/mc_replica" "$ROOT/tests/fleet/mc_replica.c" -ldl; then
+	if cc -O2 -I"$ROOT/bench" -o "$T/mc_replica" "$ROOT/tests/fleet/mc_replica.c" "$ROOT/bench/mc_client.c" -ldl; then
 		local L=$BED_MC_HOME/lib/libmooncake_store.so
 		bed_mc 1 "$T/mc_replica" "$L" "$BED_MC_MASTER" "$BED_MC_META" \
 			"$(bed_ip 1)" put rawrep/ 12 4 2 > "$T/rep.out" 2>/dev/null

@@ -32,7 +32,7 @@ _wstore()
         redis_tls_ca_file redis_tls_cert_file redis_tls_key_file key_prefix
         connect_timeout_ms command_timeout_ms mooncake_library mooncake_log
         serve_listen serve_token serve_tls_cert serve_tls_key
-        serve_tls_key_password_file quota evict chunk_size hub_endpoint
+        serve_tls_key_password_file serve_upstream_refresh quota evict chunk_size hub_endpoint
         hub_token_file"
 
     case $prev in
@@ -80,15 +80,17 @@ _wstore()
     if [[ $cur == -* ]]; then
         local opts=""
         case "${cmd[*]}" in
-        "model import"*) opts="--checkpoint-id --model-id --source --revision --chunk-size --replica-num --jobs --reflink --from-hub --endpoint --token-file --retries --stall-timeout --include --exclude --force" ;;
+        "model import"*) opts="--checkpoint-id --model-id --source --revision --chunk-size --replica-num --jobs --reflink --from-hub --bundle --endpoint --token-file --retries --stall-timeout --include --exclude --force" ;;
         "model list"* | "model ls"*) opts="--model --all" ;;
         "model inspect"*) opts="--tensors" ;;
         "model verify"*) opts="--jobs" ;;
         "model delete"* | "model rm"*) opts="--missing-ok --wait --force" ;;
         "model materialize-file"*) opts="--path --output" ;;
         "model pull"*) opts="--dest --include --exclude --jobs --no-verify --force" ;;
+        "model export"*) opts="--output" ;;
+        "model copy"*) opts="--to --reflink" ;;
         "mount"*) opts="--checkpoint --cache-size --foreground --direct-io --page-cache --refresh --threads --allow-other --log-file" ;;
-        "serve"*) opts="--listen --token --max-connections --max-connections-per-client --drain --header-timeout --cache-seconds --no-access-log --mmap --tls-cert --tls-key --tls-key-password-file --upstream --upstream-allow --upstream-token-file" ;;
+        "serve"*) opts="--listen --token --max-connections --max-connections-per-client --drain --header-timeout --cache-seconds --no-access-log --mmap --tls-cert --tls-key --tls-key-password-file --upstream --upstream-allow --upstream-token-file --upstream-refresh" ;;
         "gc"* | "admin gc"*) opts="--dry-run --grace --evict-to" ;;
         "admin unlock"*) opts="--force" ;;
         "admin migrate"*) opts="--dry-run --verify" ;;
@@ -106,7 +108,7 @@ _wstore()
         return ;;
     1)
         case ${cmd[0]} in
-        model) COMPREPLY=($(compgen -W "import list ls resolve inspect verify delete rm materialize-file pull pin unpin" -- "$cur")) ;;
+        model) COMPREPLY=($(compgen -W "import list ls resolve inspect verify delete rm materialize-file pull export copy pin unpin" -- "$cur")) ;;
         config) COMPREPLY=($(compgen -W "init show get set unset" -- "$cur")) ;;
         admin) COMPREPLY=($(compgen -W "gc unlock migrate" -- "$cur")) ;;
         mount | umount) _filedir -d ;;
@@ -116,6 +118,7 @@ _wstore()
         case "${cmd[*]}" in
         "model inspect" | "model verify" | "model delete" | "model rm" | \
             "model materialize-file" | "model pull" | "model pin" | \
+            "model export" | "model copy" | \
             "model unpin" | "admin unlock")
             COMPREPLY=($(compgen -W "$(_wstore_ids)" -- "$cur")) ;;
         "model resolve")

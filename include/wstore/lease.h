@@ -155,6 +155,16 @@ uint64_t wstore_usage_total(const wstore_usage *u);
  * the backend told, WSTORE_EUNSUPPORTED when it cannot. */
 int wstore_usage_space(uint64_t *out_capacity, uint64_t *out_free,
 		       const wstore_usage *u);
+/*
+ * Blocks the store's files share (the file store on XFS with reflink or
+ * btrfs; docs/format.md, "Identical files are stored once"): *out_shared
+ * the bytes of checkpoint files whose blocks another file shares too,
+ * counted once per file; *out_saved the bytes held once for several of
+ * the store's files.  0 when the store told; WSTORE_EUNSUPPORTED (both 0)
+ * when it cannot (a store of chunks).
+ */
+int wstore_usage_shared(uint64_t *out_shared, uint64_t *out_saved,
+			const wstore_usage *u);
 void wstore_usage_free(wstore_usage *u);
 
 /* wstore_evict_fn is in wstore.h (import uses it too). */

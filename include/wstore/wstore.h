@@ -350,11 +350,16 @@ int64_t wstore_manifest_find(const wstore_manifest *m, const char *path);
 #define WSTORE_COMMIT_LEN 40
 
 /*
- * The commit id of a checkpoint: the first 40 hex digits (lower case) of
- * the SHA-256 of its manifest's canonical serialisation
- * (wstore_manifest_serialize).  Stable for as long as the manifest is
- * unchanged, different for every re-import.  out must hold
- * WSTORE_COMMIT_LEN + 1 bytes (WSTORE_ERANGE otherwise).
+ * The commit id of a checkpoint.  Imported from a Hub (its revision is a
+ * 40-hex commit id, as wstore_import_hub records): that commit id, so
+ * every mirror of one upstream and every --from-hub store report the
+ * upstream's.  Otherwise the first 40 hex digits (lower case) of the
+ * SHA-256 of its content alone: "wstore commit 1", model id, revision,
+ * then each file's path, size (decimal) and SHA-256, in path order, each
+ * field followed by a NUL byte (docs/format.md, "Commit ids").  So one
+ * folder imported into two stores, or twice, has one id; checkpoint id
+ * and times do not count.  out must hold WSTORE_COMMIT_LEN + 1 bytes
+ * (WSTORE_ERANGE otherwise).
  */
 int wstore_manifest_commit(char *out, size_t cap, const wstore_manifest *m);
 
@@ -746,6 +751,115 @@ typedef struct wstore_hub_options {
 int wstore_import_hub(char **out_id, wstore_store *store,
 		      const wstore_import_options *opts,
 		      const wstore_hub_options *hub);
+
+/* ---- bundles and copies between stores (bundle.c, copy.c) -------------- */
+
+/*
+ * A bundle is one checkpoint as one POSIX tar stream (ustar, with a pax
+ * header for a name over 100 bytes or a file of 8 GiB or more): first
+ * its manifest, under the name WSTORE_BUNDLE_MANIFEST, then every file of
+ * the manifest in manifest order (sorted by path), as regular files under
+ * their paths, then the end-of-archive marker.  `tar -xf` unpacks it into
+ * the checkpoint's folder (plus that one file); docs/format.md, "Bundles".
+ */
+#define WSTORE_BUNDLE_MANIFEST ".wstore-manifest.json"
+
+typedef struct wstore_export_options {
+	unsigned version;
+	/* bytes of files written so far (may be NULL); non-zero cancels */
+	wstore_progress_fn progress;
+	void *progress_ctx;
+} wstore_export_options;
+#define WSTORE_EXPORT_OPTIONS_VERSION 1
+#define WSTORE_EXPORT_OPTIONS_INIT                                             \
+	{                                                                      \
+		WSTORE_EXPORT_OPTIONS_VERSION                                  \
+	}
+
+/*
+ * Write READY checkpoint id as a bundle: to output, a file written as a
+ * temp file next to it and renamed into place once complete (an existing
+ * output that is not a regular file is refused), or, when output is
+ * NULL, to fd as it goes (a pipe, stdout; not closed).  Holds the
+ * checkpoint's read lease while it reads; memory is one chunk buffer.
+ * Every file is checked against the manifest's size and SHA-256 as it is
+ * read: WSTORE_ECORRUPT naming the file when the store's copy is damaged
+ * (what was written to fd by then is not a valid bundle).  opts may be
+ * NULL.  A checkpoint holding a file named WSTORE_BUNDLE_MANIFEST cannot
+ * be exported (WSTORE_EINVAL).
+ */
+int wstore_export(wstore_store *store, const char *id, int fd,
+		  const char *output, const wstore_export_options *opts);
+
+/*
+ * Import the bundle read from fd (a file, a pipe) as it streams: the
+ * checkpoint keeps the bundle's id, model id, revision, source and chunk
+ * size, so its commit id is the exporter's.  Every file is checked
+ * against the bundle's manifest (size and SHA-256) before the checkpoint
+ * is READY.  A bundle that is truncated, damaged or tampered with, out of
+ * order, carries a file its manifest does not list or lacks one, or holds
+ * anything but regular files (links, devices, directories), or an
+ * absolute or ".." name, is refused with WSTORE_EINVAL in one line;
+ * nothing outside the store is ever written, and a failure after the
+ * first file began leaves a FAILED manifest, as any import does (a later
+ * import of a good bundle replaces it).  opts (may be NULL) is read for
+ * progress, on_evict and reflink (never: no block shared with a file the
+ * store holds); its ids, revision, source and chunk size are ignored.
+ * *out_id (may be NULL) is the checkpoint id, malloc'ed, once known.
+ * Errors otherwise as wstore_import (WSTORE_EEXISTS for a READY id).
+ */
+int wstore_import_bundle(char **out_id, wstore_store *store, int fd,
+			 const wstore_import_options *opts);
+
+/*
+ * Copy READY checkpoint id from store src to store dst, streaming (no
+ * local copy): a bundle from src (its read lease held) imported into dst
+ * as wstore_import_bundle does, so every file is checked and the
+ * checkpoint keeps its id, model id, revision and commit id.  An id that
+ * is READY in dst with the same commit id is left as it is (0): a copy
+ * run again after it finished, or after it was killed once the manifest
+ * was published, does nothing; one killed earlier is taken back and
+ * finished.  opts as for wstore_import_bundle.
+ */
+int wstore_copy(wstore_store *dst, wstore_store *src, const char *id,
+		const wstore_import_options *opts);
+
+/* ---- branches and tags of a Hub (hubrefs.c) ---------------------------- */
+
+/*
+ * Ask hub->endpoint which commit hub->revision (NULL: "main") of
+ * hub->repo names, and nothing else: out gets its 40-hex id (cap >=
+ * WSTORE_COMMIT_LEN + 1).  cancel (may be NULL) is asked about once a
+ * second while the server is silent; non-zero stops (WSTORE_ECANCELED).
+ * Errors as wstore_import_hub's: WSTORE_ENOTFOUND, -EACCES,
+ * WSTORE_EUNAVAIL, WSTORE_EINVAL (an answer without a commit id).
+ */
+int wstore_hub_commit(char *out, size_t cap, const wstore_hub_options *hub,
+		      wstore_progress_fn cancel, void *ctx);
+
+/*
+ * The commit a branch or tag ref of repository repo named when a server
+ * was last asked, kept durably in the store (one record per repository,
+ * at most 256 refs, the least recently asked dropped first; see
+ * docs/format.md): so a mirror serves the branch at that commit while
+ * the server is down, also after a restart.  asked_ms: when the server
+ * said so (Unix ms).  Writes are read-modify-write: two writers never
+ * lose each other's refs.  WSTORE_EINVAL for a name with control
+ * characters or not UTF-8, a ref over 255 bytes, a commit that is not 40
+ * lower-case hex digits.
+ */
+int wstore_ref_write(wstore_store *store, const char *repo, const char *ref,
+		     const char *commit, int64_t asked_ms);
+/* The commit recorded for ref of repo into out (cap >= WSTORE_COMMIT_LEN
+ * + 1) and when it was asked (may be NULL); WSTORE_ENOTFOUND when none
+ * is recorded (or the record is unreadable: it is rebuilt by the next
+ * write), another code when the store could not be read. */
+int wstore_ref_read(char *out, size_t cap, int64_t *out_asked_ms,
+		    wstore_store *store, const char *repo, const char *ref);
+/* The names of the refs recorded for repo, sorted (none: an empty list);
+ * free with wstore_strings_free. */
+int wstore_ref_list(char ***out, size_t *out_count, wstore_store *store,
+		    const char *repo);
 
 /* ---- names on the command line (catalog.c) ---------------------------- */
 

@@ -45,6 +45,9 @@ struct cli_cmd {
 
 int cmd_model_import(struct cli *c, int argc, char **argv);
 int cmd_model_import_hub(struct cli *c, int argc, char **argv);
+int cmd_model_import_bundle(struct cli *c, int argc, char **argv);
+int cmd_model_export(struct cli *c, int argc, char **argv);
+int cmd_model_copy(struct cli *c, int argc, char **argv);
 int cmd_model_list(struct cli *c, int argc, char **argv);
 int cmd_model_inspect(struct cli *c, int argc, char **argv);
 int cmd_model_verify(struct cli *c, int argc, char **argv);

@@ -18,7 +18,9 @@ static const char help[] =
 	"Show every checkpoint of the index with its size, whether it is\n"
 	"pinned, how many read leases it has and when it was last read;\n"
 	"then the total, and the store's capacity and free space where the\n"
-	"backend can tell (file store: its file system; Redis: maxmemory).\n";
+	"backend can tell (file store: its file system; Redis: maxmemory);\n"
+	"on a file store whose files share blocks (identical files, XFS or\n"
+	"btrfs), how many bytes are shared and how many that saves.\n";
 
 static json_t *as_json(const wstore_usage *u)
 {
@@ -49,6 +51,12 @@ static json_t *as_json(const wstore_usage *u)
 			    known && fr != UINT64_MAX
 				    ? json_integer((json_int_t)fr)
 				    : json_null());
+	known = wstore_usage_shared(&cap, &fr, u) == 0;
+	json_object_set_new(j, "shared",
+			    known ? json_integer((json_int_t)cap)
+				  : json_null());
+	json_object_set_new(j, "saved",
+			    known ? json_integer((json_int_t)fr) : json_null());
 	return j;
 }
 
@@ -90,6 +98,16 @@ static void print_table(const struct cli *c, const wstore_usage *u)
 		printf("store: %s free of %s\n", f, sz);
 	} else {
 		printf("store: capacity unknown\n");
+	}
+	/* identical files stored once (the file store on XFS, btrfs) */
+	if (wstore_usage_shared(&cap, &fr, u) == 0 && cap > 0) {
+		char f[32];
+
+		wstore_format_size(sz, sizeof(sz), cap);
+		wstore_format_size(f, sizeof(f), fr);
+		printf("shared: %s of the files share their blocks, %s "
+		       "stored once for several\n",
+		       sz, f);
 	}
 }
 

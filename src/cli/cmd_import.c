@@ -56,7 +56,9 @@ static const char help[] =
 	"                       fails where it cannot, never always writes\n"
 	"\n"
 	"wstore model import --from-hub ORG/NAME[@REV] imports from a Hub\n"
-	"server instead (wstore model import --from-hub x/y --help).\n";
+	"server instead (wstore model import --from-hub x/y --help), and\n"
+	"wstore model import --bundle FILE|- a bundle of `wstore model export`\n"
+	"(wstore model import --bundle - --help).\n";
 
 /*
  * SGLang's mooncake:// connector maps offsets with its own file_chunk_size
@@ -311,6 +313,9 @@ int cmd_model_import(struct cli *c, int argc, char **argv)
 		if (!strcmp(argv[i], "--from-hub") ||
 		    !strncmp(argv[i], "--from-hub=", 11))
 			return cmd_model_import_hub(c, argc, argv);
+		else if (!strcmp(argv[i], "--bundle") ||
+			 !strncmp(argv[i], "--bundle=", 9))
+			return cmd_model_import_bundle(c, argc, argv);
 	if (rn && wfront_parse_count(&copies, "replica_num", rn))
 		return EXIT_USAGE;
 	/* the store's default chunk size (checked when the config loaded) */

@@ -165,7 +165,7 @@ static void print_files(const struct cli *c, const wstore_manifest *m,
 static void print_manifest(const struct cli *c, const wstore_manifest *m,
 			   wstore_checkpoint *ck, int tensors)
 {
-	char sz[32];
+	char sz[32], commit[WSTORE_COMMIT_LEN + 1];
 	char t[32];
 	size_t n = wstore_manifest_file_count(m);
 	const char *err = wstore_manifest_error(m);
@@ -176,6 +176,8 @@ static void print_manifest(const struct cli *c, const wstore_manifest *m,
 	       cli_text(c, wstore_manifest_checkpoint_id(m)));
 	printf("model:      %s\n", cli_text(c, wstore_manifest_model_id(m)));
 	printf("revision:   %s\n", cli_text(c, wstore_manifest_revision(m)));
+	if (wstore_manifest_commit(commit, sizeof(commit), m) == 0)
+		printf("commit:     %s\n", commit);
 	printf("status:     %s\n", cli_text(c, wstore_manifest_status(m)));
 	if (err)
 		printf("error:      %s\n", cli_text(c, err));

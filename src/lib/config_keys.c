@@ -74,6 +74,7 @@ static const struct keydef keys[] = {
 	{ "serve_tls_cert", KT_FILE },
 	{ "serve_tls_key", KT_FILE },
 	{ "serve_tls_key_password_file", KT_FILE },
+	{ "serve_upstream_refresh", KT_INT, 1, INT32_MAX },
 	{ "quota", KT_SIZE0, 1, INT64_MAX },
 	{ "evict", KT_CHOICE, 0, 0, "lru|none" },
 	{ "chunk_size", KT_SIZE, 1, 4 * GiB },

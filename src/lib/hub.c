@@ -386,6 +386,7 @@ static void hub_free(wstore__hub *h)
 	free(h->endpoint);
 	json_decref(h->state);
 	json_decref(h->kept);
+	wstore__hub_held_free(h->held);
 }
 
 /* The scan import.c builds the manifest from. */

@@ -33,12 +33,22 @@ typedef struct wstore__hub {
 	 * files stored and verified (what a re-run keeps) */
 	json_t *state;
 	json_t *kept; /* from a killed run: path -> {oid, sha256}, or NULL */
+	struct wstore__hub_held *held; /* hubreuse.c's, read on first use */
 	/* the workers' */
 	pthread_mutex_t mu;
 	size_t next;
 	uint64_t bytes_done, last_progress;
 	wstore__first_err err;
 } wstore__hub;
+
+/* File i put from a file the store holds with the same bytes
+ * (hubreuse.c), fd the data file begin_file opened for it or -1: 1 with
+ * its SHA-256 in sha256 (checked over every byte copied), 0 when it must
+ * be fetched (nothing of it left), < 0 on a cancel or -ENOMEM. */
+int wstore__hub_reuse(struct import *im, size_t i, int fd, char sha256[65],
+		      int (*progress)(uint64_t n, void *ctx), void *ctx);
+struct wstore__hub_held;
+void wstore__hub_held_free(struct wstore__hub_held *held);
 
 /* The workers (hubrun.c): fetch every file not done. */
 int wstore__hub_workers(struct import *im);

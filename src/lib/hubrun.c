@@ -192,6 +192,8 @@ static void hex(char *out, const unsigned char *d, size_t n)
 	out[2 * n] = '\0';
 }
 
+static int record(struct in *in, const char *got256);
+
 /* The bytes received against the server's hash; on a match record the
  * file as stored and verified. */
 static int check_and_record(struct in *in, const char *url)
@@ -200,8 +202,6 @@ static int check_and_record(struct in *in, const char *url)
 	char got256[65], got1[41];
 	unsigned char d[EVP_MAX_MD_SIZE];
 	unsigned dn = 0;
-	json_t *rec;
-	int rc;
 
 	wstore__sha256_hex(in->sha256, got256);
 	if (in->sha1) {
@@ -220,6 +220,16 @@ static int check_and_record(struct in *in, const char *url)
 				   "is %s, the bytes received hash to %s",
 				   f->path, url, f->sha256, got256);
 	}
+	return record(in, got256);
+}
+
+/* The file stored with SHA-256 got256: committed, recorded verified. */
+static int record(struct in *in, const char *got256)
+{
+	const wstore__hub_file *f = &in->h->files[in->idx];
+	json_t *rec;
+	int rc;
+
 	if (in->wh) {
 		wstore_backend *b = in->im->s->b;
 
@@ -249,13 +259,19 @@ static int check_and_record(struct in *in, const char *url)
 	return rc;
 }
 
+/* reuse.c's progress: bytes put from a held file */
+static int reused_bytes(uint64_t n, void *ctx)
+{
+	return progress(ctx, n, 0);
+}
+
 static int fetch_one(struct in *in, wstore__http *http)
 {
 	const wstore__hub_file *f = &in->h->files[in->idx];
 	char *path = wstore__http_escape(f->path, 1), *url = NULL;
-	char head[64];
+	char head[64], got256[65];
 	uint64_t off = 0;
-	int rc = -ENOMEM, hn;
+	int rc = 0, hn;
 
 	in->fill = in->c = in->pos = 0;
 	wstore__sha256_reset(in->sha256);
@@ -268,6 +284,17 @@ static int fetch_one(struct in *in, wstore__http *http)
 			return wstore__err(rc, "cannot store '%s': %s", f->path,
 					   wstore_last_error());
 	}
+	/* held already (an earlier revision): not fetched (hubreuse.c) */
+	if (!in->wh)
+		in->im->attempted[in->idx] = in->im->m->files[in->idx].nchunks;
+	if (f->size > 0 &&
+	    (rc = wstore__hub_reuse(in->im, in->idx, in->wh ? in->wfd : -1,
+				    got256, reused_bytes, in)) != 0) {
+		if (rc > 0 && (rc = record(in, got256)) == 0)
+			rc = progress(in, 0, 1);
+		goto out;
+	}
+	rc = -ENOMEM;
 	if (path && asprintf(&url, "%s/%s/resolve/%s/%s", in->h->endpoint,
 			     in->h->o.repo, in->h->commit, path) >= 0)
 		rc = 0;
@@ -286,6 +313,7 @@ static int fetch_one(struct in *in, wstore__http *http)
 		rc = check_and_record(in, url);
 	if (rc == 0)
 		rc = progress(in, 0, 1);
+out:
 	if (in->wh) {
 		in->im->s->b->abort_file(in->im->s->b, in->wh);
 		in->wh = NULL;

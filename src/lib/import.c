@@ -60,7 +60,8 @@ static int run_workers(struct import *im)
 			       .progress = im->o->progress,
 			       .progress_ctx = im->o->progress_ctx,
 			       .attempted = im->attempted,
-			       .done = im->done };
+			       .done = im->done,
+			       .reuse = im->reuse };
 
 	return wstore__pipeline_run(&p);
 }
@@ -402,7 +403,13 @@ static int import_locked(struct import *im, const char *source_uri)
 		rc = wstore__gen_write(im->s, im->m);
 	if (rc < 0)
 		return rc;
-	rc = clear_keys(im);
+	/* the files held now, so that none is stored twice (a directory
+	 * import has no use for them on a store of chunks: it learns a
+	 * file's hash only as it stores it) */
+	if (h || wstore__whole_files(im->s))
+		rc = wstore__reuse_new(&im->reuse, im->s, im->o->checkpoint_id);
+	if (rc == 0)
+		rc = clear_keys(im);
 	if (rc == 0)
 		rc = run_workers(im);
 	/* chunks must be durable before the manifest that makes them visible */
@@ -528,6 +535,8 @@ void wstore__import_free(struct import *im)
 {
 	free(im->attempted);
 	free(im->done);
+	wstore__reuse_free(im->reuse);
+	im->reuse = NULL;
 	wstore_manifest_free(im->m);
 	wstore__scan_free(&im->scan);
 	im->attempted = NULL;

@@ -13,6 +13,7 @@
 
 #include "lock.h"
 #include "manifest.h"
+#include "reuse.h"
 #include "scan.h"
 
 struct import;
@@ -43,6 +44,10 @@ struct import {
 	const wstore__held *lock; /* the checkpoint's, held while importing */
 	const wstore__import_hooks *hooks;
 	void *ctx; /* the hooks' */
+	/* the files the store held when the import began, by SHA-256 (NULL:
+	 * none): workers put a file from one instead of writing its bytes
+	 * (wstore__reuse_put), or share its blocks (wstore__reuse_dedupe) */
+	wstore__reuse *reuse;
 };
 
 /* Make room, take the checkpoint's lock and import im->scan's files

@@ -232,27 +232,6 @@ static int take_fn(void **out, size_t *out_len, const void *old, size_t old_len,
 }
 
 /*
- * After taking over a stale record on a store without an atomic update:
- * another taker that judged the same stale record may remove ours and put
- * its own.  Wait longer than such a taker's remove and put take, then
- * read again: a record that is no longer ours means we back off.
- */
-static int settled(wstore__held *h, uint64_t took_ms)
-{
-	char *cur = NULL;
-	size_t n = 0;
-	int rc, mine;
-
-	wclock_sleep_ms(took_ms * 2 > 50 ? took_ms * 2 : 50);
-	rc = wstore__get_alloc(h->s, h->key, &cur, &n);
-	if (rc < 0 && rc != WSTORE_ENOTFOUND)
-		return rc;
-	mine = rc == 0 && ours(h, cur, n);
-	free(cur);
-	return mine ? 0 : 1;
-}
-
-/*
  * On a store without an atomic update the holder renews its lease time in
  * two slots, never in the record itself (see renew_plain): a record whose
  * own lease time has run out still holds while a slot with its token has
@@ -342,15 +321,150 @@ static void drop_beats(wstore_store *s, const char *name)
 	wstore__clear_err();
 }
 
+/*
+ * Put rec under key if nobody has (put_new, or put + read back on a
+ * write-once store, where the first record put is the one kept): 0 when
+ * ours is the record there, 1 when another is (into *other, NULL if it
+ * went meanwhile), < 0 on error.
+ */
+static int put_first(wstore__held *h, const char *key, const char *rec,
+		     char **other, size_t *other_len)
+{
+	wstore_store *s = h->s;
+	char *cur = NULL;
+	size_t n = 0;
+	int rc;
+
+	*other = NULL;
+	if (s->b->put_new)
+		rc = s->b->put_new(s->b, key, rec, strlen(rec));
+	else
+		rc = s->b->put(s->b, key, rec, strlen(rec));
+	if (rc == 0 && s->b->put_new)
+		return 0;
+	if (rc != 0 && rc != WSTORE_EEXISTS)
+		return rc;
+	rc = wstore__get_alloc(s, key, &cur, &n);
+	if (rc == WSTORE_ENOTFOUND)
+		return 1;
+	if (rc < 0)
+		return rc;
+	if (ours(h, cur, n)) {
+		free(cur);
+		return 0;
+	}
+	*other = cur;
+	*other_len = n;
+	return 1;
+}
+
+#define CLAIM_DEPTH 3
+
+void wstore__lock_claim_key(char *out, const char *name, const void *vrec,
+			    size_t n)
+{
+	const unsigned char *rec = vrec;
+	uint64_t x = 14695981039346656037ull; /* FNV-1a */
+
+	for (size_t i = 0; i < n; i++)
+		x = (x ^ rec[i]) * 1099511628211ull;
+	snprintf(out, WSTORE__KEY_MAX,
+		 "weight/leases/locks/%.400s.claim-%016" PRIx64, name, x);
+}
+
+/*
+ * Taking over a stale record on a store without an atomic update: its
+ * remove is the one step that is not atomic (two takers that judged the
+ * same record could each remove what the other had put since).  So only
+ * one taker may remove a given stale record: the one whose claim on it
+ * (a record of ours under a key named after the stale record's bytes,
+ * taken as the lock itself is: first kept wins) is kept.  The others back
+ * off (busy).  A claim left by a taker that died before it removed the
+ * record (judged as a lock record is) is claimed in turn, up to
+ * CLAIM_DEPTH deep.  Returns 0 when we may remove the record (keys[0..
+ * *nkeys) the claims to remove once it is gone), 1 when another taker
+ * may, < 0 on error.
+ */
+static int claim(wstore__held *h, struct lock_ctx *ctx, const char *rec,
+		 size_t n, char keys[CLAIM_DEPTH][WSTORE__KEY_MAX], int *nkeys)
+{
+	char *mine = record_text(h), *held = NULL, *other = NULL;
+	int rc = 1;
+
+	if (!mine)
+		return -ENOMEM;
+	*nkeys = 0;
+	for (int depth = 0; depth < CLAIM_DEPTH; depth++) {
+		wstore__lock_claim_key(keys[depth], h->name, rec, n);
+		rc = put_first(h, keys[depth], mine, &other, &n);
+		if (rc == 0)
+			*nkeys = depth + 1; /* the dead claims below go too */
+		if (rc <= 0 || !other) {
+			rc = rc == 0 ? 0 : rc < 0 ? rc : 1;
+			break;
+		}
+		/* another's claim: a live taker's stands */
+		rc = 1;
+		if (wstore__lock_record_held(other, n, wclock_wall_ms(),
+					     ctx->owner, sizeof(ctx->owner)))
+			break;
+		free(held);
+		held = other;
+		rec = other;
+		other = NULL;
+	}
+	free(held);
+	free(other);
+	free(mine);
+	return *nkeys ? 0 : rc;
+}
+
+static void drop_claims(wstore_store *s, char keys[][WSTORE__KEY_MAX], int n)
+{
+	while (n-- > 0)
+		wstore__remove(s, keys[n]);
+	wstore__clear_err();
+}
+
+/*
+ * Remove the stale record cur of h's lock if it is still there, under a
+ * claim on it (see claim): 0 when it is gone, 1 when another taker may
+ * remove it or has put a record meanwhile, < 0 on error.
+ */
+static int clear_stale(wstore__held *h, struct lock_ctx *ctx, const char *cur,
+		       size_t n)
+{
+	char keys[CLAIM_DEPTH][WSTORE__KEY_MAX], *again = NULL;
+	size_t n2 = 0;
+	int rc, nkeys = 0;
+
+	rc = claim(h, ctx, cur, n, keys, &nkeys);
+	if (rc != 0) {
+		drop_claims(h->s, keys, nkeys);
+		return rc;
+	}
+	/* still the record judged?  (never one another taker put since) */
+	rc = wstore__get_alloc(h->s, h->key, &again, &n2);
+	if (rc == 0 && (n2 != n || memcmp(again, cur, n) != 0))
+		rc = 1;
+	else if (rc == 0)
+		rc = wstore__remove(h->s, h->key);
+	else if (rc == WSTORE_ENOTFOUND)
+		rc = 0;
+	free(again);
+	/* gone for good: a later claim on it finds the key changed */
+	drop_claims(h->s, keys, nkeys);
+	return rc;
+}
+
 /* Stores without update: put_new, or put + read back on write-once ones. */
 static int take_plain(wstore__held *h, struct lock_ctx *ctx)
 {
 	wstore_store *s = h->s;
 
 	for (int tries = 0; tries < 3; tries++) {
-		uint64_t t0 = wclock_mono_ms();
-		char *cur = NULL, *again = NULL, *rec;
-		size_t n = 0, n2 = 0;
+		char *cur = NULL, *other = NULL, *rec;
+		size_t n = 0;
 		int rc = wstore__get_alloc(s, h->key, &cur, &n), stale = 0;
 
 		if (rc < 0 && rc != WSTORE_ENOTFOUND)
@@ -360,45 +474,23 @@ static int take_plain(wstore__held *h, struct lock_ctx *ctx)
 			return 1;
 		}
 		if (rc == 0) {
-			/* stale: clear it if it is still the record judged
-			 * (never a fresh one another taker put meanwhile) */
-			rc = wstore__get_alloc(s, h->key, &again, &n2);
-			stale = rc == 0 && n2 == n &&
-				memcmp(again, cur, n) == 0;
-			free(again);
+			stale = 1;
+			rc = clear_stale(h, ctx, cur, n);
 			free(cur);
-			if (rc < 0 && rc != WSTORE_ENOTFOUND)
+			if (rc < 0)
 				return rc;
-			if (rc == 0 && !stale)
+			if (rc == 1)
 				continue;
-			if (stale && (rc = wstore__remove(s, h->key)) < 0)
-				return rc;
 		}
 		if (!(rec = record_text(h)))
 			return -ENOMEM;
-		if (s->b->put_new) {
-			rc = s->b->put_new(s->b, h->key, rec, strlen(rec));
-		} else {
-			rc = s->b->put(s->b, h->key, rec, strlen(rec));
-			if (rc == 0) {
-				rc = wstore__get_alloc(s, h->key, &cur, &n);
-				if (rc == 0 && !ours(h, cur, n))
-					rc = WSTORE_EEXISTS;
-				free(cur);
-				if (rc == WSTORE_ENOTFOUND)
-					rc = WSTORE_EEXISTS;
-			}
-		}
+		rc = put_first(h, h->key, rec, &other, &n);
 		free(rec);
-		if (rc == WSTORE_EEXISTS)
+		free(other);
+		if (rc == 1)
 			continue;
-		if (rc == 0 && stale) {
-			rc = settled(h, wclock_mono_ms() - t0);
-			if (rc == 1)
-				break;
-			if (rc == 0)
-				drop_beats(s, h->name);
-		}
+		if (rc == 0 && stale)
+			drop_beats(s, h->name);
 		return rc;
 	}
 	snprintf(ctx->owner, sizeof(ctx->owner), "another writer");

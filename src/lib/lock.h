@@ -53,6 +53,11 @@ int wstore__lock_record_held(const void *rec, size_t len, int64_t now,
 int wstore__lock_still_held(wstore_store *s, const char *name, const char *rec,
 			    size_t n);
 
+/* The key (WSTORE__KEY_MAX bytes) of a taker's claim on the stale record
+ * rec of lock name, on stores without an atomic update (lock.c, claim). */
+void wstore__lock_claim_key(char *out, const char *name, const void *rec,
+			    size_t len);
+
 /* Atomic read-modify-write of key on any store: the backend's update, or
  * get + fn + replace under the lock lockname. */
 int wstore__rmw(wstore_store *s, const char *key, const char *lockname,

@@ -306,6 +306,11 @@ static void whole_release(struct run *r, size_t idx, int ok)
 		w->h = NULL;
 		return;
 	}
+	/* a file the store holds already is kept once (rec->sha256 was set
+	 * by the reader before it let go of the file); --reflink never
+	 * shares no block */
+	if (r->p->reuse && r->p->reflink != WSTORE_REFLINK_NEVER)
+		wstore__reuse_dedupe(r->p->reuse, r->s, rec, w->fd);
 	/* published from here on: a failure of the run removes its keys */
 	r->attempted[idx] = rec->nchunks;
 	rc = b->commit_file(b, w->h, rec->size);

@@ -19,6 +19,7 @@
 
 #include "wstore/wstore.h"
 #include "manifest.h"
+#include "reuse.h"
 #include "scan.h"
 
 typedef struct wstore__pipeline {
@@ -41,6 +42,9 @@ typedef struct wstore__pipeline {
 	 * 1 once file i was read whole and m->files[i].sha256 set */
 	uint64_t *attempted;
 	char *done;
+	/* files the store holds (may be NULL): a data file whose bytes one
+	 * of them has shares its blocks before it is committed */
+	const wstore__reuse *reuse;
 } wstore__pipeline;
 
 /* Store every chunk of every file.  0, or the first error of any thread

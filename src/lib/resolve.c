@@ -2,7 +2,8 @@
  * resolve.c - names as Hugging Face Hub clients use them: a repository
  * (the manifests' model_id, or a checkpoint id) and a revision (the
  * manifests' revision, or a checkpoint's commit id) resolved to one READY
- * checkpoint, and the stable commit id of a checkpoint.
+ * checkpoint, and the commit id of a checkpoint (the Hub's for a Hub
+ * import, else one that depends on the content alone).
  *
  * Resolution reads the per-model index of repo and every manifest it
  * lists; an index entry whose manifest is missing, FAILED, corrupt or
@@ -17,6 +18,8 @@
  * the name over, and every reader picks the same one.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,26 +27,57 @@
 #include "error.h"
 #include "store.h"
 
+/* A revision that is a Hub commit id (40 lowercase hex digits): what an
+ * import from a Hub records. */
+static int hub_commit(const char *rev)
+{
+	size_t n = strspn(rev, "0123456789abcdef");
+
+	return n == 40 && !rev[n];
+}
+
+/* One field of the content text: its bytes and a NUL, so that no two
+ * lists of fields run together into the same text. */
+static void feed(wstore__sha256 *h, const char *s)
+{
+	wstore__sha256_update(h, s ? s : "", strlen(s ? s : "") + 1);
+}
+
 int wstore_manifest_commit(char *out, size_t cap, const wstore_manifest *m)
 {
-	static const char hex[] = "0123456789abcdef";
-	unsigned char d[32];
-	char *json = NULL;
-	size_t len = 0;
-	int rc;
+	wstore__sha256 *h;
+	char hex[65], size[24];
+	size_t n = wstore_manifest_file_count(m);
 
 	if (cap < WSTORE_COMMIT_LEN + 1)
 		return wstore__err(WSTORE_ERANGE,
 				   "a commit id needs %d bytes, got %zu",
 				   WSTORE_COMMIT_LEN + 1, cap);
-	if ((rc = wstore_manifest_serialize(&json, &len, m)) < 0)
-		return rc;
-	wstore__sha256_once(d, json, len);
-	free(json);
-	for (int i = 0; i < WSTORE_COMMIT_LEN / 2; i++) {
-		out[2 * i] = hex[d[i] >> 4];
-		out[2 * i + 1] = hex[d[i] & 15];
+	/* imported from a Hub: the upstream's own commit */
+	if (hub_commit(wstore_manifest_revision(m))) {
+		memcpy(out, wstore_manifest_revision(m), WSTORE_COMMIT_LEN + 1);
+		return 0;
 	}
+	/* else the content alone: one folder imported into two stores (or
+	 * twice) has one id, whatever its checkpoint id and times */
+	if (!(h = wstore__sha256_new()))
+		return -ENOMEM;
+	feed(h, "wstore commit 1");
+	feed(h, wstore_manifest_model_id(m));
+	feed(h, wstore_manifest_revision(m));
+	for (size_t i = 0; i < n; i++) {
+		wstore_file_info fi;
+
+		if (wstore_manifest_file(&fi, m, i) < 0)
+			continue;
+		snprintf(size, sizeof(size), "%" PRIu64, fi.size);
+		feed(h, fi.path);
+		feed(h, size);
+		feed(h, fi.sha256);
+	}
+	wstore__sha256_hex(h, hex);
+	wstore__sha256_free(h);
+	memcpy(out, hex, WSTORE_COMMIT_LEN);
 	out[WSTORE_COMMIT_LEN] = '\0';
 	return 0;
 }
@@ -90,15 +124,6 @@ static int ready_manifest(wstore_manifest **out, wstore_store *s,
 	    rc == WSTORE_ECORRUPT || rc == WSTORE_EINVAL)
 		return 0;
 	return rc;
-}
-
-/* A revision that is a Hub commit id (40 lowercase hex digits): what an
- * import from a Hub records. */
-static int hub_commit(const char *rev)
-{
-	size_t n = strspn(rev, "0123456789abcdef");
-
-	return n == 40 && !rev[n];
 }
 
 /* Keep m in *slot when it is newer than what *slot holds; else free it. */

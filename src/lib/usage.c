@@ -21,6 +21,7 @@
 #include "error.h"
 #include "lease_int.h"
 #include "meta.h"
+#include "reuse.h"
 #include "manifest.h"
 #include "store.h"
 #include "usage.h"
@@ -42,6 +43,8 @@ struct wstore_usage {
 	uint64_t total;
 	int has_space;
 	uint64_t capacity, free_bytes;
+	int has_shared;
+	uint64_t shared, saved;
 };
 
 static int usage_one(struct usage_rec *r, wstore_store *s, const char *id)
@@ -114,6 +117,11 @@ int wstore_usage_read(wstore_usage **out, wstore_store *s)
 			s->b->space(s->b, &u->capacity, &u->free_bytes) == 0;
 		wstore__clear_err();
 	}
+	/* a store that cannot say is reported as unknown */
+	if (rc == 0)
+		u->has_shared =
+			wstore__reuse_shared(&u->shared, &u->saved, s) == 0;
+	wstore__clear_err();
 	if (rc < 0) {
 		wstore_usage_free(u);
 		return rc;
@@ -151,6 +159,18 @@ int wstore_usage_get(wstore_usage_info *out, const wstore_usage *u, size_t i)
 uint64_t wstore_usage_total(const wstore_usage *u)
 {
 	return u ? u->total : 0;
+}
+
+int wstore_usage_shared(uint64_t *out_shared, uint64_t *out_saved,
+			const wstore_usage *u)
+{
+	*out_shared = u && u->has_shared ? u->shared : 0;
+	*out_saved = u && u->has_shared ? u->saved : 0;
+	if (!u || !u->has_shared)
+		return wstore__err(WSTORE_EUNSUPPORTED,
+				   "the store cannot tell which blocks its "
+				   "files share");
+	return 0;
 }
 
 int wstore_usage_space(uint64_t *out_capacity, uint64_t *out_free,

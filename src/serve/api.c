@@ -46,6 +46,7 @@ struct wck *wopen_target(struct MHD_Connection *c, struct wreq *r,
 		return NULL;
 	}
 	rc = wcache_get(&k, &known, r->sv->cache, t->repo, t->rev);
+	r->mirror = wmirror_outcome();
 	if (rc == 0) {
 		free(r->ckpt);
 		r->ckpt = strdup(k->id);
@@ -441,6 +442,29 @@ static int add_ref(json_t *out, struct wreq *r, const char *repo,
 	return 0;
 }
 
+/* A mirror's branches and tags: those it recorded (main at least), each
+ * at the commit it serves (asked of the upstream when that is due). */
+static int mirror_refs(json_t *out, struct wreq *r, const char *repo)
+{
+	char **names = NULL;
+	size_t n = 0;
+	int rc = wstore_ref_list(&names, &n, r->sv->store, repo);
+
+	if (rc == 0)
+		rc = add_ref(out, r, repo, "main");
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		rc = add_ref(out, r, repo, names[i]);
+	wstore_strings_free(names);
+	return rc;
+}
+
+/* A revision that is a Hub commit id: a mirror's import, not a ref. */
+static int is_commit_rev(const char *rev)
+{
+	return strlen(rev) == WSTORE_COMMIT_LEN &&
+	       strspn(rev, "0123456789abcdef") == WSTORE_COMMIT_LEN;
+}
+
 enum MHD_Result wapi_refs(struct MHD_Connection *c, struct wreq *r,
 			  const struct wtarget *t)
 {
@@ -448,7 +472,11 @@ enum MHD_Result wapi_refs(struct MHD_Connection *c, struct wreq *r,
 				"converts", "tags", "pullRequests");
 	char **ids = NULL;
 	size_t n = 0;
-	int rc = wstore_list_model(&ids, &n, r->sv->store, t->repo);
+	int mirror = r->sv->mirror && wmirror_repo_canonical(t->repo);
+	int rc = mirror && out ? mirror_refs(out, r, t->repo) : 0;
+
+	if (rc == 0)
+		rc = wstore_list_model(&ids, &n, r->sv->store, t->repo);
 
 	/* each revision a READY checkpoint of the model has, at the commit
 	 * the name resolves to (the newest) */
@@ -461,7 +489,8 @@ enum MHD_Result wapi_refs(struct MHD_Connection *c, struct wreq *r,
 			continue;
 		}
 		if (rc == 0 && !strcmp(wstore_manifest_status(m), "READY") &&
-		    !strcmp(wstore_manifest_model_id(m), t->repo))
+		    !strcmp(wstore_manifest_model_id(m), t->repo) &&
+		    !(mirror && is_commit_rev(wstore_manifest_revision(m))))
 			rc = add_ref(out, r, t->repo,
 				     wstore_manifest_revision(m));
 		wstore_manifest_free(m);

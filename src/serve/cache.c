@@ -264,6 +264,27 @@ static void add_name(struct wcache *c, const char *repo, const char *rev,
 	c->names = n;
 }
 
+/* The checkpoint id (repo, rev) names: the mirror's answer for a name
+ * it mirrors (the upstream's commit, never the newest import), else the
+ * store's (wstore_resolve); also the store's for a name the upstream
+ * does not have. */
+static int resolve(char **id, int *known, struct wcache *c, const char *repo,
+		   const char *rev)
+{
+	int rc = c->mirror ? wmirror_get(id, c->mirror, repo, rev) : 1;
+
+	if (rc == 0) {
+		*known = 1;
+		return 0;
+	}
+	if (rc != 1 && rc != WSTORE_ENOTFOUND)
+		return rc;
+	rc = wstore_resolve(id, known, c->store, repo, rev);
+	if (rc == 0 && c->mirror)
+		wmirror_hit(c->mirror);
+	return rc;
+}
+
 int wcache_get(struct wck **out, int *known, struct wcache *c, const char *repo,
 	       const char *rev)
 {
@@ -283,12 +304,7 @@ int wcache_get(struct wck **out, int *known, struct wcache *c, const char *repo,
 		wmirror_hit(c->mirror);
 		return 0;
 	}
-	rc = wstore_resolve(&id, known, c->store, repo, rev);
-	if (rc == WSTORE_ENOTFOUND && c->mirror)
-		rc = wmirror_get(&id, c->mirror, c->store, repo, rev);
-	else if (rc == 0)
-		wmirror_hit(c->mirror);
-	if (rc < 0)
+	if ((rc = resolve(&id, known, c, repo, rev)) < 0)
 		return rc;
 	pthread_mutex_lock(&c->mu);
 	k = find_ck(c, id);

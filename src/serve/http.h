@@ -114,7 +114,8 @@ struct wreq {
 	char *body;	    /* POST body (paths-info), bounded */
 	size_t body_len;
 	int body_too_big;
-	atomic_int failed; /* a read from the store failed mid-body */
+	atomic_int failed;  /* a read from the store failed mid-body */
+	const char *mirror; /* how the mirror answered (wmirror_outcome) */
 	/* the checkpoint of an fd or mapped response, kept open (with its
 	 * read lease) until the response is done */
 	struct wck *hold;
@@ -168,26 +169,41 @@ void wcache_set_mirror(struct wcache *c, struct wmirror *m);
 /* ---- mirror.c ---------------------------------------------------------- */
 
 struct wmirror;
-struct wmirror *wmirror_new(const struct wserve_options *o);
+/* The mirror of o->upstream into s; a request waits for a fetch at most
+ * header_timeout seconds. */
+struct wmirror *wmirror_new(const struct wserve_options *o, wstore_store *s,
+			    unsigned header_timeout);
+/* Stops the mirror (wmirror_stop) and waits for its fetches to end. */
 void wmirror_free(struct wmirror *m);
 /*
- * The checkpoint id for (repo, rev) imported from the upstream (one
- * import however many ask at once), or remembered from an earlier one
- * while the upstream fails.  WSTORE_ENOTFOUND for a repository not
- * allowed or not on the upstream; other errors with wmirror_error()
- * saying why.
+ * The checkpoint id for (repo, rev) as the upstream names it (see
+ * mirror.c): 1 when the name is not the mirror's (not a canonical Hub
+ * repository id, not allowed: the caller resolves it in the store
+ * alone); 0 with *out_id; WSTORE_EBUSY while its fetch still runs after
+ * the wait (503 with Retry-After); WSTORE_ENOTFOUND when the upstream
+ * has no such name; other errors with wmirror_error() saying why.
  */
-int wmirror_get(char **out_id, struct wmirror *m, wstore_store *s,
-		const char *repo, const char *rev);
+int wmirror_get(char **out_id, struct wmirror *m, const char *repo,
+		const char *rev);
 /* A name the store answered (counted in /metrics). */
 void wmirror_hit(struct wmirror *m);
-/* The server stops: imports under way are canceled (within about a
+/* The server stops: fetches under way are canceled (within about a
  * second; their clients get the error) and no new one starts.  Any
  * thread; m may be NULL. */
 void wmirror_stop(struct wmirror *m);
+/* Forget refs unused for an hour (they stay in the store). */
+void wmirror_sweep(struct wmirror *m);
 /* Why this thread's last wmirror_get failed, "" if it did not. */
 const char *wmirror_error(void);
 void wmirror_error_clear(void);
+/* How this thread's last name was answered: "hit", "fetch" (waited for
+ * the upstream), "refresh" (served while the upstream is asked again), or
+ * NULL (not through the mirror). */
+const char *wmirror_outcome(void);
+/* 1 when repo is a Hub repository id: ORG/NAME, each part 1 to 96 of
+ * [A-Za-z0-9._-], not starting or ending with '.' or '-', no ".." or
+ * "--". */
+int wmirror_repo_canonical(const char *repo);
 /* The mirror's /metrics lines (malloc'ed), NULL without one. */
 char *wmirror_metrics_text(struct wmirror *m);
 

@@ -25,7 +25,8 @@ static const char help[] =
 	"                    [--tls-cert FILE --tls-key FILE\n"
 	"                     [--tls-key-password-file FILE]]\n"
 	"                    [--upstream URL [--upstream-allow PATTERN]...\n"
-	"                     [--upstream-token-file FILE]]\n"
+	"                     [--upstream-token-file FILE]\n"
+	"                     [--upstream-refresh SECONDS]]\n"
 	"\n"
 	"Serve the store read-only over HTTP with the Hugging Face Hub's\n"
 	"download protocol: point HF_ENDPOINT at it and Hub clients (vLLM,\n"
@@ -65,13 +66,19 @@ static const char help[] =
 	"                        first line (config key\n"
 	"                        serve_tls_key_password_file)\n"
 	"  --upstream URL        a pull-through mirror of this Hub server: a\n"
-	"                        name the store lacks is imported from it\n"
-	"                        (once, however many clients ask), then served\n"
+	"                        commit the store lacks is imported from it\n"
+	"                        (once, however many clients ask), then served;\n"
+	"                        a branch or tag is served at the commit the\n"
+	"                        upstream last named for it\n"
 	"  --upstream-allow PATTERN\n"
 	"                        only repositories matching (fnmatch; repeat;\n"
 	"                        default every one) go upstream\n"
 	"  --upstream-token-file FILE\n"
 	"                        the token sent to the upstream (first line)\n"
+	"  --upstream-refresh SECONDS\n"
+	"                        ask the upstream again what a branch or tag\n"
+	"                        names once this old (default 60; config key\n"
+	"                        serve_upstream_refresh)\n"
 	"\n"
 	"Endpoints: /api/models/{repo}[/revision/{rev}], /api/models/{repo}/tree/\n"
 	"{rev}[/{path}], /api/models/{repo}/refs, /{repo}/resolve/{rev}/{path},\n"
@@ -149,9 +156,11 @@ static int parse_args(struct wserve_options *o, const wstore_config *cfg,
 		{ "upstream", required_argument, NULL, 'U' },
 		{ "upstream-allow", required_argument, NULL, 'A' },
 		{ "upstream-token-file", required_argument, NULL, 'T' },
+		{ "upstream-refresh", required_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
+	const char *v;
 	double n;
 	int ch;
 
@@ -161,6 +170,10 @@ static int parse_args(struct wserve_options *o, const wstore_config *cfg,
 	o->tls_key = wstore_config_get(cfg, "serve_tls_key");
 	o->tls_key_password_file =
 		wstore_config_get(cfg, "serve_tls_key_password_file");
+	if ((v = wstore_config_get(cfg, "serve_upstream_refresh")) &&
+	    parse_number(&o->upstream_refresh, "serve_upstream_refresh", v, 1,
+			 86400))
+		return EXIT_USAGE;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (ch) {
@@ -210,6 +223,12 @@ static int parse_args(struct wserve_options *o, const wstore_config *cfg,
 			if (read_token(&token, optarg))
 				return EXIT_USAGE;
 			o->upstream_token = token;
+			break;
+		case 'R':
+			if (parse_number(&o->upstream_refresh,
+					 "--upstream-refresh", optarg, 1,
+					 86400))
+				return EXIT_USAGE;
 			break;
 		case 'h': fputs(help, stdout); return -1;
 		default: return wfront_bad_option(ch, argv, "serve", opts);

@@ -1,46 +1,95 @@
 /*
- * mirror.c - `wstore serve --upstream URL`: a pull-through mirror.  A
- * name (repository, revision) the store cannot resolve is imported from
- * the upstream Hub server with wstore_import_hub (each file streamed into
- * the store and checked against the upstream's hash before the checkpoint
- * is READY), then served from the store like any other.
+ * mirror.c - `wstore serve --upstream URL`: a pull-through mirror of a Hub
+ * server.  What the mirror serves is what the upstream names:
  *
- * Single flight: requests for the same name while its import runs wait
- * for that import instead of starting their own, so any number of
- * clients asking a cold mirror at once cause one upstream fetch of each
- * file.  Clients only ever get READY checkpoints: a file that failed
- * verification is never served.
+ *  - a commit id is served from the checkpoint imported at that commit
+ *    (wstore_import_hub records the upstream's commit as the revision,
+ *    and wstore_manifest_commit reports it), imported on first request;
+ *  - a branch or tag is served at the commit the upstream last named for
+ *    it.  That is kept durably in the store (wstore_ref_write: one record
+ *    per repository) and in a bounded table here; once it is older than
+ *    --upstream-refresh seconds the next request asks the upstream again
+ *    in the background, while the known commit keeps serving.  A new
+ *    commit is imported, and the branch moves to it only once it is
+ *    READY; a request for another revision never touches it.  Upstream
+ *    down: the last known commit keeps serving, also after a restart
+ *    (the record is in the store).
  *
- * Names the upstream resolved are remembered (repository, revision ->
- * checkpoint id; a revision such as "main" is not recorded in the store,
- * whose manifests carry the upstream's commit): while the upstream is
- * down, the mirror answers them from what it holds.  Only repositories
- * matching an --upstream-allow pattern (fnmatch; none given: every one)
- * go upstream.
+ * Fetches run in threads of their own ("flights"), one per (repository,
+ * revision) however many ask: a request that has nothing to serve yet
+ * waits for its flight at most the header timeout, then gets 503 with
+ * Retry-After (the flight goes on), so a slow upstream never holds
+ * connection slots for longer than a client that has not sent its
+ * headers may.  At most FLIGHTS_MAX run at once.
  *
- * When the server stops, imports under way are canceled through their
- * progress callback (asked about once a second also while no byte comes),
- * so that a held or slow upstream never holds up the drain.
+ * Names: a repository goes upstream only when it is a Hub repository id
+ * (ORG/NAME, each part [A-Za-z0-9._-], as the Hub allows) and matches an
+ * --upstream-allow pattern (fnmatch; none given: every one).  The name
+ * matched is the one received, percent-decoded (parse.c), and checked
+ * canonical first: a name that could mean something else once pasted
+ * into a URL ("org/x?-public") is refused, never matched.
+ *
+ * The state here is bounded (REFS_MAX refs in a hash table, dropped after
+ * REF_IDLE_S unused; they stay in the store) and no lock is held while
+ * the store or the upstream is asked.  When the server stops, flights are
+ * canceled through their progress callbacks (asked about once a second
+ * also while no byte comes) and wmirror_free waits for their threads.
  */
 #include <errno.h>
-#include <inttypes.h>
 #include <fnmatch.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "http.h"
 
+#define FLIGHTS_MAX 64
+#define REFS_MAX 4096
+#define BUCKETS 256
+#define REF_IDLE_S 3600.0
+/* Hub repository ids: each part at most this long */
+#define NAME_PART_MAX 96
+
 struct flight {
 	struct flight *next;
-	char *repo, *rev;
-	int done, rc, known, waiters;
-	char *id;
+	char *repo, *rev; /* rev: a branch, tag or 40-hex commit */
+	int refs;	  /* the thread, and each waiter */
+	int done, rc, linked;
+	char *id; /* the checkpoint, when rc is 0 */
 	char msg[512];
+	struct wmirror *m;
 };
 
-/* why this thread's last name failed upstream ("" when it did not) */
+/* What the mirror knows of a branch or tag. */
+struct ref {
+	struct ref *next;
+	char *repo, *rev;
+	char commit[WSTORE_COMMIT_LEN + 1]; /* "" unknown */
+	int64_t asked_ms; /* when the upstream named it (wall clock) */
+	double tried;	  /* when it was last asked (monotonic), or 0 */
+	double used;	  /* last request (monotonic) */
+};
+
+struct wmirror {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	const struct wserve_options *o;
+	wstore_store *s;
+	double wait_s, refresh_s;
+	struct flight *flights[BUCKETS];
+	struct ref *refs[BUCKETS];
+	unsigned nflights, nrefs, threads;
+	atomic_uint_fast64_t hits, misses, fetches, failures, bytes, busy;
+	atomic_uint_fast64_t refresh_same, refresh_moved, refresh_failed;
+	atomic_uint_fast64_t upstream_requests;
+	atomic_int stopping;
+};
+
+/* why this thread's last name failed upstream ("" when it did not), and
+ * how the mirror answered it (for the access log) */
 static _Thread_local char mirror_error[512];
+static _Thread_local const char *mirror_outcome;
 
 const char *wmirror_error(void)
 {
@@ -50,24 +99,148 @@ const char *wmirror_error(void)
 void wmirror_error_clear(void)
 {
 	mirror_error[0] = '\0';
+	mirror_outcome = NULL;
 }
 
-struct remembered {
-	struct remembered *next;
-	char *repo, *rev, *id;
-};
+const char *wmirror_outcome(void)
+{
+	return mirror_outcome;
+}
 
-struct wmirror {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	const struct wserve_options *o;
-	struct flight *flights;
-	struct remembered *names;
-	atomic_uint_fast64_t hits, misses, fetches, failures, bytes;
-	atomic_int stopping;
-};
+static unsigned bucket(const char *repo, const char *rev)
+{
+	uint32_t h = 2166136261u;
 
-struct wmirror *wmirror_new(const struct wserve_options *o)
+	for (const char *p = repo; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	h = (h ^ 0xffu) * 16777619u;
+	for (const char *p = rev; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	return h % BUCKETS;
+}
+
+static int is_commit(const char *rev)
+{
+	return strlen(rev) == WSTORE_COMMIT_LEN &&
+	       strspn(rev, "0123456789abcdef") == WSTORE_COMMIT_LEN;
+}
+
+/* ---- names ---------------------------------------------------------------
+ */
+
+static int part_ok(const char *s, size_t n)
+{
+	if (n == 0 || n > NAME_PART_MAX || s[0] == '.' || s[0] == '-' ||
+	    s[n - 1] == '.' || s[n - 1] == '-')
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+		      c == '-'))
+			return 0;
+		if (i && (c == '.' || c == '-') && s[i - 1] == c)
+			return 0;
+	}
+	return 1;
+}
+
+int wmirror_repo_canonical(const char *repo)
+{
+	const char *slash = strchr(repo, '/');
+
+	return slash && !strchr(slash + 1, '/') &&
+	       part_ok(repo, (size_t)(slash - repo)) &&
+	       part_ok(slash + 1, strlen(slash + 1));
+}
+
+/* A revision that may go upstream: UTF-8 (checked by the caller), no
+ * control character, at most 255 bytes. */
+static int rev_ok(const char *rev)
+{
+	if (strlen(rev) > 255)
+		return 0;
+	for (const unsigned char *p = (const unsigned char *)rev; *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			return 0;
+	return 1;
+}
+
+static int allowed(const struct wmirror *m, const char *repo)
+{
+	const char *const *a = m->o->upstream_allow;
+
+	if (!wmirror_repo_canonical(repo))
+		return 0;
+	if (!a || !a[0])
+		return 1;
+	for (; *a; a++)
+		if (fnmatch(*a, repo, FNM_PERIOD) == 0)
+			return 1;
+	return 0;
+}
+
+/* ---- the table of refs ---------------------------------------------------
+ */
+
+static void ref_free(struct ref *r)
+{
+	free(r->repo);
+	free(r->rev);
+	free(r);
+}
+
+/* The entry of (repo, rev), made when missing and room is left (NULL
+ * otherwise); m->mu held. */
+static struct ref *ref_get(struct wmirror *m, const char *repo, const char *rev,
+			   int make)
+{
+	unsigned b = bucket(repo, rev);
+	struct ref *r;
+
+	for (r = m->refs[b]; r; r = r->next)
+		if (!strcmp(r->repo, repo) && !strcmp(r->rev, rev))
+			return r;
+	if (!make || m->nrefs >= REFS_MAX || !(r = calloc(1, sizeof(*r))))
+		return NULL;
+	if (!(r->repo = strdup(repo)) || !(r->rev = strdup(rev))) {
+		ref_free(r);
+		return NULL;
+	}
+	r->next = m->refs[b];
+	m->refs[b] = r;
+	m->nrefs++;
+	return r;
+}
+
+void wmirror_sweep(struct wmirror *m)
+{
+	double now = wclock_mono_s();
+
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->mu);
+	for (unsigned b = 0; b < BUCKETS; b++)
+		for (struct ref **p = &m->refs[b]; *p;) {
+			struct ref *r = *p;
+
+			if (now - r->used < REF_IDLE_S) {
+				p = &r->next;
+				continue;
+			}
+			*p = r->next;
+			ref_free(r);
+			m->nrefs--;
+		}
+	pthread_mutex_unlock(&m->mu);
+}
+
+/* ---- lifecycle -----------------------------------------------------------
+ */
+
+struct wmirror *wmirror_new(const struct wserve_options *o, wstore_store *s,
+			    unsigned header_timeout)
 {
 	struct wmirror *m = calloc(1, sizeof(*m));
 
@@ -77,40 +250,58 @@ struct wmirror *wmirror_new(const struct wserve_options *o)
 	wclock_cond_init(&m->cv);
 	atomic_init(&m->stopping, 0);
 	m->o = o;
+	m->s = s;
+	m->wait_s = header_timeout ? header_timeout : 10;
+	m->refresh_s = o->upstream_refresh > 0 ? o->upstream_refresh : 60;
 	return m;
+}
+
+void wmirror_stop(struct wmirror *m)
+{
+	if (!m)
+		return;
+	atomic_store(&m->stopping, 1);
+	pthread_mutex_lock(&m->mu);
+	pthread_cond_broadcast(&m->cv);
+	pthread_mutex_unlock(&m->mu);
 }
 
 void wmirror_free(struct wmirror *m)
 {
 	if (!m)
 		return;
-	while (m->names) {
-		struct remembered *r = m->names;
+	wmirror_stop(m);
+	/* flights cancel within about a second: their threads use the
+	 * store, which the caller frees next */
+	pthread_mutex_lock(&m->mu);
+	while (m->threads)
+		pthread_cond_wait(&m->cv, &m->mu);
+	pthread_mutex_unlock(&m->mu);
+	for (unsigned b = 0; b < BUCKETS; b++)
+		while (m->refs[b]) {
+			struct ref *r = m->refs[b];
 
-		m->names = r->next;
-		free(r->repo);
-		free(r->rev);
-		free(r->id);
-		free(r);
-	}
+			m->refs[b] = r->next;
+			ref_free(r);
+		}
 	pthread_mutex_destroy(&m->mu);
 	pthread_cond_destroy(&m->cv);
 	free(m);
 }
 
-static int allowed(const struct wmirror *m, const char *repo)
+void wmirror_hit(struct wmirror *m)
 {
-	const char *const *a = m->o->upstream_allow;
-
-	if (!a || !a[0])
-		return 1;
-	for (; *a; a++)
-		if (fnmatch(*a, repo, 0) == 0)
-			return 1;
-	return 0;
+	if (!m)
+		return;
+	atomic_fetch_add(&m->hits, 1);
+	mirror_outcome = "hit";
 }
 
-/* progress of an import: the bytes it took from the upstream */
+/* ---- flights -------------------------------------------------------------
+ */
+
+/* progress of an import: the bytes it took from the upstream; the server
+ * stopping cancels it */
 struct took {
 	uint64_t last;
 	struct wmirror *m;
@@ -130,213 +321,404 @@ static int on_progress(uint64_t done, uint64_t total, const char *path,
 	return atomic_load(&t->m->stopping);
 }
 
-static void remember(struct wmirror *m, const char *repo, const char *rev,
-		     const char *id)
+static void hub_options(wstore_hub_options *ho, const struct wmirror *m,
+			const char *repo, const char *rev)
 {
-	struct remembered *r;
-
-	for (r = m->names; r; r = r->next)
-		if (!strcmp(r->repo, repo) && !strcmp(r->rev, rev)) {
-			char *nid = strdup(id);
-
-			if (nid) {
-				free(r->id);
-				r->id = nid;
-			}
-			return;
-		}
-	if (!(r = calloc(1, sizeof(*r))))
-		return;
-	r->repo = strdup(repo);
-	r->rev = strdup(rev);
-	r->id = strdup(id);
-	if (!r->repo || !r->rev || !r->id) {
-		free(r->repo);
-		free(r->rev);
-		free(r->id);
-		free(r);
-		return;
-	}
-	r->next = m->names;
-	m->names = r;
+	ho->endpoint = m->o->upstream;
+	ho->token = m->o->upstream_token;
+	ho->repo = repo;
+	ho->revision = rev;
 }
 
-static char *recalled(struct wmirror *m, const char *repo, const char *rev)
-{
-	for (struct remembered *r = m->names; r; r = r->next)
-		if (!strcmp(r->repo, repo) && !strcmp(r->rev, rev))
-			return strdup(r->id);
-	return NULL;
-}
-
-/* The import itself (no lock held). */
-static int fetch(struct flight *f, struct wmirror *m, wstore_store *s)
+/* Import commit of f's repository (the checkpoint id into f->id). */
+static int import_commit(struct flight *f, const char *commit)
 {
 	wstore_import_options io = WSTORE_IMPORT_OPTIONS_INIT;
 	wstore_hub_options ho = WSTORE_HUB_OPTIONS_INIT;
-	struct took t = { 0, m };
+	struct took t = { 0, f->m };
 	int rc;
 
 	io.model_id = f->repo;
 	io.progress = on_progress;
 	io.progress_ctx = &t;
-	ho.endpoint = m->o->upstream;
-	ho.token = m->o->upstream_token;
-	ho.repo = f->repo;
-	ho.revision = f->rev;
-	if (atomic_load(&m->stopping)) {
-		snprintf(f->msg, sizeof(f->msg), "the server is stopping");
-		return WSTORE_ECANCELED;
-	}
-	atomic_fetch_add(&m->fetches, 1);
-	rc = wstore_import_hub(&f->id, s, &io, &ho);
+	hub_options(&ho, f->m, f->repo, commit);
+	atomic_fetch_add(&f->m->fetches, 1);
+	rc = wstore_import_hub(&f->id, f->m->s, &io, &ho);
 	if (rc < 0) {
-		atomic_fetch_add(&m->failures, 1);
+		atomic_fetch_add(&f->m->failures, 1);
+		snprintf(f->msg, sizeof(f->msg), "upstream: %s",
+			 wstore_last_error());
+		free(f->id);
+		f->id = NULL;
+	}
+	return rc;
+}
+
+/* The commit the upstream names for f's branch or tag. */
+static int ask_upstream(struct flight *f, char commit[WSTORE_COMMIT_LEN + 1])
+{
+	wstore_hub_options ho = WSTORE_HUB_OPTIONS_INIT;
+	struct took t = { 0, f->m };
+	int rc;
+
+	hub_options(&ho, f->m, f->repo, f->rev);
+	atomic_fetch_add(&f->m->upstream_requests, 1);
+	rc = wstore_hub_commit(commit, WSTORE_COMMIT_LEN + 1, &ho, on_progress,
+			       &t);
+	if (rc < 0) {
+		atomic_fetch_add(&f->m->refresh_failed, 1);
 		snprintf(f->msg, sizeof(f->msg), "upstream: %s",
 			 wstore_last_error());
 	}
 	return rc;
 }
 
-static struct flight *find_flight(struct wmirror *m, const char *repo,
-				  const char *rev)
+/* f's branch or tag names commit, READY in the store: in the table and
+ * the store's record; counted as a refresh that moved it or not. */
+static void record(struct flight *f, const char *commit)
 {
-	for (struct flight *f = m->flights; f; f = f->next)
-		if (!strcmp(f->repo, repo) && !strcmp(f->rev, rev))
-			return f;
-	return NULL;
+	struct wmirror *m = f->m;
+	int64_t now = wclock_wall_ms();
+	int moved = 0, known = 0;
+	struct ref *r;
+
+	pthread_mutex_lock(&m->mu);
+	if ((r = ref_get(m, f->repo, f->rev, 1))) {
+		known = r->commit[0] != '\0';
+		moved = strcmp(r->commit, commit) != 0;
+		memcpy(r->commit, commit, WSTORE_COMMIT_LEN + 1);
+		r->asked_ms = now;
+		r->used = wclock_mono_s();
+	}
+	pthread_mutex_unlock(&m->mu);
+	if (known)
+		atomic_fetch_add(moved ? &m->refresh_moved : &m->refresh_same,
+				 1);
+	if (wstore_ref_write(m->s, f->repo, f->rev, commit, now) < 0)
+		fprintf(stderr, "wstore serve: %s\n", wstore_last_error());
 }
 
-static void drop_flight(struct wmirror *m, struct flight *f)
+/* The flight's work: the commit (asked of the upstream for a branch or
+ * tag), its checkpoint (imported unless the store has it). */
+static int flight_work(struct flight *f)
 {
-	for (struct flight **p = &m->flights; *p; p = &(*p)->next)
-		if (*p == f) {
-			*p = f->next;
-			break;
-		}
+	char commit[WSTORE_COMMIT_LEN + 1];
+	int known = 0, rc = 0;
+
+	if (is_commit(f->rev))
+		memcpy(commit, f->rev, sizeof(commit));
+	else if ((rc = ask_upstream(f, commit)) < 0)
+		return rc;
+	rc = wstore_resolve(&f->id, &known, f->m->s, f->repo, commit);
+	if (rc == WSTORE_ENOTFOUND)
+		rc = import_commit(f, commit);
+	else if (rc < 0)
+		snprintf(f->msg, sizeof(f->msg), "%s", wstore_last_error());
+	if (rc == 0 && !is_commit(f->rev))
+		record(f, commit);
+	return rc;
+}
+
+static void flight_free(struct flight *f)
+{
 	free(f->repo);
 	free(f->rev);
 	free(f->id);
 	free(f);
 }
 
-/* Join the flight of (repo, rev), starting it if there is none; its
- * result copied out once it lands. */
-static int fly(char **out_id, struct wmirror *m, wstore_store *s,
-	       const char *repo, const char *rev)
+static void unlink_flight(struct wmirror *m, struct flight *f)
 {
-	struct flight *f;
-	int rc, mine = 0;
+	unsigned b = bucket(f->repo, f->rev);
+
+	for (struct flight **p = &m->flights[b]; *p; p = &(*p)->next)
+		if (*p == f) {
+			*p = f->next;
+			m->nflights--;
+			break;
+		}
+	f->linked = 0;
+}
+
+static void *flight_run(void *arg)
+{
+	struct flight *f = arg;
+	struct wmirror *m = f->m;
+	int rc = flight_work(f);
 
 	pthread_mutex_lock(&m->mu);
-	if (!(f = find_flight(m, repo, rev))) {
-		if (!(f = calloc(1, sizeof(*f))) || !(f->repo = strdup(repo)) ||
-		    !(f->rev = strdup(rev))) {
-			pthread_mutex_unlock(&m->mu);
-			if (f) {
-				free(f->repo);
-				free(f);
-			}
-			return -ENOMEM;
+	f->rc = rc;
+	f->done = 1;
+	/* the next request after this one starts afresh */
+	unlink_flight(m, f);
+	m->threads--;
+	if (--f->refs == 0)
+		flight_free(f);
+	pthread_cond_broadcast(&m->cv);
+	pthread_mutex_unlock(&m->mu);
+	return NULL;
+}
+
+/* The flight of (repo, rev), started when there is none; m->mu held.
+ * NULL with mirror_error set when none can start. */
+static struct flight *flight_get(struct wmirror *m, const char *repo,
+				 const char *rev, int *err)
+{
+	unsigned b = bucket(repo, rev);
+	struct flight *f;
+	pthread_attr_t at;
+
+	for (f = m->flights[b]; f; f = f->next)
+		if (!strcmp(f->repo, repo) && !strcmp(f->rev, rev))
+			return f;
+	*err = WSTORE_EBUSY;
+	if (atomic_load(&m->stopping)) {
+		snprintf(mirror_error, sizeof(mirror_error),
+			 "the server is stopping");
+		return NULL;
+	}
+	if (m->nflights >= FLIGHTS_MAX) {
+		atomic_fetch_add(&m->busy, 1);
+		snprintf(mirror_error, sizeof(mirror_error),
+			 "%d fetches from the upstream run already: retry",
+			 FLIGHTS_MAX);
+		return NULL;
+	}
+	*err = -ENOMEM;
+	if (!(f = calloc(1, sizeof(*f))) || !(f->repo = strdup(repo)) ||
+	    !(f->rev = strdup(rev))) {
+		if (f)
+			flight_free(f);
+		return NULL;
+	}
+	f->m = m;
+	f->refs = 1;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	{
+		pthread_t t;
+
+		if (pthread_create(&t, &at, flight_run, f) != 0) {
+			pthread_attr_destroy(&at);
+			flight_free(f);
+			return NULL;
 		}
-		f->next = m->flights;
-		m->flights = f;
-		mine = 1;
 	}
-	f->waiters++;
-	if (mine) {
+	pthread_attr_destroy(&at);
+	f->linked = 1;
+	f->next = m->flights[b];
+	m->flights[b] = f;
+	m->nflights++;
+	m->threads++;
+	return f;
+}
+
+/*
+ * Join or start the flight of (repo, rev) and wait for it at most wait_s
+ * seconds (0: not at all).  0 with *out_id (out_id may be NULL when not
+ * waiting); WSTORE_EBUSY with mirror_error saying so while it still runs
+ * (the caller answers 503 with Retry-After); its error otherwise.
+ */
+static int fly(char **out_id, struct wmirror *m, const char *repo,
+	       const char *rev, double wait_s)
+{
+	struct timespec dl = wclock_deadline_in((uint64_t)(wait_s * 1000));
+	struct flight *f;
+	int rc = 0;
+
+	pthread_mutex_lock(&m->mu);
+	if (!(f = flight_get(m, repo, rev, &rc)) || wait_s <= 0) {
 		pthread_mutex_unlock(&m->mu);
-		rc = fetch(f, m, s);
-		pthread_mutex_lock(&m->mu);
-		f->rc = rc;
-		f->done = 1;
-		if (rc == 0 && f->id)
-			remember(m, repo, rev, f->id);
-		pthread_cond_broadcast(&m->cv);
+		return f ? 0 : rc;
 	}
-	while (!f->done)
-		pthread_cond_wait(&m->cv, &m->mu);
-	rc = f->rc;
-	*out_id = rc == 0 && f->id ? strdup(f->id) : NULL;
-	if (rc == 0 && !*out_id)
-		rc = -ENOMEM;
-	if (rc < 0)
+	f->refs++;
+	while (!f->done && !atomic_load(&m->stopping) &&
+	       wclock_cond_wait_until(&m->cv, &m->mu, &dl) != ETIMEDOUT)
+		;
+	if (!f->done) {
+		rc = WSTORE_EBUSY;
+		snprintf(mirror_error, sizeof(mirror_error),
+			 atomic_load(&m->stopping)
+				 ? "the server is stopping"
+				 : "the upstream fetch of '%s' at '%s' is "
+				   "still running: retry",
+			 repo, rev);
+	} else if ((rc = f->rc) == 0) {
+		if (!(*out_id = strdup(f->id ? f->id : "")))
+			rc = -ENOMEM;
+	} else {
 		snprintf(mirror_error, sizeof(mirror_error), "%s", f->msg);
-	if (--f->waiters == 0)
-		drop_flight(m, f);
+	}
+	if (--f->refs == 0)
+		flight_free(f);
 	pthread_mutex_unlock(&m->mu);
 	return rc;
 }
 
-void wmirror_stop(struct wmirror *m)
+/* ---- names to checkpoints ------------------------------------------------
+ */
+
+static int by_commit(char **out_id, struct wmirror *m, const char *repo,
+		     const char *commit)
 {
-	if (m)
-		atomic_store(&m->stopping, 1);
+	int known = 0, rc = wstore_resolve(out_id, &known, m->s, repo, commit);
+
+	if (rc == 0) {
+		wmirror_hit(m);
+		return 0;
+	}
+	if (rc != WSTORE_ENOTFOUND)
+		return rc;
+	atomic_fetch_add(&m->misses, 1);
+	mirror_outcome = "fetch";
+	return fly(out_id, m, repo, commit, m->wait_s);
 }
 
-void wmirror_hit(struct wmirror *m)
+/* What the mirror knows of (repo, rev): from the table, else from the
+ * store's record (then kept in the table); *stale when it is time to ask
+ * the upstream again (marked asked, so one request asks). */
+static int known_ref(char commit[WSTORE_COMMIT_LEN + 1], int *stale,
+		     struct wmirror *m, const char *repo, const char *rev)
 {
-	if (m)
-		atomic_fetch_add(&m->hits, 1);
+	double now = wclock_mono_s();
+	int64_t asked = 0;
+	struct ref *r;
+	int rc = 0;
+
+	commit[0] = '\0';
+	pthread_mutex_lock(&m->mu);
+	r = ref_get(m, repo, rev, 0);
+	if (r)
+		memcpy(commit, r->commit, WSTORE_COMMIT_LEN + 1);
+	pthread_mutex_unlock(&m->mu);
+	if (!r) {
+		rc = wstore_ref_read(commit, WSTORE_COMMIT_LEN + 1, &asked,
+				     m->s, repo, rev);
+		if (rc < 0 && rc != WSTORE_ENOTFOUND)
+			return rc;
+		rc = 0;
+	}
+	pthread_mutex_lock(&m->mu);
+	if ((r = ref_get(m, repo, rev, 1))) {
+		if (!r->commit[0] && commit[0]) {
+			memcpy(r->commit, commit, WSTORE_COMMIT_LEN + 1);
+			r->asked_ms = asked;
+		}
+		r->used = now;
+		*stale = (double)(wclock_wall_ms() - r->asked_ms) / 1000.0 >=
+				 m->refresh_s &&
+			 (r->tried == 0 || now - r->tried >= m->refresh_s);
+		if (*stale)
+			r->tried = now;
+	} else {
+		*stale = 1;
+	}
+	pthread_mutex_unlock(&m->mu);
+	return rc;
 }
 
-int wmirror_get(char **out_id, struct wmirror *m, wstore_store *s,
-		const char *repo, const char *rev)
+static int by_ref(char **out_id, struct wmirror *m, const char *repo,
+		  const char *rev)
+{
+	char commit[WSTORE_COMMIT_LEN + 1];
+	int stale = 0, known = 0, rc = known_ref(commit, &stale, m, repo, rev);
+
+	if (rc < 0)
+		return rc;
+	if (commit[0]) {
+		rc = wstore_resolve(out_id, &known, m->s, repo, commit);
+		if (rc == 0) {
+			wmirror_hit(m);
+			/* asked again in the background; this request
+			 * gets what is known */
+			if (stale && fly(NULL, m, repo, rev, 0) == 0)
+				mirror_outcome = "refresh";
+			mirror_error[0] = '\0';
+			return 0;
+		}
+		if (rc != WSTORE_ENOTFOUND)
+			return rc;
+	}
+	atomic_fetch_add(&m->misses, 1);
+	mirror_outcome = "fetch";
+	return fly(out_id, m, repo, rev, m->wait_s);
+}
+
+int wmirror_get(char **out_id, struct wmirror *m, const char *repo,
+		const char *rev)
 {
 	const char *r = rev && *rev && strcmp(rev, "HEAD") ? rev : "main";
-	char *id = NULL;
-	int rc;
 
 	*out_id = NULL;
 	/* a checkpoint id (no '/') is this store's own name, never the
 	 * upstream's */
-	if (!strchr(repo, '/') || !allowed(m, repo))
-		return WSTORE_ENOTFOUND;
-	atomic_fetch_add(&m->misses, 1);
-	rc = fly(out_id, m, s, repo, r);
-	if (rc == 0 || rc == WSTORE_ENOTFOUND)
-		return rc;
-	/* the upstream is down or failing: what the mirror holds */
-	pthread_mutex_lock(&m->mu);
-	id = recalled(m, repo, r);
-	pthread_mutex_unlock(&m->mu);
-	if (id) {
-		*out_id = id;
-		return 0;
-	}
-	return rc;
+	if (!allowed(m, repo) || !rev_ok(r))
+		return 1;
+	return is_commit(r) ? by_commit(out_id, m, repo, r)
+			    : by_ref(out_id, m, repo, r);
 }
+
+/* ---- /metrics ------------------------------------------------------------
+ */
+
+struct counter {
+	const char *name, *help;
+	atomic_uint_fast64_t *v;
+};
 
 char *wmirror_metrics_text(struct wmirror *m)
 {
+	const struct counter cs[] = {
+		{ "mirror_hits_total", "Names the store answered (--upstream).",
+		  &m->hits },
+		{ "mirror_misses_total",
+		  "Names the store could not answer yet: asked of the "
+		  "upstream.",
+		  &m->misses },
+		{ "mirror_fetches_total",
+		  "Imports from the upstream started (one per commit however "
+		  "many asked).",
+		  &m->fetches },
+		{ "mirror_failures_total",
+		  "Imports from the upstream that "
+		  "failed.",
+		  &m->failures },
+		{ "mirror_busy_total",
+		  "Requests answered 503 because too many fetches ran.",
+		  &m->busy },
+		{ "upstream_bytes_total", "File bytes taken from the upstream.",
+		  &m->bytes },
+		{ "upstream_ref_requests_total",
+		  "Questions to the upstream about the commit of a branch or "
+		  "tag.",
+		  &m->upstream_requests },
+		{ "mirror_refresh_same_total",
+		  "Refreshes that found a branch or tag where it was.",
+		  &m->refresh_same },
+		{ "mirror_refresh_moved_total",
+		  "Refreshes that moved a branch or tag to a new commit.",
+		  &m->refresh_moved },
+		{ "mirror_refresh_failed_total",
+		  "Questions about a branch or tag the upstream did not "
+		  "answer.",
+		  &m->refresh_failed },
+	};
 	char *out = NULL;
+	size_t len = 0;
+	FILE *f;
 
-	if (m &&
-	    asprintf(&out,
-		     "# HELP wstore_serve_mirror_hits_total Names the store "
-		     "answered (--upstream).\n"
-		     "# TYPE wstore_serve_mirror_hits_total counter\n"
-		     "wstore_serve_mirror_hits_total %" PRIuFAST64 "\n"
-		     "# HELP wstore_serve_mirror_misses_total Names asked of "
-		     "the upstream.\n"
-		     "# TYPE wstore_serve_mirror_misses_total counter\n"
-		     "wstore_serve_mirror_misses_total %" PRIuFAST64 "\n"
-		     "# HELP wstore_serve_mirror_fetches_total Imports from "
-		     "the upstream started (one per name however many "
-		     "asked).\n"
-		     "# TYPE wstore_serve_mirror_fetches_total counter\n"
-		     "wstore_serve_mirror_fetches_total %" PRIuFAST64 "\n"
-		     "# HELP wstore_serve_mirror_failures_total Imports from "
-		     "the upstream that failed.\n"
-		     "# TYPE wstore_serve_mirror_failures_total counter\n"
-		     "wstore_serve_mirror_failures_total %" PRIuFAST64 "\n"
-		     "# HELP wstore_serve_upstream_bytes_total File bytes "
-		     "taken from the upstream.\n"
-		     "# TYPE wstore_serve_upstream_bytes_total counter\n"
-		     "wstore_serve_upstream_bytes_total %" PRIuFAST64 "\n",
-		     atomic_load(&m->hits), atomic_load(&m->misses),
-		     atomic_load(&m->fetches), atomic_load(&m->failures),
-		     atomic_load(&m->bytes)) < 0)
-		out = NULL;
+	if (!m || !(f = open_memstream(&out, &len)))
+		return NULL;
+	for (size_t i = 0; i < sizeof(cs) / sizeof(*cs); i++)
+		fprintf(f,
+			"# HELP wstore_serve_%s %s\n"
+			"# TYPE wstore_serve_%s counter\n"
+			"wstore_serve_%s %" PRIuFAST64 "\n",
+			cs[i].name, cs[i].help, cs[i].name, cs[i].name,
+			atomic_load(cs[i].v));
+	if (fclose(f) != 0) {
+		free(out);
+		return NULL;
+	}
 	return out;
 }

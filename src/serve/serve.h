@@ -41,6 +41,9 @@ struct wserve_options {
 	const char *upstream;
 	const char *upstream_token;
 	const char *const *upstream_allow;
+	/* seconds after which a branch or tag is asked of the upstream
+	 * again; 0 = 60 */
+	double upstream_refresh;
 };
 
 /*

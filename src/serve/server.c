@@ -346,10 +346,11 @@ static void log_request(struct wserve *sv, struct MHD_Connection *c,
 				  addr, sizeof(addr));
 	}
 	pthread_mutex_lock(&sv->log_mu);
-	fprintf(stderr, "%s %s %s %u %llu %.1fms%s\n", addr, m ? m : "-",
+	fprintf(stderr, "%s %s %s %u %llu %.1fms%s%s%s\n", addr, m ? m : "-",
 		url ? url : "-", r->status, (unsigned long long)bytes,
 		(wclock_mono_s() - r->start) * 1000.0,
-		broken ? " (incomplete)" : "");
+		broken ? " (incomplete)" : "", r->mirror ? " mirror=" : "",
+		r->mirror ? r->mirror : "");
 	pthread_mutex_unlock(&sv->log_mu);
 	free(url);
 	free(m);
@@ -560,6 +561,7 @@ static void wait_for_stop(struct wserve *sv, const sigset_t *sigs)
 		if (sig < 0 && errno != EAGAIN && errno != EINTR)
 			return;
 		wcache_sweep(sv->cache);
+		wmirror_sweep(sv->mirror);
 	}
 }
 
@@ -602,7 +604,8 @@ int wserve_run(wstore_store *store, const struct wserve_options *o)
 	wmetrics_init(&sv.m);
 	pthread_mutex_init(&sv.log_mu, NULL);
 	if (!(sv.cache = wcache_new(store, o->cache_seconds)) ||
-	    (o->upstream && !(sv.mirror = wmirror_new(o)))) {
+	    (o->upstream &&
+	     !(sv.mirror = wmirror_new(o, store, sv.header_timeout)))) {
 		close(fd);
 		teardown(&sv);
 		return 1;

@@ -186,12 +186,16 @@ check_exit "429 twice, 500 twice, then OK: imported" 0 fake --checkpoint-id retr
 check_grep "... 429 retried (3 requests)" '^3$' "$(fakehub_gets "$SHARD")"
 check_grep "... 500 retried (3 requests)" '^3$' "$(fakehub_gets config.json)"
 check "... verify passes" ws model verify retry
+# (gone, so that the next import fetches every file rather than reuse them)
+ws model delete retry > /dev/null 2>&1
 
 fakehub_ctl "{\"cut_once\": [\"$SHARD\", \"z.bin\"]}"
 check_exit "transfers cut once: imported" 0 fake --checkpoint-id cut1
 check_grep "... resumed with a Range from where it stopped" \
 	"resolve/[0-9a-f]*/$SHARD bytes=[1-9][0-9]*-" "$(cat "$LOG")"
 check "... verify passes" ws model verify cut1
+# (gone, so that the next import fetches every file rather than reuse them)
+ws model delete cut1 > /dev/null 2>&1
 fakehub_ctl '{"cut": ["z.bin"]}'
 check_exit "a transfer cut every time: error after the retries" 1 \
 	fake --checkpoint-id cut2 --retries 2
@@ -207,6 +211,8 @@ if grep -q '^cdn .* auth$' "$LOG"; then
 	tap_not_ok "... the token was not sent to it" "$(grep '^cdn' "$LOG")"
 else tap_ok "... the token was not sent to it"; fi
 check "... verify passes" ws model verify redir
+# (gone, so that the next import fetches every file rather than reuse them)
+ws model delete redir > /dev/null 2>&1
 
 fakehub_ctl '{"slow": ["z.bin"]}'
 t0=$(date +%s)

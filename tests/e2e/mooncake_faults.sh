@@ -10,6 +10,10 @@
 #    reclaims every one (waiting out a half-written one); re-import after a
 #    kill succeeds and verifies;
 #  - the storage node killed mid-import: one clear line, never READY;
+#  - the way to the master cut (a forwarder stopped) for 10 s mid-pull:
+#    the pull completes with the right bytes (failed RPCs are retried);
+#  - CLI commands leave no client registered on the metadata server, and
+#    a fixed client name can be used by one command after another;
 #  - a mount daemon on Mooncake serves the bytes and unmounts on SIGTERM;
 #    Python iter_tensors reads a checkpoint.
 # Starts its own cluster (tests/lib/mooncake.sh; the master discards a
@@ -198,6 +202,66 @@ if kill_mid_put_retry h2; then
 else
 	tap_not_ok "an import was caught in the middle of a put"
 fi
+
+# ---- the master cut off for 10 s mid-pull -----------------------------------
+# The pull reaches the master through a forwarder (tests/fleet/proxy.py, no
+# delay, no loss) that is stopped (SIGSTOP) for 10 s: the pull's master
+# RPCs time out (command_timeout_ms, 3 s here, so that every RPC caught by
+# the cut times out rather than outlast it by a hair), while the
+# master itself and its storage node carry on (stopping the master would
+# make it drop the node: --client_ttl=3 here).  The pull retries failed
+# RPCs for up to WSTORE_MOONCAKE_TRANSFER_WAIT_MS (30 s) and completes.
+pxport=$(_mc_port 41)
+python3 "$HERE/fleet/proxy.py" 127.0.0.1 "$pxport" 127.0.0.1 \
+	"${WSTORE_MASTER_SERVER_ADDR##*:}" 0 0 > "$T/px.log" 2>&1 &
+pxpid=$!
+check "master cut: the forwarder listens" wait_for 10 grep -q listening "$T/px.log"
+WSTORE_MASTER_SERVER_ADDR=127.0.0.1:$pxport WSTORE_COMMAND_TIMEOUT_MS=3000 \
+	WSTORE_FAULTS=delay=300 \
+	"$W" --store fault+mooncake model pull k2 --dest "$T/mp" --jobs 1 \
+	> "$T/mp.out" 2>&1 &
+pid=$!
+check "master cut: the pull started" wait_for 30 test -d "$T/mp"
+kill -STOP "$pxpid"
+running=0
+kill -0 "$pid" 2>/dev/null && running=1
+sleep 10 # the length of the cut, not a wait for something
+kill -CONT "$pxpid"
+wait "$pid"
+rc=$?
+kill -TERM "$pxpid"
+wait "$pxpid" 2>/dev/null
+check "master cut: the pull was running when the cut began" test $running = 1
+check "master cut: the pull across a 10 s cut completes ($rc: $(head -c 300 "$T/mp.out"))" \
+	test "$rc" = 0
+check "master cut: with the source's bytes" cmp "$T/mp/big.bin" "$SRC/big.bin"
+
+# ---- no stale client left on the metadata server ------------------------------
+# name_of FILE: the client name (HOST:PORT) a --verbose command logged
+name_of() {
+	sed -n 's/.*parseHostNameWithPort. server_name: \([^ ]*\) port: \([0-9]*\).*/\1:\2/p' "$1" | head -1
+}
+# registered NAME: the HTTP status of NAME's rpc_meta key (200, or 404 once
+# gone; 000 if the server cannot be reached, which counts as stale)
+registered() {
+	curl -s -o /dev/null -w '%{http_code}' \
+		"$WSTORE_METADATA_SERVER?key=mooncake%2Frpc_meta%2F$(printf '%s' "$1" | sed 's/:/%3A/g')"
+}
+stale=0
+names=""
+for i in 1 2 3 4; do
+	ws --verbose model list > "$T/name$i.out" 2>&1
+	n=$(name_of "$T/name$i.out")
+	names="$names $n"
+	[ -n "$n" ] && [ "$(registered "$n")" = 404 ] || stale=$((stale + 1))
+done
+check "4 CLI commands leave no client registered (names:$names; stale $stale)" \
+	test $stale = 0
+fixed=127.0.0.1:$(( $(_mc_port 31) ))
+check_exit "a fixed client name ($fixed): a first command" 0 env \
+	WSTORE_LOCAL_HOSTNAME=$fixed "$W" --store mooncake model list
+check_exit "the same name: a second command (no duplicate left)" 0 env \
+	WSTORE_LOCAL_HOSTNAME=$fixed "$W" --store mooncake model list
 
 # ---- mount and Python on Mooncake -------------------------------------------
 if [ -c /dev/fuse ]; then

@@ -91,7 +91,7 @@ killed() { # killed RC LABEL: count a kill point that really killed
 k=1
 ok=1
 last=0
-while [ "$k" -le "$((nchunks + 14))" ]; do
+while [ "$k" -le "$((nchunks + 16))" ]; do
 	wf "crash=$k" model import --checkpoint-id ci --model-id M --source "$SRC" \
 		--chunk-size $CS --jobs 1 >/dev/null 2>&1
 	rc=$?
@@ -110,7 +110,7 @@ while [ "$k" -le "$((nchunks + 14))" ]; do
 done
 IMPORT_KILLS=$KILLS
 [ $ok = 1 ] && tap_ok "import killed at each of $IMPORT_KILLS calls (1..$last): never READY and broken, gc leaves 0 orphans, re-run succeeds"
-check "the import loop reached past the last call ($last < $((nchunks + 14)))" test "$last" -lt "$((nchunks + 14))"
+check "the import loop reached past the last call ($last < $((nchunks + 16)))" test "$last" -lt "$((nchunks + 16))"
 
 # ---- crash at every call of an import, then delete alone ------------------
 # no gc here: the intent record written before the first chunk is what
@@ -123,7 +123,7 @@ left_of() { # left_of ID: keys of ID and its intent record still in the store
 k=1
 ok=1
 seen_intent=0
-while [ "$k" -le "$((nchunks + 14))" ]; do
+while [ "$k" -le "$((nchunks + 16))" ]; do
 	wf "crash=$k" model import --checkpoint-id cx --model-id M --source "$SRC" \
 		--chunk-size $CS --jobs 1 >/dev/null 2>&1
 	rc=$?

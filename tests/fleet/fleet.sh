@@ -22,7 +22,10 @@
 #  - with Mooncake installed, a master and 3 storage nodes in the server
 #    namespace, replica_num 2: a storage node SIGKILLed while the nodes
 #    pull, and every pull completes with the source's bytes (failed
-#    transfers are retried until the master drops the dead node).
+#    transfers are retried until the master drops the dead node); a node
+#    cut off for 10 s mid-pull, and its pull completes (failed master
+#    RPCs are retried too); a run of CLI commands leaves no client
+#    registered on the metadata server.
 # Needs root, iproute2 and redis-server (and Mooncake for the last case);
 # without them each case counts as skipped.  The full bed with measurements is bench/fleet/run.sh (make fleet).
 #   BUILD=build sh tests/fleet/fleet.sh
@@ -49,7 +52,7 @@ if [ -z "$why" ]; then
 fi
 if [ -n "$why" ]; then
 	for c in "concurrent pulls" "master kill" "node cut-off" "serve node kill" "detour" \
-	    "mooncake node kill"; do
+	    "mooncake node kill" "mooncake cut-off" "mooncake names"; do
 		tap_skip "$c" "$why"
 	done
 	tap_done
@@ -299,8 +302,53 @@ check "detour: the proxy carried the pulls' connections" \
 # every command with replica_num 2: a pull's lease object needs the second
 # replica as much as the chunks do
 mc() { _mk=$1; shift; bed_mc "$_mk" env WSTORE_REPLICA_NUM=2 "$@"; }
+
+# node 1 cut off for 10 s mid-pull: its master RPCs fail or time out
+# (-900, -901) and its transfers fail (-800) while the link is down; both
+# are retried for up to WSTORE_MOONCAKE_TRANSFER_WAIT_MS (30 s), so the
+# pull completes (before master RPCs were retried it failed with one line,
+# "rpc to mooncake master ... timed out")
+mc_cut_case() {
+	rm -rf "$T/mcut"
+	mc 1 env WSTORE_FAULTS=delay=40 "$W" --store fault+mooncake model pull fl \
+		--dest "$T/mcut" --jobs 2 > "$T/mcut.out" 2>&1 &
+	_cp=$!
+	check "mooncake cut-off: the pull started" wait_for 60 test -d "$T/mcut"
+	check "mooncake cut-off: node 1's link goes down" bed_cut 1
+	_running=0
+	kill -0 $_cp 2>/dev/null && _running=1
+	sleep 10 # the cut itself: 10 s
+	check "mooncake cut-off: node 1's link comes back" bed_mend 1
+	wait_exit 120 $_cp
+	_rc=$?
+	echo "#   mooncake cut-off pull: exit $_rc: $(tail -1 "$T/mcut.out")"
+	check "mooncake cut-off: the pull was running when the link went down" \
+		test $_running = 1
+	check "mooncake cut-off: the pull across a 10 s cut completes ($_rc)" test $_rc = 0
+	check "mooncake cut-off: with the source's bytes" same_tree "$T/mcut"
+}
+
+# a run of CLI commands leaves no client registered on the metadata
+# server: each command's client name (HOST:PORT, from Mooncake's log with
+# --verbose) is asked for once the command has exited (404: gone)
+mc_names_case() {
+	_stale=0 _names=""
+	for _i in 1 2 3 4; do
+		mc 2 "$W" --verbose --store mooncake model list > "$T/mcn$_i.out" 2>&1
+		_n=$(sed -n 's/.*parseHostNameWithPort. server_name: \([^ ]*\) port: \([0-9]*\).*/\1%3A\2/p' \
+			"$T/mcn$_i.out" | head -1)
+		_names="$_names $_n"
+		_code=$(bed_node 2 curl -s -o /dev/null -w '%{http_code}' \
+			"$BED_MC_META?key=mooncake%2Frpc_meta%2F$_n")
+		[ -n "$_n" ] && [ "$_code" = 404 ] || _stale=$((_stale + 1))
+	done
+	check "mooncake: 4 CLI commands leave no client registered (${_names# }; stale $_stale)" \
+		test $_stale = 0
+}
 if ! bed_mc_installed; then
-	tap_skip "mooncake node kill" "Mooncake is not installed in $BED_MC_HOME"
+	for c in "mooncake node kill" "mooncake cut-off" "mooncake names"; do
+		tap_skip "$c" "Mooncake is not installed in $BED_MC_HOME"
+	done
 elif BED_MC_SEGMENT="256 MB" bed_mooncake; then
 	tap_ok "mooncake: a master and 3 storage nodes in the server namespace"
 	check_exit "mooncake: import $SIZE MiB, replica_num 2" 0 mc 1 "$W" \
@@ -331,6 +379,8 @@ elif BED_MC_SEGMENT="256 MB" bed_mooncake; then
 	check "mooncake node kill: each pull completes or fails with one line" test $rc = 0
 	check "mooncake node kill: every pull completes with the source's bytes ($n_ok of $N)" \
 		test "$n_ok" = "$N"
+	mc_cut_case
+	mc_names_case
 else
 	tap_not_ok "mooncake: a master and 3 storage nodes in the server namespace"
 fi

@@ -15,9 +15,9 @@
  * put_from rate the same way.  LOCAL is this client's address (Mooncake's
  * local_hostname), e.g. the fleet node's own.  Exit 0: all read at the
  * first round; 3: all read at a later round; 1: never.
- * Build: cc -O2 -o mc_replica tests/fleet/mc_replica.c -ldl
+ * Build: cc -O2 -Ibench -o mc_replica tests/fleet/mc_replica.c
+ * bench/mc_client.c -ldl
  */
-#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,42 +25,9 @@
 #include <time.h>
 #include <unistd.h>
 
-struct rcfg {
-	size_t replica_num;
-	int with_soft_pin;
-	int with_hard_pin;
-	const char **preferred_segments;
-	size_t preferred_segments_count;
-};
+#include "mc_client.h" /* bench/ */
 
-struct api {
-	void *(*create)(void);
-	int (*setup)(void *, const char *, const char *, uint64_t, uint64_t,
-		     const char *, const char *, const char *);
-	int (*put_from)(void *, const char *, void *, size_t,
-			const struct rcfg *);
-	int64_t (*get_into)(void *, const char *, void *, size_t);
-	int (*reg)(void *, void *, size_t);
-};
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void *sym(void *dl, const char *name)
-{
-	void *p = dlsym(dl, name);
-
-	if (!p) {
-		fprintf(stderr, "mc_replica: no symbol '%s'\n", name);
-		exit(1);
-	}
-	return p;
-}
+#define now_s mcc_now
 
 static void fill(unsigned char *v, size_t len, int k)
 {
@@ -68,10 +35,10 @@ static void fill(unsigned char *v, size_t len, int k)
 		v[i] = (unsigned char)((size_t)k + i);
 }
 
-static int put_all(struct api *a, void *h, char **argv, unsigned char *v,
+static int put_all(struct mc_client *a, void *h, char **argv, unsigned char *v,
 		   size_t len, int count)
 {
-	struct rcfg cfg = { strtoul(argv[9], NULL, 10), 0, 1, NULL, 0 };
+	struct mcc_rcfg cfg = { strtoul(argv[9], NULL, 10), 0, 1, NULL, 0 };
 	char key[256];
 
 	double busy = 0;
@@ -95,7 +62,7 @@ static int put_all(struct api *a, void *h, char **argv, unsigned char *v,
 }
 
 /* one round: how many objects read back whole; the first error code */
-static int get_round(struct api *a, void *h, const char *prefix,
+static int get_round(struct mc_client *a, void *h, const char *prefix,
 		     unsigned char *v, unsigned char *want, size_t len,
 		     int count, int64_t *err, double *busy)
 {
@@ -119,7 +86,7 @@ static int get_round(struct api *a, void *h, const char *prefix,
 	return ok;
 }
 
-static int get_all(struct api *a, void *h, char **argv, unsigned char *v,
+static int get_all(struct mc_client *a, void *h, char **argv, unsigned char *v,
 		   size_t len, int count)
 {
 	unsigned char *want = malloc(len);
@@ -147,8 +114,8 @@ static int get_all(struct api *a, void *h, char **argv, unsigned char *v,
 
 int main(int argc, char **argv)
 {
-	struct api a;
-	void *dl, *h;
+	struct mc_client a;
+	void *h;
 	unsigned char *v;
 	size_t len;
 	int count, rc;
@@ -160,22 +127,9 @@ int main(int argc, char **argv)
 	}
 	count = atoi(argv[7]);
 	len = strtoull(argv[8], NULL, 10) << 20;
-	dl = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-	if (!dl) {
-		fprintf(stderr, "mc_replica: %s\n", dlerror());
+	if (mcc_open(&a, "mc_replica", argv[1], argv[2], argv[3], argv[4]) != 0)
 		return 1;
-	}
-	*(void **)&a.create = sym(dl, "mooncake_store_create");
-	*(void **)&a.setup = sym(dl, "mooncake_store_setup");
-	*(void **)&a.put_from = sym(dl, "mooncake_store_put_from");
-	*(void **)&a.get_into = sym(dl, "mooncake_store_get_into");
-	*(void **)&a.reg = sym(dl, "mooncake_store_register_buffer");
-	h = a.create();
-	if (!h || a.setup(h, argv[4], argv[3], 0, 128u << 20, "tcp", "",
-			  argv[2]) != 0) {
-		fprintf(stderr, "mc_replica: setup failed\n");
-		return 1;
-	}
+	h = a.h;
 	v = aligned_alloc(4096, len);
 	if (!v || a.reg(h, v, len) != 0) {
 		fprintf(stderr, "mc_replica: register failed\n");

@@ -27,6 +27,11 @@ counts below start over whenever its content changes:
   hold         [PATH...]  these files are never answered (the request
                           waits until the client goes away)
   slow         [PATH...]  these files send 1 byte, then stall
+  commits      {COMMIT: DIR}  more commits of org/fake, each the files
+                          under its DIR (COMMIT: 40 hex digits)
+  refs         {REF: COMMIT}  what each branch or tag names (default:
+                          every revision names the commit of DIR)
+  down         true: every request is answered 503
 """
 import hashlib
 import json
@@ -62,17 +67,28 @@ def control():
     return json.loads(text)
 
 
-def files():
+def commit_dir(c, rev):
+    """(commit, directory) that revision rev names, or (None, None)."""
+    commits = c.get("commits", {})
+    rev = c.get("refs", {}).get(rev, rev)
+    if rev in commits:
+        return rev, commits[rev]
+    if c.get("refs") and rev != COMMIT:
+        return None, None
+    return COMMIT, DIR
+
+
+def files(d=DIR):
     out = []
-    for root, _, names in os.walk(DIR):
+    for root, _, names in os.walk(d):
         for n in names:
-            p = os.path.relpath(os.path.join(root, n), DIR)
+            p = os.path.relpath(os.path.join(root, n), d)
             out.append(p)
     return sorted(out)
 
 
-def entry(path):
-    data = open(os.path.join(DIR, path), "rb").read()
+def entry(path, d=DIR):
+    data = open(os.path.join(d, path), "rb").read()
     e = {"type": "file", "path": path, "size": len(data)}
     if path.endswith(".safetensors"):
         sha = hashlib.sha256(data).hexdigest()
@@ -124,25 +140,36 @@ class Hub(BaseHTTPRequestHandler):
         tok = c.get("token")
         if tok and self.server_name == "hub" and self.headers.get("Authorization") != "Bearer " + tok:
             return self.error(401, "", "Invalid credentials in Authorization header")
+        if c.get("down"):
+            return self.reply(503, b"down")
         path = urlparse(self.path).path
         api = "/api/models/" + REPO + "/"
         if path.startswith("/api/models/") and not path.startswith(api):
             return self.error(404, "RepoNotFound", "Repository not found")
-        if path.startswith(api + "revision/"):
-            sib = [{"rfilename": p} for p in files()]
-            return self.reply(200, json.dumps({"id": REPO, "sha": COMMIT,
-                                               "siblings": sib}).encode())
-        if path.startswith(api + "tree/"):
-            return self.reply(200, json.dumps([entry(p) for p in files()]).encode())
+        for verb in ("revision/", "tree/"):
+            if path.startswith(api + verb):
+                rev = unquote(path[len(api + verb):].split("/", 1)[0])
+                commit, d = commit_dir(c, rev)
+                if not commit:
+                    return self.error(404, "RevisionNotFound",
+                                      "Invalid rev id: " + rev)
+                if verb == "tree/":
+                    return self.reply(200, json.dumps(
+                        [entry(p, d) for p in files(d)]).encode())
+                sib = [{"rfilename": p} for p in files(d)]
+                return self.reply(200, json.dumps(
+                    {"id": REPO, "sha": commit, "siblings": sib}).encode())
         pre = "/" + REPO + "/resolve/"
         if not path.startswith(pre):
             return self.error(404, "RepoNotFound", "Repository not found")
-        rel = unquote(path[len(pre):].split("/", 1)[1])
-        if rel not in files():
+        rev, rel = path[len(pre):].split("/", 1)
+        rel = unquote(rel)
+        commit, d = commit_dir(c, unquote(rev))
+        if not commit or rel not in files(d):
             return self.error(404, "EntryNotFound", "Entry not found")
-        self.send_file(c, rel)
+        self.send_file(c, rel, d)
 
-    def send_file(self, c, rel):
+    def send_file(self, c, rel, d=DIR):
         if rel in c.get("hold", []):
             time.sleep(3600)
         n = self.nth(rel)
@@ -154,7 +181,7 @@ class Hub(BaseHTTPRequestHandler):
                 and self.server_name == "hub"):
             return self.reply(302, b"", [("Location", "http://127.0.0.1:%d%s"
                                           % (CDN_PORT[0], self.path))])
-        data = bytearray(open(os.path.join(DIR, rel), "rb").read())
+        data = bytearray(open(os.path.join(d, rel), "rb").read())
         if rel in c.get("corrupt", []) and data:
             data[len(data) // 2] ^= 0xFF
         start = 0

@@ -27,6 +27,8 @@ CHECK_COUNTERS;
 	X(test_backend_mem) \
 	X(test_backend_fault) \
 	X(test_whole_layouts) \
+	X(test_reuse_chunks) \
+	X(test_reuse_file_store) \
 	X(test_store) \
 	X(test_durable) \
 	X(test_thread_start_blocks_signals) \
@@ -53,6 +55,7 @@ CHECK_COUNTERS;
 	X(test_pull_resume) \
 	X(test_pull_not_ready) \
 	X(test_resolve) \
+	X(test_hubrefs) \
 	X(test_core_index_nomem) \
 	X(test_core_reported_sizes) \
 	X(test_core_source_fifo) \

@@ -37,7 +37,7 @@ static void test_set_get(void)
 
 	while (keys[n])
 		n++;
-	CHECK_EQ_INT(n, 26);
+	CHECK_EQ_INT(n, 27);
 	CHECK_EQ_INT(wstore_config_new(&c), 0);
 	/* chunk_size: a size from 1 byte to 4 GiB */
 	CHECK_EQ_INT(wstore_config_set(c, "chunk_size", "4GiB"), 0);
@@ -74,6 +74,10 @@ static void test_set_get(void)
 	}
 	CHECK_STR(wstore_config_get(c, "replica_num"), "3");
 	CHECK_EQ_INT(wstore_config_set(c, "replica_num", NULL), 0);
+	/* a mirror's refresh: whole seconds, at least 1 */
+	CHECK_EQ_INT(wstore_config_set(c, "serve_upstream_refresh", "0"),
+		     WSTORE_EINVAL);
+	CHECK_EQ_INT(wstore_config_set(c, "serve_upstream_refresh", "60"), 0);
 	/* non-integer keys take any string */
 	CHECK_EQ_INT(wstore_config_set(c, "rdma_devices", ""), 0);
 	CHECK_STR(wstore_config_get(c, "rdma_devices"), "");

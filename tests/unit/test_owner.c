@@ -23,6 +23,7 @@
 #include "backends/helpers.h"
 #include "error.h"
 #include "lock.h"
+#include "names.h"
 #include "owner.h"
 #include "store.h"
 #include "unit.h"
@@ -262,6 +263,65 @@ static void test_lock_stale_race(void)
 	wstore_free(s);
 }
 
+/*
+ * Two takers of one stale record (stores without update): only the one
+ * whose claim on it is kept may remove it.  A live taker's claim makes the
+ * next back off and leaves the record; a dead taker's claim is claimed in
+ * turn, and the takeover then removes every claim.
+ */
+static void test_lock_stale_claim(void)
+{
+	wstore_backend *b = NULL;
+	wstore_store *s = NULL;
+	wstore__held *h = NULL;
+	wstore__owner dead, live;
+	char k1[WSTORE__KEY_MAX], k2[WSTORE__KEY_MAX], *cur = NULL;
+	const char *lk = "weight/locks/models/y";
+	char *rec, *claim;
+	size_t n = 0;
+
+	/* write-once, as Mooncake: a second put keeps the first record */
+	if (wstore_backend_mem_new(&b, WSTORE_BACKEND_WRITE_ONCE) != 0 ||
+	    wstore_open_backend(&s, b) != 0) {
+		CHECK(!"cannot open a mem store");
+		return;
+	}
+	b->update = NULL;
+	b->put_new = NULL;
+	wstore__owner_self(&dead);
+	dead.pid = dead_pid();
+	wstore__owner_self(&live);
+	rec = record(&dead, 1, 1);
+	CHECK_EQ_INT(b->put(b, lk, rec, strlen(rec)), 0);
+	wstore__lock_claim_key(k1, "models/y", rec, strlen(rec));
+	/* another live taker has claimed the record: back off, keep it */
+	claim = record(&live, wclock_wall_ms() / 1000,
+		       wclock_wall_ms() + 60000);
+	CHECK_EQ_INT(b->put(b, k1, claim, strlen(claim)), 0);
+	CHECK_EQ_INT(wstore__lock(s, "models/y", &h), WSTORE_EBUSY);
+	CHECK(h == NULL);
+	CHECK_EQ_INT(wstore__get_alloc(s, lk, &cur, &n), 0);
+	CHECK(cur && n == strlen(rec) && !memcmp(cur, rec, n));
+	free(cur);
+	cur = NULL;
+	free(claim);
+	/* that taker died before removing it: its claim is claimed */
+	claim = record(&dead, 2, 2); /* not the record's bytes */
+	CHECK_EQ_INT(b->remove(b, k1, 1), 0);
+	CHECK_EQ_INT(b->put(b, k1, claim, strlen(claim)), 0);
+	wstore__lock_claim_key(k2, "models/y", claim, strlen(claim));
+	CHECK_EQ_INT(wstore__lock(s, "models/y", &h), 0);
+	CHECK_EQ_INT(wstore__get_alloc(s, k1, &cur, &n), WSTORE_ENOTFOUND);
+	CHECK_EQ_INT(wstore__get_alloc(s, k2, &cur, &n), WSTORE_ENOTFOUND);
+	CHECK_EQ_INT(wstore__get_alloc(s, lk, &cur, &n), 0);
+	CHECK(cur && strstr(cur, "\"token\":\"0123\"") == NULL);
+	free(cur);
+	wstore__unlock(s, h);
+	free(claim);
+	free(rec);
+	wstore_free(s);
+}
+
 /* ---- lock waits are bounded ------------------------------------------------
  */
 
@@ -393,6 +453,7 @@ void test_owner(void)
 	test_tags();
 	test_lock_records();
 	test_lock_stale_race();
+	test_lock_stale_claim();
 	test_lock_wait_bounded();
 	test_flock_wait_bounded();
 	test_range_errors();

@@ -19,7 +19,8 @@
 #include "util.h"
 #include "unit.h"
 
-static char *src_dir(void)
+/* A folder holding config.json with text in it. */
+static char *src_dir_with(const char *text)
 {
 	char *dir = unit_tmpdir(), path[4096];
 	FILE *fp;
@@ -28,10 +29,15 @@ static char *src_dir(void)
 	fp = fopen(path, "wb");
 	CHECK(fp != NULL);
 	if (fp) {
-		fputs("{\"a\":1}\n", fp);
+		fputs(text, fp);
 		fclose(fp);
 	}
 	return dir;
+}
+
+static char *src_dir(void)
+{
+	return src_dir_with("{\"a\":1}\n");
 }
 
 static int import(wstore_store *s, const char *id, const char *model,
@@ -167,15 +173,39 @@ static void resolve_with_failing_reads(const char *src)
 	free(dir);
 }
 
+/* The commit id depends on the content alone: the folder imported into
+ * another store under another checkpoint id has the id want; a Hub
+ * commit recorded as revision is the commit id itself. */
+static void content_ids(const char *src, const char *want)
+{
+	const char *hub = "28e17a60f1b1ad1a8b2ab10d9c3f2d7e6b9c0a11";
+	char got[41] = "";
+	wstore_store *s = NULL;
+
+	CHECK_EQ_INT(wstore_open_url(&s, "mem://"), 0);
+	CHECK_EQ_INT(import(s, "elsewhere", "org/tiny", "main", src), 0);
+	commit_of(got, s, "elsewhere");
+	CHECK_STR(got, want);
+	CHECK_EQ_INT(import(s, "at-hub", "org/tiny", hub, src), 0);
+	commit_of(got, s, "at-hub");
+	CHECK_STR(got, hub);
+	/* another model id, same bytes: another id */
+	CHECK_EQ_INT(import(s, "renamed", "org/tiny2", "main", src), 0);
+	commit_of(got, s, "renamed");
+	CHECK(strcmp(got, want) != 0);
+	wstore_free(s);
+}
+
 void test_resolve(void)
 {
-	char *src = src_dir(), c_old[41], c_new[41], c_v2[41], again[41];
+	char *src = src_dir(), *src2 = src_dir_with("{\"a\":2}\n");
+	char c_old[41], c_new[41], c_v2[41], again[41];
 	wstore_store *s = NULL;
 	wstore_manifest *m = NULL;
 
 	CHECK_EQ_INT(wstore_open_url(&s, "mem://"), 0);
 	CHECK_EQ_INT(import(s, "tiny-a", "org/tiny", "main", src), 0);
-	CHECK_EQ_INT(import(s, "tiny-b", "org/tiny", "main", src), 0);
+	CHECK_EQ_INT(import(s, "tiny-b", "org/tiny", "main", src2), 0);
 	CHECK_EQ_INT(import(s, "tiny-v2", "org/tiny", "v2", src), 0);
 	CHECK_EQ_INT(import(s, "other", "org/other", "main", src), 0);
 	/* tiny-a newest by time, though "tiny-b" sorts after it: time
@@ -198,6 +228,7 @@ void test_resolve(void)
 		CHECK_EQ_INT(wstore_manifest_commit(again, 40, m),
 			     WSTORE_ERANGE);
 	wstore_manifest_free(m);
+	content_ids(src, c_new);
 
 	/* model id + revision: the newest wins; HEAD, "" and NULL = main */
 	expect(s, "org/tiny", "main", "tiny-a", 1);
@@ -243,4 +274,6 @@ void test_resolve(void)
 	resolve_with_failing_reads(src);
 	unit_rmtree(src);
 	free(src);
+	unit_rmtree(src2);
+	free(src2);
 }

@@ -7,9 +7,9 @@
  * declared here from Mooncake's C API as docs/mooncake.md lists it;
  * nothing is copied from Mooncake.
  *
- * This file holds what the backend does once open (the callbacks, the
- * registered buffer pool, the waits); mooncake_open.c loads the library
- * and makes the client, and mooncake.h holds what the two share.
+ * This file holds what the backend does once open (the callbacks and
+ * their waits); mooncake_open.c loads the library and makes the client,
+ * and mooncake.h holds what the backend's files share.
  *
  * Semantics relied on (docs/mooncake.md, "What wstore relies on"):
  *  - put is write-once, so the backend is WRITE_ONCE with no upsert: the
@@ -24,262 +24,28 @@
  *  - a key whose put is in progress answers -703; one whose writer died
  *    stays so until the master discards the write (see unstick);
  *  - a dead storage node fails transfers (-800) until the master drops
- *    it: they are retried for up to 30 s ($WSTORE_MOONCAKE_TRANSFER_WAIT_MS,
- *    see transfer_again);
+ *    it, and a master that is cut off or stalled fails RPCs (-900, -901):
+ *    both are retried for up to 30 s ($WSTORE_MOONCAKE_TRANSFER_WAIT_MS,
+ *    see transfer_again), so that a 10 s cut does not fail a command;
  *  - setup retries an unreachable master for ~90 s: a bounded TCP connect
  *    to it comes first (mc_probe_master);
  *  - glog writes to stderr: raised to FATAL after dlopen (mc_logging).
  * Signals are the executables' business (Py_IsInitialized,
  * src/common/embed.c).
  *
- * Buffers: put_from and get_into move data from and to buffers registered
- * with the client, and registering is costly (RDMA memory registration),
- * so it is done once per buffer.  The backend keeps a pool of registered
- * buffers, one in use per concurrent call: a call takes one (growing it,
- * with unregister + register, when it is too small), copies the caller's
- * data in (put) or out (get), and gives it back.  The copy costs a memcpy
- * per chunk (far cheaper than the network: docs/performance.md), and
- * spares us from registering caller buffers whose lifetime we cannot
- * know.  The pool holds at most as many buffers as there were calls at
- * once.  Callers
- * that keep chunk buffers for a whole import or pull get registered ones
- * from buf_alloc instead, and put and get use those in place.
+ * Buffers: put_from and get_into need registered memory; the pool of
+ * registered buffers is in mooncake_pool.c.  The client's end at exit
+ * (taking its name off the metadata server) is in mooncake_exit.c.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 
 #include "../../common/clock.h"
 #include "mooncake.h"
-
-#define MC_BUF_MIN (1u << 20)
-#define MC_HUGE ((size_t)2 << 20) /* a transparent huge page */
-
-/* ---- errors ------------------------------------------------------------ */
-
-/* Turn a negative Mooncake code from operation what ("read", ...) on key
- * into a wstore code and message. */
-static int mc_fail(struct mc_backend *b, int64_t rc, const char *what,
-		   const char *key)
-{
-	const char *m = b->master;
-
-	switch (rc) {
-	case MC_NOT_FOUND:
-		return wstore__err(WSTORE_ENOTFOUND,
-				   "mooncake object '%s' not found", key);
-	case MC_EXISTS:
-		return wstore__err(WSTORE_EEXISTS,
-				   "mooncake object '%s' already exists", key);
-	case MC_LEASED:
-		return wstore__err(WSTORE_EBUSY,
-				   "object '%s' is leased (in use); "
-				   "retry later",
-				   key);
-	case MC_REPLICA_NOT_READY:
-		return wstore__err(WSTORE_EBUSY,
-				   "object '%s' is still being written; "
-				   "retry later",
-				   key);
-	case MC_LEASE_EXPIRED:
-		return wstore__err(WSTORE_EBUSY,
-				   "cannot %s '%s': the read took longer than "
-				   "the master's lease (default_kv_lease_ttl); "
-				   "retry later",
-				   what, key);
-	case MC_TRANSFER_FAIL:
-		return wstore__err(WSTORE_EUNAVAIL,
-				   "cannot %s '%s': transfer to a mooncake "
-				   "storage node failed (is the node down? "
-				   "master '%s')",
-				   what, key, m);
-	case MC_RPC_FAIL:
-		return wstore__err(WSTORE_EUNAVAIL,
-				   "cannot %s '%s': rpc to mooncake master "
-				   "'%s' failed",
-				   what, key, m);
-	case MC_RPC_TIMEOUT:
-		return wstore__err(WSTORE_EUNAVAIL,
-				   "cannot %s '%s': rpc to mooncake master "
-				   "'%s' timed out",
-				   what, key, m);
-	case MC_NO_SPACE:
-		return wstore__err(-ENOSPC,
-				   "cannot %s '%s': no space in mooncake "
-				   "store (master '%s'): no storage node, or "
-				   "the pool is full",
-				   what, key, m);
-	case MC_INVALID_PARAMS:
-		return wstore__err(WSTORE_EINVAL,
-				   "cannot %s '%s': mooncake refused the "
-				   "request (invalid parameters, -600)",
-				   what, key);
-	}
-	return wstore__err(-EIO,
-			   "cannot %s '%s': mooncake error %" PRId64
-			   " (master '%s')",
-			   what, key, rc, m);
-}
-
-/* ---- registered buffer pool -------------------------------------------- */
-
-static void buf_drop(struct mc_backend *b, struct mc_buf *x)
-{
-	if (!x)
-		return;
-	if (x->mem) {
-		b->api.unregister_buffer(b->h, x->mem);
-		free(x->mem);
-	}
-	free(x);
-}
-
-/*
- * Memory for a registered buffer.  Big ones are 2 MiB aligned and asked
- * for transparent huge pages: the first touch of fresh memory (the read of
- * a chunk into it) otherwise costs a page fault every 4 KiB, slower than
- * hashing the chunk (docs/performance.md).
- */
-static void *mc_mem_alloc(size_t cap)
-{
-	size_t align = cap >= MC_HUGE ? MC_HUGE : 4096;
-	void *p = NULL;
-
-	if (posix_memalign(&p, align, cap) != 0)
-		return NULL;
-	if (cap >= MC_HUGE)
-		madvise(p, cap, MADV_HUGEPAGE);
-	return p;
-}
-
-/* Make x (cap 0 or registered) a registered buffer of at least need. */
-static int buf_grow(struct mc_backend *b, struct mc_buf *x, size_t need,
-		    const char *key)
-{
-	size_t cap = MC_BUF_MIN;
-	int rc;
-
-	while (cap < need)
-		cap *= 2;
-	if (x->mem) {
-		b->api.unregister_buffer(b->h, x->mem);
-		free(x->mem);
-		x->mem = NULL;
-		x->cap = 0;
-	}
-	if (!(x->mem = mc_mem_alloc(cap))) {
-		return wstore__errc(-ENOMEM,
-				    "cannot allocate a %zu-byte "
-				    "buffer for '%s'",
-				    cap, key);
-	}
-	rc = b->api.register_buffer(b->h, x->mem, cap);
-	if (rc != 0) {
-		free(x->mem);
-		x->mem = NULL;
-		return mc_fail(b, rc, "register a buffer for", key);
-	}
-	x->cap = cap;
-	return 0;
-}
-
-/* Take an idle buffer of at least need bytes (growing one if none is big
- * enough); give it back with buf_put. */
-static int buf_take(struct mc_backend *b, size_t need, struct mc_buf **out,
-		    const char *key)
-{
-	struct mc_buf **pp, *x = NULL;
-	int rc;
-
-	pthread_mutex_lock(&b->lock);
-	for (pp = &b->idle; *pp; pp = &(*pp)->next) {
-		if ((*pp)->cap >= need)
-			break;
-	}
-	if (!*pp && b->idle)
-		pp = &b->idle;
-	if (*pp) {
-		x = *pp;
-		*pp = x->next;
-	}
-	pthread_mutex_unlock(&b->lock);
-	if (!x && !(x = calloc(1, sizeof(*x))))
-		return wstore__errc(-ENOMEM, "cannot read or write '%s'", key);
-	if (x->cap < need && (rc = buf_grow(b, x, need, key)) != 0) {
-		buf_drop(b, x);
-		return rc;
-	}
-	*out = x;
-	return 0;
-}
-
-static void buf_put(struct mc_backend *b, struct mc_buf *x)
-{
-	pthread_mutex_lock(&b->lock);
-	x->next = b->idle;
-	b->idle = x;
-	pthread_mutex_unlock(&b->lock);
-}
-
-/*
- * Buffers handed to the caller (buf_alloc): chunk buffers of an import or
- * a pull that put and get then use in place, with no bounce copy.
- */
-static void *mc_buf_alloc(wstore_backend *wb, size_t size)
-{
-	struct mc_backend *b = (struct mc_backend *)wb;
-	struct mc_buf *x = calloc(1, sizeof(*x));
-
-	/* no buffer is no error: the caller falls back to plain memory */
-	if (!x || buf_grow(b, x, size ? size : 1, "a chunk buffer") != 0) {
-		free(x);
-		return NULL;
-	}
-	pthread_mutex_lock(&b->lock);
-	x->next = b->lent;
-	b->lent = x;
-	pthread_mutex_unlock(&b->lock);
-	return x->mem;
-}
-
-static void mc_buf_free(wstore_backend *wb, void *p)
-{
-	struct mc_backend *b = (struct mc_backend *)wb;
-	struct mc_buf **pp, *x = NULL;
-
-	pthread_mutex_lock(&b->lock);
-	for (pp = &b->lent; *pp; pp = &(*pp)->next)
-		if ((*pp)->mem == p) {
-			x = *pp;
-			*pp = x->next;
-			break;
-		}
-	pthread_mutex_unlock(&b->lock);
-	if (x)
-		buf_drop(b, x);
-	else
-		free(p);
-}
-
-/* Whether [p, p + n) lies in one buffer of buf_alloc's. */
-static int is_lent(struct mc_backend *b, const void *p, size_t n)
-{
-	uintptr_t c = (uintptr_t)p;
-	int found = 0;
-
-	pthread_mutex_lock(&b->lock);
-	for (struct mc_buf *x = b->lent; x && !found; x = x->next) {
-		uintptr_t m = (uintptr_t)x->mem;
-
-		found = c >= m && n <= x->cap && c - m <= x->cap - n;
-	}
-	pthread_mutex_unlock(&b->lock);
-	return found;
-}
 
 /* ---- waiting ----------------------------------------------------------- */
 
@@ -321,9 +87,12 @@ static int wait_more(struct mc_wait *w)
  * A transfer to or from a storage node fails (-800) while that node is
  * dead or stalled, until the master drops it (its client_ttl, 10 s by
  * default): then reads find the surviving replica and puts go to live
- * nodes.  A failed transfer is retried with backoff (50 ms doubling to
- * 1 s) until transfer_wait_ms have passed since the first failure, in
- * wall time (a failing transfer may itself take a while), and never past
+ * nodes.  An RPC to the master fails (-900) or times out (-901,
+ * command_timeout_ms) while the master or the link to it is down or
+ * stalled.  Both pass: a failed call is retried with backoff (50 ms
+ * doubling to 1 s) until transfer_wait_ms have passed since the first
+ * failure, in wall time (a failing call may itself take a while: an RPC
+ * that times out takes command_timeout_ms), and never past
  * wstore_interrupt.
  */
 struct mc_retry {
@@ -335,6 +104,13 @@ struct mc_retry {
 	{                                                                      \
 		0, 50                                                          \
 	}
+
+/* A failure that a retry may get past (see above). */
+static int passing(int64_t rc)
+{
+	return rc == MC_TRANSFER_FAIL || rc == MC_RPC_FAIL ||
+	       rc == MC_RPC_TIMEOUT;
+}
 
 /* After a failed transfer: sleep one step and return 1 to try again, or
  * 0 when the time is up or the caller was interrupted. */
@@ -363,23 +139,30 @@ static int transfer_again(struct mc_backend *b, struct mc_retry *r)
  * A key whose put is in progress answers -703 ("replica not ready") to
  * reads.  Another writer's put finishes within milliseconds, so reads wait
  * it out for up to read_wait_ms; a writer that died leaves the key in that
- * state until the master discards the write (see mc_remove).
+ * state until the master discards the write (see mc_remove).  A failed
+ * master RPC is retried until r's time is up.
  */
-static int64_t size_of(struct mc_backend *b, const char *key)
+static int64_t size_of(struct mc_backend *b, const char *key,
+		       struct mc_retry *r)
 {
 	struct mc_wait w = MC_WAIT(b->read_wait_ms);
 	int64_t n;
 
-	while ((n = b->api.get_size(b->h, key)) == MC_REPLICA_NOT_READY &&
-	       wait_more(&w))
-		;
-	return n;
+	for (;;) {
+		n = b->api.get_size(b->h, key);
+		if (n == MC_REPLICA_NOT_READY && wait_more(&w))
+			continue;
+		if (passing(n) && transfer_again(b, r))
+			continue;
+		return n;
+	}
 }
 
 static int mc_size(wstore_backend *wb, const char *key, uint64_t *out)
 {
 	struct mc_backend *b = (struct mc_backend *)wb;
-	int64_t n = size_of(b, key);
+	struct mc_retry r = MC_RETRY;
+	int64_t n = size_of(b, key, &r);
 
 	if (n < 0)
 		return mc_fail(b, n, "read the size of", key);
@@ -388,10 +171,14 @@ static int mc_size(wstore_backend *wb, const char *key, uint64_t *out)
 }
 
 /*
- * put_from, with failed transfers retried.  Mooncake revokes a put whose
+ * put_from, with passing failures retried.  Mooncake revokes a put whose
  * transfer failed; should the revoke not have reached the master, the key
  * stays "being written" and a new put returns 0 without writing: so a put
- * that succeeded only after a failure is checked to have landed.
+ * that succeeded only after a failure is checked to have landed.  A put
+ * whose answer was lost (an RPC that timed out after the master had
+ * acted) may have landed: after a failure, "exists" with the size written
+ * counts as done (the front end reads back whatever it must be sure of:
+ * lock records).
  */
 static int put_retrying(struct mc_backend *b, const char *key, void *mem,
 			size_t len)
@@ -402,14 +189,16 @@ static int put_retrying(struct mc_backend *b, const char *key, void *mem,
 
 	for (;;) {
 		rc = b->api.put_from(b->h, key, mem, len, &b->rcfg);
-		if (rc == 0 && r.start) {
-			n = size_of(b, key);
+		if ((rc == 0 || rc == MC_EXISTS) && r.start) {
+			n = size_of(b, key, &r);
 			if (n == MC_REPLICA_NOT_READY || n == MC_NOT_FOUND)
 				rc = MC_TRANSFER_FAIL;
 			else if (n < 0)
 				rc = (int)n;
+			else if (rc == MC_EXISTS && (uint64_t)n == len)
+				rc = 0;
 		}
-		if (rc != MC_TRANSFER_FAIL || !transfer_again(b, &r))
+		if (!passing(rc) || !transfer_again(b, &r))
 			return rc;
 	}
 }
@@ -427,17 +216,17 @@ static int mc_put(wstore_backend *wb, const char *key, const void *data,
 				   "under '%s': mooncake refuses zero-length "
 				   "objects",
 				   key);
-	if (is_lent(b, data, len)) {
+	if (mc_is_lent(b, data, len)) {
 		/* registered already: Mooncake reads it in place */
 		rc = put_retrying(b, key, (void *)data, len);
 		return rc == 0 ? 0 : mc_fail(b, rc, "write", key);
 	}
-	rc = buf_take(b, len, &x, key);
+	rc = mc_buf_take(b, len, &x, key);
 	if (rc != 0)
 		return rc;
 	memcpy(x->mem, data, len);
 	rc = put_retrying(b, key, x->mem, len);
-	buf_put(b, x);
+	mc_buf_put(b, x);
 	return rc == 0 ? 0 : mc_fail(b, rc, "write", key);
 }
 
@@ -446,7 +235,7 @@ static int mc_put(wstore_backend *wb, const char *key, const void *data,
  * may be replaced (forced remove + put) between get_size and get_into, so
  * the size get_into returns is the one that counts; a value that grew past
  * the registered buffer (-600) is retried with its new size, a failed
- * transfer (-800) until r's time is up.
+ * transfer or master RPC until r's time is up.
  */
 static int get_one(struct mc_backend *b, const char *key, void *buf, size_t cap,
 		   size_t *out_len, struct mc_retry *r)
@@ -456,7 +245,7 @@ static int get_one(struct mc_backend *b, const char *key, void *buf, size_t cap,
 	int rc;
 
 	for (int attempt = 0;;) {
-		size = size_of(b, key);
+		size = size_of(b, key, r);
 		if (size < 0)
 			return mc_fail(b, size, "read", key);
 		*out_len = (size_t)size;
@@ -464,24 +253,24 @@ static int get_one(struct mc_backend *b, const char *key, void *buf, size_t cap,
 			break;
 		if (size == 0)
 			return 0;
-		if (is_lent(b, buf, cap)) {
+		if (mc_is_lent(b, buf, cap)) {
 			/* registered already: Mooncake writes it in place */
 			n = b->api.get_into(b->h, key, buf, cap);
 		} else {
-			rc = buf_take(b, (size_t)size, &x, key);
+			rc = mc_buf_take(b, (size_t)size, &x, key);
 			if (rc != 0)
 				return rc;
 			n = b->api.get_into(b->h, key, x->mem, x->cap);
 			if (n >= 0 && (uint64_t)n <= cap)
 				memcpy(buf, x->mem, (size_t)n);
-			buf_put(b, x);
+			mc_buf_put(b, x);
 		}
 		/* a read slower than the lease is not guaranteed whole */
 		if ((n == MC_INVALID_PARAMS || n == MC_REPLICA_NOT_READY ||
 		     n == MC_LEASE_EXPIRED) &&
 		    attempt++ < 3)
 			continue;
-		if (n == MC_TRANSFER_FAIL && transfer_again(b, r))
+		if (passing(n) && transfer_again(b, r))
 			continue;
 		if (n < 0)
 			return mc_fail(b, n, "read", key);
@@ -527,7 +316,8 @@ static int mc_get_many(wstore_backend *wb, size_t n, const char *const *keys,
 	if (n > 16)
 		return wstore__err(WSTORE_EINVAL, "mooncake: batch of %zu", n);
 	for (; got < n && rc == 0; got++) {
-		rc = buf_take(b, caps[got] ? caps[got] : 1, &x[got], keys[got]);
+		rc = mc_buf_take(b, caps[got] ? caps[got] : 1, &x[got],
+				 keys[got]);
 		if (rc == 0) {
 			mems[got] = x[got]->mem;
 			sizes[got] = x[got]->cap;
@@ -536,15 +326,14 @@ static int mc_get_many(wstore_backend *wb, size_t n, const char *const *keys,
 	if (rc == 0 && (rc = b->api.batch_get_into(b->h, (const char **)keys,
 						   mems, sizes, n, res)) != 0) {
 		/* each key on its own, with get_one's retries */
-		for (size_t i = 0; rc == MC_TRANSFER_FAIL && i < n; i++)
+		for (size_t i = 0; passing(rc) && i < n; i++)
 			res[i] = MC_TRANSFER_FAIL;
-		rc = rc == MC_TRANSFER_FAIL ? 0
-					    : mc_fail(b, rc, "read", keys[0]);
+		rc = passing(rc) ? 0 : mc_fail(b, rc, "read", keys[0]);
 	}
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		out_lens[i] = res[i] > 0 ? (size_t)res[i] : 0;
 		if (res[i] == MC_REPLICA_NOT_READY ||
-		    res[i] == MC_LEASE_EXPIRED || res[i] == MC_TRANSFER_FAIL)
+		    res[i] == MC_LEASE_EXPIRED || passing(res[i]))
 			out_rcs[i] = get_one(b, keys[i], bufs[i], caps[i],
 					     &out_lens[i], &r);
 		else if (res[i] < 0)
@@ -560,7 +349,7 @@ static int mc_get_many(wstore_backend *wb, size_t n, const char *const *keys,
 	}
 	for (size_t i = 0; i < got; i++)
 		if (x[i])
-			buf_put(b, x[i]);
+			mc_buf_put(b, x[i]);
 	return rc;
 }
 
@@ -583,7 +372,7 @@ static int unstick(struct mc_backend *b, const char *key, int force)
 			      "a writer that stopped; waiting up to %" PRIu64
 			      " s for the master to discard it",
 			      key, (b->write_wait_ms + 999) / 1000);
-	rc = buf_take(b, 1, &x, key);
+	rc = mc_buf_take(b, 1, &x, key);
 	if (rc != 0)
 		return rc;
 	*(char *)x->mem = 0;
@@ -592,7 +381,7 @@ static int unstick(struct mc_backend *b, const char *key, int force)
 		b->api.put_from(b->h, key, x->mem, 1, &b->rcfg);
 		rc = b->api.remove(b->h, key, force);
 	} while (rc == MC_REPLICA_NOT_READY && wait_more(&w));
-	buf_put(b, x);
+	mc_buf_put(b, x);
 	if (rc == 0 || rc == MC_NOT_FOUND)
 		return rc == 0 ? 0 : mc_fail(b, rc, "remove", key);
 	if (rc != MC_REPLICA_NOT_READY)
@@ -605,20 +394,27 @@ static int unstick(struct mc_backend *b, const char *key, int force)
 			   key, w.waited / 1000);
 }
 
-/* A non-forced remove of a leased object (-706) is retried with backoff
- * until the lease has had time to expire, then reported as busy. */
+/*
+ * A non-forced remove of a leased object (-706) is retried with backoff
+ * until the lease has had time to expire, then reported as busy.  A
+ * failed master RPC is retried as a transfer is; after one, "not found"
+ * counts as removed (the lost answer may have been the remove's own).
+ */
 static int mc_remove(wstore_backend *wb, const char *key, int force)
 {
 	struct mc_backend *b = (struct mc_backend *)wb;
+	struct mc_retry r = MC_RETRY;
 	uint64_t waited = 0, step = 50;
 	int rc;
 
 	for (;;) {
 		rc = b->api.remove(b->h, key, force ? 1 : 0);
-		if (rc == 0)
+		if (rc == 0 || (rc == MC_NOT_FOUND && r.start))
 			return 0;
 		if (rc == MC_REPLICA_NOT_READY)
 			return unstick(b, key, force ? 1 : 0);
+		if (passing(rc) && transfer_again(b, &r))
+			continue;
 		if (rc != MC_LEASED || waited >= b->lease_wait_ms)
 			return mc_fail(b, rc, "remove", key);
 		if (step > b->lease_wait_ms - waited)
@@ -640,21 +436,4 @@ void mc_set_ops(struct mc_backend *b)
 	b->base.remove = mc_remove;
 	b->base.buf_alloc = mc_buf_alloc;
 	b->base.buf_free = mc_buf_free;
-}
-
-void mc_pool_free(struct mc_backend *b)
-{
-	while (b->idle) {
-		struct mc_buf *x = b->idle;
-
-		b->idle = x->next;
-		buf_drop(b, x);
-	}
-	/* buf_alloc's, if the caller leaked them */
-	while (b->lent) {
-		struct mc_buf *x = b->lent;
-
-		b->lent = x->next;
-		buf_drop(b, x);
-	}
 }

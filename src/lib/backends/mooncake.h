@@ -1,10 +1,12 @@
 /*
  * mooncake.h - what the Mooncake backend's files share (mooncake.c the
- * callbacks, the registered buffer pool and the waits; mooncake_open.c
- * loading the client library, the settings, reaching the master, the
- * client's setup and teardown, and the kind store URLs name).  Private to
- * them: the rest of the library sees the backend only through struct
- * wstore_backend.  Read mooncake.c's opening comment first.
+ * callbacks and their waits; mooncake_fail.c its errors;
+ * mooncake_pool.c the registered buffers;
+ * mooncake_open.c loading the client library, the settings, reaching the
+ * master, the client's setup and teardown, and the kind store URLs name;
+ * mooncake_exit.c the client's name and its end when the process exits).
+ * Private to them: the rest of the library sees the backend only through
+ * struct wstore_backend.  Read mooncake.c's opening comment first.
  */
 #ifndef WSTORE_BACKENDS_MOONCAKE_H
 #define WSTORE_BACKENDS_MOONCAKE_H
@@ -78,9 +80,12 @@ struct mc_backend {
 	int connect_ms;		   /* bound on reaching the master at open */
 	int rpc_ms;		   /* bound on one master RPC */
 	int log_stderr;		   /* leave Mooncake's glog output on stderr */
-	pthread_mutex_t lock;	   /* guards idle and lent */
-	struct mc_buf *idle;	   /* registered buffers not in use */
-	struct mc_buf *lent;	   /* registered buffers buf_alloc handed out */
+	char *meta;		   /* metadata_server */
+	char *name;	      /* the client's name there (HOST:PORT), or NULL */
+	int name_fd;	      /* the socket holding PORT of name, or -1 */
+	pthread_mutex_t lock; /* guards idle and lent */
+	struct mc_buf *idle;  /* registered buffers not in use */
+	struct mc_buf *lent;  /* registered buffers buf_alloc handed out */
 };
 
 /* ---- mooncake.c --------------------------------------------------------- */
@@ -88,8 +93,42 @@ struct mc_backend {
 /* Set the callbacks that move data (put, get, get_many, size, remove,
  * buf_alloc, buf_free); the constructor sets the rest. */
 void mc_set_ops(struct mc_backend *b);
+
+/* ---- mooncake_fail.c ---------------------------------------------------- */
+
+/* Turn a negative Mooncake code from operation what ("read", ...) on key
+ * into a wstore code and message; returns the wstore code. */
+int mc_fail(struct mc_backend *b, int64_t rc, const char *what,
+	    const char *key);
+
+/* ---- mooncake_pool.c ---------------------------------------------------- */
+
+/* Take an idle registered buffer of at least need bytes (growing one if
+ * none is big enough); give it back with mc_buf_put. */
+int mc_buf_take(struct mc_backend *b, size_t need, struct mc_buf **out,
+		const char *key);
+void mc_buf_put(struct mc_backend *b, struct mc_buf *x);
+/* The backend's buf_alloc and buf_free. */
+void *mc_buf_alloc(wstore_backend *wb, size_t size);
+void mc_buf_free(wstore_backend *wb, void *p);
+/* Whether [p, p + n) lies in one buffer of mc_buf_alloc's. */
+int mc_is_lent(struct mc_backend *b, const void *p, size_t n);
 /* Unregister and free every pooled buffer, and those buf_alloc handed out
  * that the caller leaked; the client must still be there. */
 void mc_pool_free(struct mc_backend *b);
+
+/* ---- mooncake_exit.c ---------------------------------------------------- */
+
+/* The local_hostname to give setup: local (the setting) with a port this
+ * process holds bound (b->name_fd), so that the client's name on the
+ * metadata server is known (b->name) and no other live process of this
+ * host takes it.  NULL with no error when local cannot be bound here (or
+ * names its own port): Mooncake then picks the port (or keeps it). */
+char *mc_name_client(struct mc_backend *b, const char *local);
+/* Forget the name (closing name_fd) after a failed setup. */
+void mc_name_drop(struct mc_backend *b);
+/* The backend's free_exiting: the client taken off the metadata server,
+ * bounded in time, the rest left to the kernel. */
+void mc_free_exiting(wstore_backend *wb);
 
 #endif

@@ -77,20 +77,10 @@ static void mc_free(wstore_backend *wb)
 	if (b->dl)
 		dlclose(b->dl);
 	pthread_mutex_destroy(&b->lock);
+	mc_name_drop(b);
+	free(b->meta);
 	free(b->master);
 	free(b);
-}
-
-/*
- * A pure client holds nothing on the cluster that destroy would give back
- * (no segment is mounted; objects and their leases belong to the master),
- * and destroy spends about a second joining a listener thread that polls
- * its stop flag once a second.  When the process is about to _exit, the
- * client, its threads and its registered buffers are left to the kernel.
- */
-static void mc_free_exiting(wstore_backend *wb)
-{
-	(void)wb;
 }
 
 static const char *cfg_str(const wstore_config *cfg, const char *key,
@@ -318,7 +308,8 @@ static int mc_settings(struct mc_backend *b, const wstore_config *cfg)
 		b->transfer_wait_ms = strtoull(wait, NULL, 10);
 	b->master =
 		strdup(cfg_str(cfg, "master_server_addr", "127.0.0.1:50051"));
-	if (!b->master)
+	b->meta = strdup(cfg_str(cfg, "metadata_server", "P2PHANDSHAKE"));
+	if (!b->master || !b->meta)
 		return wstore__errc(-ENOMEM, "cannot open mooncake store");
 	return mc_check_options(b, cfg);
 }
@@ -358,10 +349,11 @@ static void mc_bound_rpcs(const struct mc_backend *b)
 }
 
 /*
- * Make the client.  A setup that fails fast is retried with a new client:
- * each picks a random port and fails when an earlier client that exited
- * without destroy (every CLI command does, to save a second) left that
- * port registered in the metadata server ("Duplicate rpc_meta key").  One
+ * Make the client, under a name mc_name_client chose (a port this process
+ * holds).  A setup that fails fast is retried with a new client and a new
+ * name: one fails when a client that exited without destroy (one that was
+ * killed, or a wstore before this one) left its name registered on the
+ * metadata server ("Duplicate rpc_meta key").  One
  * that fails after half an RPC timeout or more met a port that accepts but
  * does not answer as the master (a typo: the metadata server's port), and
  * is not retried: 10 s, where Mooncake's own retries took 10 minutes.
@@ -369,8 +361,10 @@ static void mc_bound_rpcs(const struct mc_backend *b)
 static int mc_setup(struct mc_backend *b, const wstore_config *cfg,
 		    uint64_t local)
 {
+	const char *host = cfg_str(cfg, "local_hostname", "localhost");
 	uint64_t t0;
 	int rc = -1, i;
+	char *name;
 
 	for (i = 0; i < MC_SETUP_ATTEMPTS && rc != 0; i++) {
 		if (!(b->h = b->api.create()))
@@ -379,12 +373,12 @@ static int mc_setup(struct mc_backend *b, const wstore_config *cfg,
 					   "for master '%s'",
 					   b->master);
 		t0 = wclock_mono_ms();
+		name = mc_name_client(b, host);
 		/* a pure client: global_segment_size 0, no memory given */
-		rc = b->api.setup(
-			b->h, cfg_str(cfg, "local_hostname", "localhost"),
-			cfg_str(cfg, "metadata_server", "P2PHANDSHAKE"), 0,
-			local, cfg_str(cfg, "protocol", "tcp"),
-			cfg_str(cfg, "rdma_devices", ""), b->master);
+		rc = b->api.setup(b->h, name ? name : host, b->meta, 0, local,
+				  cfg_str(cfg, "protocol", "tcp"),
+				  cfg_str(cfg, "rdma_devices", ""), b->master);
+		free(name);
 		if (rc == 0)
 			break;
 		b->api.destroy(b->h); /* a client that failed setup: ~2 ms */
@@ -433,6 +427,7 @@ int wstore__backend_mooncake_open(wstore_backend **out,
 	if (!b)
 		return wstore__errc(-ENOMEM, "cannot open mooncake store");
 	pthread_mutex_init(&b->lock, NULL);
+	b->name_fd = -1;
 	rc = mc_settings(b, cfg);
 	if (rc == 0)
 		rc = mc_load(b, cfg_str(cfg, "mooncake_library",
