@@ -217,7 +217,6 @@ static int open_ck(struct wck **out, wstore_store *s, const char *id)
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&k->mu, NULL);
-	k->blocks = wblocks_new(); /* NULL: every request reads its own */
 	o.what = "serve";
 	/* never serve unleased: a delete would not wait for the download */
 	o.require_lease = 1;
@@ -231,6 +230,8 @@ static int open_ck(struct wck **out, wstore_store *s, const char *id)
 	/* deleted between resolving and opening */
 	if (rc == WSTORE_ENOTREADY)
 		rc = WSTORE_ENOTFOUND;
+	if (rc == 0) /* NULL: every request reads its own */
+		k->blocks = wblocks_new(k->ck);
 	if (rc == 0)
 		rc = wstore_manifest_commit(k->commit, sizeof(k->commit),
 					    wstore_checkpoint_manifest(k->ck));

@@ -56,7 +56,9 @@ struct wck {
 
 /* Single flight for blocks of a store without files (blocks.c). */
 struct wblocks;
-struct wblocks *wblocks_new(void);
+/* ck: the checkpoint the blocks are of, for reading ahead (NULL: no
+ * read-ahead); it must outlive wblocks_free. */
+struct wblocks *wblocks_new(wstore_checkpoint *ck);
 void wblocks_free(struct wblocks *bs);
 /* The checkpoint is dead (deleted or replaced): no block read before is
  * handed out again, every request reads the store (and fails). */
