@@ -214,7 +214,7 @@ int wstore_export(wstore_store *s, const char *id, int fd, const char *output,
 		 output);
 	if (wstore_validate_checkpoint_id(id) < 0)
 		return WSTORE_EINVAL;
-	rc = wstore__lease_read_ready(&lease, &m, NULL, s, id, "export");
+	rc = wstore__lease_read_ready(&lease, &m, NULL, s, id, "export", 0);
 	if (rc < 0)
 		return rc;
 	if (wstore_manifest_find(m, WSTORE_BUNDLE_MANIFEST) >= 0)
