@@ -282,6 +282,28 @@ static int is_file_key(const char *key)
 	       !strcmp(key, "mooncake_library");
 }
 
+/* A file key set into a config file must name a file that is there (a
+ * flag's may not: its user reports it): EXIT_ERR with the message, or 0. */
+static int file_missing(const char *path, const char *key, const char *value)
+{
+	struct stat st;
+
+	if (stat(value, &st) < 0)
+		wfront_err("config '%s': key '%s' names a file that %s, got "
+			   "'%s'",
+			   path, key,
+			   errno == ENOENT ? "does not exist"
+					   : "cannot be reached",
+			   value);
+	else if (S_ISDIR(st.st_mode))
+		wfront_err("config '%s': key '%s' names a directory, not a "
+			   "file, got '%s'",
+			   path, key, value);
+	else
+		return 0;
+	return EXIT_ERR;
+}
+
 /* Warn when a file that others can read now holds a secret. */
 static void warn_exposed(const char *path, const char *key)
 {
@@ -306,6 +328,11 @@ static int edit_file(struct cli *c, const char *path, int system,
 	if (!value && !wstore_config_get(f, key)) {
 		wstore_config_free(f); /* nothing to remove */
 		return EXIT_OK;
+	}
+	if (value && is_file_key(key) &&
+	    (rc = file_missing(path, key, value))) {
+		wstore_config_free(f);
+		return rc;
 	}
 	if ((rc = wstore_config_set(f, key, value)) < 0) {
 		/* "config key 'K' ..." from the library: name the file */

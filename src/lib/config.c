@@ -82,7 +82,7 @@ int wstore_config_set(wstore_config *cfg, const char *key, const char *value)
 {
 	int i, rc;
 
-	if ((rc = check_kv("", key, value, WSTORE__CHECK_SET, &i)))
+	if ((rc = check_kv("", key, value, 0, &i)))
 		return rc;
 	return wstore__set_str(&cfg->values[i], value);
 }

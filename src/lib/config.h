@@ -18,9 +18,11 @@ int wstore__config_parse(wstore_config **out, const char *json, size_t len,
 
 /* ---- the known keys (config_keys.c) ---------------------------------- */
 
-/* How a value is checked: WSTORE__CHECK_SET, a value being set (a file it
- * names must exist); WSTORE__CHECK_FILE, a value read from a config file
- * (a file it names must be an absolute path). */
+/* How a value is checked: WSTORE__CHECK_SET, a value being set into a
+ * config file (a file it names must exist: `config set`); WSTORE__CHECK_FILE,
+ * a value read from a config file (a file it names must be an absolute
+ * path).  Flags and settings (wstore_config_set) are checked by type only:
+ * the file they name is opened, and its error reported, by its user. */
 #define WSTORE__CHECK_SET 1u
 #define WSTORE__CHECK_FILE 2u
 

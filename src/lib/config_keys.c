@@ -11,9 +11,10 @@
  * integers (config.c).
  *
  * Checks that depend on the machine rather than on the value (does the
- * file exist) are made when a value is set (wstore_config_set), not at
- * load: a reader of /etc/wstore/config.json that may not read the TLS key
- * named there must still be able to load it.
+ * file exist) are made when a value is written into a file (`config set`,
+ * wstore__config_check with WSTORE__CHECK_SET), not at load: a reader of
+ * /etc/wstore/config.json that may not read the TLS key named there must
+ * still be able to load it.
  */
 #include <arpa/inet.h>
 #include <ctype.h>

@@ -197,14 +197,24 @@ check "... and not the system file's token" sh -c "! grep -q serve_token '$U'"
 
 # ---- version --------------------------------------------------------------
 ver=$(sed -n "s/^  version : '\(.*\)',$/\1/p" "$HERE/../meson.build")
-# the release and the build: +N.gSHA from git, or a VERSION file
-# (.dirty or not: the tree may have changed since the build)
-ver=$(sh "$HERE/../scripts/version.sh" "$ver" "$HERE/.." | sed 's/\.dirty$//; s/[.+]/\\&/g')'(\.dirty)?'
+# the release and the build: +N.gSHA from git (the tree may have moved on
+# since the build: any commit of it), else the release (or VERSION)
+if git -C "$HERE/.." rev-parse -q --verify HEAD >/dev/null 2>&1 &&
+	[ ! -f "$HERE/../VERSION" ]; then
+	ver="$(printf %s "$ver" | sed 's/[.]/\\./g')\\+[0-9]+\\.g[0-9a-f]{12}(\\.dirty)?"
+fi
 check_exit "wstore --version" 0 "$W" --version
 check_grep "... prints the project's version" "^wstore $ver$" "$OUT"
 check_exit "wstore version" 0 "$W" version
 check_grep "... the same" "^wstore $ver$" "$OUT"
 check_exit "wstore --json version" 0 "$W" --json version
 check_grep "... names the library's" "\"library\": \"$ver\"" "$OUT"
+sha=$(printf '%s\n' "$OUT" | sed -n 's/.*"version": ".*\.g\([0-9a-f]\{12\}\).*/\1/p')
+if [ -n "$sha" ]; then
+	check "... naming a commit of this tree ($sha)" \
+		git -C "$HERE/.." cat-file -e "$sha^{commit}"
+else
+	tap_skip "the version names a commit of this tree" "not built from git"
+fi
 
 tap_done

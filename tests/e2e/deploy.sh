@@ -324,9 +324,13 @@ chmod 755 "$D$P/include/wstore"
 rel=$(sed -n "s/^  version : '\(.*\)',$/\1/p" "$ROOT/meson.build")
 v_here=$(sh "$ROOT/scripts/version.sh" "$rel" "$ROOT")
 check_exit "wstore --version" 0 "$W" --version
-# (.dirty or not: the tree may have changed since the build)
-check_grep "... is the build's: release, commits and commit ($v_here)" \
-	"^wstore $(printf %s "${v_here%.dirty}" | sed 's/[.+]/\\&/g')(\.dirty)?$" "$OUT"
+# the build's: the release, commits and commit (the tree may have moved
+# on since the build: a commit of it)
+check_grep "... is the build's: release, commits and commit" \
+	"^wstore $(printf %s "$rel" | sed 's/[.]/\\./g')\+[0-9]+\.g[0-9a-f]{12}(\.dirty)?$" "$OUT"
+sha=$(printf '%s\n' "$OUT" | sed -n 's/.*\.g\([0-9a-f]\{12\}\).*/\1/p')
+check "... naming a commit of this tree (${sha:-none})" \
+	git -C "$ROOT" cat-file -e "${sha:-none}^{commit}"
 if git -C "$ROOT" rev-parse -q --verify HEAD~1 >/dev/null 2>&1; then
 	git clone -q --no-checkout "$ROOT" "$T/prev" 2>/dev/null &&
 		git -C "$T/prev" checkout -q HEAD~1 2>/dev/null
