@@ -100,8 +100,10 @@ awk -v b="$TOTAL" -v c="$c" -v m="$m" 'BEGIN {
 }'
 
 # ---- the mirror ------------------------------------------------------------
+# (a request waits for the mirror's import at most the header timeout,
+# then gets 503: long enough here for the cold curl to wait it out)
 "$W" --store "$T/mirror" serve --listen 127.0.0.1:0 --no-access-log \
-	--upstream "$URL" 2>"$T/mirror.log" &
+	--header-timeout 600 --upstream "$URL" 2>"$T/mirror.log" &
 MPID=$!
 i=0
 while ! grep -q 'listening on' "$T/mirror.log" && [ $i -lt 200 ]; do

@@ -18,7 +18,7 @@ OUT=$(cd "$OUT" && pwd)
 
 command -v "$CC" >/dev/null || { echo "fuzz: $CC not found (apt-get install clang libclang-rt-14-dev)"; exit 1; }
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
-CFLAGS="-g -O1 -std=c11 -Werror -Wall -D_GNU_SOURCE -DWSTORE_HAVE_REDIS -Wno-missing-field-initializers -Iinclude -Isrc/lib $(pkg-config --cflags jansson libcrypto libssl hiredis libcurl 2>/dev/null)"
+CFLAGS="-g -O1 -std=c11 -Werror -Wall -Wno-gnu-variable-sized-type-not-at-end -D_GNU_SOURCE -DWSTORE_HAVE_REDIS -Wno-missing-field-initializers -Iinclude -Isrc/lib $(pkg-config --cflags jansson libcrypto libssl hiredis libcurl 2>/dev/null)"
 LIBS="$(pkg-config --libs jansson libcrypto libssl hiredis libcurl 2>/dev/null || echo -ljansson -lcrypto -lssl -lhiredis -lcurl) -lpthread -ldl"
 
 # the library, instrumented once (the same sources meson builds)

@@ -32,8 +32,10 @@ _wstore()
         redis_tls_ca_file redis_tls_cert_file redis_tls_key_file key_prefix
         connect_timeout_ms command_timeout_ms mooncake_library mooncake_log
         serve_listen serve_token serve_tls_cert serve_tls_key
-        serve_tls_key_password_file serve_upstream_refresh quota evict chunk_size hub_endpoint
-        hub_token_file"
+        serve_tls_key_password_file serve_upstream_refresh quota evict
+        chunk_size hub_endpoint hub_token_file hub_tls_ca_file hub_max_files
+        hub_max_pages hub_max_file_size hub_max_total_size hub_max_json_size
+        hub_max_redirects hub_min_rate hub_transfer_timeout_ms"
 
     case $prev in
     --store | --master-server-addr | --metadata-server | --protocol | \

@@ -153,6 +153,12 @@ int wstore_validate_path(const char *path);
  *   hub_endpoint          `model import --from-hub` server (default
  *                         https://huggingface.co)
  *   hub_token_file        file holding its token
+ *   hub_tls_ca_file       the CAs (PEM) an https Hub must chain to
+ *   hub_max_files, hub_max_pages, hub_max_redirects (counts),
+ *   hub_max_file_size, hub_max_total_size, hub_max_json_size, hub_min_rate
+ *   (sizes; the rate per second), hub_transfer_timeout_ms
+ *                         the limits on a Hub (docs/trust.md;
+ *                         wstore_hub_options_from_config)
  *   serve_listen          `wstore serve` address (ADDR:PORT)
  *   serve_token           bearer token `wstore serve` requires; never
  *                         printed
@@ -705,12 +711,32 @@ typedef struct wstore_hub_options {
 	const char *const *exclude;
 	uint32_t connections; /* files fetched at once; 0: 4 */
 	uint32_t retries;     /* tries after the first of each request; 0: 5 */
-	/* a transfer moving no byte for this long fails (then is retried);
-	 * 0: 30 s.  Connecting gives up after 10 s. */
+	/* the window of min_rate: a transfer moving fewer than min_rate
+	 * bytes a second over this long fails (then is retried); 0: 30 s.
+	 * Connecting gives up after 10 s. */
 	uint32_t stall_timeout_ms;
 	uint32_t reserved; /* must be 0 */
+	/* version 2: the limits on what the server may send (docs/trust.md;
+	 * the config keys hub_max_files, ... fill them through
+	 * wstore_hub_options_from_config); 0: the default in brackets */
+	uint32_t max_files;	 /* files a listing may name [100000] */
+	uint32_t max_pages;	 /* pages of a listing [1000] */
+	uint64_t max_file_size;	 /* bytes of one file [1 TiB] */
+	uint64_t max_total_size; /* bytes of all files taken [16 TiB] */
+	uint64_t max_json_size;	 /* bytes of one JSON answer [64 MiB] */
+	uint32_t max_redirects;	 /* redirects followed per request [5] */
+	/* a transfer slower than min_rate bytes/s over stall_timeout_ms
+	 * fails (then is retried) [1024] */
+	uint32_t min_rate;
+	/* one request, its retries included, ends after this long
+	 * [6 hours] */
+	uint32_t transfer_timeout_ms;
+	uint32_t reserved2; /* must be 0 */
+	/* PEM file of the CAs an https server must chain to; NULL:
+	 * $CURL_CA_BUNDLE, else the system's */
+	const char *tls_ca_file;
 } wstore_hub_options;
-#define WSTORE_HUB_OPTIONS_VERSION 1
+#define WSTORE_HUB_OPTIONS_VERSION 2
 #define WSTORE_HUB_OPTIONS_INIT                                                \
 	{                                                                      \
 		WSTORE_HUB_OPTIONS_VERSION                                     \
@@ -722,8 +748,13 @@ typedef struct wstore_hub_options {
  * hashes), and each file streams into chunks as it arrives, hashed as it
  * streams, and is checked against the server's hash (SHA-256 for an LFS
  * file, the git blob SHA-1 otherwise) before the checkpoint can be READY.
- * Redirects are followed (the Hub sends LFS files to a CDN; the token is
- * never sent to another host); 429 (after its Retry-After), 5xx, resets
+ * Redirects are followed (the Hub sends LFS files to a CDN); the token
+ * (and a user:password in the endpoint's URL) goes only to the
+ * endpoint's scheme, host and port, a listing's next page must be there,
+ * and an https endpoint is never redirected to http (docs/trust.md).
+ * What the server sends is bounded by the limits of hub (files, sizes,
+ * JSON, pages, redirects, rate, deadline), checked before anything is
+ * allocated or stored; 429 (after its Retry-After), 5xx, resets
  * and short bodies are retried with backoff, a cut transfer resuming
  * where it stopped; proxies come from the usual environment variables.
  *
@@ -751,6 +782,40 @@ typedef struct wstore_hub_options {
 int wstore_import_hub(char **out_id, wstore_store *store,
 		      const wstore_import_options *opts,
 		      const wstore_hub_options *hub);
+
+/*
+ * The limits and the CA file of cfg's hub_* keys into o (strings owned by
+ * cfg, valid while it is; keys unset leave o's fields as they are):
+ * hub_max_files, hub_max_pages, hub_max_file_size, hub_max_total_size,
+ * hub_max_json_size, hub_max_redirects, hub_min_rate,
+ * hub_transfer_timeout_ms, hub_tls_ca_file.
+ */
+int wstore_hub_options_from_config(wstore_hub_options *o,
+				   const wstore_config *cfg);
+
+/*
+ * *out (malloc'ed): the URL of what on endpoint (NULL: the Hub's), built
+ * with libcurl's URL API, each part escaped as one path segment so that
+ * nothing in repo, revision or path can become a query or another host:
+ *   "revision"  ENDPOINT/api/models/REPO/revision/REVISION
+ *   "tree"      ENDPOINT/api/models/REPO/tree/REVISION?recursive=true
+ *   "resolve"   ENDPOINT/REPO/resolve/REVISION/PATH ('/' kept in PATH)
+ *   "info"      ENDPOINT/api/models/REPO
+ * repo must pass wstore_hub_repo_check.  The URL carries no credentials
+ * of the endpoint's.  Errors: WSTORE_EINVAL naming what is wrong.
+ */
+int wstore_hub_url(char **out, const char *endpoint, const char *what,
+		   const char *repo, const char *revision, const char *path);
+
+/* 0 when repo is a repository name a Hub accepts (ORG/NAME, each 1-96
+ * of letters, digits, '.', '_', '-', not starting with '.' or '-', no
+ * ".."), else WSTORE_EINVAL naming it (control characters shown as
+ * '?').  Match allow-lists on a name that passed this. */
+int wstore_hub_repo_check(const char *repo);
+
+/* *out (malloc'ed): url with any user:password@ replaced by "***@" (the
+ * text as it is when it holds none), for printing a URL. */
+int wstore_url_redact(char **out, const char *url);
 
 /* ---- bundles and copies between stores (bundle.c, copy.c) -------------- */
 

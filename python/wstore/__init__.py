@@ -522,6 +522,56 @@ class Store(_Handle):
         finally:
             lib.wstore_source_free(src)
 
+    def import_hub(self, repo, revision=None, endpoint=None, token=None,
+                   checkpoint_id=None, model_id=None, chunk_size=None,
+                   include=None, exclude=None, connections=0, retries=0,
+                   stall_timeout=None, tls_ca_file=None, progress=None,
+                   **limits):
+        """Import Hub repository ``repo`` ("ORG/NAME") at ``revision``
+        (default "main") straight from ``endpoint`` (default
+        https://huggingface.co; as ``wstore model import --from-hub``) and
+        return the checkpoint id.  ``token``: the bearer token, sent only
+        to the endpoint's scheme, host and port.  ``include``/``exclude``:
+        fnmatch globs.  ``stall_timeout``: seconds; ``tls_ca_file``: the
+        CAs (PEM) of an https endpoint.  ``limits``: any of max_files,
+        max_pages, max_file_size, max_total_size, max_json_size,
+        max_redirects, min_rate, transfer_timeout_ms (docs/trust.md;
+        0 or absent: the default).  An id READY with this model and commit
+        is returned as it is; an import killed and run again fetches only
+        what it had not verified."""
+        for k in limits:
+            if k not in _native.HUB_LIMITS:
+                raise TypeError("import_hub: unknown limit %r" % (k,))
+        cs = chunk_size or 0
+        if isinstance(cs, (str, bytes)):
+            v = c_uint64()
+            _check(lib.wstore_parse_size(byref(v), _b(cs)))
+            cs = v.value
+        inc = _strv(include)
+        exc = _strv(exclude)
+        prog = _Progress(progress)
+        ho = _native.HubOptions(
+            version=_native.HUB_OPTIONS_VERSION, endpoint=_b(endpoint),
+            repo=_b(repo), revision=_b(revision), token=_b(token),
+            include=inc[0] if inc else None,
+            exclude=exc[0] if exc else None, connections=connections,
+            retries=retries,
+            stall_timeout_ms=int((stall_timeout or 0) * 1000),
+            tls_ca_file=_b(tls_ca_file), **limits)
+        io = _native.ImportOptions(
+            version=_native.IMPORT_OPTIONS_VERSION,
+            checkpoint_id=_b(checkpoint_id), model_id=_b(model_id),
+            chunk_size=cs, progress=prog.c)
+        out = c_void_p()
+        rc = _fn("wstore_import_hub")(byref(out), self._handle(), byref(io),
+                                      byref(ho))
+        cid = None
+        if out.value:
+            cid = _dec(ctypes.string_at(out.value))
+            _native.libc.free(out)
+        prog.check(rc)
+        return cid
+
     def _derive_id(self, model_id, revision):
         out = c_void_p()
         _check(_fn("wstore_checkpoint_id_derive")(

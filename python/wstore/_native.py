@@ -111,6 +111,26 @@ class ImportOptions(Structure):
                 ("reflink", c_uint32)]
 
 
+class HubOptions(Structure):
+    _fields_ = [("version", c_uint), ("endpoint", c_char_p),
+                ("repo", c_char_p), ("revision", c_char_p),
+                ("token", c_char_p), ("include", POINTER(c_char_p)),
+                ("exclude", POINTER(c_char_p)), ("connections", c_uint32),
+                ("retries", c_uint32), ("stall_timeout_ms", c_uint32),
+                ("reserved", c_uint32),
+                # version 2: the limits (docs/trust.md) and the CA file
+                ("max_files", c_uint32), ("max_pages", c_uint32),
+                ("max_file_size", c_uint64), ("max_total_size", c_uint64),
+                ("max_json_size", c_uint64), ("max_redirects", c_uint32),
+                ("min_rate", c_uint32), ("transfer_timeout_ms", c_uint32),
+                ("reserved2", c_uint32), ("tls_ca_file", c_char_p)]
+
+
+HUB_LIMITS = ("max_files", "max_pages", "max_file_size", "max_total_size",
+              "max_json_size", "max_redirects", "min_rate",
+              "transfer_timeout_ms")
+
+
 # ImportOptions.reflink
 REFLINK = {"auto": 0, "always": 1, "never": 2}
 
@@ -138,6 +158,7 @@ class DeleteOptions(Structure):
 # eviction callback is left NULL).
 DELETE_OPTIONS_VERSION = 1
 IMPORT_OPTIONS_VERSION = 3
+HUB_OPTIONS_VERSION = 2
 VERIFY_OPTIONS_VERSION = 1
 PULL_OPTIONS_VERSION = 1
 
@@ -181,6 +202,8 @@ _PROTOS = {
     # import / list / delete / verify / pull
     "wstore_import": (c_int, [_P, POINTER(ImportOptions)]),
     "wstore_import_from": (c_int, [_P, POINTER(ImportOptions), _P]),
+    "wstore_import_hub": (c_int, [_PP, _P, POINTER(ImportOptions),
+                                  POINTER(HubOptions)]),
     "wstore_source_new": (c_int, [POINTER(_P), c_char_p, c_char_p]),
     "wstore_source_free": (None, [_P]),
     "wstore_source_include": (c_int, [_P, c_char_p]),

@@ -7,7 +7,8 @@
  * get read the merged result and say which layer each value came from;
  * set and unset edit one file (the user's, or the system's with --system)
  * and nothing else, so that a setting of another layer is never copied
- * into it.  Secrets (redis_password, serve_token) are never printed.
+ * into it.  Secrets (redis_password, serve_token) are never printed, nor
+ * is a password in a URL (store, hub_endpoint) by 'config show'.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -198,13 +199,16 @@ int cmd_config_show(struct cli *c, int argc, char **argv)
 			       "unexpected argument '%s' for 'config show'",
 			       argv[optind]);
 	for (size_t k = 0; keys[k]; k++) {
-		char origin[4200], *owned;
+		char origin[4200], *owned, *shown = NULL;
 		const char *v;
 
 		if (resolve(c, keys[k], &v, &owned, origin, sizeof(origin)))
 			continue;
+		/* a URL's user:password (store, hub_endpoint) as "***" */
 		if (is_secret(keys[k]))
 			v = "<hidden>";
+		else if (wstore_url_redact(&shown, v) == 0)
+			v = shown;
 		if (c->json && with_origin)
 			json_object_set_new(out, keys[k],
 					    json_pack("{s:s, s:s}", "value", v,
@@ -216,6 +220,7 @@ int cmd_config_show(struct cli *c, int argc, char **argv)
 			       cli_text(c, v));
 		else
 			printf("%s=%s\n", keys[k], cli_text(c, v));
+		free(shown);
 		free(owned);
 	}
 	if (c->json)

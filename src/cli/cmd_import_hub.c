@@ -42,8 +42,8 @@ static const char help[] =
 	"  --jobs N             files fetched at once (default 4)\n"
 	"  --retries N          tries after the first of each request\n"
 	"                       (default 5)\n"
-	"  --stall-timeout SEC  a transfer moving no byte that long is cut\n"
-	"                       and retried (default 30)\n";
+	"  --stall-timeout SEC  a transfer under hub_min_rate (1KiB/s) that\n"
+	"                       long is cut and retried (default 30)\n";
 
 struct hub_args {
 	const char *from, *token_file;
@@ -137,6 +137,9 @@ static int parse(struct cli *c, wstore_import_options *o, wstore_hub_options *h,
 			"invalid --from-hub '%s': ORG/NAME or ORG/NAME@REVISION",
 			a->from ? a->from : "");
 	}
+	/* as the Hub spells names: never a query or another path */
+	if (wstore_hub_repo_check(a->repo) < 0)
+		return wfront_usage_error("%s", wstore_last_error());
 	h->repo = a->repo;
 	h->revision = a->rev;
 	h->include = a->inc;
@@ -249,6 +252,9 @@ int cmd_model_import_hub(struct cli *c, int argc, char **argv)
 	if (!rc)
 		rc = read_token(c, &a);
 	h.token = a.token;
+	/* the limits and the CA file (docs/trust.md) */
+	if (!rc && wstore_hub_options_from_config(&h, c->cfg) < 0)
+		rc = cli_fail(WSTORE_EINVAL);
 	if (!rc)
 		rc = run(c, &o, &h);
 	free(a.repo);

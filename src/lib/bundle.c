@@ -70,6 +70,7 @@ struct exporter {
 	const wstore_export_options *o;
 	uint64_t done, total;
 	const char *path; /* the file being written */
+	int verify;	  /* hash each file as it is read */
 };
 
 static int export_progress(uint64_t n, void *ctx)
@@ -131,8 +132,8 @@ static int export_entries(struct exporter *e, wstore_store *s,
 		e->path = f->path;
 		rc = put_header(e, f->path, f->size, m->updated_at);
 		if (rc == 0)
-			rc = wstore__fetch_to_fd(s, f, e->fd, buf, cap, 1,
-						 export_progress, e);
+			rc = wstore__fetch_to_fd(s, f, e->fd, buf, cap,
+						 e->verify, export_progress, e);
 		if (rc == 0)
 			rc = put_pad(e, f->size);
 	}
@@ -198,8 +199,14 @@ static int export_to(struct exporter *e, wstore_store *s,
 int wstore_export(wstore_store *s, const char *id, int fd, const char *output,
 		  const wstore_export_options *opts)
 {
+	return wstore__export(s, id, fd, output, opts, 1);
+}
+
+int wstore__export(wstore_store *s, const char *id, int fd, const char *output,
+		   const wstore_export_options *opts, int verify)
+{
 	char what[4200];
-	struct exporter e = { fd, what, opts, 0, 0, "" };
+	struct exporter e = { fd, what, opts, 0, 0, "", verify };
 	wstore_manifest *m = NULL;
 	wstore_lease *lease = NULL;
 	int rc;

@@ -13,6 +13,7 @@
 #include "error.h"
 #include "names.h"
 #include "store.h"
+#include "util.h"
 
 struct all {
 	char **ids;
@@ -113,13 +114,6 @@ int wstore_parse_name(char **out_model, char **out_revision, const char *arg)
 	return 1;
 }
 
-static int is_hex40(const char *s)
-{
-	size_t n = strspn(s, "0123456789abcdef");
-
-	return n == 40 && !s[n];
-}
-
 /* Append n bytes of s to out (at *len, cap bytes), '/' as "--", other
  * ASCII characters outside the id set as '-', and a run of non-ASCII
  * bytes (one or more characters of another script) as one '-'.  Returns
@@ -202,7 +196,8 @@ int wstore__checkpoint_id_derive_mine(
 	if (put_clean(base, &len, 200, model_id, strlen(model_id)))
 		put_hash(base, &len, 210, model_id);
 	put_clean(base, &len, sizeof(base), "--", 2);
-	put_clean(base, &len, sizeof(base), rev, is_hex40(rev) ? 12 : 200);
+	put_clean(base, &len, sizeof(base), rev,
+		  wstore__is_hex(rev, 40) ? 12 : 200);
 	/* the first character must be a letter or digit */
 	if (!((base[0] >= 'a' && base[0] <= 'z') ||
 	      (base[0] >= 'A' && base[0] <= 'Z') ||

@@ -81,6 +81,16 @@ static const struct keydef keys[] = {
 	{ "chunk_size", KT_SIZE, 1, 4 * GiB },
 	{ "hub_endpoint", KT_URL },
 	{ "hub_token_file", KT_FILE },
+	{ "hub_tls_ca_file", KT_FILE },
+	/* the Hub client's limits (docs/trust.md) */
+	{ "hub_max_files", KT_INT, 1, INT32_MAX },
+	{ "hub_max_pages", KT_INT, 1, INT32_MAX },
+	{ "hub_max_file_size", KT_SIZE, 1, INT64_MAX },
+	{ "hub_max_total_size", KT_SIZE, 1, INT64_MAX },
+	{ "hub_max_json_size", KT_SIZE, 1, INT64_MAX },
+	{ "hub_max_redirects", KT_INT, 1, INT32_MAX },
+	{ "hub_min_rate", KT_SIZE, 1, UINT32_MAX },
+	{ "hub_transfer_timeout_ms", KT_INT, 1, INT32_MAX },
 };
 
 #define NKEYS (sizeof(keys) / sizeof(*keys))
@@ -218,13 +228,16 @@ static const char *size_bad(const char *v, const struct keydef *k, char *why,
 	if (wstore_parse_size(&n, v) == 0 && n >= (uint64_t)k->min &&
 	    n <= (uint64_t)k->max)
 		return NULL;
-	if (k->max == INT64_MAX)
+	if (k->max == INT64_MAX) {
 		snprintf(why, cap, "must be a size such as 100GiB");
-	else
+	} else {
+		char most[32];
+
+		wstore_format_size(most, sizeof(most), (uint64_t)k->max);
 		snprintf(why, cap,
-			 "must be a size from %lld byte to %lldGiB "
-			 "(e.g. 64MiB)",
-			 k->min, k->max / GiB);
+			 "must be a size from %lld byte to %s (e.g. 64MiB)",
+			 k->min, most);
+	}
 	return why;
 }
 

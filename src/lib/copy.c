@@ -3,7 +3,8 @@
  * wstore.h): a thread exports the checkpoint from the source as a bundle
  * into a pipe, and this thread imports the pipe into the destination, so
  * the bytes stream from store to store through a pipe buffer, every file
- * is hashed on the way in (and on the way out), and the checkpoint keeps
+ * is hashed on the way in against the source's manifest (once: not on
+ * the way out as well, which a bundle to disk does), and the checkpoint keeps
  * its ids and commit id, as a bundle carried by hand would.
  *
  * Either side failing stops the other: the importer closing the read end
@@ -38,7 +39,9 @@ struct export_job {
 static void *export_main(void *arg)
 {
 	struct export_job *j = arg;
-	int rc = wstore_export(j->src, j->id, j->fd, NULL, NULL);
+	/* the importer checks every byte against the manifest: hashing
+	 * them on the way out too would only cost a core */
+	int rc = wstore__export(j->src, j->id, j->fd, NULL, NULL, 0);
 
 	if (rc < 0)
 		wstore__first_err_keep(&j->err, rc);

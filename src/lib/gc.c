@@ -304,7 +304,14 @@ static int sweep_id(struct gc *g, const char *id, const wstore_manifest *m)
 static void drop_intent(struct gc *g, const char *id)
 {
 	char key[WSTORE__KEY_MAX];
+	int rc;
 
+	/* its marks (intent.c) first: the record is what finds them again */
+	if (!g->o->dry_run && (rc = wstore__intent_marks_drop(g->s, id)) < 0)
+		gc_fail(g, wstore__err(rc,
+				       "cannot remove the marks of '%s': "
+				       "%s",
+				       id, wstore_last_error()));
 	wstore__key_intent(key, id);
 	remove_orphan(g, key);
 }

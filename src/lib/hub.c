@@ -17,9 +17,11 @@
  * member naming the endpoint, repo, commit and chunk size, and the files
  * already stored and verified.  A killed import leaves it behind; a new
  * import of the same commit into the same id keeps those files' chunks
- * (each checked to be there, at its size) and fetches the rest.
+ * (each checked to be there, at its size, and the file's bytes hashed
+ * again against the recorded SHA-256) and fetches the rest.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,18 +30,12 @@
 #include "abi.h"
 #include "hub.h"
 #include "hubfetch.h"
+#include "hubtrust.h"
 #include "intent.h"
 #include "manifest.h"
 #include "names.h"
 #include "store.h"
 #include "util.h"
-
-#define DEFAULT_ENDPOINT "https://huggingface.co"
-
-static int is_hex(const char *s, size_t n)
-{
-	return s && strlen(s) == n && strspn(s, "0123456789abcdef") == n;
-}
 
 /* ---- the listing ---------------------------------------------------------
  */
@@ -59,33 +55,66 @@ static int wanted(const wstore__hub *h, const char *path)
 	return !matches(h->o.exclude, path);
 }
 
-/* One entry of a tree listing: a file taken (1), passed over (0), or an
- * error naming what is wrong with it. */
-static int take_entry(wstore__hub *h, json_t *e, size_t *cap)
+/* A path as the manifest rules and the mount demand. */
+static int name_ok(const char *path)
 {
-	const char *type = json_string_value(json_object_get(e, "type"));
-	const char *path = json_string_value(json_object_get(e, "path"));
-	const char *oid = json_string_value(json_object_get(e, "oid"));
-	json_t *size = json_object_get(e, "size"),
-	       *lfs = json_object_get(e, "lfs");
-	const char *sha = json_string_value(json_object_get(lfs, "oid"));
+	int rc = wstore__path_importable(path);
+
+	if (rc < 0)
+		return wstore__err(rc, "the server's file list: %s",
+				   wstore_last_error());
+	return 0;
+}
+
+/* No path twice, none both a file and a directory (h->files sorted). */
+int wstore__hub_names_fit(const wstore__hub *h)
+{
+	const char **paths = malloc((h->n ? h->n : 1) * sizeof(*paths));
+	int rc;
+
+	if (!paths)
+		return -ENOMEM;
+	for (size_t i = 0; i < h->n; i++)
+		paths[i] = h->files[i].path;
+	rc = wstore__paths_fit(paths, h->n);
+	free(paths);
+	if (rc < 0)
+		return wstore__err(rc, "the server's file list: %s",
+				   wstore_last_error());
+	return 0;
+}
+
+/* The limits on what a listing may name, checked before anything is
+ * allocated for the entry (hubtrust.h). */
+static int within_limits(const wstore__hub *h, const char *path, uint64_t size)
+{
+	const wstore__hub_limits *l = &h->lim;
+
+	if (h->n >= l->max_files)
+		return wstore__err(WSTORE_EINVAL,
+				   "the server lists more than %" PRIu64
+				   " files (hub_max_files)",
+				   l->max_files);
+	if (size > l->max_file_size)
+		return wstore__err(WSTORE_EINVAL,
+				   "the server lists '%s' at %" PRIu64
+				   " bytes, more than %" PRIu64
+				   " (hub_max_file_size)",
+				   path, size, l->max_file_size);
+	/* h->total <= the limit: no overflow */
+	if (size > l->max_total_size - h->total)
+		return wstore__err(WSTORE_EINVAL,
+				   "the server lists more than %" PRIu64
+				   " bytes in all (hub_max_total_size)",
+				   l->max_total_size);
+	return 0;
+}
+
+static int add_file(wstore__hub *h, size_t *cap, const char *path,
+		    uint64_t size, const char *oid, const char *sha)
+{
 	wstore__hub_file *f;
 
-	if (type && strcmp(type, "file") != 0)
-		return 0;
-	if (!path || !json_is_integer(size) || json_integer_value(size) < 0 ||
-	    !is_hex(oid, 40) || (lfs && !is_hex(sha, 64)))
-		return wstore__err(WSTORE_EINVAL,
-				   "the server's file list has an entry that "
-				   "is not a file with a path, size and "
-				   "hashes ('%s')",
-				   path ? path : "?");
-	if (wstore_validate_path(path) < 0)
-		return wstore__err(WSTORE_EINVAL,
-				   "the server lists file '%s': %s", path,
-				   wstore_last_error());
-	if (!wanted(h, path))
-		return 0;
 	if (h->n == *cap) {
 		size_t c = *cap ? 2 * *cap : 64;
 		void *p = realloc(h->files, c * sizeof(*h->files));
@@ -99,12 +128,49 @@ static int take_entry(wstore__hub *h, json_t *e, size_t *cap)
 	memset(f, 0, sizeof(*f));
 	if (!(f->path = strdup(path)))
 		return -ENOMEM;
-	f->size = (uint64_t)json_integer_value(size);
+	f->size = size;
 	memcpy(f->oid, oid, 41);
-	if (lfs)
+	if (sha)
 		memcpy(f->sha256, sha, 65);
 	h->n++;
-	return 1;
+	h->total += size;
+	return 0;
+}
+
+/* One entry of a tree listing: kept in h->files when it is a file the
+ * globs want, passed over when not; an error names what is wrong. */
+static int list_entry(wstore__hub *h, json_t *e, size_t *cap)
+{
+	const char *type = json_string_value(json_object_get(e, "type"));
+	const char *path = json_string_value(json_object_get(e, "path"));
+	const char *oid = json_string_value(json_object_get(e, "oid"));
+	json_t *size = json_object_get(e, "size"),
+	       *lfs = json_object_get(e, "lfs");
+	const char *sha = json_string_value(json_object_get(lfs, "oid"));
+	char *shown;
+	int rc;
+
+	if (type && strcmp(type, "file") != 0)
+		return 0;
+	if (!path || !json_is_integer(size) || json_integer_value(size) < 0 ||
+	    !wstore__is_hex(oid, 40) || (lfs && !wstore__is_hex(sha, 64))) {
+		shown = wstore__printable(path ? path : "?");
+		rc = wstore__err(WSTORE_EINVAL,
+				 "the server's file list has an entry that "
+				 "is not a file with a path, size and "
+				 "hashes ('%s')",
+				 shown ? shown : "?");
+		free(shown);
+		return rc;
+	}
+	if ((rc = name_ok(path)) < 0)
+		return rc;
+	if (!wanted(h, path))
+		return 0;
+	if ((rc = within_limits(h, path, (uint64_t)json_integer_value(size))))
+		return rc;
+	return add_file(h, cap, path, (uint64_t)json_integer_value(size), oid,
+			lfs ? sha : NULL);
 }
 
 static int get_json(json_t **out, wstore__http *http, const char *url,
@@ -131,82 +197,183 @@ static int get_commit(wstore__hub *h, wstore__http *http)
 {
 	const char *rev =
 		h->o.revision && *h->o.revision ? h->o.revision : "main";
-	char *erev = wstore__http_escape(rev, 0), *url = NULL;
+	const char *segs[] = { "api",	   "models", h->org, h->name,
+			       "revision", rev,	     NULL };
 	json_t *j = NULL;
 	const char *sha;
-	int rc = -ENOMEM;
+	char *url = NULL;
+	int rc = wstore__hub_url(&url, &h->ep, segs, NULL, NULL);
 
-	if (erev && asprintf(&url, "%s/api/models/%s/revision/%s", h->endpoint,
-			     h->o.repo, erev) >= 0)
-		rc = get_json(&j, http, url, NULL);
-	if (rc == 0) {
-		sha = json_string_value(json_object_get(j, "sha"));
-		if (!is_hex(sha, 40))
-			rc = wstore__err(WSTORE_EINVAL,
-					 "'%s' names no 40-hex commit id (sha)",
-					 url);
-		else if (!(h->commit = strdup(sha)))
-			rc = -ENOMEM;
-	}
+	if (rc < 0)
+		goto out;
+	if ((rc = get_json(&j, http, url, NULL)) < 0)
+		goto out;
+	sha = json_string_value(json_object_get(j, "sha"));
+	if (!wstore__is_hex(sha, 40))
+		rc = wstore__err(WSTORE_EINVAL,
+				 "'%s' names no 40-hex commit id (sha)", url);
+	else if (!(h->commit = strdup(sha)))
+		rc = -ENOMEM;
+out:
 	json_decref(j);
 	free(url);
-	free(erev);
 	return rc;
 }
 
-static int cmp_file(const void *a, const void *b)
+int wstore__hub_cmp_file(const void *a, const void *b)
 {
 	return strcmp(((const wstore__hub_file *)a)->path,
 		      ((const wstore__hub_file *)b)->path);
 }
 
+/* Whether the next page may be fetched: on the endpoint's origin (a
+ * credential never follows a Link elsewhere), not a page fetched before
+ * (a loop), and within the page limit. */
+static int next_page_ok(const wstore__hub *h, const char *next,
+			char *const *seen, size_t pages)
+{
+	char *shown;
+	int rc = 0;
+
+	if (!wstore__same_origin(&h->ep, next)) {
+		shown = wstore__url_redact(next, "***");
+		rc = wstore__err(WSTORE_EINVAL,
+				 "the server's next page '%s' is not on %s: "
+				 "refused",
+				 shown ? shown : "?", h->ep.shown);
+		free(shown);
+		return rc;
+	}
+	for (size_t i = 0; i < pages; i++)
+		if (!strcmp(seen[i], next))
+			return wstore__err(WSTORE_EINVAL,
+					   "the server's file list loops "
+					   "(page '%s' again)",
+					   next);
+	if (pages >= h->lim.max_pages)
+		return wstore__err(WSTORE_EINVAL,
+				   "the server's file list has more than "
+				   "%" PRIu64 " pages (hub_max_pages)",
+				   h->lim.max_pages);
+	return 0;
+}
+
+int wstore__hub_add_page(wstore__hub *h, const char *body, size_t len,
+			 const char *url, size_t *cap)
+{
+	json_error_t je;
+	json_t *j = json_loadb(body, len, 0, &je), *e;
+	size_t i;
+	int rc = 0;
+
+	if (!j)
+		return wstore__err(WSTORE_EINVAL,
+				   "'%s' did not answer JSON: %s", url,
+				   je.text);
+	if (!json_is_array(j))
+		rc = wstore__err(WSTORE_EINVAL, "'%s' is not a file list", url);
+	json_array_foreach(j, i, e)
+	{
+		if (rc < 0)
+			break;
+		rc = list_entry(h, e, cap);
+	}
+	json_decref(j);
+	return rc;
+}
+
+/* One page: its entries into h->files. */
+static int list_page(wstore__hub *h, wstore__http *http, const char *url,
+		     char **next, size_t *cap)
+{
+	char *body = NULL;
+	size_t len = 0;
+	int rc = wstore__http_get(http, url, &body, &len, next);
+
+	if (rc < 0)
+		return rc;
+	rc = wstore__hub_add_page(h, body, len, url, cap);
+	free(body);
+	return rc;
+}
+
+/* The pages of the listing, as long as the server links a next one. */
+static int list_pages(wstore__hub *h, wstore__http *http)
+{
+	const char *segs[] = { "api",  "models",  h->org, h->name,
+			       "tree", h->commit, NULL };
+	char **seen = NULL, *url = NULL, *next = NULL;
+	size_t cap = 0, pages = 0;
+	int rc = wstore__hub_url(&url, &h->ep, segs, NULL, "recursive=true");
+
+	while (rc == 0 && url) {
+		char **p = realloc(seen, (pages + 1) * sizeof(*seen));
+
+		if (!p) {
+			rc = -ENOMEM;
+			break;
+		}
+		seen = p;
+		seen[pages++] = url;
+		rc = list_page(h, http, url, &next, &cap);
+		if (rc == 0 && next)
+			rc = next_page_ok(h, next, seen, pages);
+		url = next;
+		next = NULL;
+	}
+	free(url);
+	for (size_t i = 0; i < pages; i++)
+		free(seen[i]);
+	free(seen);
+	return rc;
+}
+
 /* Every file of the commit that the include/exclude globs take. */
 static int list_files(wstore__hub *h, wstore__http *http)
 {
-	char *url = NULL, *next = NULL;
-	size_t cap = 0;
 	int rc = get_commit(h, http);
 
-	if (rc == 0 && asprintf(&url, "%s/api/models/%s/tree/%s?recursive=true",
-				h->endpoint, h->o.repo, h->commit) < 0)
-		rc = -ENOMEM;
-	/* a page at a time, as long as the server links a next one */
-	for (unsigned page = 0; rc == 0 && url; page++) {
-		json_t *j = NULL, *e;
-		size_t i;
-
-		rc = get_json(&j, http, url, &next);
-		if (rc == 0 && !json_is_array(j))
-			rc = wstore__err(WSTORE_EINVAL,
-					 "'%s' is not a file list", url);
-		json_array_foreach(j, i, e) if (rc == 0 &&
-						(rc = take_entry(h, e, &cap)) >
-							0) rc = 0;
-		json_decref(j);
-		free(url);
-		url = next;
-		next = NULL;
-		if (page > 100000)
-			rc = wstore__err(WSTORE_EINVAL, "endless file list");
-	}
-	free(url);
-	if (rc == 0 && h->n == 0)
-		rc = wstore__err(WSTORE_ENOTFOUND,
-				 "no file of '%s' at %s is left to import "
-				 "(include/exclude)",
-				 h->o.repo, h->commit);
-	if (rc == 0)
-		qsort(h->files, h->n, sizeof(*h->files), cmp_file);
-	for (size_t i = 1; rc == 0 && i < h->n; i++)
-		if (!strcmp(h->files[i].path, h->files[i - 1].path))
-			rc = wstore__err(WSTORE_EINVAL,
-					 "the server lists '%s' twice",
-					 h->files[i].path);
-	return rc;
+	if (rc < 0)
+		return rc;
+	if ((rc = list_pages(h, http)) < 0)
+		return rc;
+	if (h->n == 0)
+		return wstore__err(WSTORE_ENOTFOUND,
+				   "no file of '%s' at %s is left to import "
+				   "(include/exclude)",
+				   h->o.repo, h->commit);
+	qsort(h->files, h->n, sizeof(*h->files), wstore__hub_cmp_file);
+	return wstore__hub_names_fit(h);
 }
 
 /* ---- resuming ------------------------------------------------------------
  */
+
+/* The files hub's import verified after its record was written (its
+ * marks, intent.c) into hub's "files". */
+static int add_marks(json_t *hub, wstore_store *s, const char *id)
+{
+	json_t *marks = NULL, *rec, *files = json_object_get(hub, "files");
+	size_t i;
+	int rc = wstore__intent_marks(&marks, s, id);
+
+	if (rc < 0)
+		return rc;
+	json_array_foreach(marks, i, rec)
+	{
+		const char *path =
+			json_string_value(json_object_get(rec, "path"));
+
+		if (!path)
+			continue;
+		if (json_object_set(files, path, rec) < 0) {
+			rc = -ENOMEM;
+			break;
+		}
+	}
+	json_decref(marks);
+	return rc;
+}
 
 /* *out: the intent record's "hub" member of a killed import of this same
  * commit, endpoint and chunk size into id (a new reference), or NULL
@@ -238,35 +405,62 @@ static int same_import(json_t **out, wstore_store *s, const wstore__hub *h,
 		hub = NULL;
 	json_incref(hub);
 	json_decref(j);
+	if (hub && (rc = add_marks(hub, s, id)) < 0) {
+		json_decref(hub);
+		return rc;
+	}
 	*out = hub;
 	return 0;
 }
 
+/* 1 when manifest m holds every file h lists, at the size listed (an
+ * import filtered with --include holds only some: a later import with
+ * more files does not stop at it). */
+static int holds_all(const wstore_manifest *m, const wstore__hub *h)
+{
+	size_t k = 0;
+
+	/* both sorted by path */
+	for (size_t i = 0; i < h->n; i++) {
+		while (k < m->nfiles &&
+		       strcmp(m->files[k].path, h->files[i].path) < 0)
+			k++;
+		if (k == m->nfiles ||
+		    strcmp(m->files[k].path, h->files[i].path) ||
+		    m->files[k].size != h->files[i].size)
+			return 0;
+	}
+	return 1;
+}
+
 /* Is id this import's to take: READY (or FAILED) with this model and
- * commit, or left by a killed import of this commit? */
-struct mine {
+ * commit and every file listed, or left by a killed import of this
+ * commit? */
+struct own_import {
 	const wstore__hub *h;
 	const char *model_id;
 	uint64_t chunk_size;
 };
 
-static int is_mine(void *ctx, wstore_store *s, const char *id)
+static int is_own_import(void *ctx, wstore_store *s, const char *id)
 {
-	const struct mine *mi = ctx;
+	const struct own_import *own = ctx;
 	wstore_manifest *m = NULL;
 	json_t *hub;
 	int rc = wstore_manifest_read(&m, s, id), yes = 0;
 
 	if (rc == 0)
-		yes = !strcmp(m->model_id, mi->model_id) &&
-		      !strcmp(m->revision, mi->h->commit);
+		yes = !strcmp(m->model_id, own->model_id) &&
+		      !strcmp(m->revision, own->h->commit) &&
+		      holds_all(m, own->h);
 	wstore_manifest_free(m);
 	/* a manifest that could not be read now may be this import's:
 	 * an error, never another id */
 	if (rc < 0 && rc != WSTORE_ENOTFOUND && rc != WSTORE_ECORRUPT)
 		return rc;
 	if (rc == WSTORE_ENOTFOUND) {
-		if ((rc = same_import(&hub, s, mi->h, id, mi->chunk_size)) < 0)
+		if ((rc = same_import(&hub, s, own->h, id, own->chunk_size)) <
+		    0)
 			return rc;
 		yes = hub != NULL;
 		json_decref(hub);
@@ -320,8 +514,10 @@ static int hub_claim(struct import *im)
 }
 
 /* A kept file: the same bytes the listing names, every chunk there at
- * its size.  1 kept, 0 fetch again, or an error of the store. */
-static int keep_file(struct import *im, size_t i)
+ * its size, and its bytes hashing to the SHA-256 recorded when it was
+ * verified (buf: cap bytes to read them with).  1 kept, 0 fetch again,
+ * or an error of the store. */
+static int keep_file(struct import *im, size_t i, void *buf, size_t cap)
 {
 	wstore__hub *h = im->ctx;
 	const wstore__hub_file *f = &h->files[i];
@@ -330,14 +526,15 @@ static int keep_file(struct import *im, size_t i)
 	const char *oid = json_string_value(json_object_get(k, "oid"));
 	const char *sha = json_string_value(json_object_get(k, "sha256"));
 	json_t *size = json_object_get(k, "size");
+	int rc;
 
-	if (!oid || strcmp(oid, f->oid) || !is_hex(sha, 64) ||
+	if (!oid || strcmp(oid, f->oid) || !wstore__is_hex(sha, 64) ||
 	    json_integer_value(size) != (json_int_t)f->size)
 		return 0;
 	for (uint64_t c = 0; c < rec->nchunks; c++) {
 		uint64_t want = 0, got = 0;
-		int rc = wstore__chunk_len(&want, rec, c);
 
+		rc = wstore__chunk_len(&want, rec, c);
 		if (rc == 0)
 			rc = im->s->b->size(im->s->b, rec->chunks[c], &got);
 		if (rc == WSTORE_ENOTFOUND || (rc == 0 && got != want)) {
@@ -347,8 +544,18 @@ static int keep_file(struct import *im, size_t i)
 		if (rc < 0)
 			return rc;
 	}
-	if (wstore__set_str(&rec->sha256, sha) < 0 ||
-	    json_object_set(json_object_get(h->state, "files"), f->path, k))
+	if (wstore__set_str(&rec->sha256, sha) < 0)
+		return -ENOMEM;
+	/* the bytes themselves, hashed again: a store may have lost or
+	 * changed them at the same size (far cheaper than a fetch) */
+	rc = wstore__fetch_to_fd(im->s, rec, -1, buf, cap, 1, NULL, NULL);
+	if (rc == WSTORE_ECORRUPT) {
+		wstore__clear_err();
+		return 0;
+	}
+	if (rc < 0)
+		return rc;
+	if (json_object_set(json_object_get(h->state, "files"), f->path, k))
 		return -ENOMEM;
 	return 1;
 }
@@ -356,19 +563,33 @@ static int keep_file(struct import *im, size_t i)
 static int hub_begin(struct import *im)
 {
 	wstore__hub *h = im->ctx;
+	size_t cap = h->kept ? (size_t)wstore__max_chunk(im->m) : 0;
+	void *buf = cap ? wstore__buf_alloc(cap) : NULL;
+
+	if (cap && !buf)
+		return wstore__err(-ENOMEM, "cannot allocate a %zu-byte buffer",
+				   cap);
+	int rc;
 
 	for (size_t i = 0; h->kept && i < h->n; i++) {
-		int rc = keep_file(im, i);
+		rc = keep_file(im, i, buf, cap);
 
-		if (rc < 0)
+		if (rc < 0) {
+			free(buf);
 			return rc;
+		}
 		if (rc == 1) {
 			im->done[i] = 1;
 			im->attempted[i] = im->m->files[i].nchunks;
 			h->bytes_done += h->files[i].size;
 		}
 	}
-	return wstore__hub_write_intent(im);
+	free(buf);
+	/* the kept files in the record; the killed run's marks go after it
+	 * (this run numbers its own from 0) */
+	if ((rc = wstore__hub_write_intent(im)) < 0)
+		return rc;
+	return wstore__intent_marks_drop(im->s, im->o->checkpoint_id);
 }
 
 static const wstore__import_hooks hub_hooks = { hub_claim, hub_begin,
@@ -383,7 +604,7 @@ static void hub_free(wstore__hub *h)
 		free(h->files[i].path);
 	free(h->files);
 	free(h->commit);
-	free(h->endpoint);
+	wstore__endpoint_free(&h->ep);
 	json_decref(h->state);
 	json_decref(h->kept);
 	wstore__hub_held_free(h->held);
@@ -407,44 +628,28 @@ static int fill_scan(wstore__scan *scan, const wstore__hub *h)
 
 static int check_opts(wstore__hub *h, const wstore_hub_options *given)
 {
+	const char *slash;
 	int rc = wstore__hub_opts(&h->o, given);
 
 	if (rc < 0)
 		return rc;
-	if (h->o.reserved)
+	if (h->o.reserved || h->o.reserved2)
 		return wstore__err(WSTORE_EINVAL,
 				   "hub options: reserved must be 0");
 	if (!h->o.repo || !*h->o.repo)
 		return wstore__err(WSTORE_EINVAL,
 				   "hub import needs a repository (ORG/NAME)");
-	/* ORG/NAME, as a name on the command line is */
-	{
-		char *model = NULL, *rev = NULL;
-
-		rc = wstore_parse_name(&model, &rev, h->o.repo);
-		free(model);
-		free(rev);
-		if (rc != 1 || strchr(h->o.repo, '@'))
-			return wstore__err(WSTORE_EINVAL,
-					   "invalid repository '%s': ORG/NAME",
-					   h->o.repo);
-	}
-	h->endpoint =
-		strdup(h->o.endpoint && *h->o.endpoint ? h->o.endpoint
-						       : DEFAULT_ENDPOINT);
-	if (!h->endpoint)
-		return -ENOMEM;
-	/* "https://host/" names the same server as "https://host" */
-	for (size_t n = strlen(h->endpoint); n > 0 && h->endpoint[n - 1] == '/';
-	     n--)
-		h->endpoint[n - 1] = '\0';
-	if (strncmp(h->endpoint, "http://", 7) &&
-	    strncmp(h->endpoint, "https://", 8))
-		return wstore__err(WSTORE_EINVAL,
-				   "invalid endpoint '%s': an http:// or "
-				   "https:// URL",
-				   h->endpoint);
-	return 0;
+	/* ORG/NAME as the Hub spells it: never more than path segments */
+	if ((rc = wstore__hub_repo_ok(h->o.repo)) < 0)
+		return rc;
+	slash = strchr(h->o.repo, '/');
+	snprintf(h->org, sizeof(h->org), "%.*s", (int)(slash - h->o.repo),
+		 h->o.repo);
+	snprintf(h->name, sizeof(h->name), "%s", slash + 1);
+	wstore__hub_limits_of(&h->lim, &h->o);
+	return wstore__endpoint_parse(&h->ep, h->o.endpoint && *h->o.endpoint
+						      ? h->o.endpoint
+						      : WSTORE__HUB_DEFAULT);
 }
 
 /* The options the lifecycle runs with; *id chosen (given, or derived
@@ -452,21 +657,21 @@ static int check_opts(wstore__hub *h, const wstore_hub_options *given)
 static int pick_id(char **id, wstore_store *s, wstore_import_options *oc,
 		   const wstore__hub *h)
 {
-	struct mine mi = { h, oc->model_id,
-			   oc->chunk_size ? oc->chunk_size
-					  : WSTORE_DEFAULT_CHUNK_SIZE };
+	struct own_import own = { h, oc->model_id,
+				  oc->chunk_size ? oc->chunk_size
+						 : WSTORE_DEFAULT_CHUNK_SIZE };
 
 	if (oc->checkpoint_id)
 		return (*id = strdup(oc->checkpoint_id)) ? 0 : -ENOMEM;
 	return wstore__checkpoint_id_derive_mine(id, s, oc->model_id, h->commit,
-						 is_mine, &mi);
+						 is_own_import, &own);
 }
 
-/* 1 when id is READY with this model and commit already, 0 when not
- * (absent, another import, FAILED, corrupt), or the error of a manifest
- * that could not be read. */
+/* 1 when id is READY with this model and commit and every file listed
+ * already, 0 when not (absent, another import, FAILED, corrupt, fewer
+ * files), or the error of a manifest that could not be read. */
 static int already_there(wstore_store *s, const char *id, const char *model,
-			 const char *commit)
+			 const wstore__hub *h)
 {
 	wstore_manifest *m = NULL;
 	int rc = wstore_manifest_read(&m, s, id), yes;
@@ -475,7 +680,8 @@ static int already_there(wstore_store *s, const char *id, const char *model,
 		return wstore__err(rc, "cannot read checkpoint '%s': %s", id,
 				   wstore_last_error());
 	yes = rc == 0 && !strcmp(m->status, "READY") &&
-	      !strcmp(m->model_id, model) && !strcmp(m->revision, commit);
+	      !strcmp(m->model_id, model) && !strcmp(m->revision, h->commit) &&
+	      holds_all(m, h);
 	wstore_manifest_free(m);
 	wstore__clear_err();
 	return yes;
@@ -490,45 +696,60 @@ static int canceled(void *ctx)
 	return o->progress && o->progress(0, 0, "", o->progress_ctx);
 }
 
-static int run(char **out_id, wstore_store *s, wstore_import_options *oc,
-	       wstore__hub *h)
+/* The file list, and what the intent record names the import by (the
+ * endpoint without its credentials). */
+static int list_and_name(wstore__hub *h, wstore_import_options *oc)
 {
-	struct import im = { .s = s, .o = oc, .hooks = &hub_hooks, .ctx = h };
 	wstore__http *http = NULL;
-	char *id = NULL, *uri = NULL;
-	int rc = wstore__http_new(&http, &h->o, canceled, oc);
+	int rc = wstore__http_new(&http, &h->o, &h->ep, canceled, oc);
 
 	if (rc == 0)
 		rc = list_files(h, http);
 	wstore__http_free(http);
-	if (rc == 0 && !oc->model_id)
+	if (rc < 0)
+		return rc;
+	if (!oc->model_id)
 		oc->model_id = h->o.repo;
 	oc->revision = h->commit;
 	oc->source = NULL;
-	if (rc == 0 &&
-	    !(h->state = json_pack("{s:s, s:s, s:s, s:{}}", "endpoint",
-				   h->endpoint, "repo", h->o.repo, "commit",
-				   h->commit, "files")))
+	h->state = json_pack("{s:s, s:s, s:s, s:{}}", "endpoint", h->ep.shown,
+			     "repo", h->o.repo, "commit", h->commit, "files");
+	return h->state ? 0 : -ENOMEM;
+}
+
+static int run(char **out_id, wstore_store *s, wstore_import_options *oc,
+	       wstore__hub *h)
+{
+	struct import im = { .s = s, .o = oc, .hooks = &hub_hooks, .ctx = h };
+	char *id = NULL, *uri = NULL;
+	int rc = list_and_name(h, oc);
+
+	if (rc < 0)
+		goto out;
+	if ((rc = pick_id(&id, s, oc, h)) < 0)
+		goto out;
+	if (out_id && !(*out_id = strdup(id))) {
 		rc = -ENOMEM;
-	if (rc == 0)
-		rc = pick_id(&id, s, oc, h);
-	if (rc == 0 && out_id)
-		*out_id = strdup(id);
+		goto out;
+	}
 	oc->checkpoint_id = id;
-	if (rc == 0)
-		rc = wstore_import_check(oc);
-	if (rc == 0 && (rc = already_there(s, id, oc->model_id, h->commit))) {
+	if ((rc = wstore_import_check(oc)) < 0)
+		goto out;
+	if ((rc = already_there(s, id, oc->model_id, h)) != 0) {
 		rc = rc > 0 ? 0 : rc;
 		goto out;
 	}
 	im.chunk_size =
 		oc->chunk_size ? oc->chunk_size : WSTORE_DEFAULT_CHUNK_SIZE;
-	if (rc == 0)
-		rc = fill_scan(&im.scan, h);
-	if (rc == 0 && asprintf(&uri, "%s/%s", h->endpoint, h->o.repo) < 0)
-		rc = -ENOMEM, uri = NULL;
-	if (rc == 0)
-		rc = wstore__import_run(&im, uri);
+	if ((rc = fill_scan(&im.scan, h)) < 0)
+		goto out;
+	/* the recorded source: no credentials */
+	if (asprintf(&uri, "%s/%s", h->ep.shown, h->o.repo) < 0) {
+		uri = NULL;
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = wstore__import_run(&im, uri);
 out:
 	free(uri);
 	free(id);
@@ -549,12 +770,13 @@ int wstore_import_hub(char **out_id, wstore_store *s,
 	if (!s || !opts || !hub)
 		return wstore__err(WSTORE_EINVAL,
 				   "hub import: argument missing");
-	if ((rc = wstore__import_opts(&oc, opts)) < 0 ||
-	    (rc = check_opts(&h, hub)) < 0 ||
-	    (oc.reserved &&
-	     (rc = wstore__err(WSTORE_EINVAL, "import options: reserved must "
-					      "be 0")) < 0)) {
-		free(h.endpoint);
+	if ((rc = wstore__import_opts(&oc, opts)) < 0)
+		return rc;
+	if (oc.reserved)
+		return wstore__err(WSTORE_EINVAL,
+				   "import options: reserved must be 0");
+	if ((rc = check_opts(&h, hub)) < 0) {
+		wstore__endpoint_free(&h.ep);
 		return rc;
 	}
 	pthread_mutex_init(&h.mu, NULL);

@@ -12,6 +12,7 @@
 #include <wstore/wstore.h>
 
 #include "error.h"
+#include "hubtrust.h"
 #include "import.h"
 
 /* A file the server lists, in the scan's order (sorted by path). */
@@ -24,22 +25,37 @@ typedef struct wstore__hub_file {
 
 typedef struct wstore__hub {
 	wstore_hub_options o; /* the caller's, current layout */
-	char *endpoint;	      /* without trailing '/' */
+	wstore__endpoint ep;  /* o.endpoint parsed, its credentials apart */
+	wstore__hub_limits lim;
+	char org[97], name[97]; /* o.repo's two parts */
 	char *commit;
 	wstore__hub_file *files; /* n, sorted by path */
 	size_t n;
+	uint64_t total; /* the sizes of files[] added up (<= the limit) */
 	/* the intent record's "hub" member: endpoint, repo, commit,
 	 * chunk_size and "files": {path: {"oid":..., "sha256":...}} of the
-	 * files stored and verified (what a re-run keeps) */
+	 * files kept from a killed run; each file verified after is a mark
+	 * (intent.c).  What a re-run keeps is both. */
 	json_t *state;
 	json_t *kept; /* from a killed run: path -> {oid, sha256}, or NULL */
 	struct wstore__hub_held *held; /* hubreuse.c's, read on first use */
 	/* the workers' */
 	pthread_mutex_t mu;
 	size_t next;
+	uint64_t marks; /* the intent record's marks written (intent.c) */
 	uint64_t bytes_done, last_progress;
 	wstore__first_err err;
 } wstore__hub;
+
+/* One page of a tree listing (body, len bytes, from url): its files the
+ * globs want into h->files (cap: its capacity), each checked (path, hash
+ * forms, the limits) before it is kept; an error names what is wrong.
+ * Then, once every page is in and h->files sorted (cmp_file): none twice,
+ * none both a file and a directory (names_fit). */
+int wstore__hub_add_page(wstore__hub *h, const char *body, size_t len,
+			 const char *url, size_t *cap);
+int wstore__hub_cmp_file(const void *a, const void *b);
+int wstore__hub_names_fit(const wstore__hub *h);
 
 /* File i put from a file the store holds with the same bytes
  * (hubreuse.c), fd the data file begin_file opened for it or -1: 1 with
@@ -52,8 +68,8 @@ void wstore__hub_held_free(struct wstore__hub_held *held);
 
 /* The workers (hubrun.c): fetch every file not done. */
 int wstore__hub_workers(struct import *im);
-/* Write the intent record with h->state as its "hub" member (mu held by
- * the caller while the workers run). */
+/* Write the intent record with h->state as its "hub" member (before
+ * the workers run). */
 int wstore__hub_write_intent(struct import *im);
 
 #endif

@@ -9,10 +9,18 @@
  * a body cut short.  A file's transfer resumes at the byte it stopped at
  * (Range), its bytes never going to the sink twice.
  *
- * Redirects are followed (the Hub sends LFS files to a CDN); the token
- * goes in as curl's bearer auth, which curl sends to the first host only,
- * never to the host (or port) a redirect leads to.  Proxies: curl's
- * defaults (http_proxy, https_proxy, no_proxy, ...).
+ * Credentials (the token, or user:password of the endpoint's URL) are
+ * set on a request only when its URL is on the endpoint's origin
+ * (hubtrust.c); redirects are followed (the Hub sends LFS files to a
+ * CDN), at most max_redirects, curl dropping the credentials once one
+ * leads to another scheme, host or port, and an https endpoint's
+ * requests are never redirected to http.  Every try ends when it moves
+ * fewer than min_rate bytes a second over stall_timeout_ms, and the
+ * tries of one request end at its deadline (transfer_timeout_ms); an
+ * error answer's body is read up to WSTORE__HUB_ERROR_BODY_MAX bytes,
+ * a JSON answer's up to max_json_size.  Proxies: curl's defaults
+ * (http_proxy, https_proxy, no_proxy, ...); CAs: tls_ca_file, else
+ * $CURL_CA_BUNDLE, else $SSL_CERT_FILE, else the system's.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -27,13 +35,13 @@
 #include "../common/clock.h"
 #include "error.h"
 #include "hubfetch.h"
+#include "hubtrust.h"
 #include "util.h"
 
 #define CONNECT_TIMEOUT_S 10L
 #define BACKOFF_FIRST_MS 500
 #define BACKOFF_MAX_MS 8000
 #define RETRY_AFTER_MAX_S 60
-#define JSON_MAX ((size_t)256 << 20)
 /* couldn't connect: few tries, an endpoint that is down says so soon */
 #define CONNECT_RETRIES 2u
 /* during a transfer, the stop callback is asked at most this often */
@@ -42,6 +50,8 @@
 struct wstore__http {
 	CURL *curl;
 	const wstore_hub_options *o;
+	const wstore__endpoint *ep;
+	wstore__hub_limits lim;
 	wstore__http_stop stop;
 	void *stop_ctx;
 	char errbuf[CURL_ERROR_SIZE];
@@ -51,6 +61,8 @@ struct wstore__http {
 	int64_t range_start; /* Content-Range start, -1 when none */
 	uint64_t last_ask;   /* when on_xfer last asked stop (monotonic ms) */
 	int stopped;	     /* on_xfer ended the transfer: a stop */
+	int link_long;	     /* the Link's next URL did not fit in next */
+	int err_cut;	     /* an error answer's body ended at its bound */
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -79,23 +91,8 @@ static void copy_value(char *out, size_t cap, const char *v, size_t n)
 /* Link: <url>; rel="next" (the Hub's pagination of tree listings) */
 static void parse_link(wstore__http *h, const char *v, size_t n)
 {
-	const char *end = v + n, *lt, *gt;
-
-	for (const char *p = v; p < end; p = gt + 1) {
-		if (!(lt = memchr(p, '<', (size_t)(end - p))) ||
-		    !(gt = memchr(lt, '>', (size_t)(end - lt))))
-			return;
-		const char *semi = gt + 1,
-			   *comma = memchr(semi, ',', (size_t)(end - semi));
-		size_t rest = (size_t)((comma ? comma : end) - semi);
-
-		if (memmem(semi, rest, "rel=\"next\"", 10) &&
-		    (size_t)(gt - lt - 1) < sizeof(h->next)) {
-			memcpy(h->next, lt + 1, (size_t)(gt - lt - 1));
-			h->next[gt - lt - 1] = '\0';
-			return;
-		}
-	}
+	if (wstore__link_next(h->next, sizeof(h->next), v, n) < 0)
+		h->link_long = 1;
 }
 
 static int header_is(const char *line, size_t n, const char *name,
@@ -121,6 +118,7 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *ctx)
 		/* a new response (after a redirect): forget the last one's */
 		h->xcode[0] = h->xmsg[0] = h->next[0] = '\0';
 		h->range_start = -1;
+		h->link_long = 0;
 	} else if (header_is(line, n, "X-Error-Code", &v, &vn)) {
 		copy_value(h->xcode, sizeof(h->xcode), v, vn);
 	} else if (header_is(line, n, "X-Error-Message", &v, &vn)) {
@@ -167,13 +165,46 @@ static int on_xfer(void *ctx, curl_off_t dltotal, curl_off_t dlnow,
 	return h->stopped;
 }
 
+/* The CAs an https server must chain to: the caller's, else the
+ * environment's (curl's own variable, then OpenSSL's), else NULL. */
+static const char *ca_file(const wstore_hub_options *o)
+{
+	const char *env;
+
+	if (o->tls_ca_file && *o->tls_ca_file)
+		return o->tls_ca_file;
+	if ((env = getenv("CURL_CA_BUNDLE")) && *env)
+		return env;
+	if ((env = getenv("SSL_CERT_FILE")) && *env)
+		return env;
+	return NULL;
+}
+
+static void set_limits(wstore__http *h)
+{
+	const wstore__hub_limits *l = &h->lim;
+
+	curl_easy_setopt(h->curl, CURLOPT_FOLLOWLOCATION, 1L);
+	curl_easy_setopt(h->curl, CURLOPT_MAXREDIRS, (long)l->max_redirects);
+	curl_easy_setopt(h->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+	/* an https endpoint is never led to http */
+	curl_easy_setopt(h->curl, CURLOPT_REDIR_PROTOCOLS_STR,
+			 strcmp(h->ep->scheme, "https") ? "http,https"
+							: "https");
+	curl_easy_setopt(h->curl, CURLOPT_CONNECTTIMEOUT, CONNECT_TIMEOUT_S);
+	/* too slow: under min_rate bytes/s over the stall window */
+	curl_easy_setopt(h->curl, CURLOPT_LOW_SPEED_LIMIT, (long)l->min_rate);
+	curl_easy_setopt(h->curl, CURLOPT_LOW_SPEED_TIME,
+			 (long)((l->stall_ms + 999) / 1000));
+	if (ca_file(h->o))
+		curl_easy_setopt(h->curl, CURLOPT_CAINFO, ca_file(h->o));
+}
+
 int wstore__http_new(wstore__http **out, const wstore_hub_options *o,
-		     wstore__http_stop stop, void *stop_ctx)
+		     const wstore__endpoint *ep, wstore__http_stop stop,
+		     void *stop_ctx)
 {
 	wstore__http *h;
-	long stall_s = o->stall_timeout_ms
-			       ? (long)(o->stall_timeout_ms + 999) / 1000
-			       : 30;
 
 	*out = NULL;
 	pthread_once(&once, global_init);
@@ -185,16 +216,11 @@ int wstore__http_new(wstore__http **out, const wstore_hub_options *o,
 		return wstore__err(-ENOMEM, "cannot start an HTTP client");
 	}
 	h->o = o;
+	h->ep = ep;
+	wstore__hub_limits_of(&h->lim, o);
 	h->stop = stop;
 	h->stop_ctx = stop_ctx;
-	curl_easy_setopt(h->curl, CURLOPT_FOLLOWLOCATION, 1L);
-	curl_easy_setopt(h->curl, CURLOPT_MAXREDIRS, 10L);
-	curl_easy_setopt(h->curl, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(h->curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(h->curl, CURLOPT_CONNECTTIMEOUT, CONNECT_TIMEOUT_S);
-	/* a stall: under 1 byte/s for stall_s seconds */
-	curl_easy_setopt(h->curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(h->curl, CURLOPT_LOW_SPEED_TIME, stall_s);
+	set_limits(h);
 	curl_easy_setopt(h->curl, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h->curl, CURLOPT_XFERINFOFUNCTION, on_xfer);
 	curl_easy_setopt(h->curl, CURLOPT_XFERINFODATA, h);
@@ -206,12 +232,31 @@ int wstore__http_new(wstore__http **out, const wstore_hub_options *o,
 			 "wstore/" WSTORE_VERSION " (hub import)");
 	/* bytes as stored: no content coding to undo */
 	curl_easy_setopt(h->curl, CURLOPT_ACCEPT_ENCODING, NULL);
-	if (o->token && *o->token) {
-		curl_easy_setopt(h->curl, CURLOPT_HTTPAUTH, CURLAUTH_BEARER);
-		curl_easy_setopt(h->curl, CURLOPT_XOAUTH2_BEARER, o->token);
-	}
 	*out = h;
 	return 0;
+}
+
+/* The credentials for url: the endpoint's on its origin, none elsewhere
+ * (curl keeps them from a redirect to another origin). */
+static void set_auth(wstore__http *h, const char *url)
+{
+	int ours = wstore__same_origin(h->ep, url);
+	const char *tok = h->o->token && *h->o->token ? h->o->token : NULL;
+
+	curl_easy_setopt(h->curl, CURLOPT_XOAUTH2_BEARER, NULL);
+	curl_easy_setopt(h->curl, CURLOPT_USERNAME, NULL);
+	curl_easy_setopt(h->curl, CURLOPT_PASSWORD, NULL);
+	curl_easy_setopt(h->curl, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
+	if (!ours)
+		return;
+	if (tok) {
+		curl_easy_setopt(h->curl, CURLOPT_HTTPAUTH, CURLAUTH_BEARER);
+		curl_easy_setopt(h->curl, CURLOPT_XOAUTH2_BEARER, tok);
+	} else if (h->ep->user) {
+		curl_easy_setopt(h->curl, CURLOPT_USERNAME, h->ep->user);
+		curl_easy_setopt(h->curl, CURLOPT_PASSWORD,
+				 h->ep->password ? h->ep->password : "");
+	}
 }
 
 void wstore__http_free(wstore__http *h)
@@ -222,35 +267,34 @@ void wstore__http_free(wstore__http *h)
 	free(h);
 }
 
-char *wstore__http_escape(const char *s, int keep_slash)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t n = strlen(s), k = 0;
-	char *out = malloc(3 * n + 1);
-
-	if (!out)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		    (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-		    c == '_' || c == '~' || (keep_slash && c == '/')) {
-			out[k++] = (char)c;
-		} else {
-			out[k++] = '%';
-			out[k++] = hex[c >> 4];
-			out[k++] = hex[c & 15];
-		}
-	}
-	out[k] = '\0';
-	return out;
-}
-
 /* ---- the retry loop ------------------------------------------------------
  */
 
 enum verdict { DONE, FATAL, RETRY };
+
+/* What to add to curl's error: the http/https mix-ups and the CA
+ * setting, as the Redis TLS errors say. */
+static const char *hint(const wstore__http *h, CURLcode cc, const char *url)
+{
+	int https = !strncmp(url, "https:", 6);
+
+	if (cc == CURLE_SSL_CONNECT_ERROR && strstr(h->errbuf, "wrong version"))
+		return " (the server does not speak TLS there: an http:// "
+		       "endpoint?)";
+	if (cc == CURLE_PEER_FAILED_VERIFICATION)
+		return " (a private CA? set hub_tls_ca_file or "
+		       "CURL_CA_BUNDLE to its PEM file)";
+	if (!https &&
+	    (cc == CURLE_WEIRD_SERVER_REPLY ||
+	     cc == CURLE_UNSUPPORTED_PROTOCOL || cc == CURLE_GOT_NOTHING))
+		return " (the server may speak TLS there: an https:// "
+		       "endpoint?)";
+	if (cc == CURLE_TOO_MANY_REDIRECTS)
+		return " (hub_max_redirects)";
+	if (cc == CURLE_UNSUPPORTED_PROTOCOL && https)
+		return " (an https endpoint is never redirected to http)";
+	return "";
+}
 
 /* What a finished try means: DONE, FATAL (the last error set) or RETRY
  * (*wait_ms set, the last error saying why). */
@@ -304,8 +348,9 @@ static enum verdict judge(wstore__http *h, CURLcode cc, const char *url,
 				    why);
 		return FATAL;
 	}
-	*code = wstore__err(WSTORE_EUNAVAIL, "'%s': %s", url,
-			    h->errbuf[0] ? h->errbuf : curl_easy_strerror(cc));
+	*code = wstore__err(WSTORE_EUNAVAIL, "'%s': %s%s", url,
+			    h->errbuf[0] ? h->errbuf : curl_easy_strerror(cc),
+			    hint(h, cc, url));
 	switch (cc) {
 	case CURLE_COULDNT_CONNECT:
 		return ++*connect_fails > CONNECT_RETRIES ? FATAL : RETRY;
@@ -347,24 +392,35 @@ static int perform_retrying(wstore__http *h, const char *url,
 			    const struct attempt *a)
 {
 	unsigned tries = h->o->retries ? h->o->retries : 5, connect_fails = 0;
-	uint64_t backoff = BACKOFF_FIRST_MS;
+	uint64_t backoff = BACKOFF_FIRST_MS, start = wclock_mono_ms();
 
 	for (unsigned t = 0;; t++) {
-		uint64_t wait = backoff;
+		uint64_t wait = backoff, spent = wclock_mono_ms() - start;
 		enum verdict v;
 		CURLcode cc;
 		int rc, code = WSTORE_EUNAVAIL;
 
 		h->errbuf[0] = '\0';
 		h->status = 0;
+		if (spent >= h->lim.deadline_ms)
+			return wstore__err(
+				WSTORE_EUNAVAIL,
+				"%s (gave up at the %" PRIu64
+				" s deadline, hub_transfer_timeout_ms)",
+				wstore_last_error(), h->lim.deadline_ms / 1000);
 		if ((rc = a->prepare(h, a->ctx)) < 0)
 			return rc;
 		curl_easy_setopt(h->curl, CURLOPT_URL, url);
-		h->stopped = 0;
+		curl_easy_setopt(h->curl, CURLOPT_TIMEOUT_MS,
+				 (long)(h->lim.deadline_ms - spent));
+		set_auth(h, url);
+		h->stopped = h->err_cut = 0;
 		cc = curl_easy_perform(h->curl);
 		curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &h->status);
 		if (*a->sink_rc < 0)
 			return *a->sink_rc;
+		if (cc == CURLE_WRITE_ERROR && h->err_cut)
+			cc = CURLE_OK; /* judged by its status */
 		if (h->stopped)
 			return wstore__err(WSTORE_ECANCELED, "interrupted");
 		v = judge(h, cc, url, &connect_fails, &wait, &code);
@@ -390,28 +446,49 @@ static int perform_retrying(wstore__http *h, const char *url,
  */
 
 struct body {
+	wstore__http *h;
+	const char *url;
 	char *p;
 	size_t n, cap;
 	int rc;
 };
 
+/* An error answer's body past its bound: the rest is not read (the
+ * answer is judged by its status). */
+static int error_body_full(wstore__http *h, uint64_t have, size_t n)
+{
+	long st = 0;
+
+	curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &st);
+	if (st / 100 == 2 || have + n <= WSTORE__HUB_ERROR_BODY_MAX)
+		return 0;
+	h->err_cut = 1;
+	return 1;
+}
+
 static size_t on_body(char *data, size_t size, size_t nmemb, void *ctx)
 {
 	struct body *b = ctx;
 	size_t n = size * nmemb;
+	uint64_t max = b->h->lim.max_json_size;
 
+	if (error_body_full(b->h, b->n, n))
+		return 0;
 	if (b->n + n + 1 > b->cap) {
 		size_t cap = b->cap ? b->cap : 64 << 10;
 		char *p;
 
 		while (cap < b->n + n + 1)
 			cap *= 2;
-		if (cap > JSON_MAX) {
+		if (b->n + n > max) {
 			b->rc = wstore__err(WSTORE_EINVAL,
-					    "answer larger than %zu bytes",
-					    JSON_MAX);
+					    "'%s': answer larger than %" PRIu64
+					    " bytes (hub_max_json_size)",
+					    b->url, max);
 			return 0;
 		}
+		if (cap > max + 1)
+			cap = (size_t)max + 1;
 		if (!(p = realloc(b->p, cap))) {
 			b->rc = -ENOMEM;
 			return 0;
@@ -446,12 +523,17 @@ static int body_finish(wstore__http *h, void *ctx)
 int wstore__http_get(wstore__http *h, const char *url, char **body, size_t *len,
 		     char **next)
 {
-	struct body b = { 0 };
+	struct body b = { .h = h, .url = url };
 	struct attempt a = { body_prepare, body_finish, &b.rc, &b };
 	int rc = perform_retrying(h, url, &a);
 
 	if (rc == 0 && !b.p && !(b.p = calloc(1, 1)))
 		rc = -ENOMEM;
+	if (rc == 0 && h->link_long)
+		rc = wstore__err(WSTORE_EINVAL,
+				 "'%s': its Link header names a next page "
+				 "longer than %zu bytes",
+				 url, sizeof(h->next) - 1);
 	if (rc == 0 && next)
 		rc = (*next = h->next[0] ? strdup(h->next) : NULL, 0);
 	if (rc < 0) {
@@ -470,7 +552,8 @@ struct fetch {
 	wstore__http *h;
 	const char *url;
 	uint64_t size, *off;
-	uint64_t skip; /* bytes of a 200 answer to a ranged GET to drop */
+	uint64_t skip;	  /* bytes of a 200 answer to a ranged GET to drop */
+	uint64_t drained; /* bytes of an error answer read */
 	int started, ignore, rc;
 	wstore__http_sink sink;
 	void *ctx;
@@ -483,7 +566,7 @@ static int start_body(struct fetch *f)
 
 	f->started = 1;
 	f->ignore = 0;
-	f->skip = 0;
+	f->skip = f->drained = 0;
 	curl_easy_getinfo(f->h->curl, CURLINFO_RESPONSE_CODE, &st);
 	if (st == 200)
 		f->skip = *f->off; /* the server ignored the Range */
@@ -505,8 +588,13 @@ static size_t on_file(char *data, size_t size, size_t nmemb, void *ctx)
 
 	if (!f->started && start_body(f) != 0)
 		return 0;
-	if (f->ignore)
-		return all; /* an error answer, drained */
+	if (f->ignore) {
+		/* an error answer, drained up to its bound */
+		if (error_body_full(f->h, f->drained, n))
+			return 0;
+		f->drained += n;
+		return all;
+	}
 	if (f->skip) {
 		size_t k = f->skip < n ? (size_t)f->skip : n;
 

@@ -14,6 +14,8 @@
 
 #include <wstore/wstore.h>
 
+#include "hubtrust.h"
+
 typedef struct wstore__http wstore__http;
 
 /* Called with the bytes of a body in order: 0, or a negative code that
@@ -25,9 +27,12 @@ typedef int (*wstore__http_sink)(void *ctx, const void *data, size_t n);
  * wstore_interrupt was called. */
 typedef int (*wstore__http_stop)(void *ctx);
 
-/* A client for o's endpoint, token and limits (o must outlive it). */
+/* A client for endpoint ep with o's token and limits (o and ep must
+ * outlive it): the token (or ep's user:password) goes only to URLs on
+ * ep's origin. */
 int wstore__http_new(wstore__http **out, const wstore_hub_options *o,
-		     wstore__http_stop stop, void *stop_ctx);
+		     const wstore__endpoint *ep, wstore__http_stop stop,
+		     void *stop_ctx);
 void wstore__http_free(wstore__http *h);
 
 /* GET url: the body (malloc'ed, NUL-terminated) and the Link header's
@@ -39,8 +44,5 @@ int wstore__http_get(wstore__http *h, const char *url, char **body, size_t *len,
  * a cut transfer is retried from *off (Range). */
 int wstore__http_fetch(wstore__http *h, const char *url, uint64_t size,
 		       uint64_t *off, wstore__http_sink sink, void *ctx);
-
-/* url-encode s into a malloc'ed string, keeping '/' when keep_slash. */
-char *wstore__http_escape(const char *s, int keep_slash);
 
 #endif

@@ -29,19 +29,15 @@
 #include "digest.h"
 #include "error.h"
 #include "hubfetch.h"
+#include "hubtrust.h"
 #include "lock.h"
 #include "names.h"
 #include "store.h"
+#include "util.h"
 
 /* Refs kept per repository, and the length of a ref's name. */
 #define REFS_MAX 256
 #define REF_NAME_MAX 255
-#define DEFAULT_ENDPOINT "https://huggingface.co"
-
-static int hex40(const char *s)
-{
-	return s && strlen(s) == 40 && strspn(s, "0123456789abcdef") == 40;
-}
 
 static int ref_name_ok(const char *ref)
 {
@@ -149,7 +145,7 @@ int wstore_ref_write(wstore_store *s, const char *repo, const char *ref,
 		return wstore__err(WSTORE_EINVAL, "ref write: no store");
 	if ((rc = check_names(repo, ref)) < 0)
 		return rc;
-	if (!hex40(commit))
+	if (!wstore__is_hex(commit, 40))
 		return wstore__err(WSTORE_EINVAL,
 				   "invalid commit id '%.64s': 40 hex digits",
 				   commit ? commit : "");
@@ -191,7 +187,9 @@ int wstore_ref_read(char *out, size_t cap, int64_t *out_asked_ms,
 	free(txt);
 	r = json_object_get(json_object_get(j, "refs"), ref);
 	commit = json_string_value(json_object_get(r, "commit"));
-	rc = hex40(commit) && same_model(j, repo) ? 0 : WSTORE_ENOTFOUND;
+	rc = wstore__is_hex(commit, 40) && same_model(j, repo)
+		     ? 0
+		     : WSTORE_ENOTFOUND;
 	if (rc == 0) {
 		memcpy(out, commit, WSTORE_COMMIT_LEN + 1);
 		if (out_asked_ms)
@@ -238,7 +236,9 @@ int wstore_ref_list(char ***out, size_t *out_count, wstore_store *s,
 	json_object_foreach(refs, name, v)
 	{
 		if (!ref_name_ok(name) ||
-		    !hex40(json_string_value(json_object_get(v, "commit"))))
+		    !wstore__is_hex(
+			    json_string_value(json_object_get(v, "commit")),
+			    40))
 			continue;
 		if (!(names[n] = strdup(name))) {
 			json_decref(j);
@@ -270,29 +270,35 @@ static int asker_stop(void *ctx)
 	return a->cancel && a->cancel(0, 0, "", a->ctx);
 }
 
-/* endpoint/api/models/repo/revision/rev (malloc'ed), each part escaped. */
-static char *revision_url(const char *endpoint, const char *repo,
-			  const char *rev)
+/* endpoint/api/models/repo/revision/rev (*url malloc'ed), built with
+ * libcurl's URL API from escaped segments (hubtrust.c), the endpoint
+ * parsed into ep. */
+static int revision_url(char **url, wstore__endpoint *ep, const char *endpoint,
+			const char *repo, const char *rev)
 {
-	char *erepo = wstore__http_escape(repo, 1);
-	char *erev = wstore__http_escape(rev, 0), *url = NULL;
-	size_t n = strlen(endpoint);
+	char org[128];
+	const char *slash;
+	int rc = wstore__hub_repo_ok(repo);
 
-	while (n > 0 && endpoint[n - 1] == '/')
-		n--;
-	if (erepo && erev &&
-	    asprintf(&url, "%.*s/api/models/%s/revision/%s", (int)n, endpoint,
-		     erepo, erev) < 0)
-		url = NULL;
-	free(erepo);
-	free(erev);
-	return url;
+	if (rc < 0)
+		return rc;
+	slash = strchr(repo, '/');
+	snprintf(org, sizeof(org), "%.*s", (int)(slash - repo), repo);
+	if ((rc = wstore__endpoint_parse(ep, endpoint)) < 0)
+		return rc;
+	{
+		const char *segs[] = { "api",	   "models", org, slash + 1,
+				       "revision", rev,	     NULL };
+
+		return wstore__hub_url(url, ep, segs, NULL, NULL);
+	}
 }
 
 int wstore_hub_commit(char *out, size_t cap, const wstore_hub_options *hub,
 		      wstore_progress_fn cancel, void *ctx)
 {
 	wstore_hub_options o;
+	wstore__endpoint ep = { 0 };
 	struct asker a = { cancel, ctx };
 	wstore__http *http = NULL;
 	const char *rev, *endpoint, *sha;
@@ -311,23 +317,19 @@ int wstore_hub_commit(char *out, size_t cap, const wstore_hub_options *hub,
 	if ((rc = wstore__hub_opts(&o, hub)) < 0)
 		return rc;
 	rev = o.revision && *o.revision ? o.revision : "main";
-	endpoint = o.endpoint && *o.endpoint ? o.endpoint : DEFAULT_ENDPOINT;
+	endpoint = o.endpoint && *o.endpoint ? o.endpoint : WSTORE__HUB_DEFAULT;
 	if ((rc = check_names(o.repo, rev)) < 0)
 		return rc;
-	if (strncmp(endpoint, "http://", 7) && strncmp(endpoint, "https://", 8))
-		return wstore__err(WSTORE_EINVAL,
-				   "invalid endpoint: an http:// or https:// "
-				   "URL");
-	if (!(url = revision_url(endpoint, o.repo, rev)))
-		return -ENOMEM;
-	rc = wstore__http_new(&http, &o, asker_stop, &a);
+	rc = revision_url(&url, &ep, endpoint, o.repo, rev);
+	if (rc == 0)
+		rc = wstore__http_new(&http, &o, &ep, asker_stop, &a);
 	if (rc == 0)
 		rc = wstore__http_get(http, url, &body, &len, NULL);
 	if (rc == 0 && !(j = json_loadb(body, len, 0, NULL)))
 		rc = wstore__err(WSTORE_EINVAL, "'%s' did not answer JSON",
 				 url);
 	sha = json_string_value(json_object_get(j, "sha"));
-	if (rc == 0 && !hex40(sha))
+	if (rc == 0 && !wstore__is_hex(sha, 40))
 		rc = wstore__err(WSTORE_EINVAL,
 				 "'%s' names no 40-hex commit id (sha)", url);
 	if (rc == 0)
@@ -336,5 +338,6 @@ int wstore_hub_commit(char *out, size_t cap, const wstore_hub_options *hub,
 	free(body);
 	free(url);
 	wstore__http_free(http);
+	wstore__endpoint_free(&ep);
 	return rc;
 }

@@ -3,16 +3,18 @@
  * not yet stored, GETs it (hubfetch.c) and, as the bytes arrive, copies
  * them into a chunk buffer, hashes them (SHA-256 for the manifest, and
  * the git blob SHA-1 of a file kept in git) and stores each chunk once it
- * is full.  Nothing is written to a local file.  A file whose bytes do
+ * is full.  A file whose bytes do
  * not hash to what the server lists fails the import (import.c then
  * removes its chunks and leaves the checkpoint FAILED); a file that does
- * is recorded in the intent record, so that an import killed later and
- * run again keeps it (hub.c).
+ * is recorded by a mark of the intent record (intent.c), so that an
+ * import killed later and run again keeps it (hub.c).
  *
  * On a store that keeps each file as one data file (begin_file: the file
  * store) the bytes go straight into the file's data file as they arrive,
- * with no chunk buffer; it is committed (renamed into place) once its hash
- * matched, before the file is recorded, and removed on any failure.
+ * with no chunk buffer; it is fsynced and committed (renamed into place)
+ * once its hash matched, before the file is recorded, and removed on any
+ * failure.  A re-run hashes a recorded file's bytes again before it keeps
+ * it (hub.c).
  *
  * Memory: one buffer per worker, the chunk size or the largest file if
  * that is smaller; fewer workers when those would exceed 1 GiB together
@@ -138,7 +140,7 @@ static int put_chunk(struct in *in)
 }
 
 /* The bytes into the data file at their offset. */
-static int take_whole(struct in *in, const char *p, size_t n)
+static int write_whole(struct in *in, const char *p, size_t n)
 {
 	int rc = wstore__pwrite_all(in->wfd, p, n, in->pos,
 				    in->h->files[in->idx].path);
@@ -150,7 +152,7 @@ static int take_whole(struct in *in, const char *p, size_t n)
 }
 
 /* The sink: bytes in file order, each once. */
-static int take(void *ctx, const void *data, size_t n)
+static int receive(void *ctx, const void *data, size_t n)
 {
 	struct in *in = ctx;
 	const wstore__file_rec *rec = &in->im->m->files[in->idx];
@@ -163,7 +165,7 @@ static int take(void *ctx, const void *data, size_t n)
 	if (in->sha1 && !EVP_DigestUpdate(in->sha1, p, n))
 		return wstore__err(-ENOMEM, "SHA-1 failed");
 	if (in->wh)
-		return take_whole(in, p, n);
+		return write_whole(in, p, n);
 	while (n > 0) {
 		uint64_t want = 0, k;
 
@@ -235,25 +237,32 @@ static int record(struct in *in, const char *got256)
 
 		/* its keys are there from here on: a failure removes them */
 		in->im->attempted[in->idx] = in->im->m->files[in->idx].nchunks;
+		/* on disk before the intent record says it was verified */
+		if (fdatasync(in->wfd) < 0) {
+			rc = wstore__errc(-errno, "cannot store '%s'", f->path);
+			b->abort_file(b, in->wh);
+			in->wh = NULL;
+			return rc;
+		}
 		rc = b->commit_file(b, in->wh, f->size);
 		in->wh = NULL;
 		if (rc < 0)
 			return wstore__err(rc, "cannot store '%s': %s", f->path,
 					   wstore_last_error());
 	}
+	rec = json_pack("{s:s, s:s, s:s, s:I}", "path", f->path, "oid", f->oid,
+			"sha256", got256, "size", (json_int_t)f->size);
+	if (!rec)
+		return -ENOMEM;
+	/* one small mark per file (the same work however many came
+	 * before), numbered in order under the lock so that they have no
+	 * gap */
 	pthread_mutex_lock(&in->h->mu);
 	rc = wstore__set_str(&in->im->m->files[in->idx].sha256, got256);
 	in->im->done[in->idx] = 1;
-	rec = json_pack("{s:s, s:s, s:I}", "oid", f->oid, "sha256", got256,
-			"size", (json_int_t)f->size);
-	if (rc == 0 &&
-	    (!rec || json_object_set_new(json_object_get(in->h->state, "files"),
-					 f->path, rec)))
-		rc = -ENOMEM;
-	else
-		rec = NULL;
 	if (rc == 0)
-		rc = wstore__hub_write_intent(in->im);
+		rc = wstore__intent_mark(in->im->s, in->im->o->checkpoint_id,
+					 in->h->marks++, rec);
 	pthread_mutex_unlock(&in->h->mu);
 	json_decref(rec);
 	return rc;
@@ -268,7 +277,9 @@ static int reused_bytes(uint64_t n, void *ctx)
 static int fetch_one(struct in *in, wstore__http *http)
 {
 	const wstore__hub_file *f = &in->h->files[in->idx];
-	char *path = wstore__http_escape(f->path, 1), *url = NULL;
+	const char *segs[] = { in->h->org, in->h->name, "resolve",
+			       in->h->commit, NULL };
+	char *url = NULL;
 	char head[64], got256[65];
 	uint64_t off = 0;
 	int rc = 0, hn;
@@ -294,12 +305,7 @@ static int fetch_one(struct in *in, wstore__http *http)
 			rc = progress(in, 0, 1);
 		goto out;
 	}
-	rc = -ENOMEM;
-	if (path && asprintf(&url, "%s/%s/resolve/%s/%s", in->h->endpoint,
-			     in->h->o.repo, in->h->commit, path) >= 0)
-		rc = 0;
-	else
-		url = NULL;
+	rc = wstore__hub_url(&url, &in->h->ep, segs, f->path, NULL);
 	if (rc == 0 && !f->sha256[0]) {
 		/* git's blob id: sha1("blob <size>\0" + bytes) */
 		hn = snprintf(head, sizeof(head), "blob %" PRIu64, f->size);
@@ -308,7 +314,7 @@ static int fetch_one(struct in *in, wstore__http *http)
 			rc = wstore__err(-ENOMEM, "SHA-1 failed");
 	}
 	if (rc == 0)
-		rc = wstore__http_fetch(http, url, f->size, &off, take, in);
+		rc = wstore__http_fetch(http, url, f->size, &off, receive, in);
 	if (rc == 0)
 		rc = check_and_record(in, url);
 	if (rc == 0)
@@ -319,7 +325,6 @@ out:
 		in->wh = NULL;
 	}
 	free(url);
-	free(path);
 	return rc;
 }
 
@@ -357,7 +362,7 @@ static void *worker(void *arg)
 	struct in in = { .im = im, .h = h };
 	EVP_MD_CTX *sha1 = EVP_MD_CTX_new();
 	wstore__http *http = NULL;
-	int rc = wstore__http_new(&http, &h->o, stop_waiting, im);
+	int rc = wstore__http_new(&http, &h->o, &h->ep, stop_waiting, im);
 
 	in.sha256 = wstore__sha256_new();
 	in.buf = wstore__store_buf_alloc(im->s, (size_t)buf_size(im));

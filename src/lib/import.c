@@ -171,7 +171,7 @@ static int build_manifest(struct import *im, const char *source_uri)
 
 		if (!f)
 			return -ENOMEM;
-		if (wstore_validate_path(sf->rel) < 0)
+		if (wstore__path_importable(sf->rel) < 0)
 			return WSTORE_EINVAL;
 		wstore__key_file(key, o->checkpoint_id, sf->rel);
 		if (wstore__set_str(&f->key, key) < 0 ||
@@ -474,7 +474,7 @@ int wstore_import_from(wstore_store *s, const wstore_import_options *given,
 		o->chunk_size ? o->chunk_size : WSTORE_DEFAULT_CHUNK_SIZE;
 	rc = wstore__source_scan(&im.scan, &hub, src, o);
 	for (size_t i = 0; rc == 0 && i < im.scan.n; i++)
-		if (wstore_validate_path(im.scan.files[i].rel) < 0)
+		if (wstore__path_importable(im.scan.files[i].rel) < 0)
 			rc = wstore__err(WSTORE_EINVAL, "source file '%s': %s",
 					 im.scan.files[i].abs,
 					 wstore_last_error());

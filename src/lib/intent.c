@@ -15,6 +15,7 @@
  * never its manifest, are ever removed.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,10 +218,100 @@ int wstore__intent_reclaim(wstore_store *s, const char *ckpt)
 	return rc < 0 ? rc : 1;
 }
 
+/* ---- marks: one small record per file verified ----------------------- */
+
+/* more than any import's files (hub_max_files is a uint32) */
+#define MARKS_MAX ((uint64_t)UINT32_MAX)
+
+static void key_mark(char *out, const char *ckpt, uint64_t seq)
+{
+	snprintf(out, WSTORE__KEY_MAX, "weight/intents/verified/%s/%" PRIu64,
+		 ckpt, seq);
+}
+
+int wstore__intent_mark(wstore_store *s, const char *ckpt, uint64_t seq,
+			json_t *rec)
+{
+	char key[WSTORE__KEY_MAX],
+		*text = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS);
+	int rc;
+
+	if (!text)
+		return wstore__err(-ENOMEM, "cannot record a file of '%s'",
+				   ckpt);
+	key_mark(key, ckpt, seq);
+	rc = wstore__replace(s, key, text, strlen(text));
+	free(text);
+	if (rc < 0)
+		wstore__err(rc, "cannot record a file of '%s' ('%s'): %s", ckpt,
+			    key, wstore_last_error());
+	return rc;
+}
+
+int wstore__intent_marks(json_t **out, wstore_store *s, const char *ckpt)
+{
+	json_t *all = json_array();
+	int rc = all ? 0 : -ENOMEM;
+
+	for (uint64_t seq = 0; rc == 0 && seq <= MARKS_MAX; seq++) {
+		char key[WSTORE__KEY_MAX], *text = NULL;
+		size_t len = 0;
+		json_t *rec;
+
+		key_mark(key, ckpt, seq);
+		rc = wstore__get_alloc(s, key, &text, &len);
+		if (rc == WSTORE_ENOTFOUND || (rc == 0 && len == 0)) {
+			free(text);
+			wstore__clear_err();
+			rc = 0;
+			break;
+		}
+		/* a record cut by a crash: the marks after it are not
+		 * trusted either (the file is fetched again) */
+		rec = rc == 0 ? json_loadb(text, len, 0, NULL) : NULL;
+		free(text);
+		if (rc == 0 && !rec)
+			break;
+		if (rc == 0 && json_array_append_new(all, rec))
+			rc = -ENOMEM;
+	}
+	if (rc < 0) {
+		json_decref(all);
+		all = NULL;
+	}
+	*out = all;
+	return rc;
+}
+
+int wstore__intent_marks_drop(wstore_store *s, const char *ckpt)
+{
+	/* bounded: at most one mark per file of an import */
+	for (uint64_t seq = 0; seq <= MARKS_MAX; seq++) {
+		char key[WSTORE__KEY_MAX];
+		uint64_t size = 0;
+		int rc;
+
+		key_mark(key, ckpt, seq);
+		rc = s->b->size(s->b, key, &size);
+		/* a mark is never empty: empty is missing on the stores
+		 * that read a missing key as empty */
+		if (rc == WSTORE_ENOTFOUND || (rc == 0 && size == 0)) {
+			wstore__clear_err();
+			return 0;
+		}
+		if (rc == 0)
+			rc = wstore__remove(s, key);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
 int wstore__intent_drop(wstore_store *s, const char *ckpt)
 {
 	char key[WSTORE__KEY_MAX];
+	int rc = wstore__intent_marks_drop(s, ckpt);
 
 	wstore__key_intent(key, ckpt);
-	return wstore__remove(s, key);
+	return rc < 0 ? rc : wstore__remove(s, key);
 }

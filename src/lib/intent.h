@@ -46,7 +46,21 @@ int wstore__intent_reclaim(wstore_store *s, const char *ckpt);
  * (0 on stores that cannot list). */
 int wstore__sweep_ckpt(wstore_store *s, const char *ckpt);
 
-/* Remove the intent key only (its chunks are listed by a manifest now). */
+/* Remove the intent key and its marks (its chunks are listed by a
+ * manifest now). */
 int wstore__intent_drop(wstore_store *s, const char *ckpt);
+
+/*
+ * Marks: one small record per file an import stored and verified,
+ * "weight/intents/verified/{ckpt}/{seq}" (seq 0, 1, ... with no gap: the
+ * caller numbers them in order), so that recording a file costs the same
+ * however many came before (hub.c's resume).  marks reads them in order
+ * up to the first missing or unreadable one (*out: a new JSON array);
+ * marks_drop removes them (intent_drop does too).
+ */
+int wstore__intent_mark(wstore_store *s, const char *ckpt, uint64_t seq,
+			json_t *rec);
+int wstore__intent_marks(json_t **out, wstore_store *s, const char *ckpt);
+int wstore__intent_marks_drop(wstore_store *s, const char *ckpt);
 
 #endif

@@ -448,16 +448,6 @@ static int get_int(int64_t *out, json_t *obj, const char *key, const char *what,
 	return 0;
 }
 
-static int is_hex64(const char *s)
-{
-	size_t i;
-
-	for (i = 0; s[i]; i++)
-		if (!strchr("0123456789abcdef", s[i]))
-			return 0;
-	return i == 64;
-}
-
 /* Keys of the contract are printable ASCII, fit key buffers and are
  * '/'-separated with no empty, "." or ".." segment: a hostile manifest
  * must not name a key a store could map outside its namespace (the file
@@ -510,7 +500,7 @@ static int check_ready_file(const wstore__file_rec *f, const char *what)
 {
 	uint64_t want;
 
-	if (!is_hex64(f->sha256))
+	if (!wstore__is_hex(f->sha256, 64))
 		return CORRUPT("%ssha256 is not 64 lower-case hex digits",
 			       what);
 	if (f->chunk_size == 0) {
@@ -542,7 +532,7 @@ static int parse_file_fields(wstore__file_rec *f, json_t *rec, const char *what,
 		return CORRUPT("%sinvalid type '%.40s'", what, f->type);
 	if (!key_ok(f->key))
 		return CORRUPT("%sinvalid key '%.80s'", what, f->key);
-	if (*f->sha256 && !is_hex64(f->sha256))
+	if (*f->sha256 && !wstore__is_hex(f->sha256, 64))
 		return CORRUPT("%ssha256 is not 64 lower-case hex digits",
 			       what);
 	if ((rc = get_int(&v, rec, "size", what, 0)))

@@ -8,6 +8,7 @@
  * possible key (255-char id, 64-hex path hash, chunk index) is far below it.
  */
 #include <ctype.h>
+#include <stdlib.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -51,6 +52,32 @@ int wstore_validate_checkpoint_id(const char *id)
 				id);
 	}
 	return 0;
+}
+
+/* A control character (C0 or DEL): a name printed with one could fake
+ * output lines or move the cursor. */
+static int has_control(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return 1;
+	return 0;
+}
+
+/* The error naming path with its control characters as '?'. */
+static int control_err(const char *path)
+{
+	char shown[256];
+	size_t i;
+
+	for (i = 0; path[i] && i + 1 < sizeof(shown); i++)
+		shown[i] = (unsigned char)path[i] < 0x20 || path[i] == 0x7f
+				   ? '?'
+				   : path[i];
+	shown[i] = '\0';
+	return wstore__err(WSTORE_EINVAL,
+			   "invalid file path '%s': a control character",
+			   shown);
 }
 
 int wstore_validate_path(const char *path)
@@ -371,4 +398,47 @@ int wstore_connector_chunk_size(char *out, size_t cap, uint64_t *out_bytes,
 				   "or GB); nearest: %s",
 				   chunk_size, out);
 	return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+int wstore__paths_fit(const char *const *sorted, size_t n)
+{
+	char prefix[4096];
+
+	for (size_t i = 0; i < n; i++) {
+		const char *p = sorted[i];
+
+		if (i > 0 && !strcmp(p, sorted[i - 1]))
+			return wstore__err(WSTORE_EINVAL,
+					   "file '%s' is listed twice", p);
+		/* each directory above p must not be a file as well */
+		for (const char *s = strchr(p, '/'); s;
+		     s = strchr(s + 1, '/')) {
+			size_t k = (size_t)(s - p);
+			const char *key = prefix;
+
+			if (k >= sizeof(prefix))
+				break;
+			memcpy(prefix, p, k);
+			prefix[k] = '\0';
+			if (bsearch(&key, sorted, n, sizeof(*sorted), cmp_str))
+				return wstore__err(
+					WSTORE_EINVAL,
+					"'%s' is both a file and the "
+					"directory of '%s'",
+					prefix, p);
+		}
+	}
+	return 0;
+}
+
+int wstore__path_importable(const char *path)
+{
+	if (path && has_control(path))
+		return control_err(path);
+	return wstore_validate_path(path);
 }

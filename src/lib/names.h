@@ -47,4 +47,15 @@ int wstore__utf8_valid(const char *s);
 /* "WEIGHT" or "METADATA" by suffix. */
 const char *wstore__file_type(const char *path);
 
+/* sorted (n paths in strcmp order, each valid): 0, or WSTORE_EINVAL
+ * naming a path listed twice or a path that is also a directory of
+ * another (a file store and a mount cannot hold both). */
+int wstore__paths_fit(const char *const *sorted, size_t n);
+
+/* A path an import may record: wstore_validate_path's rules (those of
+ * every manifest), and no control character (C0, DEL), which a mount
+ * would show and a listing would print as fake lines.  Manifests written
+ * before keep theirs. */
+int wstore__path_importable(const char *path);
+
 #endif

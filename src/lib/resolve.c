@@ -26,6 +26,7 @@
 #include "digest.h"
 #include "error.h"
 #include "store.h"
+#include "util.h"
 
 /* A revision that is a Hub commit id (40 lowercase hex digits): what an
  * import from a Hub records. */
@@ -168,7 +169,10 @@ static int by_model(wstore_manifest **best, int *known, wstore_store *s,
 		*known = 1;
 		if (rev_matches(m, rev))
 			keep_newest(best, m);
-		else if (want_hub && hub_commit(wstore_manifest_revision(m)))
+		/* a Hub commit id (40 lowercase hex): what a Hub import records
+		 */
+		else if (want_hub &&
+			 wstore__is_hex(wstore_manifest_revision(m), 40))
 			keep_newest(&hub, m);
 		else
 			wstore_manifest_free(m);

@@ -408,24 +408,27 @@ int wstore__reuse_put(const wstore__reuse *r, wstore_store *s,
 /* Share [0, size) of fd with the same range of src: bytes shared. */
 static uint64_t dedupe_range(int src, int fd, uint64_t size)
 {
-	struct {
-		struct file_dedupe_range r;
-		struct file_dedupe_range_info info;
-	} a;
+	/* the request and its one destination, laid out as the kernel reads
+	 * them (a struct ending in a flexible array, then its element) */
+	uint64_t buf[(sizeof(struct file_dedupe_range) +
+		      sizeof(struct file_dedupe_range_info)) /
+			     sizeof(uint64_t) +
+		     1];
+	struct file_dedupe_range *a = (struct file_dedupe_range *)buf;
 	uint64_t off = 0;
 
 	while (off < size) {
-		memset(&a, 0, sizeof(a));
-		a.r.src_offset = off;
-		a.r.src_length = size - off > STEP ? STEP : size - off;
-		a.r.dest_count = 1;
-		a.info.dest_fd = fd;
-		a.info.dest_offset = off;
-		if (ioctl(src, FIDEDUPERANGE, &a) < 0 ||
-		    a.info.status != FILE_DEDUPE_RANGE_SAME ||
-		    a.info.bytes_deduped == 0)
+		memset(buf, 0, sizeof(buf));
+		a->src_offset = off;
+		a->src_length = size - off > STEP ? STEP : size - off;
+		a->dest_count = 1;
+		a->info[0].dest_fd = fd;
+		a->info[0].dest_offset = off;
+		if (ioctl(src, FIDEDUPERANGE, a) < 0 ||
+		    a->info[0].status != FILE_DEDUPE_RANGE_SAME ||
+		    a->info[0].bytes_deduped == 0)
 			break;
-		off += a.info.bytes_deduped;
+		off += a->info[0].bytes_deduped;
 	}
 	return off;
 }
@@ -482,24 +485,26 @@ static int ext_add(struct extents *x, uint64_t phys, uint64_t len)
 static int fiemap_shared(int fd, uint64_t size, struct extents *x)
 {
 	enum { N = 128 };
-	struct {
-		struct fiemap m;
-		struct fiemap_extent e[N];
-	} a;
+	/* the header and N extents after it, as the kernel fills them */
+	uint64_t
+		buf[(sizeof(struct fiemap) + N * sizeof(struct fiemap_extent)) /
+			    sizeof(uint64_t) +
+		    1];
+	struct fiemap *m = (struct fiemap *)buf;
 	uint64_t start = 0;
 
 	for (int last = 0; !last && start < size;) {
-		memset(&a, 0, sizeof(a));
-		a.m.fm_start = start;
-		a.m.fm_length = size - start;
-		a.m.fm_flags = FIEMAP_FLAG_SYNC;
-		a.m.fm_extent_count = N;
-		if (ioctl(fd, FS_IOC_FIEMAP, &a.m) < 0)
+		memset(buf, 0, sizeof(buf));
+		m->fm_start = start;
+		m->fm_length = size - start;
+		m->fm_flags = FIEMAP_FLAG_SYNC;
+		m->fm_extent_count = N;
+		if (ioctl(fd, FS_IOC_FIEMAP, m) < 0)
 			return -errno;
-		if (a.m.fm_mapped_extents == 0)
+		if (m->fm_mapped_extents == 0)
 			break;
-		for (unsigned i = 0; i < a.m.fm_mapped_extents; i++) {
-			const struct fiemap_extent *e = &a.e[i];
+		for (unsigned i = 0; i < m->fm_mapped_extents; i++) {
+			const struct fiemap_extent *e = &m->fm_extents[i];
 			int rc = 0;
 
 			if (e->fe_flags & FIEMAP_EXTENT_SHARED)

@@ -208,3 +208,8 @@ void wstore__tick(pthread_mutex_t *mu, pthread_cond_t *cv, const int *stop,
 	}
 	pthread_mutex_unlock(mu);
 }
+
+int wstore__is_hex(const char *s, size_t n)
+{
+	return s && strspn(s, "0123456789abcdef") == n && !s[n];
+}

@@ -13,6 +13,9 @@
 /* Replace a string field (copy); value may be NULL. */
 int wstore__set_str(char **field, const char *value);
 
+/* 1 when s is exactly n lowercase hex digits (a digest, a commit id). */
+int wstore__is_hex(const char *s, size_t n);
+
 /* pwrite all n bytes of buf at off of fd (short writes and EINTR taken
  * care of): 0, or an error saying that path could not be written into
  * the store. */

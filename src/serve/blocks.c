@@ -12,13 +12,14 @@
  * one per open checkpoint), the others wait for that read and copy from
  * the buffer.
  *
- * Bounds: at most WBLOCKS_KEEP blocks are kept once nobody reads them
- * (the least recently used go first); blocks being read or copied are
- * never dropped, so there are at most that many more than the requests
- * in flight.  A failed read is handed to its waiters and never kept: the
- * next request asks the store again.  Blocks are of one open checkpoint
- * (one import, read through its handle), so a block never mixes imports;
- * a checkpoint found dead (deleted or replaced) is read from the store
+ * Bounds: at most WBLOCKS_KEEP blocks are kept once nobody reads them,
+ * and at most WBLOCKS_IDLE_BYTES of them and of spare buffers (two 64
+ * MiB chunks of Mooncake), the least recently used going first; blocks being
+ * read or copied are never dropped, so there are at most that many more than
+ * the requests in flight.  A failed read is handed to its waiters and never
+ * kept: the next request asks the store again.  Blocks are of one open
+ * checkpoint (one import, read through its handle), so a block never mixes
+ * imports; a checkpoint found dead (deleted or replaced) is read from the store
  * again by every request, whose read then fails (files.c).
  *
  * Read-ahead: a request that read a block also has the next block of its
@@ -46,6 +47,8 @@
 #define WBLOCKS_KEEP 4
 #define WBLOCKS_AHEAD 2
 #define WBLOCKS_SPARE 2
+/* bound on the bytes of blocks nobody reads and of spare buffers */
+#define WBLOCKS_IDLE_BYTES ((size_t)128 << 20)
 
 struct wblock {
 	struct wblock *next;
@@ -155,6 +158,20 @@ static void drop(struct wblocks *bs, struct wblock *b, struct wblock **gone)
 
 /* Drop failed blocks nobody waits for, and blocks nobody reads beyond
  * WBLOCKS_KEEP, the least recently used first; bs->mu held. */
+/* Bytes of the blocks nobody reads and of the spare buffers (bs->mu
+ * held). */
+static size_t idle_bytes(const struct wblocks *bs)
+{
+	size_t sum = 0;
+
+	for (const struct wblock *b = bs->list; b; b = b->next)
+		if (b->refs == 0)
+			sum += b->len;
+	for (size_t i = 0; i < bs->nspare; i++)
+		sum += bs->spare_cap[i];
+	return sum;
+}
+
 static void trim(struct wblocks *bs, struct wblock **gone)
 {
 	struct wblock *b, *next, *old;
@@ -164,7 +181,7 @@ static void trim(struct wblocks *bs, struct wblock **gone)
 		if (b->refs == 0 && b->state < 0)
 			drop(bs, b, gone);
 	}
-	while (bs->n > WBLOCKS_KEEP) {
+	while (bs->n > WBLOCKS_KEEP || idle_bytes(bs) > WBLOCKS_IDLE_BYTES) {
 		old = NULL;
 		for (b = bs->list; b; b = b->next)
 			if (b->refs == 0 && (!old || b->used < old->used))
@@ -184,7 +201,8 @@ static void free_gone(struct wblocks *bs, struct wblock *gone)
 
 		gone = b->next;
 		pthread_mutex_lock(&bs->mu);
-		if (b->buf && bs->nspare < WBLOCKS_SPARE) {
+		if (b->buf && bs->nspare < WBLOCKS_SPARE &&
+		    idle_bytes(bs) + b->cap <= WBLOCKS_IDLE_BYTES) {
 			bs->spare[bs->nspare] = b->buf;
 			bs->spare_cap[bs->nspare++] = b->cap;
 			b->buf = NULL;

@@ -40,6 +40,8 @@
 
 /* Block of a callback response over chunk files. */
 #define FD_BLOCK (1u << 20)
+/* Bound on a callback response's buffer. */
+#define MHD_BLOCK_MAX (4u << 20)
 
 struct body {
 	struct wreq *r;
@@ -329,6 +331,11 @@ static struct MHD_Response *make_body(struct wreq *r, struct wck **kp,
 	block = wstore_file_read_size(f);
 	if (block < FD_BLOCK)
 		block = FD_BLOCK;
+	/* the response's own buffer: a 64 MiB chunk's worth per download
+	 * grew a server in front of Mooncake by that much per client, and
+	 * the blocks are copied out of b->block's in pieces anyway */
+	if (block > MHD_BLOCK_MAX)
+		block = MHD_BLOCK_MAX;
 	if (block > len && len)
 		block = (size_t)len;
 	resp = MHD_create_response_from_callback(len, block ? block : 1,

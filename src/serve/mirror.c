@@ -29,11 +29,13 @@
  * canonical first: a name that could mean something else once pasted
  * into a URL ("org/x?-public") is refused, never matched.
  *
- * The state here is bounded (REFS_MAX refs in a hash table, dropped after
- * REF_IDLE_S unused; they stay in the store) and no lock is held while
- * the store or the upstream is asked.  When the server stops, flights are
- * canceled through their progress callbacks (asked about once a second
- * also while no byte comes) and wmirror_free waits for their threads.
+ * The state here is bounded (REFS_MAX refs the upstream named, in a hash
+ * table, dropped after REF_IDLE_S unused or, when full, the least
+ * recently used of a bucket; they stay in the store) and no lock is held
+ * while the store or the upstream is asked.  When the server stops,
+ * flights are canceled through their progress callbacks (asked about
+ * once a second also while no byte comes) and wmirror_free waits for
+ * their threads.
  */
 #include <errno.h>
 #include <fnmatch.h>
@@ -191,8 +193,26 @@ static void ref_free(struct ref *r)
 	free(r);
 }
 
-/* The entry of (repo, rev), made when missing and room is left (NULL
- * otherwise); m->mu held. */
+/* Drop the least recently used entry of bucket b (the table is full);
+ * m->mu held. */
+static void ref_evict(struct wmirror *m, unsigned b)
+{
+	struct ref **lru = NULL;
+
+	for (struct ref **p = &m->refs[b]; *p; p = &(*p)->next)
+		if (!lru || (*p)->used < (*lru)->used)
+			lru = p;
+	if (lru) {
+		struct ref *r = *lru;
+
+		*lru = r->next;
+		ref_free(r);
+		m->nrefs--;
+	}
+}
+
+/* The entry of (repo, rev), made when missing (NULL when out of memory,
+ * or the table is full and the bucket empty); m->mu held. */
 static struct ref *ref_get(struct wmirror *m, const char *repo, const char *rev,
 			   int make)
 {
@@ -202,6 +222,8 @@ static struct ref *ref_get(struct wmirror *m, const char *repo, const char *rev,
 	for (r = m->refs[b]; r; r = r->next)
 		if (!strcmp(r->repo, repo) && !strcmp(r->rev, rev))
 			return r;
+	if (make && m->nrefs >= REFS_MAX)
+		ref_evict(m, b);
 	if (!make || m->nrefs >= REFS_MAX || !(r = calloc(1, sizeof(*r))))
 		return NULL;
 	if (!(r->repo = strdup(repo)) || !(r->rev = strdup(rev))) {
@@ -302,7 +324,7 @@ void wmirror_hit(struct wmirror *m)
 
 /* progress of an import: the bytes it took from the upstream; the server
  * stopping cancels it */
-struct took {
+struct upstream_bytes {
 	uint64_t last;
 	struct wmirror *m;
 };
@@ -310,7 +332,7 @@ struct took {
 static int on_progress(uint64_t done, uint64_t total, const char *path,
 		       void *ctx)
 {
-	struct took *t = ctx;
+	struct upstream_bytes *t = ctx;
 
 	(void)total;
 	(void)path;
@@ -335,7 +357,7 @@ static int import_commit(struct flight *f, const char *commit)
 {
 	wstore_import_options io = WSTORE_IMPORT_OPTIONS_INIT;
 	wstore_hub_options ho = WSTORE_HUB_OPTIONS_INIT;
-	struct took t = { 0, f->m };
+	struct upstream_bytes t = { 0, f->m };
 	int rc;
 
 	io.model_id = f->repo;
@@ -358,7 +380,7 @@ static int import_commit(struct flight *f, const char *commit)
 static int ask_upstream(struct flight *f, char commit[WSTORE_COMMIT_LEN + 1])
 {
 	wstore_hub_options ho = WSTORE_HUB_OPTIONS_INIT;
-	struct took t = { 0, f->m };
+	struct upstream_bytes t = { 0, f->m };
 	int rc;
 
 	hub_options(&ho, f->m, f->repo, f->rev);
@@ -519,8 +541,8 @@ static struct flight *flight_get(struct wmirror *m, const char *repo,
  * waiting); WSTORE_EBUSY with mirror_error saying so while it still runs
  * (the caller answers 503 with Retry-After); its error otherwise.
  */
-static int fly(char **out_id, struct wmirror *m, const char *repo,
-	       const char *rev, double wait_s)
+static int join_flight(char **out_id, struct wmirror *m, const char *repo,
+		       const char *rev, double wait_s)
 {
 	struct timespec dl = wclock_deadline_in((uint64_t)(wait_s * 1000));
 	struct flight *f;
@@ -571,7 +593,7 @@ static int by_commit(char **out_id, struct wmirror *m, const char *repo,
 		return rc;
 	atomic_fetch_add(&m->misses, 1);
 	mirror_outcome = "fetch";
-	return fly(out_id, m, repo, commit, m->wait_s);
+	return join_flight(out_id, m, repo, commit, m->wait_s);
 }
 
 /* What the mirror knows of (repo, rev): from the table, else from the
@@ -599,7 +621,9 @@ static int known_ref(char commit[WSTORE_COMMIT_LEN + 1], int *stale,
 		rc = 0;
 	}
 	pthread_mutex_lock(&m->mu);
-	if ((r = ref_get(m, repo, rev, 1))) {
+	/* only refs the upstream named get an entry: names a client made
+	 * up never fill the table */
+	if ((r = ref_get(m, repo, rev, commit[0] != '\0'))) {
 		if (!r->commit[0] && commit[0]) {
 			memcpy(r->commit, commit, WSTORE_COMMIT_LEN + 1);
 			r->asked_ms = asked;
@@ -631,7 +655,7 @@ static int by_ref(char **out_id, struct wmirror *m, const char *repo,
 			wmirror_hit(m);
 			/* asked again in the background; this request
 			 * gets what is known */
-			if (stale && fly(NULL, m, repo, rev, 0) == 0)
+			if (stale && join_flight(NULL, m, repo, rev, 0) == 0)
 				mirror_outcome = "refresh";
 			mirror_error[0] = '\0';
 			return 0;
@@ -641,7 +665,7 @@ static int by_ref(char **out_id, struct wmirror *m, const char *repo,
 	}
 	atomic_fetch_add(&m->misses, 1);
 	mirror_outcome = "fetch";
-	return fly(out_id, m, repo, rev, m->wait_s);
+	return join_flight(out_id, m, repo, rev, m->wait_s);
 }
 
 int wmirror_get(char **out_id, struct wmirror *m, const char *repo,

@@ -179,4 +179,21 @@ check "with the same commit id" test "$(commit_of "$E" big)" = "$(commit_of "$A"
 check_exit "gc removes what the killed copy left" 0 "$W" --store "$E" admin gc --grace 0
 check "and no temp file is left" test "$(find "$E" -name '.tmp-*' | wc -l)" = 0
 check_exit "the copy still verifies" 0 "$W" --store "$E" model verify big
+# a damaged store copy: export and copy fail naming the file
+DF=$(find "$A/weight/models/ck" -name 'data-*' -size +100k | head -1)
+python3 - "$DF" <<'EOF'
+import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(5000)
+    b = f.read(1)
+    f.seek(5000)
+    f.write(bytes([b[0] ^ 0xff]))
+EOF
+check_exit "export of a damaged checkpoint fails" 1 wa model export ck --output "$T/dmg.tar"
+check_grep "... naming the file" "sha256 mismatch" "$OUT"
+check "... and leaves no output" test ! -e "$T/dmg.tar"
+check_exit "copy of a damaged checkpoint fails" 1 wa model copy ck --to "$T/f"
+check_grep "... naming the file" "does not match its manifest's SHA-256" "$OUT"
+check_one_line "... in one line" "$OUT"
+check "... and leaves nothing READY" sh -c '! "$1" --store "$2" model list 2>/dev/null | grep -q "^ck "' - "$W" "$T/f"
 tap_done

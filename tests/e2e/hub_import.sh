@@ -286,4 +286,179 @@ check "... verify passes" ws model verify killed
 check "... pulled bytes identical" ws model pull killed --dest "$T/kp" --quiet
 check "... to the source" diff -r "$FSRC" "$T/kp"
 
+# killed again, then the kept data files zeroed at their size: the re-run
+# hashes what it keeps, so it fetches them again rather than serve zeros.
+# A store of its own: in the shared one the files are held by READY
+# checkpoints, and an import takes them from there (reuse) with no fetch
+LOG="$T/fake.log"
+MAIN_DOWN=$DOWN
+DOWN="$T/zstore"
+fakehub_ctl '{"hold": ["z.bin"]}'
+"$W" --store "$DOWN" model import --from-hub org/fake --endpoint "$F" \
+	--chunk-size 512KiB --checkpoint-id zeroed --jobs 1 >/dev/null 2>&1 &
+pid=$!
+wait_for 30 grep -q 'resolve/[0-9a-f]*/z.bin' "$LOG"
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+nz=0
+for d in $(find "$DOWN" -path "*zeroed*" -name 'data-*' -type f); do
+	n=$(stat -c %s "$d")
+	truncate -s 0 "$d"
+	truncate -s "$n" "$d"
+	nz=$((nz + 1))
+done
+if [ "$nz" -ge 1 ]; then tap_ok "killed again: $nz kept data files zeroed at their size"
+else tap_not_ok "killed again: kept data files zeroed at their size" "none found"; fi
+fakehub_ctl '{}'
+check_exit "... run again: imported" 0 fake --checkpoint-id zeroed --jobs 1
+check_grep "... the zeroed files fetched again" "^1$" "$(fakehub_gets "$SHARD")"
+check "... verify passes" ws model verify zeroed
+check "... pulled bytes identical" ws model pull zeroed --dest "$T/zp" --quiet
+check "... to the source" diff -r "$FSRC" "$T/zp"
+
+# ---- the trust boundary (docs/trust.md) ----------------------------------
+DOWN=$MAIN_DOWN
+# fresh NAME: the next imports go to a store of their own, so that what
+# they must fetch is not taken from a READY checkpoint instead
+fresh() { DOWN="$T/store-$1"; }
+# check_no GREP-PATTERN NAME: the fake's log has no such line
+check_no() {
+	if grep -Eq -- "$1" "$LOG"; then tap_not_ok "$2" "$(grep -E -- "$1" "$LOG" | head -3)"
+	else tap_ok "$2"; fi
+}
+fakehub_ctl '{"link": "other", "token": "tk"}'
+check_exit "a Link to another port: refused" 1 fake --checkpoint-id lo \
+	--token-file "$T/faketok"
+check_grep "... saying the next page is not on the endpoint" "next page .*:$CP/.* is not on http://127.0.0.1:$FP" "$OUT"
+check_one_line "... one line" "$OUT"
+check_no "^cdn .* auth$" "... the token never went to the other port"
+check_no "^cdn GET /api" "... the other port was never asked"
+no_ready lo "... no READY checkpoint"
+fakehub_ctl '{"link": "self"}'
+t0=$(date +%s)
+check_exit "a Link to the same page: refused" 1 fake --checkpoint-id loop
+check_grep "... a loop, named" "loops" "$OUT"
+n=$(grep -c " /api/models/org/fake/tree/" "$LOG")
+check_grep "... after one page ($n)" '^1$' "$n"
+fresh pages
+fakehub_ctl '{"link": "pages"}'
+check_exit "one file per page on the endpoint: imported" 0 fake --checkpoint-id pages
+nf=$(cd "$FSRC" && find . -type f | wc -l)
+n=$(grep -c " /api/models/org/fake/tree/" "$LOG")
+check_grep "... every page fetched ($n for $nf files)" "^$nf\$" "$n"
+check_exit "... more pages than hub_max_pages: refused" 1 \
+	env WSTORE_HUB_MAX_PAGES=2 "$W" --store "$DOWN" model import \
+	--from-hub org/fake --endpoint "$F" --checkpoint-id pages2
+check_grep "... naming the key" "more than 2 pages \(hub_max_pages\)" "$OUT"
+fakehub_ctl '{}'
+check_exit "a repository name holding '?': refused" 2 \
+	hub --from-hub 'org/secret?-public' --endpoint "$F"
+check_grep "... named" "invalid repository 'org/secret\\?-public'" "$OUT"
+check_exit "... and '%3F': refused" 2 \
+	hub --from-hub 'org/secret%3F-public' --endpoint "$F"
+check_no "secret" "... nothing asked upstream"
+
+# sizes from the listing: refused before anything is allocated or stored
+big='{"type": "file", "path": "big%d.bin", "size": 6148914691236517206, "oid": "0000000000000000000000000000000000000000"}'
+fakehub_ctl "{\"extra\": [$(printf "$big, $big, $big" 1 2 3)]}"
+check_exit "three entries of 2^62.4 bytes: refused" 1 \
+	timeout -k 5 30 "$W" --store "$DOWN" model \
+	import --from-hub org/fake --endpoint "$F" --checkpoint-id huge
+check_grep "... naming the file and the limit" "big1.bin.*hub_max_file_size" "$OUT"
+check_one_line "... one line" "$OUT"
+no_ready huge "... no READY checkpoint"
+sz='{"type": "file", "path": "s%d.bin", "size": 800000000000, "oid": "0000000000000000000000000000000000000000"}'
+fakehub_ctl "{\"extra\": [$(printf "$sz, $sz" 1 2)]}"
+check_exit "two entries of 800 GB: over hub_max_total_size 1TiB" 1 \
+	env WSTORE_HUB_MAX_TOTAL_SIZE=1TiB "$W" --store "$DOWN" model import \
+	--from-hub org/fake --endpoint "$F" --checkpoint-id total
+check_grep "... naming the limit" "hub_max_total_size" "$OUT"
+fakehub_ctl '{}'
+check_exit "more files than hub_max_files: refused" 1 \
+	env WSTORE_HUB_MAX_FILES=2 "$W" --store "$DOWN" model import \
+	--from-hub org/fake --endpoint "$F" --checkpoint-id files
+check_grep "... naming the limit" "more than 2 files \(hub_max_files\)" "$OUT"
+check_exit "a listing over hub_max_json_size: refused" 1 \
+	env WSTORE_HUB_MAX_JSON_SIZE=100 "$W" --store "$DOWN" model import \
+	--from-hub org/fake --endpoint "$F" --checkpoint-id json
+check_grep "... naming the limit" "hub_max_json_size" "$OUT"
+
+# names as the manifest rules and the mount demand
+ent='{"type": "file", "path": "%s", "size": 1, "oid": "0000000000000000000000000000000000000000"}'
+fakehub_ctl "{\"extra\": [$(printf "$ent" "config.json/x")]}"
+check_exit "a file and a directory of the same name: refused" 1 fake --checkpoint-id clash
+check_grep "... named" "'config.json' is both a file and the directory of 'config.json/x'" "$OUT"
+no_ready clash "... no READY checkpoint"
+fakehub_ctl "{\"extra\": [$(printf "$ent" 'fake\nimported x: 1 files')]}"
+check_exit "a name with a newline: refused" 1 fake --checkpoint-id nl
+check_one_line "... in one line (the newline shown as '?')" "$OUT"
+check_grep "... named" "control character" "$OUT"
+no_ready nl "... no READY checkpoint"
+
+# transfers: a minimum rate and a deadline; error bodies bounded
+fresh trickle
+fakehub_ctl '{"trickle": ["z.bin"]}'
+t0=$(date +%s)
+check_exit "a transfer trickling 1 byte/s: error" 1 fake --checkpoint-id trickle \
+	--stall-timeout 2 --retries 1
+secs=$(($(date +%s) - t0))
+check_grep "... names the file" "z.bin" "$OUT"
+if [ "$secs" -le 30 ]; then tap_ok "... within 30 s ($secs s)"
+else tap_not_ok "... within 30 s" "took $secs s"; fi
+fresh errbody
+fakehub_ctl '{"errbody": ["z.bin"]}'
+t0=$(date +%s)
+check_exit "an error answer whose body never ends: error" 1 fake \
+	--checkpoint-id errbody --retries 1
+secs=$(($(date +%s) - t0))
+check_grep "... its status named" "z.bin.*HTTP 500" "$OUT"
+if [ "$secs" -le 30 ]; then tap_ok "... within 30 s ($secs s)"
+else tap_not_ok "... within 30 s" "took $secs s"; fi
+fresh deadline
+fakehub_ctl '{"hold": ["z.bin"]}'
+t0=$(date +%s)
+check_exit "a request past hub_transfer_timeout_ms: error" 1 \
+	env WSTORE_HUB_TRANSFER_TIMEOUT_MS=3000 "$W" --store "$DOWN" model \
+	import --from-hub org/fake --endpoint "$F" --checkpoint-id deadline \
+	--stall-timeout 60
+secs=$(($(date +%s) - t0))
+check_grep "... naming the deadline" "z.bin.*hub_transfer_timeout_ms" "$OUT"
+if [ "$secs" -le 20 ]; then tap_ok "... within 20 s ($secs s)"
+else tap_not_ok "... within 20 s" "took $secs s"; fi
+
+# credentials in the endpoint's URL: used, never recorded or printed
+fresh creds
+fakehub_ctl '{}'
+UF="http://us3r:s3cret@127.0.0.1:$FP"
+check_exit "--endpoint with user:password: imported" 0 \
+	hub --from-hub org/fake --endpoint "$UF" --checkpoint-id creds
+check_grep "... basic auth sent to the endpoint" "^hub GET .* auth$" "$(cat "$LOG")"
+if printf '%s' "$OUT" | grep -q s3cret; then tap_not_ok "... not in the report" "$OUT"
+else tap_ok "... not in the report"; fi
+check_exit "... inspect" 0 ws model inspect creds
+if printf '%s' "$OUT" | grep -q s3cret; then tap_not_ok "... not in inspect" "$OUT"
+else tap_ok "... not in inspect"; fi
+check_grep "... the source names the endpoint" "source: +http://127.0.0.1:$FP/org/fake" "$OUT"
+if grep -rqs s3cret "$DOWN"; then tap_not_ok "... nowhere in the store" "$(grep -rls s3cret "$DOWN" | head -3)"
+else tap_ok "... nowhere in the store"; fi
+
+check_exit "config show with a store URL holding a password" 0 \
+	env WSTORE_STORE='redis://:pw123@127.0.0.1:1/0' HF_ENDPOINT= \
+	WSTORE_HUB_ENDPOINT="$UF" "$W" config show
+if printf '%s' "$OUT" | grep -Eq 'pw123|s3cret'; then tap_not_ok "... prints no password" "$OUT"
+else tap_ok "... prints no password"; fi
+check_grep "... the URL with ***" 'store=redis://\*\*\*@127.0.0.1:1/0' "$OUT"
+
+# a filtered import, then a full one: the full one fetches the rest
+fresh filter
+check_exit "import --include config.json" 0 fake --include config.json
+: > "$LOG"
+check_exit "then a full import: imported" 0 fake
+check_grep "... every file" "$nf files" "$OUT"
+check_grep "... the missing files fetched" "$SHARD" "$(cat "$LOG")"
+fid=$(printf '%s\n' "$OUT" | sed -n "s/^imported '\([^']*\)'.*/\1/p")
+check_exit "... NAME@COMMIT resolves to the full one" 0 ws model resolve \
+	"org/fake@0123456789abcdef0123456789abcdef01234567"
+check_grep "... ($fid)" "$fid" "$OUT"
+
 tap_done

@@ -96,6 +96,26 @@ if PP=$(hub_pythonpath 1.28.0); then
 else
 	tap_skip "hf download through a mirror" "huggingface_hub 1.28.0 is not unpacked in $HFHUB"
 fi
+# huggingface-cli of 0.36, through the other mirror, into another cache
+if PP=$(hub_pythonpath 0.36.2); then
+	hfcli() {
+		PYTHONPATH=$PP HF_ENDPOINT=$M2 HF_HUB_DISABLE_TELEMETRY=1 \
+			timeout 120 /usr/bin/python3 -m huggingface_hub.commands.huggingface_cli \
+			download org/fake --revision "$CA" --cache-dir "$T/hfcache2" "$@"
+	}
+	out=$(hfcli 2>&1 | tail -1)
+	case $out in
+	*"snapshots/$CA"*) tap_ok "huggingface-cli download --revision COMMIT through the other mirror" ;;
+	*) tap_not_ok "huggingface-cli download --revision COMMIT through the other mirror" "$out" ;;
+	esac
+	out=$(HF_HUB_OFFLINE=1 hfcli 2>&1 | tail -1)
+	case $out in
+	*"snapshots/$CA"*) tap_ok "... and offline" ;;
+	*) tap_not_ok "... and offline" "$out" ;;
+	esac
+else
+	tap_skip "huggingface-cli download through a mirror" "huggingface_hub 0.36.2 is not unpacked in $HFHUB"
+fi
 
 # ---- the upstream moves main --------------------------------------------------
 : > "$LOG"

@@ -637,6 +637,70 @@ def test_errors_and_threads(st):
     check("verify of the intact copy still passes", st.verify(ID) is None)
 
 
+def test_import_hub(st):
+    """import_hub against tests/tools/fakehub.py: a repository imported,
+    verified and equal; a name that is no repository refused; a limit
+    refused before anything is stored."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    fake = os.path.join(here, "..", "tools", "fakehub.py")
+    d = tempfile.mkdtemp(prefix="wstore-py-hub-")
+    src = os.path.join(d, "src")
+    os.makedirs(os.path.join(src, "sub"))
+    with open(os.path.join(src, "config.json"), "w") as fh:
+        fh.write('{"model_type": "llama"}\n')
+    write_safetensors(os.path.join(src, "sub", "w.safetensors"),
+                      [("w", torch.arange(25000, dtype=torch.float32))])
+    ctl = os.path.join(d, "ctl.json")
+    with open(ctl, "w") as fh:
+        fh.write("{}\n")
+    ports = os.path.join(d, "ports")
+    p = subprocess.Popen([sys.executable, fake, src, ctl,
+                          os.path.join(d, "log"), ports],
+                         stderr=subprocess.DEVNULL)
+    try:
+        # bounded: 30 s for the fake to listen
+        for _ in range(600):
+            if os.path.exists(ports) or p.poll() is not None:
+                break
+            threading.Event().wait(0.05)
+        with open(ports) as fh:
+            port = int(fh.read().split()[0])
+        url = "http://127.0.0.1:%d" % port
+        got = []
+        cid = st.import_hub("org/fake", endpoint=url, chunk_size="64K",
+                            progress=lambda d, t, p: got.append(d) and False)
+        check("import_hub returns the checkpoint id",
+              isinstance(cid, str) and cid in st.list(), cid)
+        st.verify(cid)
+        ok("... and it verifies")
+        out = os.path.join(d, "out")
+        st.pull(cid, out)
+        check("... pulled bytes equal", src_bytes(os.path.join(
+            out, "sub", "w.safetensors")) == src_bytes(os.path.join(
+                src, "sub", "w.safetensors")))
+        check("... progress was reported", len(got) > 0)
+        check("a second import_hub returns the same id",
+              st.import_hub("org/fake", endpoint=url) == cid)
+        raises("import_hub of 'org/secret?-public' raises InvalidArgument",
+               wstore.InvalidArgument,
+               lambda: st.import_hub("org/secret?-public", endpoint=url),
+               "invalid repository")
+        raises("import_hub over max_files raises InvalidArgument",
+               wstore.InvalidArgument,
+               lambda: st.import_hub("org/fake", endpoint=url,
+                                     checkpoint_id="pyt-hub-lim",
+                                     max_files=1), "hub_max_files")
+        check("... nothing stored", "pyt-hub-lim" not in st.list())
+        raises("import_hub with an unknown limit raises TypeError",
+               TypeError, lambda: st.import_hub("org/fake", endpoint=url,
+                                                max_fish=1), "max_fish")
+        st.delete(cid)
+    finally:
+        p.kill()
+        p.wait()
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def main():
     try:
         orig, sd = make_checkpoint()
@@ -655,7 +719,8 @@ def main():
              lambda: test_iter_tensors(st, orig),
              lambda: test_pread(st),
              lambda: test_replaced(st),
-             lambda: test_errors_and_threads(st)]
+             lambda: test_errors_and_threads(st),
+             lambda: test_import_hub(st)]
     for t in tests:
         try:
             t()

@@ -32,6 +32,13 @@ counts below start over whenever its content changes:
   refs         {REF: COMMIT}  what each branch or tag names (default:
                           every revision names the commit of DIR)
   down         true: every request is answered 503
+  trickle      [PATH...]  these files send 1 byte a second
+  errbody      [PATH...]  these files answer 500 with a body that never
+                          ends (1 MiB a second)
+  link         "self": the tree listing links itself as the next page;
+               "other": it links its second page on the CDN's port;
+               "pages": one file per page, each linking the next
+  extra        [ENTRY...] entries added to the tree listing as they are
 """
 import hashlib
 import json
@@ -154,8 +161,7 @@ class Hub(BaseHTTPRequestHandler):
                     return self.error(404, "RevisionNotFound",
                                       "Invalid rev id: " + rev)
                 if verb == "tree/":
-                    return self.reply(200, json.dumps(
-                        [entry(p, d) for p in files(d)]).encode())
+                    return self.tree(c, path, d)
                 sib = [{"rfilename": p} for p in files(d)]
                 return self.reply(200, json.dumps(
                     {"id": REPO, "sha": commit, "siblings": sib}).encode())
@@ -169,6 +175,29 @@ class Hub(BaseHTTPRequestHandler):
             return self.error(404, "EntryNotFound", "Entry not found")
         self.send_file(c, rel, d)
 
+    def tree(self, c, path, d):
+        listing = [entry(p, d) for p in files(d)] + c.get("extra", [])
+        q = urlparse(self.path).query
+        cursor = int(q.split("cursor=")[1]) if "cursor=" in q else 0
+        link = c.get("link")
+        here = "http://127.0.0.1:%d" % self.server.server_address[1]
+        if link == "self":
+            return self.reply(200, json.dumps(listing).encode(),
+                              [("Link", '<%s%s>; rel="next"' % (here, self.path))])
+        if link == "other" and cursor == 0:
+            nxt = "http://127.0.0.1:%d%s?recursive=true&cursor=1" % (CDN_PORT[0], path)
+            return self.reply(200, json.dumps(listing[:1]).encode(),
+                              [("Link", '<%s>; rel="next"' % nxt)])
+        if link == "other":
+            return self.reply(200, json.dumps(listing[1:]).encode())
+        if link == "pages":
+            hdr = []
+            if cursor + 1 < len(listing):
+                hdr = [("Link", '<%s%s?recursive=true&cursor=%d>; rel="next"'
+                        % (here, path, cursor + 1))]
+            return self.reply(200, json.dumps(listing[cursor:cursor + 1]).encode(), hdr)
+        return self.reply(200, json.dumps(listing).encode())
+
     def send_file(self, c, rel, d=DIR):
         if rel in c.get("hold", []):
             time.sleep(3600)
@@ -177,6 +206,14 @@ class Hub(BaseHTTPRequestHandler):
             return self.reply(429, b"slow down", [("Retry-After", "1")])
         if n <= c.get("r500", {}).get(rel, 0):
             return self.reply(500, b"oops")
+        if rel in c.get("errbody", []):
+            self.send_response(500)
+            self.send_header("Content-Length", str(1 << 40))
+            self.end_headers()
+            for _ in range(3600):
+                self.wfile.write(b"x" * (1 << 20))
+                time.sleep(1)
+            return
         if (c.get("redirect") and rel.endswith(".safetensors")
                 and self.server_name == "hub"):
             return self.reply(302, b"", [("Location", "http://127.0.0.1:%d%s"
@@ -195,6 +232,12 @@ class Hub(BaseHTTPRequestHandler):
                              (start, len(data) - 1, len(data)))
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
+        if rel in c.get("trickle", []):
+            for b in body:
+                self.wfile.write(bytes([b]))
+                self.wfile.flush()
+                time.sleep(1)
+            return
         if rel in c.get("slow", []):
             self.wfile.write(body[:1])
             self.wfile.flush()

@@ -14,6 +14,9 @@ CHECK_COUNTERS;
 /* clang-format off */
 #define UNIT_TESTS(X) \
 	X(test_names_ids) \
+	X(test_hubtrust_urls) \
+	X(test_hubtrust_origin) \
+	X(test_hubtrust_names) \
 	X(test_names_paths) \
 	X(test_names_keys) \
 	X(test_names_sizes) \
@@ -29,6 +32,7 @@ CHECK_COUNTERS;
 	X(test_whole_layouts) \
 	X(test_reuse_chunks) \
 	X(test_reuse_file_store) \
+	X(test_tar_headers) \
 	X(test_store) \
 	X(test_durable) \
 	X(test_thread_start_blocks_signals) \

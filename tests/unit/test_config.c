@@ -37,8 +37,28 @@ static void test_set_get(void)
 
 	while (keys[n])
 		n++;
-	CHECK_EQ_INT(n, 27);
+	CHECK_EQ_INT(n, 36);
 	CHECK_EQ_INT(wstore_config_new(&c), 0);
+	/* the Hub client's limits: counts and sizes */
+	CHECK_EQ_INT(wstore_config_set(c, "hub_max_files", "10"), 0);
+	CHECK_EQ_INT(wstore_config_set(c, "hub_max_files", "0"), WSTORE_EINVAL);
+	CHECK_EQ_INT(wstore_config_set(c, "hub_max_file_size", "1GiB"), 0);
+	CHECK_EQ_INT(wstore_config_set(c, "hub_max_file_size", "x"),
+		     WSTORE_EINVAL);
+	CHECK(strstr(wstore_last_error(), "hub_max_file_size"));
+	CHECK_EQ_INT(wstore_config_set(c, "hub_min_rate", "5GiB"),
+		     WSTORE_EINVAL);
+	CHECK_EQ_INT(wstore_config_set(c, "hub_min_rate", "1KiB"), 0);
+	{
+		wstore_hub_options ho = WSTORE_HUB_OPTIONS_INIT;
+
+		CHECK_EQ_INT(wstore_hub_options_from_config(&ho, c), 0);
+		CHECK(ho.max_files == 10 && ho.min_rate == 1024);
+		CHECK(ho.max_file_size == (1ull << 30) && ho.max_pages == 0);
+	}
+	CHECK_EQ_INT(wstore_config_set(c, "hub_max_files", NULL), 0);
+	CHECK_EQ_INT(wstore_config_set(c, "hub_max_file_size", NULL), 0);
+	CHECK_EQ_INT(wstore_config_set(c, "hub_min_rate", NULL), 0);
 	/* chunk_size: a size from 1 byte to 4 GiB */
 	CHECK_EQ_INT(wstore_config_set(c, "chunk_size", "4GiB"), 0);
 	CHECK_EQ_INT(wstore_config_set(c, "chunk_size", "1"), 0);
