@@ -82,7 +82,7 @@ if [ -f /usr/share/bash-completion/bash_completion ]; then
 	check_grep "bash: checkpoint ids from the store" "^c1$" \
 		"$(PATH="$B:$PATH" complete_bash "wstore --store $T/s model inspect c")"
 	check_grep "bash: the aliases and resolve among model's commands" \
-		"^import list ls resolve inspect verify delete rm materialize-file pull pin unpin$" \
+		"^import list ls resolve inspect verify delete rm materialize-file pull export copy pin unpin$" \
 		"$(complete_bash "wstore model ")"
 	check_grep "bash: model list --all" "^--all$" "$(complete_bash "wstore model ls --al")"
 	check_grep "bash: model import --force" "^--force$" "$(complete_bash "wstore model import --fo")"
