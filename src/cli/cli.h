@@ -156,10 +156,11 @@ int cli_one_id(const char **out, int argc, char **argv, const char *cmd,
 
 /*
  * Text from the store (ids, model ids, revisions, paths, messages) made
- * safe to print: on a terminal (c->term) control characters (C0, DEL and
- * the C1 range U+0080-U+009F, e.g. ESC sequences that would retitle or
- * rewrite the screen) become \xNN / \u00NN; elsewhere s itself.  The
- * result is valid until the 8th next call.  NULL stays NULL.
+ * safe to print: control characters (C0, DEL and the C1 range
+ * U+0080-U+009F, e.g. ESC sequences that would retitle or rewrite the
+ * screen, newlines that would fake output lines) become \xNN / \u00NN,
+ * on a terminal and piped alike (scripts wanting the bytes read --json).
+ * The result is valid until the 8th next call.  NULL stays NULL.
  */
 const char *cli_text(const struct cli *c, const char *s);
 
@@ -193,5 +194,18 @@ void cli_time(char *buf, size_t cap, int64_t unix_seconds);
 
 /* Print a JSON value (jansson json_t *) to stdout and free it. */
 void cli_print_json(void *json);
+
+/*
+ * What an import prints once done, from checkpoint id read back from s:
+ * "imported 'ID' (MODEL @ REV[, hub commit COMMIT])[ from FROM]: N files,
+ * SIZE in T s (RATE/s)" (the commit when it is not the revision), or with
+ * --json one object (checkpoint_id, model_id, revision, status, files,
+ * total_size, seconds, bytes_per_second) plus the members of extra (a
+ * json_t object, taken; may be NULL).  commit and from may be NULL.
+ * EXIT_OK, or the exit status of a manifest not read.
+ */
+int cli_import_report(struct cli *c, wstore_store *s, const char *id,
+		      double secs, const char *commit, const char *from,
+		      void *extra);
 
 #endif
