@@ -60,6 +60,9 @@ int cmd_config_get(struct cli *c, int argc, char **argv);
 int cmd_config_set(struct cli *c, int argc, char **argv);
 int cmd_config_unset(struct cli *c, int argc, char **argv);
 int cmd_version(struct cli *c, int argc, char **argv);
+/* The version of this build of the command (version.c, made from
+ * src/cli/version.c.in at every build). */
+const char *cli_build_version(void);
 /* The global flag that sets config key, e.g. "--store", or NULL. */
 const char *cli_flag_for_key(const char *key);
 /* The i-th global option ("--store", "--json", ...), NULL past the last. */

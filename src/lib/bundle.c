@@ -226,7 +226,7 @@ int wstore__export(wstore_store *s, const char *id, int fd, const char *output,
 		 output);
 	if (wstore_validate_checkpoint_id(id) < 0)
 		return WSTORE_EINVAL;
-	rc = wstore__lease_read_ready(&lease, &m, NULL, s, id, "export");
+	rc = wstore__lease_read_ready(&lease, &m, NULL, s, id, "export", 0);
 	if (rc < 0)
 		return rc;
 	if (wstore_manifest_find(m, WSTORE_BUNDLE_MANIFEST) >= 0)
@@ -421,9 +421,12 @@ static int take_whole(struct import *im, struct bundle_in *b, size_t i)
 
 		wstore__sha256_hex(b->h, hex);
 		rc = strcmp(hex, b->bm->files[i].sha256) ? 1 : 0;
+		/* by the bundle's record: this import's gets its hash only
+		 * once the file is done */
 		if (rc == 0 && im->reuse &&
 		    im->o->reflink != WSTORE_REFLINK_NEVER)
-			wstore__reuse_dedupe(im->reuse, im->s, f, fd);
+			wstore__reuse_dedupe(im->reuse, im->s, &b->bm->files[i],
+					     fd);
 	}
 	if (rc != 0) {
 		be->abort_file(be, handle);
