@@ -316,6 +316,27 @@ static void *redis_worker(void *arg)
 	return NULL;
 }
 
+/*
+ * get_into, tried again as wstore's backend does on a loaded machine: a
+ * read slower than the master's lease (-707), a value being written
+ * (-703), a failed transfer or master RPC (-800, -900, -901), for up to
+ * 30 s with a growing pause.
+ */
+static int64_t mc_get(const char *key, char *buf, size_t cap)
+{
+	int64_t n = -1;
+	double t0 = mcc_now();
+
+	for (int i = 0; mcc_now() - t0 < 30; i++) {
+		n = g.mc.get_into(g.mc.h, key, buf, cap);
+		if (n != -707 && n != -703 && n != -800 && n != -900 &&
+		    n != -901)
+			break;
+		usleep((useconds_t)(i < 10 ? 50000 * (i + 1) : 500000));
+	}
+	return n;
+}
+
 static void *mooncake_worker(void *arg)
 {
 	size_t cap = (g.maxlen + HUGE - 1) / HUGE * HUGE, i;
@@ -331,10 +352,13 @@ static void *mooncake_worker(void *arg)
 		return NULL;
 	}
 	while (next_chunk(&i)) {
-		int64_t n = g.mc.get_into(g.mc.h, g.c[i].key, buf, cap);
+		int64_t n = mc_get(g.c[i].key, buf, cap);
+		char why[64];
 
+		snprintf(why, sizeof(why), "get_into failed (%lld)",
+			 (long long)n);
 		if (n != (int64_t)g.c[i].len)
-			fail(i, "get_into failed");
+			fail(i, why);
 		else if (hash_write(&g.c[i], buf, md) != 0)
 			fail(i, "cannot write");
 	}
@@ -501,8 +525,7 @@ static int send_chunk(int fd, size_t i, redisContext **conn)
 		size_t cap = (g.maxlen + HUGE - 1) / HUGE * HUGE;
 		char *b = take_buf();
 
-		if (b &&
-		    g.mc.get_into(g.mc.h, c->key, b, cap) == (int64_t)c->len)
+		if (b && mc_get(c->key, b, cap) == (int64_t)c->len)
 			rc = send_all(fd, b, c->len);
 		if (b)
 			give_buf(b);
