@@ -239,6 +239,16 @@ static int64_t cluster_get(redisContext **conn, int m, const char *key,
 	if (!conn[m] || conn[m]->err)
 		return -1;
 	n = resp_get(conn[m], key, buf, cap);
+	/* a failover under way: asked again for up to 60 s, as wstore's
+	 * cluster client does */
+	for (int i = 0; n < 0 && i < 600 &&
+			(!strncmp(resp_err, "-CLUSTERDOWN", 12) ||
+			 !strncmp(resp_err, "-TRYAGAIN", 9) ||
+			 !strncmp(resp_err, "-LOADING", 8));
+	     i++) {
+		usleep(100000);
+		n = resp_get(conn[m], key, buf, cap);
+	}
 	if (n >= 0 ||
 	    sscanf(resp_err, "-MOVED %*d %63[^:]:%d", host, &port) != 2)
 		return n;

@@ -136,7 +136,11 @@ def row(what, pull, floor, raw):
     pm = pull.get("mibs") if pull else None
     fm = floor.get("mibs")
     ratio = ""
-    if pm and fm and float(fm) > 0:
+    if floor.get("ok") not in (None, floor.get("nodes"),
+                               floor.get("clients")):
+        # a floor that did not complete everywhere is no floor
+        fm = f"failed ({floor.get('ok')} of {floor.get('nodes') or floor.get('clients')} ok)"
+    elif pm and fm and float(fm) > 0:
         ratio = f"{float(pm) / float(fm):.2f}"
     ok = ""
     if pull and pull.get("ok") not in (None, pull.get("nodes"),
