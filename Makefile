@@ -63,9 +63,19 @@ install: all
 	meson install -C $(BUILD)
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then ldconfig; fi
 
-# removes what the last `make install` of $(BUILD) installed (its log)
+# removes what the last `make install` of $(BUILD) installed (its log),
+# and what Python wrote beside the installed modules (__pycache__); fails
+# when something could not be removed (meson's uninstall only counts
+# them: "Failed: N", exit 0)
 uninstall:
-	ninja -C $(BUILD) uninstall
+	@log=$(BUILD)/meson-logs/install-log.txt; \
+	if [ ! -f "$$log" ]; then echo "uninstall: $$log is missing: nothing was installed from $(BUILD)" >&2; exit 1; fi; \
+	grep '\.py$$' "$$log" | while read -r f; do \
+		if [ -d "$${f%/*}/__pycache__" ]; then rm -rf "$${f%/*}/__pycache__"; fi; \
+	done; \
+	out=$$(ninja -C $(BUILD) uninstall 2>&1); rc=$$?; printf '%s\n' "$$out"; \
+	if [ $$rc != 0 ] || printf '%s\n' "$$out" | grep -q '^Failed: [1-9]'; then \
+		echo "uninstall: some files could not be removed (above)" >&2; exit 1; fi
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then ldconfig; fi
 
 # Debian packages from this tree (debian/): wstore, libwstore0,

@@ -17,7 +17,11 @@ for tool in dpkg-buildpackage dh meson lowdown; do
 		exit 1
 	}
 done
-VERSION=$(dpkg-parsechangelog -S Version)
+# the package's version is the build's (scripts/version.sh: the release
+# of debian/changelog plus the git commit), so two commits never make two
+# packages of one version, and a later commit upgrades an earlier one
+RELEASE=$(dpkg-parsechangelog -S Version)
+VERSION=$(sh scripts/version.sh "$RELEASE" .)
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 SRC="$OUT/src/wstore-$VERSION"
@@ -30,6 +34,10 @@ git ls-files -z --cached --others --exclude-standard |
 	(cd "$ROOT" && xargs -0 tar cf - --no-recursion) | tar xf - -C "$SRC"
 # meson's build dirs are not git-ignored: leave them out
 rm -rf "$SRC"/build "$SRC"/build-*
+# the copy has no .git: its version comes from VERSION (scripts/version.sh)
+# and the changelog's top entry names it
+echo "$VERSION" > "$SRC/VERSION"
+sed -i "1s/^wstore ($RELEASE)/wstore ($VERSION)/" "$SRC/debian/changelog"
 cd "$SRC"
 t0=$(date +%s)
 DEB_BUILD_OPTIONS="nocheck parallel=$(nproc) ${DEB_BUILD_OPTIONS:-}" \

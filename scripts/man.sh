@@ -4,7 +4,8 @@
 # TOOL is lowdown or pandoc (both from Debian).  The page's first line
 # ("# wstore-df(1)") becomes the title; its "## NAME", "## SYNOPSIS", ...
 # become the man page's sections; links keep their text only (their
-# targets are other pages of docs/, not files a reader of man has).
+# targets are other pages of docs/, not files a reader of man has).  The
+# page is set left-aligned without hyphenation (below).
 set -eu
 tool=$1 in=$2 out=$3 version=$4
 name=$(basename "$in" .md)
@@ -23,4 +24,14 @@ pandoc*)
 	exit 1 ;;
 esac
 rm -f "$tmp.md"
+# left-aligned, not justified, and no hyphenation: long words (paths,
+# option names, URLs) then never make troff warn "cannot adjust line" or
+# break an option name at a narrow terminal
+# break points (\:, zero width) after every '/' of the text, and after
+# '_', ',', '=', '.', ':' and '-' inside table cells: long paths, URLs and
+# option names in narrow columns would otherwise "can't break line"
+sed -i -e '/^\.TH /a\
+.ad l\
+.nh' -e '/^T{$/,/^\.TE/{/^T[{}]/!{/^\./!s/\([_,=.:-]\)/\1\\:/g;};}' \
+	-e '/^\./!s|/|/\\:|g' "$tmp"
 mv "$tmp" "$out"

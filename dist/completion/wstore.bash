@@ -25,9 +25,11 @@ _wstore()
 
     local globals="--store --config --json --quiet --verbose --help
         --master-server-addr --metadata-server --protocol --rdma-devices
-        --local-hostname"
+        --local-hostname --redis-tls-ca-file --redis-tls-cert-file
+        --redis-tls-key-file"
     local keys="store master_server_addr metadata_server protocol
-        rdma_devices local_hostname replica_num redis_password key_prefix
+        rdma_devices local_hostname replica_num redis_password
+        redis_tls_ca_file redis_tls_cert_file redis_tls_key_file key_prefix
         connect_timeout_ms command_timeout_ms mooncake_library mooncake_log
         serve_listen serve_token serve_tls_cert serve_tls_key
         serve_tls_key_password_file serve_upstream_refresh quota evict
@@ -55,7 +57,8 @@ _wstore()
         COMPREPLY=($(compgen -W "$(_wstore_ids model_id)" -- "$cur"))
         return ;;
     --config | --output | --tls-cert | --tls-key | --tls-key-password-file | \
-    --token-file | --upstream-token-file | --log-file)
+    --token-file | --upstream-token-file | --log-file | --redis-tls-ca-file | \
+    --redis-tls-cert-file | --redis-tls-key-file)
         _filedir
         return ;;
     --source | --dest)
@@ -68,7 +71,8 @@ _wstore()
     for ((i = 1; i < cword; i++)); do
         case ${words[i]} in
         --store | --config | --master-server-addr | --metadata-server | \
-            --protocol | --rdma-devices | --local-hostname)
+            --protocol | --rdma-devices | --local-hostname | \
+            --redis-tls-ca-file | --redis-tls-cert-file | --redis-tls-key-file)
             ((i++)) ;;
         -*) ;;
         *) cmd+=("${words[i]}") ;;

@@ -51,8 +51,13 @@ typedef struct wstore_checkpoint_options {
 	unsigned version;
 	const char *what; /* lease holder description; NULL = "read" */
 	int no_lease;
+	/* (version 2) A lease that cannot be written (a store this process
+	 * may only read: -EACCES, -EPERM, -EROFS) fails the open, where it is
+	 * otherwise read unleased: for servers, whose readers a delete must
+	 * see.  Ignored with no_lease. */
+	int require_lease;
 } wstore_checkpoint_options;
-#define WSTORE_CHECKPOINT_OPTIONS_VERSION 1
+#define WSTORE_CHECKPOINT_OPTIONS_VERSION 2
 #define WSTORE_CHECKPOINT_OPTIONS_INIT                                         \
 	{                                                                      \
 		WSTORE_CHECKPOINT_OPTIONS_VERSION                              \

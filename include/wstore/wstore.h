@@ -42,7 +42,7 @@
 extern "C" {
 #endif
 
-#define WSTORE_VERSION "0.1.0"
+#define WSTORE_VERSION "0.2.0"
 
 /* The library itself is compiled with WSTORE__BUILDING: there the sized
  * calls' short forms are the library's own internal functions. */
@@ -208,7 +208,10 @@ int wstore_config_load_layered(wstore_config **out, const char *user_path);
  * there is no home directory. */
 char *wstore_config_default_store(void);
 void wstore_config_free(wstore_config *cfg);
-/* The library's version, e.g. "0.1.0" (WSTORE_VERSION of its build). */
+/* The version of the library's build: the release (WSTORE_VERSION of its
+ * headers) and, built from git, "+N.gSHA" (N commits, SHA the commit, and
+ * ".dirty" for uncommitted changes), e.g. "0.2.0+812.g1a2b3c4d5e6f".
+ * Static storage. */
 const char *wstore_version(void);
 
 /* ---- store ------------------------------------------------------------- */

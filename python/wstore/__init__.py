@@ -55,7 +55,7 @@ __all__ = [
     "DEFAULT_BATCH_BYTES",
 ]
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 library_path = _native.library_path
 # One default chunk: on stores without ranged reads (Mooncake) a smaller
 # batch would fetch each chunk several times.  Larger batches save little

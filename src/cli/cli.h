@@ -60,6 +60,9 @@ int cmd_config_get(struct cli *c, int argc, char **argv);
 int cmd_config_set(struct cli *c, int argc, char **argv);
 int cmd_config_unset(struct cli *c, int argc, char **argv);
 int cmd_version(struct cli *c, int argc, char **argv);
+/* The version of this build of the command (version.c, made from
+ * src/cli/version.c.in at every build). */
+const char *cli_build_version(void);
 /* The global flag that sets config key, e.g. "--store", or NULL. */
 const char *cli_flag_for_key(const char *key);
 /* The i-th global option ("--store", "--json", ...), NULL past the last. */
@@ -156,10 +159,11 @@ int cli_one_id(const char **out, int argc, char **argv, const char *cmd,
 
 /*
  * Text from the store (ids, model ids, revisions, paths, messages) made
- * safe to print: on a terminal (c->term) control characters (C0, DEL and
- * the C1 range U+0080-U+009F, e.g. ESC sequences that would retitle or
- * rewrite the screen) become \xNN / \u00NN; elsewhere s itself.  The
- * result is valid until the 8th next call.  NULL stays NULL.
+ * safe to print: control characters (C0, DEL and the C1 range
+ * U+0080-U+009F, e.g. ESC sequences that would retitle or rewrite the
+ * screen, newlines that would fake output lines) become \xNN / \u00NN,
+ * on a terminal and piped alike (scripts wanting the bytes read --json).
+ * The result is valid until the 8th next call.  NULL stays NULL.
  */
 const char *cli_text(const struct cli *c, const char *s);
 
@@ -193,5 +197,18 @@ void cli_time(char *buf, size_t cap, int64_t unix_seconds);
 
 /* Print a JSON value (jansson json_t *) to stdout and free it. */
 void cli_print_json(void *json);
+
+/*
+ * What an import prints once done, from checkpoint id read back from s:
+ * "imported 'ID' (MODEL @ REV[, hub commit COMMIT])[ from FROM]: N files,
+ * SIZE in T s (RATE/s)" (the commit when it is not the revision), or with
+ * --json one object (checkpoint_id, model_id, revision, status, files,
+ * total_size, seconds, bytes_per_second) plus the members of extra (a
+ * json_t object, taken; may be NULL).  commit and from may be NULL.
+ * EXIT_OK, or the exit status of a manifest not read.
+ */
+int cli_import_report(struct cli *c, wstore_store *s, const char *id,
+		      double secs, const char *commit, const char *from,
+		      void *extra);
 
 #endif

@@ -24,7 +24,8 @@ static const char help[] =
 	"use this for locks held from another host that is gone.\n"
 	"\n"
 	"options:\n"
-	"  --force    break it even if its owner is alive on this host\n"
+	"  --force    break it even if its owner is alive on this host, or\n"
+	"             still renews it from another host or PID namespace\n"
 	"             (that import or delete then runs unprotected)\n"
 	"\n"
 	"Exit status: 0 removed, 1 not held, refused or failed.\n";

@@ -275,6 +275,40 @@ int cmd_config_get(struct cli *c, int argc, char **argv)
 	return EXIT_OK;
 }
 
+/* Keys whose value names a file (a relative one is made absolute by set:
+ * a config file is read from anywhere). */
+static int is_file_key(const char *key)
+{
+	size_t n = strlen(key);
+
+	return (n > 5 && !strcmp(key + n - 5, "_file")) ||
+	       !strcmp(key, "serve_tls_cert") ||
+	       !strcmp(key, "serve_tls_key") ||
+	       !strcmp(key, "mooncake_library");
+}
+
+/* A file key set into a config file must name a file that is there (a
+ * flag's may not: its user reports it): EXIT_ERR with the message, or 0. */
+static int file_missing(const char *path, const char *key, const char *value)
+{
+	struct stat st;
+
+	if (stat(value, &st) < 0)
+		wfront_err("config '%s': key '%s' names a file that %s, got "
+			   "'%s'",
+			   path, key,
+			   errno == ENOENT ? "does not exist"
+					   : "cannot be reached",
+			   value);
+	else if (S_ISDIR(st.st_mode))
+		wfront_err("config '%s': key '%s' names a directory, not a "
+			   "file, got '%s'",
+			   path, key, value);
+	else
+		return 0;
+	return EXIT_ERR;
+}
+
 /* Warn when a file that others can read now holds a secret. */
 static void warn_exposed(const char *path, const char *key)
 {
@@ -300,9 +334,22 @@ static int edit_file(struct cli *c, const char *path, int system,
 		wstore_config_free(f); /* nothing to remove */
 		return EXIT_OK;
 	}
-	rc = wstore_config_set(f, key, value);
-	if (rc == 0)
-		rc = wstore_config_save(f, path);
+	if (value && is_file_key(key) &&
+	    (rc = file_missing(path, key, value))) {
+		wstore_config_free(f);
+		return rc;
+	}
+	if ((rc = wstore_config_set(f, key, value)) < 0) {
+		/* "config key 'K' ..." from the library: name the file */
+		const char *e = wstore_last_error();
+
+		wstore_config_free(f);
+		if (strncmp(e, "config ", 7) == 0)
+			e += 7;
+		wfront_err("config '%s': %s", path, e);
+		return EXIT_ERR;
+	}
+	rc = wstore_config_save(f, path);
 	wstore_config_free(f);
 	if (rc < 0)
 		return cli_fail(rc);
@@ -337,6 +384,17 @@ static int config_edit(struct cli *c, int argc, char **argv, const char *cmd,
 	if (!path)
 		return wfront_usage_error(
 			"no config path: set HOME or pass --config");
+	if (nargs == 2 && is_file_key(argv[optind]) &&
+	    argv[optind + 1][0] != '/' && argv[optind + 1][0]) {
+		/* a file named relative to here: the file keeps where */
+		char *abs = realpath(argv[optind + 1], NULL);
+
+		if (abs) {
+			rc = edit_file(c, path, system, argv[optind], abs);
+			free(abs);
+			return rc;
+		}
+	}
 	return edit_file(c, path, system, argv[optind],
 			 nargs == 2 ? argv[optind + 1] : NULL);
 }
@@ -364,12 +422,12 @@ int cmd_version(struct cli *c, int argc, char **argv)
 			"unexpected argument '%s' for 'version'", argv[optind]);
 	if (c->json) {
 		cli_print_json(json_pack("{s:s, s:s}", "version",
-					 WSTORE_VERSION, "library", lib));
+					 cli_build_version(), "library", lib));
 		return EXIT_OK;
 	}
-	printf("wstore %s\n", WSTORE_VERSION);
+	printf("wstore %s\n", cli_build_version());
 	/* a CLI run against another build of the library says so */
-	if (strcmp(lib, WSTORE_VERSION) != 0)
+	if (strcmp(lib, cli_build_version()) != 0)
 		printf("libwstore %s\n", lib);
 	return EXIT_OK;
 }

@@ -109,43 +109,11 @@ static json_t *skipped_json(const wstore_source *src)
 static int report(struct cli *c, const wstore_import_options *o,
 		  const struct import_args *a, wstore_store *s, double secs)
 {
-	wstore_manifest *m = NULL;
 	const char *commit = wstore_source_commit(a->src);
-	uint64_t total;
-	char sz[32], rate[32];
-	int rc = wstore_manifest_read(&m, s, o->checkpoint_id);
 
-	if (rc < 0)
-		return cli_fail(rc);
-	total = wstore_manifest_total_size(m);
-	if (c->json) {
-		cli_print_json(json_pack(
-			"{s:s, s:s, s:s, s:s, s:s?, s:o, s:I, s:I, s:f, s:f}",
-			"checkpoint_id", o->checkpoint_id, "model_id",
-			wstore_manifest_model_id(m), "revision",
-			wstore_manifest_revision(m), "status",
-			wstore_manifest_status(m), "hub_commit", commit,
-			"skipped", skipped_json(a->src), "files",
-			(json_int_t)wstore_manifest_file_count(m), "total_size",
-			(json_int_t)total, "seconds", secs, "bytes_per_second",
-			secs > 0 ? total / secs : 0.0));
-	} else if (!c->quiet) {
-		wstore_format_size(sz, sizeof(sz), total);
-		wstore_format_size(rate, sizeof(rate),
-				   secs > 0 ? (uint64_t)(total / secs) : 0);
-		const char *rev = wstore_manifest_revision(m);
-
-		printf("imported '%s' (%s @ %s%s%s): %zu files, %s in %.2f s "
-		       "(%s/s)\n",
-		       cli_text(c, o->checkpoint_id),
-		       cli_text(c, wstore_manifest_model_id(m)),
-		       cli_text(c, rev),
-		       commit && strcmp(commit, rev) ? ", hub commit " : "",
-		       commit && strcmp(commit, rev) ? cli_text(c, commit) : "",
-		       wstore_manifest_file_count(m), sz, secs, rate);
-	}
-	wstore_manifest_free(m);
-	return EXIT_OK;
+	return cli_import_report(c, s, o->checkpoint_id, secs, commit, NULL,
+				 json_pack("{s:s?, s:o}", "hub_commit", commit,
+					   "skipped", skipped_json(a->src)));
 }
 
 /* Eviction to make room under the quota: say which checkpoint went. */

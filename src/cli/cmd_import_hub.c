@@ -176,38 +176,18 @@ static int read_token(struct cli *c, struct hub_args *a)
 static int report(struct cli *c, wstore_store *s, const char *id, double secs)
 {
 	wstore_manifest *m = NULL;
-	uint64_t total;
-	char sz[32], rate[32];
+	char *from = NULL;
 	int rc = wstore_manifest_read(&m, s, id);
 
 	if (rc < 0)
 		return cli_fail(rc);
-	total = wstore_manifest_total_size(m);
-	if (c->json) {
-		cli_print_json(json_pack(
-			"{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:f, s:f}",
-			"checkpoint_id", id, "model_id",
-			wstore_manifest_model_id(m), "revision",
-			wstore_manifest_revision(m), "status",
-			wstore_manifest_status(m), "source_uri",
-			wstore_manifest_source_uri(m), "files",
-			(json_int_t)wstore_manifest_file_count(m), "total_size",
-			(json_int_t)total, "seconds", secs, "bytes_per_second",
-			secs > 0 ? total / secs : 0.0));
-	} else if (!c->quiet) {
-		wstore_format_size(sz, sizeof(sz), total);
-		wstore_format_size(rate, sizeof(rate),
-				   secs > 0 ? (uint64_t)(total / secs) : 0);
-		printf("imported '%s' (%s @ %s) from %s: %zu files, %s in "
-		       "%.2f s (%s/s)\n",
-		       cli_text(c, id),
-		       cli_text(c, wstore_manifest_model_id(m)),
-		       cli_text(c, wstore_manifest_revision(m)),
-		       cli_text(c, wstore_manifest_source_uri(m)),
-		       wstore_manifest_file_count(m), sz, secs, rate);
-	}
+	if (wstore_manifest_source_uri(m))
+		from = strdup(wstore_manifest_source_uri(m));
 	wstore_manifest_free(m);
-	return EXIT_OK;
+	rc = cli_import_report(c, s, id, secs, NULL, from,
+			       json_pack("{s:s?}", "source_uri", from));
+	free(from);
+	return rc;
 }
 
 static int run(struct cli *c, wstore_import_options *o, wstore_hub_options *h)

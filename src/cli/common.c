@@ -211,7 +211,8 @@ const char *cli_text(const struct cli *c, const char *s)
 	size_t n = 0;
 	char *out, *o;
 
-	if (!s || !c->term)
+	(void)c;
+	if (!s)
 		return s;
 	for (p = (const unsigned char *)s; *p; p++)
 		if (*p < 0x20 || *p == 0x7f || is_c1(p))
@@ -526,4 +527,54 @@ void cli_table_print(struct cli_table *t)
 		free(t->cells[k]);
 	free(t->cells);
 	memset(t, 0, sizeof(*t));
+}
+
+int cli_import_report(struct cli *c, wstore_store *s, const char *id,
+		      double secs, const char *commit, const char *from,
+		      void *extra)
+{
+	wstore_manifest *m = NULL;
+	const char *rev;
+	uint64_t total;
+	char sz[32], rate[32];
+	int rc = wstore_manifest_read(&m, s, id);
+	json_t *j;
+
+	if (rc < 0) {
+		json_decref(extra);
+		return cli_fail(rc);
+	}
+	total = wstore_manifest_total_size(m);
+	rev = wstore_manifest_revision(m);
+	if (commit && !strcmp(commit, rev))
+		commit = NULL;
+	if (c->json) {
+		j = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:f, s:f}",
+			      "checkpoint_id", id, "model_id",
+			      wstore_manifest_model_id(m), "revision",
+			      wstore_manifest_revision(m), "status",
+			      wstore_manifest_status(m), "files",
+			      (json_int_t)wstore_manifest_file_count(m),
+			      "total_size", (json_int_t)total, "seconds", secs,
+			      "bytes_per_second",
+			      secs > 0 ? total / secs : 0.0);
+		if (j && extra)
+			json_object_update(j, extra);
+		cli_print_json(j);
+	} else if (!c->quiet) {
+		wstore_format_size(sz, sizeof(sz), total);
+		wstore_format_size(rate, sizeof(rate),
+				   secs > 0 ? (uint64_t)(total / secs) : 0);
+		printf("imported '%s' (%s @ %s%s%s)%s%s: %zu files, %s in %.2f "
+		       "s (%s/s)\n",
+		       cli_text(c, id),
+		       cli_text(c, wstore_manifest_model_id(m)),
+		       cli_text(c, rev), commit ? ", hub commit " : "",
+		       commit ? cli_text(c, commit) : "", from ? " from " : "",
+		       from ? cli_text(c, from) : "",
+		       wstore_manifest_file_count(m), sz, secs, rate);
+	}
+	json_decref(extra);
+	wstore_manifest_free(m);
+	return EXIT_OK;
 }

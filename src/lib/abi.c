@@ -89,7 +89,8 @@ int wstore__checkpoint_opts(wstore_checkpoint_options *dst,
 			    const wstore_checkpoint_options *src)
 {
 	OPTS_IN(dst, src, wstore_checkpoint_options, "checkpoint options",
-		UPTO(wstore_checkpoint_options, no_lease));
+		UPTO(wstore_checkpoint_options, no_lease),
+		UPTO(wstore_checkpoint_options, require_lease));
 }
 
 int wstore__delete_opts(wstore_delete_options *dst,

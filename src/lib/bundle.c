@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,10 @@ static int write_all(int fd, const void *buf, size_t n, const char *what)
 	while (n > 0) {
 		ssize_t w = write(fd, p, n);
 
+		/* a reader that stalls must not outlast ^C */
+		if (w < 0 && errno == EINTR && wstore__interrupted())
+			return wstore__err(WSTORE_ECANCELED,
+					   "export interrupted");
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0)
@@ -221,7 +226,7 @@ int wstore__export(wstore_store *s, const char *id, int fd, const char *output,
 		 output);
 	if (wstore_validate_checkpoint_id(id) < 0)
 		return WSTORE_EINVAL;
-	rc = wstore__lease_read_ready(&lease, &m, NULL, s, id, "export");
+	rc = wstore__lease_read_ready(&lease, &m, NULL, s, id, "export", 0);
 	if (rc < 0)
 		return rc;
 	if (wstore_manifest_find(m, WSTORE_BUNDLE_MANIFEST) >= 0)
@@ -370,9 +375,10 @@ struct bundle_in {
 	const wstore_manifest *bm; /* the bundle's */
 	const wstore_import_options *o;
 	uint64_t done, total;
-	char *buf; /* a chunk (stores of chunks) or a piece (data files) */
+	char *buf; /* a piece (data files) */
 	size_t cap;
 	wstore__sha256 *h;
+	struct putters *put; /* stores of chunks */
 };
 
 static int in_progress(struct bundle_in *b, uint64_t n, const char *path)
@@ -415,9 +421,12 @@ static int take_whole(struct import *im, struct bundle_in *b, size_t i)
 
 		wstore__sha256_hex(b->h, hex);
 		rc = strcmp(hex, b->bm->files[i].sha256) ? 1 : 0;
+		/* by the bundle's record: this import's gets its hash only
+		 * once the file is done */
 		if (rc == 0 && im->reuse &&
 		    im->o->reflink != WSTORE_REFLINK_NEVER)
-			wstore__reuse_dedupe(im->reuse, im->s, f, fd);
+			wstore__reuse_dedupe(im->reuse, im->s, &b->bm->files[i],
+					     fd);
 	}
 	if (rc != 0) {
 		be->abort_file(be, handle);
@@ -430,31 +439,169 @@ static int take_whole(struct import *im, struct bundle_in *b, size_t i)
 		      : 0;
 }
 
-/* File i's bytes put chunk by chunk. */
+/* ---- import: putting chunks while the next are read --------------------- */
+
+/* Putter threads, and chunk buffers: one being filled, the rest queued
+ * or being put, so that reading and hashing the stream overlaps the puts
+ * (a network round trip each on Redis and Mooncake). */
+#define PUTTERS 3
+#define NBUF (PUTTERS + 1)
+
+struct pjob {
+	char *buf;
+	size_t n;
+	const char *key, *path;
+	uint64_t c;
+};
+
+struct putters {
+	wstore_store *s;
+	pthread_mutex_t mu;
+	pthread_cond_t cv; /* a buffer came back, a job was queued, close */
+	char *all[NBUF];
+	char *free_bufs[NBUF];
+	size_t nfree;
+	struct pjob q[NBUF];
+	size_t qhead, qlen;
+	int closing;
+	unsigned started;
+	pthread_t t[PUTTERS];
+	wstore__first_err err;
+};
+
+static void *putter_main(void *arg)
+{
+	struct putters *p = arg;
+
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		struct pjob j;
+		int rc = 0;
+
+		while (p->qlen == 0 && !p->closing)
+			pthread_cond_wait(&p->cv, &p->mu);
+		if (p->qlen == 0)
+			break;
+		j = p->q[p->qhead];
+		p->qhead = (p->qhead + 1) % NBUF;
+		p->qlen--;
+		if (!p->err.code) {
+			pthread_mutex_unlock(&p->mu);
+			rc = p->s->b->put(p->s->b, j.key, j.buf, j.n);
+			if (rc < 0)
+				rc = wstore__err(rc,
+						 "cannot store chunk %" PRIu64
+						 " of '%s': %s",
+						 j.c, j.path,
+						 wstore_last_error());
+			pthread_mutex_lock(&p->mu);
+			if (rc < 0)
+				wstore__first_err_keep(&p->err, rc);
+		}
+		p->free_bufs[p->nfree++] = j.buf;
+		pthread_cond_broadcast(&p->cv);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+static void putters_stop(struct putters *p)
+{
+	pthread_mutex_lock(&p->mu);
+	p->closing = 1;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	for (unsigned i = 0; i < p->started; i++)
+		pthread_join(p->t[i], NULL);
+	for (size_t i = 0; i < NBUF; i++)
+		if (p->all[i])
+			wstore__store_buf_free(p->s, p->all[i]);
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->cv);
+}
+
+static int putters_start(struct putters *p, wstore_store *s, size_t cap)
+{
+	memset(p, 0, sizeof(*p));
+	p->s = s;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	for (size_t i = 0; i < NBUF; i++) {
+		if (!(p->all[i] = wstore__store_buf_alloc(s, cap)))
+			return wstore__err(-ENOMEM,
+					   "cannot allocate a %zu-byte chunk "
+					   "buffer",
+					   cap);
+		p->free_bufs[p->nfree++] = p->all[i];
+	}
+	for (; p->started < PUTTERS; p->started++)
+		if (wstore__thread_start(&p->t[p->started], putter_main, p))
+			return wstore__err(-EAGAIN, "cannot start a thread");
+	return 0;
+}
+
+/* A free buffer into *out: 0, or the first put's error once one failed. */
+static int putters_take(struct putters *p, char **out)
+{
+	*out = NULL;
+	pthread_mutex_lock(&p->mu);
+	while (p->nfree == 0 && !p->err.code)
+		pthread_cond_wait(&p->cv, &p->mu);
+	if (!p->err.code)
+		*out = p->free_bufs[--p->nfree];
+	pthread_mutex_unlock(&p->mu);
+	return *out ? 0 : wstore__first_err_raise(&p->err);
+}
+
+/* Give back a buffer taken but not queued. */
+static void putters_give(struct putters *p, char *b)
+{
+	pthread_mutex_lock(&p->mu);
+	p->free_bufs[p->nfree++] = b;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+}
+
+static void putters_push(struct putters *p, const struct pjob *j)
+{
+	pthread_mutex_lock(&p->mu);
+	p->q[(p->qhead + p->qlen++) % NBUF] = *j;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+}
+
+/* Wait until every queued put is done: 0, or the first put's error. */
+static int putters_drain(struct putters *p)
+{
+	pthread_mutex_lock(&p->mu);
+	while (p->nfree < NBUF)
+		pthread_cond_wait(&p->cv, &p->mu);
+	pthread_mutex_unlock(&p->mu);
+	return wstore__first_err_raise(&p->err);
+}
+
+/* File i's bytes put chunk by chunk, by the putters. */
 static int take_chunks(struct import *im, struct bundle_in *b, size_t i)
 {
 	wstore__file_rec *f = &im->m->files[i];
-	wstore_backend *be = im->s->b;
 	int rc = 0;
 
 	for (uint64_t c = 0; rc == 0 && c < f->nchunks; c++) {
+		struct pjob j = { NULL, 0, f->chunks[c], f->path, c };
 		uint64_t n = 0;
 
 		rc = wstore__chunk_len(&n, f, c);
 		if (rc == 0)
-			rc = wstore__tar_read(b->t, b->buf, (size_t)n);
-		if (rc < 0)
-			break;
-		wstore__sha256_update(b->h, b->buf, (size_t)n);
-		im->attempted[i] = c + 1;
-		rc = be->put(be, f->chunks[c], b->buf, (size_t)n);
-		if (rc < 0)
-			rc = wstore__err(rc,
-					 "cannot store chunk %" PRIu64
-					 " of '%s': %s",
-					 c, f->path, wstore_last_error());
-		else
+			rc = putters_take(b->put, &j.buf);
+		if (rc == 0 && !(rc = wstore__tar_read(b->t, j.buf, n))) {
+			wstore__sha256_update(b->h, j.buf, (size_t)n);
+			im->attempted[i] = c + 1;
+			j.n = (size_t)n;
+			putters_push(b->put, &j);
 			rc = in_progress(b, n, f->path);
+		} else if (j.buf) {
+			putters_give(b->put, j.buf);
+		}
 	}
 	if (rc == 0) {
 		char hex[65];
@@ -520,13 +667,17 @@ static int take_file(struct import *im, struct bundle_in *b, size_t i)
 static int bundle_workers(struct import *im)
 {
 	struct bundle_in *b = im->ctx;
+	struct putters put;
 	wstore__tar_entry e;
-	int rc = 0;
+	int whole = wstore__whole_files(im->s), rc = 0, rc2;
 
-	b->cap = wstore__whole_files(im->s) ? PIECE : (size_t)im->chunk_size;
-	if (!(b->buf = wstore__store_buf_alloc(im->s, b->cap)) ||
-	    !(b->h = wstore__sha256_new()))
+	b->cap = PIECE;
+	if (!(b->buf = malloc(b->cap)) || !(b->h = wstore__sha256_new()))
 		rc = -ENOMEM;
+	if (rc == 0 && !whole) {
+		b->put = &put;
+		rc = putters_start(&put, im->s, (size_t)im->chunk_size);
+	}
 	for (size_t i = 0; rc == 0 && i < im->m->nfiles; i++)
 		rc = take_file(im, b, i);
 	if (rc == 0) {
@@ -541,8 +692,14 @@ static int bundle_workers(struct import *im)
 	}
 	if (rc == 0)
 		wstore__tar_drain(b->t, (uint64_t)1 << 20);
-	if (b->buf)
-		wstore__store_buf_free(im->s, b->buf);
+	if (b->put) {
+		/* every put done before the manifest can say READY */
+		rc2 = rc == 0 ? putters_drain(&put) : 0;
+		putters_stop(&put);
+		rc = rc ? rc : rc2;
+		b->put = NULL;
+	}
+	free(b->buf);
 	wstore__sha256_free(b->h);
 	b->buf = NULL;
 	b->h = NULL;

@@ -37,166 +37,19 @@
 #include "error.h"
 #include "util.h"
 
-static const char *const known_keys[] = {
-	"store",
-	"master_server_addr",
-	"metadata_server",
-	"protocol",
-	"rdma_devices",
-	"local_hostname",
-	"replica_num",
-	"redis_password",
-	"redis_tls_ca_file",
-	"redis_tls_cert_file",
-	"redis_tls_key_file",
-	"key_prefix",
-	"connect_timeout_ms",
-	"command_timeout_ms",
-	"mooncake_library",
-	"mooncake_log",
-	"serve_listen",
-	"serve_token",
-	"serve_tls_cert",
-	"serve_tls_key",
-	"serve_tls_key_password_file",
-	"serve_upstream_refresh",
-	"quota",
-	"evict",
-	"chunk_size",
-	"hub_endpoint",
-	"hub_token_file",
-	"hub_tls_ca_file",
-	"hub_max_files",
-	"hub_max_pages",
-	"hub_max_file_size",
-	"hub_max_total_size",
-	"hub_max_json_size",
-	"hub_max_redirects",
-	"hub_min_rate",
-	"hub_transfer_timeout_ms",
-	NULL,
-};
-
-#define NKEYS (sizeof(known_keys) / sizeof(*known_keys) - 1)
+#define NKEYS wstore__config_nkeys()
 
 struct wstore_config {
-	char *values[NKEYS];
+	char **values; /* NKEYS slots, NULL = unset */
 };
-
-const char *const *wstore_config_keys(void)
-{
-	return known_keys;
-}
-
-static int key_index(const char *key)
-{
-	for (size_t i = 0; key && i < NKEYS; i++)
-		if (strcmp(known_keys[i], key) == 0)
-			return (int)i;
-	return -1;
-}
-
-static int is_int_key(const char *key)
-{
-	return strcmp(key, "replica_num") == 0 ||
-	       strcmp(key, "serve_upstream_refresh") == 0 ||
-	       strcmp(key, "connect_timeout_ms") == 0 ||
-	       strcmp(key, "command_timeout_ms") == 0 ||
-	       strcmp(key, "hub_max_files") == 0 ||
-	       strcmp(key, "hub_max_pages") == 0 ||
-	       strcmp(key, "hub_max_redirects") == 0 ||
-	       strcmp(key, "hub_transfer_timeout_ms") == 0;
-}
-
-/* The Hub client's size limits (docs/trust.md): 1 byte and up;
- * hub_min_rate (bytes per second) at most 4GiB. */
-static int hub_size_ok(const char *key, const char *v)
-{
-	uint64_t n = 0;
-
-	if (strncmp(key, "hub_max_", 8) != 0 && strcmp(key, "hub_min_rate"))
-		return 1;
-	if (!strstr(key, "_size") && strcmp(key, "hub_min_rate"))
-		return 1;
-	return wstore_parse_size(&n, v) == 0 && n >= 1 &&
-	       (strcmp(key, "hub_min_rate") || n <= UINT32_MAX);
-}
-
-/* 1..INT32_MAX in plain decimal. */
-static int positive_int_ok(const char *v)
-{
-	long long n = 0;
-	size_t i;
-
-	if (v[0] < '1' || v[0] > '9')
-		return 0;
-	for (i = 0; v[i]; i++) {
-		if (v[i] < '0' || v[i] > '9' || i >= 10)
-			return 0;
-		n = n * 10 + (v[i] - '0');
-	}
-	return n <= INT32_MAX;
-}
-
-/* An import chunk size: a size of 1 byte to 4 GiB. */
-static int chunk_size_ok(const char *v)
-{
-	uint64_t n = 0;
-
-	return wstore_parse_size(&n, v) == 0 && n >= 1 && n <= (4ull << 30);
-}
-
-/* "host:6379" or "[::1]:6379": a server address given where a store URL
- * belongs; as a path it would silently become a directory of that name. */
-static int looks_like_address(const char *v)
-{
-	const char *colon = strrchr(v, ':');
-	const char *p;
-
-	if (!colon || colon == v || !colon[1] || strchr(v, '/'))
-		return 0;
-	for (p = colon + 1; *p; p++)
-		if (*p < '0' || *p > '9')
-			return 0;
-	if (v[0] == '[')
-		return colon[-1] == ']';
-	for (p = v; p < colon; p++)
-		if (!isalnum((unsigned char)*p) && *p != '.' && *p != '-' &&
-		    *p != '_')
-			return 0;
-	return 1;
-}
-
-/* Values checked beyond their type: store, quota, evict. */
-static int check_value(const char *ctx, const char *key, const char *value)
-{
-	uint64_t n;
-
-	if (strcmp(key, "store") == 0 && looks_like_address(value))
-		return wstore__err(WSTORE_EINVAL,
-				   "%sstore '%.200s' is a server address, not "
-				   "a store URL: write redis://%.200s (or "
-				   "redis-cluster://, mooncake://; "
-				   "file://%.200s for a directory)",
-				   ctx, value, value, value);
-	if (strcmp(key, "quota") == 0 && *value &&
-	    wstore_parse_size(&n, value) < 0)
-		return wstore__err(WSTORE_EINVAL,
-				   "%sinvalid quota '%.40s': expected a size "
-				   "such as 100GiB",
-				   ctx, value);
-	if (strcmp(key, "evict") == 0 && *value && strcmp(value, "lru") &&
-	    strcmp(value, "none"))
-		return wstore__err(WSTORE_EINVAL,
-				   "%sinvalid evict '%.40s': expected 'lru' or "
-				   "'none'",
-				   ctx, value);
-	return 0;
-}
 
 int wstore_config_new(wstore_config **out)
 {
 	*out = calloc(1, sizeof(**out));
+	if (*out && !((*out)->values = calloc(NKEYS, sizeof(char *)))) {
+		free(*out);
+		*out = NULL;
+	}
 	if (!*out)
 		return wstore__errc(-ENOMEM, "cannot allocate config");
 	return 0;
@@ -208,36 +61,20 @@ void wstore_config_free(wstore_config *cfg)
 		return;
 	for (size_t i = 0; i < NKEYS; i++)
 		free(cfg->values[i]);
+	free(cfg->values);
 	free(cfg);
 }
 
-/* Check key and value; messages start with ctx ("config 'f': " or ""). */
+/* Check key and value (config_keys.c); messages start with ctx ("config
+ * 'f': " or ""). */
 static int check_kv(const char *ctx, const char *key, const char *value,
-		    int *out_idx)
+		    unsigned how, int *out_idx)
 {
-	int i = key_index(key);
+	int rc = wstore__config_check(ctx, key, value, how);
 
-	if (i < 0)
-		return wstore__err(WSTORE_EINVAL, "%sunknown %skey '%s'", ctx,
-				   *ctx ? "" : "config ", key ? key : "");
-	if (value && is_int_key(key) && !positive_int_ok(value))
-		return wstore__err(
-			WSTORE_EINVAL,
-			"%s%skey '%s' must be a positive integer, got '%.40s'",
-			ctx, *ctx ? "" : "config ", key, value);
-	if (value && strcmp(key, "chunk_size") == 0 && !chunk_size_ok(value))
-		return wstore__err(WSTORE_EINVAL,
-				   "%s%skey 'chunk_size' must be a size from 1 "
-				   "byte to 4GiB (e.g. 64MiB), got '%.40s'",
-				   ctx, *ctx ? "" : "config ", value);
-	if (value && !hub_size_ok(key, value))
-		return wstore__err(WSTORE_EINVAL,
-				   "%s%skey '%s' must be a size of 1 byte or "
-				   "more (e.g. 100GiB), got '%.40s'",
-				   ctx, *ctx ? "" : "config ", key, value);
-	if (value && check_value(ctx, key, value) < 0)
-		return WSTORE_EINVAL;
-	*out_idx = i;
+	if (rc < 0)
+		return rc;
+	*out_idx = wstore__config_key_index(key);
 	return 0;
 }
 
@@ -245,14 +82,14 @@ int wstore_config_set(wstore_config *cfg, const char *key, const char *value)
 {
 	int i, rc;
 
-	if ((rc = check_kv("", key, value, &i)))
+	if ((rc = check_kv("", key, value, 0, &i)))
 		return rc;
 	return wstore__set_str(&cfg->values[i], value);
 }
 
 const char *wstore_config_get(const wstore_config *cfg, const char *key)
 {
-	int i = key_index(key);
+	int i = wstore__config_key_index(key);
 
 	return cfg && i >= 0 ? cfg->values[i] : NULL;
 }
@@ -269,24 +106,30 @@ int wstore_config_merge(wstore_config *dst, const wstore_config *src)
 	return 0;
 }
 
+static int load_credentials(wstore_config *cfg);
+
+/* The environment: systemd's credentials, then the WSTORE_* variables. */
 int wstore_config_load_env(wstore_config *cfg)
 {
 	char var[64], ctx[96];
 	const char *v;
 	int i, rc;
 
+	if ((rc = load_credentials(cfg)) < 0)
+		return rc;
 	for (size_t k = 0; k < NKEYS; k++) {
 		size_t n = strlen("WSTORE_");
 
 		memcpy(var, "WSTORE_", n);
-		for (const char *p = known_keys[k]; *p; p++)
+		for (const char *p = wstore__config_key_name(k); *p; p++)
 			var[n++] = (char)toupper((unsigned char)*p);
 		var[n] = '\0';
 		v = getenv(var);
 		if (!v || !*v)
 			continue;
 		snprintf(ctx, sizeof(ctx), "environment variable '%s': ", var);
-		if ((rc = check_kv(ctx, known_keys[k], v, &i)) ||
+		if ((rc = check_kv(ctx, wstore__config_key_name(k), v, 0,
+				   &i)) ||
 		    (rc = wstore__set_str(&cfg->values[i], v)))
 			return rc;
 	}
@@ -303,21 +146,22 @@ static int load_value(wstore_config *cfg, const char *name, const char *key,
 	int i, rc;
 
 	snprintf(ctx, sizeof(ctx), "config '%.200s': ", name);
-	if (key_index(key) < 0)
+	if (wstore__config_key_index(key) < 0)
 		return wstore__err(WSTORE_EINVAL, "%sunknown key '%.80s'", ctx,
 				   key);
 	if (json_is_string(v)) {
 		s = json_string_value(v);
-	} else if (json_is_integer(v)) {
+	} else if (json_is_integer(v) && wstore__config_key_takes_int(key)) {
 		snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT,
 			 json_integer_value(v));
 		s = num;
 	} else if (!json_is_null(v)) {
-		return wstore__err(WSTORE_EINVAL,
-				   "%skey '%s' must be a string or integer",
-				   ctx, key);
+		return wstore__err(
+			WSTORE_EINVAL, "%skey '%s' must be a %s", ctx, key,
+			wstore__config_key_takes_int(key) ? "string or integer"
+							  : "string");
 	}
-	if ((rc = check_kv(ctx, key, s, &i)))
+	if ((rc = check_kv(ctx, key, s, WSTORE__CHECK_FILE, &i)))
 		return rc;
 	return wstore__set_str(&cfg->values[i], s);
 }
@@ -477,11 +321,6 @@ char *wstore_config_default_store(void)
 	return xdg_path("XDG_DATA_HOME", ".local/share", "wstore");
 }
 
-const char *wstore_version(void)
-{
-	return WSTORE_VERSION;
-}
-
 /* Overlay the file at path onto cfg; a missing file is skipped unless
  * required. */
 static int overlay_file(wstore_config *cfg, const char *path, int required)
@@ -494,6 +333,49 @@ static int overlay_file(wstore_config *cfg, const char *path, int required)
 	if ((rc = wstore_config_load(&f, path)) == 0)
 		rc = wstore_config_merge(cfg, f);
 	wstore_config_free(f);
+	return rc;
+}
+
+/*
+ * systemd's credentials (LoadCredential=): a file named after a secret
+ * key (serve_token, redis_password) in $CREDENTIALS_DIRECTORY is that
+ * key's value, its trailing newline dropped; above the files, below the
+ * environment.  Unlike Environment=, systemd shows them to nobody else.
+ */
+static int load_credentials(wstore_config *cfg)
+{
+	static const char *const secrets[] = { "serve_token", "redis_password",
+					       NULL };
+	const char *dir = getenv("CREDENTIALS_DIRECTORY");
+	char path[PATH_MAX], ctx[PATH_MAX + 32], *data = NULL;
+	size_t len = 0;
+	int rc = 0;
+
+	for (size_t k = 0; dir && *dir && secrets[k] && rc == 0; k++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, secrets[k]);
+		if (access(path, F_OK) < 0)
+			continue;
+		if ((rc = read_file(&data, &len, path)) < 0)
+			break;
+		while (len && (data[len - 1] == '\n' || data[len - 1] == '\r'))
+			len--;
+		if (memchr(data, '\0', len) || len > 4096) {
+			rc = wstore__err(
+				WSTORE_EINVAL,
+				"credential '%s': not one line of text", path);
+		} else {
+			data[len] = '\0';
+			snprintf(ctx, sizeof(ctx), "credential '%s': ", path);
+			rc = wstore__config_check(ctx, secrets[k], data, 0);
+			if (rc == 0)
+				rc = wstore__set_str(
+					&cfg->values[wstore__config_key_index(
+						secrets[k])],
+					data);
+		}
+		free(data);
+		data = NULL;
+	}
 	return rc;
 }
 
@@ -536,11 +418,12 @@ static json_t *to_json(const wstore_config *cfg)
 
 		if (!s)
 			continue;
-		if (is_int_key(known_keys[i]))
+		if (wstore__config_key_is_int(i))
 			v = json_integer(strtoll(s, NULL, 10));
 		else
 			v = json_string(s);
-		if (!v || json_object_set_new(obj, known_keys[i], v)) {
+		if (!v ||
+		    json_object_set_new(obj, wstore__config_key_name(i), v)) {
 			json_decref(obj);
 			return NULL;
 		}
@@ -548,8 +431,8 @@ static json_t *to_json(const wstore_config *cfg)
 	return obj;
 }
 
-/* mkdir -p dir, new directories with mode 0700. */
-static int mkdirs(const char *dir)
+/* mkdir -p dir, new directories with the given mode. */
+static int mkdirs(const char *dir, mode_t mode)
 {
 	char *p, *copy = strdup(dir);
 
@@ -561,7 +444,7 @@ static int mkdirs(const char *dir)
 		char c = *p;
 
 		*p = '\0';
-		if (mkdir(copy, 0700) < 0 && errno != EEXIST) {
+		if (mkdir(copy, mode) < 0 && errno != EEXIST) {
 			int rc = wstore__errc(
 				-errno, "cannot create directory '%s'", copy);
 			free(copy);
@@ -618,6 +501,15 @@ static int write_atomic(const char *dir, const char *path, const char *data,
 	return rc;
 }
 
+static int is_system_path(const char *path)
+{
+	char *sys = wstore_config_system_path();
+	int yes = sys && strcmp(sys, path) == 0;
+
+	free(sys);
+	return yes;
+}
+
 int wstore_config_save(const wstore_config *cfg, const char *path)
 {
 	char *dir, *slash, *text = NULL, *full = NULL;
@@ -650,7 +542,9 @@ int wstore_config_save(const wstore_config *cfg, const char *path)
 		dir[1] = '\0';
 	else
 		*slash = '\0';
-	rc = mkdirs(dir);
+	/* the system file's directory (/etc/wstore) is for every user and
+	 * service to read; a user's own, private */
+	rc = mkdirs(dir, is_system_path(path) ? 0755 : 0700);
 	if (!rc)
 		rc = write_atomic(dir, path, full, strlen(full));
 	free(dir);

@@ -582,6 +582,18 @@ int wstore_lock_break(wstore_store *s, const char *name, int force)
 			"lock '%s' is held by a live process on this host; use --force to break it anyway",
 			name);
 	}
+	/* a holder this process cannot judge (another host or PID
+	 * namespace: a pod's lock) is alive while it renews its lock */
+	if (live < 0 && !force && wstore__lock_still_held(s, name, rec, n)) {
+		free(rec);
+		return wstore__err(
+			WSTORE_EBUSY,
+			"lock '%s' is held from another host or PID namespace "
+			"and its holder still renews it; it is taken over once "
+			"the renewals stop (use --force only if that holder is "
+			"known to be gone)",
+			name);
+	}
 	/* narrow the window in which the lock changes hands under us */
 	rc = wstore__get_alloc(s, key, &again, &n2);
 	if (rc == 0 && (n2 != n || memcmp(again, rec, n) != 0))

@@ -313,7 +313,7 @@ int wstore_lease_take(wstore_lease **out, wstore_store *s, const char *id,
 
 int wstore__lease_read_ready(wstore_lease **out_lease, wstore_manifest **out,
 			     wstore__mraw *r, wstore_store *s, const char *id,
-			     const char *what)
+			     const char *what, int require)
 {
 	wstore_lease *l = NULL;
 	int rc = wstore_lease_take(&l, s, id, what);
@@ -322,8 +322,10 @@ int wstore__lease_read_ready(wstore_lease **out_lease, wstore_manifest **out,
 	*out = NULL;
 	/* a store we may only read (a read-only mount, another user's
 	 * directory) is read without a lease: nobody can delete from it
-	 * through us, and a delete by its owner fails our reads cleanly */
-	if (rc == -EROFS || rc == -EACCES || rc == -EPERM) {
+	 * through us, and a delete by its owner fails our reads cleanly.
+	 * Not so for a reader that requires its lease (serve): a delete
+	 * would not see it */
+	if (!require && (rc == -EROFS || rc == -EACCES || rc == -EPERM)) {
 		wstore__clear_err();
 		rc = 0;
 	}

@@ -30,7 +30,7 @@
  */
 int wstore__lease_read_ready(wstore_lease **out_lease, wstore_manifest **out,
 			     wstore__mraw *r, wstore_store *s, const char *id,
-			     const char *what);
+			     const char *what, int require);
 
 /* Live leases of id: their number, and "what by pid P on host 'H' (lease
  * expires in N s), ..." in desc. */

@@ -268,6 +268,23 @@ static int beat_fresh(wstore_store *s, const char *name, const char *rec,
 	return fresh;
 }
 
+int wstore__lock_still_held(wstore_store *s, const char *name, const char *rec,
+			    size_t n)
+{
+	int64_t now = wclock_wall_ms();
+	json_t *j = json_loadb(rec, n, 0, NULL);
+	int renewed = json_is_integer(json_object_get(j, "expires_ms"));
+	char owner[8];
+
+	json_decref(j);
+	/* a record of an older wstore has no lease time: no renewals to
+	 * go by (it is judged as before) */
+	if (!renewed)
+		return 0;
+	return wstore__lock_record_held(rec, n, now, owner, sizeof(owner)) ||
+	       beat_fresh(s, name, rec, n, now);
+}
+
 static int held_plain(wstore__held *h, const char *rec, size_t n,
 		      struct lock_ctx *ctx)
 {

@@ -44,6 +44,15 @@ int wstore__lock_wait(wstore_store *s, const char *name, wstore__held **out);
 int wstore__lock_record_held(const void *rec, size_t len, int64_t now,
 			     char *owner, size_t cap);
 
+/* Whether lock name, whose record is rec (n bytes), is still held as its
+ * takers judge it (0 for a record without a lease time, an older
+ * wstore's): its owner alive, or not known dead and its lease time
+ * (renewed by the holder, in the record or its renewal slots) not run
+ * out.  A holder in another PID namespace or on another host is judged by
+ * its renewals, never by a pid that means nothing here. */
+int wstore__lock_still_held(wstore_store *s, const char *name, const char *rec,
+			    size_t n);
+
 /* The key (WSTORE__KEY_MAX bytes) of a taker's claim on the stale record
  * rec of lock name, on stores without an atomic update (lock.c, claim). */
 void wstore__lock_claim_key(char *out, const char *name, const void *rec,

@@ -114,12 +114,11 @@ static int open_guarded(wstore_lease **lease, wstore_manifest **m,
 		/* the lease comes first: a delete that sees none has already
 		 * stopped the manifest saying READY */
 		if (rc == 0)
-			rc = o->no_lease
-				     ? wstore__manifest_read_ready_raw(
-					       m, raw, store, id)
-				     : wstore__lease_read_ready(lease, m, raw,
-								store, id,
-								o->what);
+			rc = o->no_lease ? wstore__manifest_read_ready_raw(
+						   m, raw, store, id)
+					 : wstore__lease_read_ready(
+						   lease, m, raw, store, id,
+						   o->what, o->require_lease);
 		if (rc == 0)
 			rc = wstore__guard_bind(*g, *m);
 		if (rc == 0)

@@ -21,6 +21,7 @@
 
 #include "error.h"
 #include "tar.h"
+#include "util.h"
 
 #define B WSTORE__TAR_BLOCK
 #define USTAR_SIZE_MAX 077777777777ull /* 11 octal digits */
@@ -162,6 +163,10 @@ static ssize_t fill(wstore__tar_in *t)
 	for (;;) {
 		ssize_t r = read(t->fd, t->buf, t->cap);
 
+		/* a stream that stalls must not outlast ^C */
+		if (r < 0 && errno == EINTR && wstore__interrupted())
+			return wstore__err(WSTORE_ECANCELED, "%s: interrupted",
+					   t->what);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0)
@@ -185,6 +190,11 @@ int wstore__tar_read(wstore__tar_in *t, void *dst, size_t n)
 			/* a large read skips the buffer */
 			if (n >= t->cap) {
 				r = read(t->fd, d, n);
+				if (r < 0 && errno == EINTR &&
+				    wstore__interrupted())
+					return wstore__err(WSTORE_ECANCELED,
+							   "%s: interrupted",
+							   t->what);
 				if (r < 0 && errno == EINTR)
 					continue;
 				if (r < 0)

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/frontend.h"
 #include "http.h"
 
 struct wname {
@@ -217,7 +218,15 @@ static int open_ck(struct wck **out, wstore_store *s, const char *id)
 	}
 	pthread_mutex_init(&k->mu, NULL);
 	o.what = "serve";
+	/* never serve unleased: a delete would not wait for the download */
+	o.require_lease = 1;
 	rc = wstore_checkpoint_open_ext(&k->ck, s, id, &o);
+	if (rc == -EACCES || rc == -EPERM || rc == -EROFS) {
+		/* a 503 for the client (not the 401 of a refused mirror) */
+		wfront_err("refusing to serve '%s' without a read lease: %s",
+			   id, wstore_last_error());
+		rc = WSTORE_EUNAVAIL;
+	}
 	/* deleted between resolving and opening */
 	if (rc == WSTORE_ENOTREADY)
 		rc = WSTORE_ENOTFOUND;

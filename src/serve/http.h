@@ -86,6 +86,31 @@ struct wserve_tls {
 int wtls_load(struct wserve_tls *t, const struct wserve_options *o);
 void wtls_free(struct wserve_tls *t);
 
+/* The connection slots (slots.c): the idle connection open the longest
+ * gives way to a new one when all are taken. */
+struct wslot;
+struct wslots {
+	pthread_mutex_t mu;
+	struct wslot *head;
+	unsigned open, closing, max;
+	atomic_uint_fast64_t evicted; /* idle connections shut down */
+};
+
+void wslots_init(struct wslots *s, unsigned max);
+void wslots_destroy(struct wslots *s);
+/* libmicrohttpd's own limit for max slots: above it, so that sockets
+ * being shut down never refuse a new client. */
+unsigned wslots_mhd_limit(unsigned max);
+/* A connection started on socket fd: its slot (NULL: out of memory, not
+ * tracked), removed when it closes. */
+void *wslots_add(struct wslots *s, int fd);
+void wslots_remove(struct wslots *s, void *slot);
+/* Its request's headers are in (busy 1), or it is done (0: idle). */
+void wslots_busy(struct wslots *s, void *slot, int busy);
+/* A new connection: 1 take it (shutting the idle one open the longest
+ * down when all max are taken), 0 refuse it (all busy). */
+int wslots_admit(struct wslots *s);
+
 struct wserve {
 	wstore_store *store;
 	struct wcache *cache;
@@ -93,6 +118,7 @@ struct wserve {
 	const struct wserve_options *o;
 	struct wserve_tls tls;
 	struct wserve_metrics m;
+	struct wslots slots;
 	unsigned char token_sha[32]; /* SHA-256 of o->token */
 	unsigned header_timeout;     /* seconds */
 	atomic_int stopping;	     /* SIGTERM came: answer 503, close */

@@ -32,7 +32,10 @@
  * max_per_client connections, and a connection silent for header_timeout
  * seconds before its headers are in is closed (on_request raises the
  * timeout to BODY_TIMEOUT once they are, on_completed lowers it again for
- * the next request of a kept-alive connection).
+ * the next request of a kept-alive connection).  When all max_connections
+ * are open, a new client is taken and the connection idle the longest
+ * (no request under way) is closed for it (slots.c), so idle sockets from
+ * any number of addresses never keep a new client out.
  *
  * Shutdown: the main thread waits for SIGTERM, SIGINT or SIGHUP (blocked
  * in every thread), then stops accepting (MHD_quiesce_daemon) and closes
@@ -275,6 +278,15 @@ static enum MHD_Result route(struct MHD_Connection *c, struct wreq *r,
 	return wreply_error(c, r, MHD_HTTP_NOT_FOUND, NULL, "no such endpoint");
 }
 
+/* The connection's slot (slots.c), NULL when it is not tracked. */
+static void *slot_of(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+	return ci ? ci->socket_context : NULL;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 				  const char *url, const char *method,
 				  const char *version, const char *upload,
@@ -295,6 +307,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 		r->url = strdup(url);
 		*con_cls = r;
 		atomic_fetch_add(&sv->m.inflight, 1);
+		wslots_busy(&sv->slots, slot_of(c), 1);
 		/* the headers are in: from now on the body's timeout */
 		MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT,
 					  BODY_TIMEOUT);
@@ -379,6 +392,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	atomic_fetch_sub(&sv->m.inflight, 1);
 	*con_cls = NULL;
 	wreq_unref(r);
+	wslots_busy(&sv->slots, slot_of(c), 0);
 	/* a kept-alive connection waits for the next headers: their
 	 * timeout again */
 	MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT,
@@ -389,13 +403,30 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **sctx,
 			  enum MHD_ConnectionNotificationCode toe)
 {
 	struct wserve *sv = cls;
+	const union MHD_ConnectionInfo *ci;
 
-	(void)c;
-	(void)sctx;
-	if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
 		atomic_fetch_add(&sv->m.connections, 1);
-	else
+		ci = MHD_get_connection_info(c,
+					     MHD_CONNECTION_INFO_CONNECTION_FD);
+		*sctx = ci ? wslots_add(&sv->slots, ci->connect_fd) : NULL;
+	} else {
 		atomic_fetch_sub(&sv->m.connections, 1);
+		wslots_remove(&sv->slots, *sctx);
+		*sctx = NULL;
+	}
+}
+
+/* A new client: taken, an idle connection shut down for it when the
+ * slots are full (slots.c). */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr,
+				 socklen_t addrlen)
+{
+	struct wserve *sv = cls;
+
+	(void)addr;
+	(void)addrlen;
+	return wslots_admit(&sv->slots) ? MHD_YES : MHD_NO;
 }
 
 /* ---- listening ------------------------------------------------------------
@@ -532,13 +563,15 @@ static struct MHD_Daemon *start_daemon(struct wserve *sv, int fd)
 	}
 	/* the logger first: options before it would log through the
 	 * library's default logger (it says so at every start) */
+	wslots_init(&sv->slots, max);
 	return MHD_start_daemon(
-		flags, 0, NULL, NULL, on_request, sv,
+		flags, 0, on_accept, sv, on_request, sv,
 		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, sv,
 		MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_UNESCAPE_CALLBACK,
 		no_unescape, NULL, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
 		sv, MHD_OPTION_NOTIFY_CONNECTION, on_connection, sv,
-		MHD_OPTION_CONNECTION_LIMIT, max,
+		/* max is kept by on_accept (slots.c) */
+		MHD_OPTION_CONNECTION_LIMIT, wslots_mhd_limit(max),
 		MHD_OPTION_PER_IP_CONNECTION_LIMIT, per,
 		/* until its headers are in, a connection has header_timeout
 		 * seconds of silence; then BODY_TIMEOUT (on_request) */
@@ -639,6 +672,7 @@ int wserve_run(wstore_store *store, const struct wserve_options *o)
 		close(fd);
 	drain(&sv);
 	MHD_stop_daemon(d);
+	wslots_destroy(&sv.slots);
 	teardown(&sv);
 	fprintf(stderr, "wstore serve: stopped\n");
 	return 0;

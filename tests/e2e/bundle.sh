@@ -51,7 +51,14 @@ check "piped: the same bytes" same_as_src "$B" ck
 check "piped: the same commit id" test "$(commit_of "$B" ck)" = "$CA"
 check_exit "export by model name" 0 wa model export Org/M@r1 --output "$T/byname.tar"
 check "gives the same bundle" cmp "$T/ck.tar" "$T/byname.tar"
-check_exit "export to a terminal is refused" 2 sh -c 'script -qec "$1 --store $2 model export ck" /dev/null </dev/null >/dev/null; exit 2' - "$W" "$A"
+if command -v script >/dev/null; then
+	OUT=$(script -qec "'$W' --store '$A' model export ck; echo rc=\$?" /dev/null </dev/null 2>&1 | tr -d '\r')
+	check_grep "export to a terminal is refused (exit 2)" \
+		"refusing to write a bundle to a terminal.*rc=2|rc=2" "$(echo $OUT)"
+	check_grep "... saying why" "^wstore: refusing to write a bundle to a terminal" "$OUT"
+else
+	tap_skip "export to a terminal is refused" "script (bsdutils) is not installed"
+fi
 
 # ---- plain tar ------------------------------------------------------------
 tar -tf "$T/ck.tar" > "$T/list" 2>"$T/tar.err"
@@ -165,6 +172,21 @@ mkdir -p "$BIG" && printf '{"model_type":"x"}' > "$BIG/config.json"
 for i in 1 2 3 4 5 6 7 8; do head -c $((24 << 20)) /dev/urandom > "$BIG/w$i.safetensors.bin"; done
 check_exit "import a 192 MiB checkpoint" 0 wa model import --checkpoint-id big \
 	--model-id Org/Big --source "$BIG" --force
+# the read lease is held while the export reads: a reader that stalls
+# keeps it, and a delete meanwhile is refused
+mkfifo "$T/gate"
+sh -c '"$1" --store "$2" --quiet model export big | { read -r _ < "$3"; cat > /dev/null; }' \
+	- "$W" "$A" "$T/gate" &
+epid=$!
+leased() { "$W" --store "$A" --json df | python3 -c '
+import json, sys
+sys.exit(0 if any(c["checkpoint_id"] == "big" and c["leases"] > 0
+                  for c in json.load(sys.stdin)["checkpoints"]) else 1)'; }
+check "an export holds the read lease while it reads" wait_for 30 leased
+check_exit "a delete meanwhile is refused" 1 wa model delete big
+check_grep "... naming the export's lease" "export" "$OUT"
+echo go > "$T/gate"
+check_wait "the export ends once read" 0 60 $epid
 E=$T/e
 "$W" --store "$A" model copy big --to "$E" >/dev/null 2>&1 &
 cpid=$!

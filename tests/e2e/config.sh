@@ -55,7 +55,7 @@ check_grep "... as the default store" "^$T/wh$" "$OUT"
 # ---- a server address given as a store -----------------------------------
 check_exit "--store host:6379 is refused" 1 "$W" --store host:6379 \
 	model import --checkpoint-id c2 --model-id m/x --source "$SRC"
-check_grep "... with a hint" "store 'host:6379' is a server address.*redis://host:6379" "$OUT"
+check_grep "... with a hint" "store': 'host:6379' is a server address.*redis://host:6379" "$OUT"
 check_one_line "... in one line" "$OUT"
 check "... and no directory of that name is made" test ! -e "$T/host:6379"
 check_exit "WSTORE_STORE=10.0.0.1:6379 is refused" 1 \
@@ -116,7 +116,8 @@ check_grep "... names the key" "replica_num.*positive integer" "$OUT"
 check "... leaves the file as it was" test "$(cat "$U")" = "$before"
 check_exit "config set of an unknown key" 2 "$W" config set stroe x
 check_exit "config set of a bad evict" 1 "$W" config set evict fifo
-check_grep "... says what is allowed" "invalid evict 'fifo': expected 'lru' or 'none'" "$OUT"
+check_grep "... says what is allowed, naming the file and key" \
+	"^wstore: config '.*/config.json': key 'evict' must be 'lru' or 'none', got 'fifo'$" "$OUT"
 check "no temp file is left" test "$(ls -A "$T/xdg-cfg/wstore")" = config.json
 check_exit "config set with too few arguments" 2 "$W" config set quota
 check_exit "config unset chunk_size" 0 "$W" config unset chunk_size
@@ -139,6 +140,55 @@ check_exit "config set on a broken file is refused" 1 \
 check_grep "... naming the file and line" "config '$T/broken.json': line 1" "$OUT"
 check "... which is left as it was" test "$(cat "$T/broken.json")" = '{"quota": }'
 
+# every key is checked by its type and range, at set and at load: one
+# line naming the file and the key, and nothing changed
+S2="$T/etc2/wstore/config.json"
+check_exit "config set --system creates the system file's directory" 0 \
+	env WSTORE_SYSTEM_CONFIG="$S2" "$W" config set --system quota 1GiB
+check "... mode 0755 (the services read it)" test "$(stat -c %a "$T/etc2/wstore")" = 755
+check "... and the file 0644" test "$(stat -c %a "$S2")" = 644
+before=$(cat "$S2")
+while IFS='|' read -r key value; do
+	check_exit "config set $key '$value' is refused" 1 \
+		env WSTORE_SYSTEM_CONFIG="$S2" "$W" config set --system "$key" "$value"
+	check_grep "... in one line naming the file and the key" \
+		"^wstore: config '$S2': key '$key'" "$OUT"
+	check_one_line "... one line" "$OUT"
+	check "... changing nothing" test "$(cat "$S2")" = "$before"
+	printf '{"%s": "%s"}\n' "$key" "$value" > "$T/load.json"
+	check_exit "the same value in a file is refused at load" 1 \
+		"$W" --config "$T/load.json" config show
+	check_grep "... naming the file and the key" \
+		"^wstore: config '$T/load.json': key '$key'" "$OUT"
+	check_one_line "... one line" "$OUT"
+done <<'EOF2'
+serve_listen|0.0.0.0
+serve_listen|1.2.3.4:99999
+serve_listen|localhost:80
+store|ftp://x
+hub_endpoint|notaurl
+master_server_addr|nohost
+protocol|udp
+evict|fifo
+replica_num|0
+connect_timeout_ms|1.5
+chunk_size|8GiB
+quota|lots
+EOF2
+check_exit "a file the key names must exist at set" 1 \
+	env WSTORE_SYSTEM_CONFIG="$S2" "$W" config set --system serve_tls_cert "$T/none.pem"
+check_grep "... saying so" "^wstore: config '$S2': key 'serve_tls_cert' names a file that does not exist" "$OUT"
+printf '{"serve_tls_cert": "rel.pem"}\n' > "$T/load.json"
+check_exit "... and be absolute in a file" 1 "$W" --config "$T/load.json" config show
+check_grep "... saying so" "key 'serve_tls_cert' must be an absolute path" "$OUT"
+printf '{"store": 5}\n' > "$T/load.json"
+check_exit "a number where a string belongs is refused at load" 1 \
+	"$W" --config "$T/load.json" config show
+check_grep "... naming the key" "^wstore: config '$T/load.json': key 'store' must be a string$" "$OUT"
+touch "$T/cert.pem"
+check_exit "a relative file at set" 0 sh -c "cd '$T' && env WSTORE_SYSTEM_CONFIG='$S2' '$W' config set --system serve_tls_cert cert.pem"
+check_grep "... is kept absolute" "\"serve_tls_cert\": \"$T/cert.pem\"" "$(cat "$S2")"
+
 # config init: the user's settings, env and flags; not the system file's
 rm -f "$U"
 check_exit "config init" 0 "$W" --store "$T/s" config init
@@ -147,11 +197,24 @@ check "... and not the system file's token" sh -c "! grep -q serve_token '$U'"
 
 # ---- version --------------------------------------------------------------
 ver=$(sed -n "s/^  version : '\(.*\)',$/\1/p" "$HERE/../meson.build")
+# the release and the build: +N.gSHA from git (the tree may have moved on
+# since the build: any commit of it), else the release (or VERSION)
+if git -C "$HERE/.." rev-parse -q --verify HEAD >/dev/null 2>&1 &&
+	[ ! -f "$HERE/../VERSION" ]; then
+	ver="$(printf %s "$ver" | sed 's/[.]/\\./g')\\+[0-9]+\\.g[0-9a-f]{12}(\\.dirty)?"
+fi
 check_exit "wstore --version" 0 "$W" --version
 check_grep "... prints the project's version" "^wstore $ver$" "$OUT"
 check_exit "wstore version" 0 "$W" version
 check_grep "... the same" "^wstore $ver$" "$OUT"
 check_exit "wstore --json version" 0 "$W" --json version
 check_grep "... names the library's" "\"library\": \"$ver\"" "$OUT"
+sha=$(printf '%s\n' "$OUT" | sed -n 's/.*"version": ".*\.g\([0-9a-f]\{12\}\).*/\1/p')
+if [ -n "$sha" ]; then
+	check "... naming a commit of this tree ($sha)" \
+		git -C "$HERE/.." cat-file -e "$sha^{commit}"
+else
+	tap_skip "the version names a commit of this tree" "not built from git"
+fi
 
 tap_done

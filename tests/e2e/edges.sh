@@ -6,7 +6,8 @@
 #  - verify counts a damaged file once; delete of a missing id says so;
 #  - readers never create a store, and serve a read-only store to an
 #    unprivileged user;
-#  - list and inspect escape control characters on a terminal;
+#  - list and inspect escape control characters (on a terminal and piped);
+#    a path with one is never imported;
 #  - a Hugging Face hub repo root as --source;
 #  - the first progress line shows no ETA before the rate is known.
 #  - an import with chunks larger than its files streams them (bounded
@@ -193,7 +194,13 @@ mkdir -p "$CC"
 printf 'x' >"$CC/$(printf 'a\033[2Jb.txt')"
 printf '{}' >"$CC/config.json"
 ESCM=$(printf 'Org/M\033]0;pwned\007')
-check_exit "import a model id and a path with control characters" 0 ws model import \
+# a path with a control character is never imported (docs/format.md)
+check_exit "import a path with a control character: refused" 1 ws model import \
+	--checkpoint-id ctl --model-id org/c --source "$CC" --force
+check_grep "... naming it with the character as '?'" "a\\?\\[2Jb\\.txt': a control character" "$OUT"
+check_one_line "... in one line" "$OUT"
+rm -f "$CC/$(printf 'a\033[2Jb.txt')"
+check_exit "import a model id and a revision with control characters" 0 ws model import \
 	--checkpoint-id ctl --model-id "$ESCM" --source "$CC" --revision "$(printf 'r\033[31m')" --force
 # any ESC but wstore's own "erase the progress line" (ESC [ K)
 has_esc() { printf '%s' "$1" | sed 's/\x1b\[K//g' | od -An -c | grep -q '033'; }
@@ -204,9 +211,13 @@ for cmd in "model list" "model inspect ctl" "model verify ctl" "--json model lis
 done
 OUT=$(tty "'$W' --store '$S' model inspect ctl")
 check_grep "inspect shows the escapes" 'Org/M\\x1b\]0;pwned\\x07' "$OUT"
-check_grep "and the escaped path" 'a\\x1b\[2Jb\.txt' "$OUT"
-OUT=$(ws model list | od -c)
-check_grep "piped, list keeps the bytes as they are" '033' "$OUT"
+check_grep "and the escaped revision" 'r\\x1b\[31m' "$OUT"
+# piped too: a name cannot fake lines or codes for a script reading them
+for cmd in "model list" "model inspect ctl"; do
+	OUT=$(ws $cmd 2>&1)
+	if has_esc "$OUT"; then tap_not_ok "$cmd piped prints no raw ESC" "$(printf '%s' "$OUT" | od -c | head -5)"
+	else tap_ok "$cmd piped prints no raw ESC"; fi
+done
 ws model delete ctl >/dev/null
 
 # ---- a Hugging Face hub repo root as --source -------------------------------

@@ -629,7 +629,7 @@ check_grep "... and says why" "evicting every checkpoint that is neither pinned 
 check "... and evicted nothing" sh -c "'$W' --store '$S' model inspect q1 >/dev/null"
 unset WSTORE_QUOTA WSTORE_EVICT
 check_exit "a bad quota is refused" 1 env WSTORE_QUOTA=lots "$W" --store "$S" model list
-check_grep "... naming it" "invalid quota 'lots'" "$OUT"
+check_grep "... naming it" "WSTORE_QUOTA': key 'quota' must be a size such as 100GiB, got 'lots'" "$OUT"
 for q in q1 q4 q5; do ws model unpin $q >/dev/null; ws model delete $q >/dev/null; done
 
 # ---- free space of the store -----------------------------------------------------

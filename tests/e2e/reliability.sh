@@ -300,6 +300,28 @@ check_exit "unlock --force breaks it" 0 ws admin unlock g1 --force
 check_exit "unlock of a free lock" 1 ws admin unlock g1
 check_grep "says not held" "not held" "$OUT"
 check_exit "unlock with a bad id" 2 ws admin unlock ../x
+# a lock held from another PID namespace (a pod's, in a fleet of pods):
+# its pid means nothing here, its renewals say the holder is alive
+if unshare --pid --fork --mount-proc true 2>/dev/null; then
+	WSTORE_FAULTS=delay=40 unshare --pid --fork --mount-proc "$W" --store "fault+$S" \
+		model import --checkpoint-id g4 --model-id M --source "$SRC" \
+		--chunk-size $CS --jobs 1 >"$T/g4.out" 2>&1 &
+	pid=$!
+	wait_for 10 test -f "$S/weight/locks/models/g4"
+	check_exit "unlock refuses a lock renewed from another PID namespace" 1 \
+		ws admin unlock g4
+	check_grep "... saying its holder still renews it" \
+		"another host or PID namespace and its holder still renews it" "$OUT"
+	check_one_line "... in one line" "$(ws admin unlock g4 2>&1 >/dev/null)"
+	check_exit "... --force breaks it" 0 ws admin unlock g4 --force
+	wait_exit 300 $pid
+	ws model delete --force g4 >/dev/null 2>&1
+else
+	for c in refuses says one-line force; do
+		tap_skip "unlock of a lock from another PID namespace: $c" \
+			"unshare --pid --fork --mount-proc is not permitted here"
+	done
+fi
 for id in g1 g2 g3; do ws model delete $id >/dev/null; done
 # gc on a store that cannot list keys: tests/e2e/mooncake_faults.sh
 check "no orphan left at the end of the gc checks" test "$(orphans)" = 0

@@ -4,7 +4,8 @@
 # needed, else skipped and counted):
 #  - a second checkpoint holding the same large file as the first takes
 #    about no space (df before and after), its data file sharing the
-#    first's extents;
+#    first's extents, whether imported from a directory, a bundle or a
+#    copy from another store; `wstore df` reports the bytes saved;
 #  - deleting either leaves the other verifying, its bytes untouched;
 #  - --reflink never shares nothing;
 #  - a file of the same size but other bytes is never shared.
@@ -61,6 +62,23 @@ check "b took about no space ($((u2 - u1)) KiB for ${MIB} MiB)" test $((u2 - u1)
 DA=$(data_of a) DB=$(data_of b)
 check "b's data file shares extents ($(shared "$DB"))" test "$(shared "$DB")" -gt 0
 check "and holds the file's bytes" cmp "$DB" "$T/a/model.safetensors.bin"
+# the bundle and copy paths: from a store outside the image
+O=$T/other
+for id in r5 r6; do
+	"$W" --store "$O" model import --checkpoint-id $id --model-id Org/M --revision $id \
+		--source "$T/b" --force >/dev/null 2>&1
+done
+check_exit "a bundle holding the same file imported" 0 sh -c \
+	'"$1" --store "$2" model export r5 | "$1" --store "$3" model import --bundle -' \
+	- "$W" "$O" "$S"
+u21=$(used)
+check "the bundle's copy took about no space ($((u21 - u2)) KiB)" test $((u21 - u2)) -lt 8192
+check_exit "a copy holding the same file" 0 "$W" --store "$O" model copy r6 --to "$S"
+u22=$(used)
+check "the copy took about no space ($((u22 - u21)) KiB)" test $((u22 - u21)) -lt 8192
+check_exit "both verify" 0 sh -c '"$1" --store "$2" model verify r5 && "$1" --store "$2" model verify r6' - "$W" "$S"
+check_exit "delete them" 0 ws model delete r5 r6
+rm -rf "$O"
 check_exit "wstore df" 0 ws --json df
 check "df: the shared bytes saved are the file's (${MIB} MiB)" python3 -c '
 import json, sys

@@ -6,7 +6,8 @@
 # with the Hub's X-Error-Code), control bytes kept out of the access log,
 # the bearer token, paths-info bounded, SIGTERM and SIGHUP (no new
 # connection accepted, the download in flight finished), no warning at
-# start; transient store errors (fault backend, a Redis server stopped with
+# start; idle sockets from several addresses filling every slot (a new
+# client still answered); transient store errors (fault backend, a Redis server stopped with
 # SIGSTOP): 503 with Retry-After, never another checkpoint and never 404;
 # a read failing mid-body cuts the transfer.
 #   BUILD  the build directory holding wstore
@@ -70,6 +71,24 @@ check "no message of libmicrohttpd's own logger" sh -c "! grep -q 'MHD_OPTION\|f
 serve_idle_checks "300 idle sockets of another client" org/g "$SRC/$BIG"
 check_grep "refused connections make few log lines" '^[0-9]+$' "$(n=$(grep -c 'connection limit' "$SERVE_LOG"); [ "$n" -le 20 ] && echo "$n")"
 check_grep "the server serves on" '^ok$' "$(curl -sf --max-time 5 "$B/healthz")"
+
+# ---- idle sockets from many addresses ------------------------------------------
+# 20 sockets that send nothing from 5 addresses (4 each, the per-address
+# cap of 16 slots) against --max-connections 16 and a long header timeout:
+# a new client is still answered at once, an idle socket closed for it
+_mp=$SERVE_PID; _ml=$SERVE_LOG; _mu=$SERVE_URL
+serve_start slots "$STORE" --max-connections 16 --header-timeout 30 || { tap_done; exit 1; }
+SLOTS_PID=$SERVE_PID
+_so=$T/slots.out
+/usr/bin/python3 "$HERE/tools/fillslots.py" "${SERVE_URL##*:}" 5 4 "$_so"
+echo "# $(tr '\n' ' ' < "$_so")"
+if grep -q '^healthz ok' "$_so" && awk '/^healthz/ {exit !($3 < 3)}' "$_so"; then
+	tap_ok "all slots held by idle sockets of 5 addresses: /healthz answers at once"
+else tap_not_ok "all slots held by idle sockets of 5 addresses: /healthz answers at once" "$(cat "$_so")"; fi
+check_grep "... an idle socket closed for it" '^closed [1-9]' "$(cat "$_so")"
+kill "$SLOTS_PID" 2>/dev/null
+wait "$SLOTS_PID" 2>/dev/null
+SERVE_PID=$_mp; SERVE_LOG=$_ml; SERVE_URL=$_mu
 
 # ---- paths that are not UTF-8 ----------------------------------------------------
 check_grep "file path not UTF-8: 404 EntryNotFound" '^404 EntryNotFound$' "$(code_of "$B/org/g/resolve/main/%ff%fe.json")"

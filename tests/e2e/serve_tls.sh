@@ -5,7 +5,9 @@
 # one for another host, one with an encrypted key, and a second CA that
 # signed none of them).  The real clients download over HTTPS trusting the
 # test CA: curl --cacert, huggingface_hub 0.36.2 (REQUESTS_CA_BUNDLE) and
-# 1.28.0 (SSL_CERT_FILE), @huggingface/hub (NODE_EXTRA_CA_CERTS).  A client
+# 1.28.0 (SSL_CERT_FILE), @huggingface/hub (NODE_EXTRA_CA_CERTS), and
+# model import --from-hub (hub_tls_ca_file, CURL_CA_BUNDLE; without the CA
+# a line saying how to name it; http:// to the TLS port hinted).  A client
 # with the wrong CA, an expired or wrong-host certificate is refused while
 # the server keeps serving the others; a plain-HTTP request to the TLS port
 # gets no data; a connection that never starts its handshake is closed
@@ -150,6 +152,26 @@ check "curl --cacert: a range of it" sh -c "tail -c +1001 '$SRC/$BIG' | head -c 
 port=${URL##*:}
 check "curl: https://localhost (the other name of the certificate)" \
 	curl -sSf --cacert "$CA" -H "$AUTH" -o /dev/null "https://localhost:$port/api/models/org/tiny"
+
+# model import --from-hub from this server, signed by a private CA
+printf '%s\n' "$TOKEN" > "$T/tok"
+# hubi CMD...: CMD bounded, with no CA from the environment
+hubi() { timeout -k 5 60 env -u CURL_CA_BUNDLE -u SSL_CERT_FILE "$@"; }
+check_exit "hub import, private CA unknown: error" 1 hubi "$W" --store "$T/hs1" \
+	model import --from-hub org/tiny --endpoint "$URL" --token-file "$T/tok"
+check_grep "... saying how to name the CA" "hub_tls_ca_file or CURL_CA_BUNDLE" "$OUT"
+check_one_line "... one line" "$OUT"
+check_exit "hub import with hub_tls_ca_file: imported" 0 hubi env \
+	WSTORE_HUB_TLS_CA_FILE="$CA" "$W" --store "$T/hs2" model import \
+	--from-hub org/tiny --endpoint "$URL" --token-file "$T/tok"
+check_exit "hub import with CURL_CA_BUNDLE: imported" 0 hubi env \
+	CURL_CA_BUNDLE="$CA" "$W" --store "$T/hs3" model import \
+	--from-hub org/tiny --endpoint "$URL" --token-file "$T/tok"
+check "... verify passes" "$W" --store "$T/hs3" model verify "org/tiny@$SHA"
+check_exit "hub import, http:// to the TLS port: error" 1 hubi "$W" --store "$T/hs4" \
+	model import --from-hub org/tiny --endpoint "http://127.0.0.1:$port" --retries 1
+check_grep "... hinting at https://" "an https:// endpoint\\?" "$OUT"
+check_one_line "... one line" "$OUT"
 
 # 0.x downloads with requests (REQUESTS_CA_BUNDLE), 1.x with httpx
 # (SSL_CERT_FILE); each is given only the variable it reads

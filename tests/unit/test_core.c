@@ -475,9 +475,10 @@ void test_core_urls(void)
 	if (!dir)
 		return;
 	CHECK_EQ_INT(open_name("nope://x", got, sizeof(got)), WSTORE_EINVAL);
-	CHECK_STR(got, "unknown store URL 'nope://x': expected file://, "
+	CHECK_STR(got, "config key 'store': unknown store URL 'nope://x': "
+		       "expected a directory, file://, "
 		       "redis://, rediss://, redis+unix://, redis-cluster://, "
-		       "rediss-cluster:// or mooncake");
+		       "rediss-cluster:// or mooncake://");
 	CHECK_EQ_INT(open_name("mem", got, sizeof(got)), 0);
 	CHECK_STR(got, "mem");
 	CHECK_EQ_INT(open_name("mem://", got, sizeof(got)), 0);
@@ -488,7 +489,7 @@ void test_core_urls(void)
 	CHECK_STR(got, "fault");
 	CHECK_EQ_INT(open_name("fault+nope://x", got, sizeof(got)),
 		     WSTORE_EINVAL);
-	CHECK(strstr(got, "'nope://x'") != NULL);
+	CHECK(strstr(got, "nope://x'") != NULL);
 	CHECK_EQ_INT(open_name(dir, got, sizeof(got)), 0);
 	CHECK_STR(got, "file");
 	snprintf(url, sizeof(url), "file://%s/sub", dir);

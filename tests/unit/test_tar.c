@@ -56,9 +56,9 @@ void test_tar_headers(void)
 	CHECK(e.size == 12345 && e.type == '0');
 	free(e.name);
 	/* pax: a long name and a size over 8 GiB */
-	CHECK_EQ_INT(wstore__tar_header(h, sizeof(h), &n, long_name,
-					10ull << 30, 0),
-		     0);
+	CHECK_EQ_INT(
+		wstore__tar_header(h, sizeof(h), &n, long_name, 10ull << 30, 0),
+		0);
 	CHECK(n > 512 && n % 512 == 0);
 	CHECK_EQ_INT(first(h, n, &e), 1);
 	CHECK(e.name && !strcmp(e.name, long_name));

@@ -37,6 +37,7 @@
  * and the writing of data files; file.h what they share.
  */
 #include <errno.h>
+#include <pwd.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -558,6 +559,30 @@ static int make_root(const char *root)
 	}
 }
 
+/*
+ * Root writing into a store another user owns (the system store
+ * /var/lib/wstore, owned by the services' user wstore) would leave files
+ * and directories (locks, leases, chunks) that user cannot write, and the
+ * services would fail on them: refused, with the way to do it.
+ */
+static int foreign_to_root(const char *root, const struct stat *st)
+{
+	struct passwd pw, *res = NULL;
+	char buf[1024], name[64];
+
+	if (geteuid() != 0 || st->st_uid == 0)
+		return 0;
+	if (getpwuid_r(st->st_uid, &pw, buf, sizeof(buf), &res) == 0 && res)
+		snprintf(name, sizeof(name), "%s", res->pw_name);
+	else
+		snprintf(name, sizeof(name), "%u", (unsigned)st->st_uid);
+	return wstore__err(-EPERM,
+			   "file store '%s' belongs to user '%s': write to "
+			   "it as that user (sudo -u %s wstore ...), not as "
+			   "root, or its services cannot use what is written",
+			   root, name, name);
+}
+
 static int open_root(char **out, const char *root, unsigned flags)
 {
 	struct stat st;
@@ -588,6 +613,9 @@ static int open_root(char **out, const char *root, unsigned flags)
 	if (!(flags & WSTORE_OPEN_READONLY) && access(root, W_OK | X_OK) < 0)
 		return wstore__errc(-errno, "file store '%s' is not writable",
 				    root);
+	if (!(flags & WSTORE_OPEN_READONLY) &&
+	    (err = foreign_to_root(root, &st)))
+		return err;
 	if ((flags & WSTORE_OPEN_READONLY) && access(root, R_OK | X_OK) < 0)
 		return wstore__errc(-errno, "file store '%s' is not readable",
 				    root);

@@ -18,8 +18,11 @@
  * written as a temp file ".tmp-data-<cs>-<pid>-<tag><n>" in its <ph>
  * directory and published by rename(2), so a reader that opened the data
  * file of an import keeps reading that import's bytes after a delete and
- * a new import of the id.  Not fsync'ed: import's one syncfs (file_sync)
- * covers it before the manifest is published.  See file.c for the rest.
+ * a new import of the id.  Its writer fdatasyncs it (the fd it wrote
+ * through) before the rename: an I/O error of its writeback is reported
+ * to that fd, where a later syncfs on a freshly opened one could miss it
+ * (another process's sync may have collected it first).  See file.c for
+ * the rest.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -33,9 +36,6 @@
 #include <unistd.h>
 
 #include "file.h"
-
-/* Data files at least this large start their writeback when committed. */
-#define WRITEBACK_MIN (1u << 20)
 
 /* ---- names -------------------------------------------------------------- */
 
@@ -383,14 +383,13 @@ int fs_commit_file(wstore_backend *b, void *handle, uint64_t size)
 				 h->key, fb->root,
 				 (unsigned long long)st.st_size,
 				 (unsigned long long)size);
+	/* its bytes on the disk, and any error of their writeback ours */
+	if (rc == 0 && fdatasync(h->d.fd) < 0)
+		rc = wstore__errc(-errno, "cannot write '%s' in '%s'", h->key,
+				  fb->root);
 	if (rc < 0) {
 		wstore__durable_abort(&h->d);
 	} else {
-		/* start the writeback now, so that it overlaps the rest of
-		 * the import instead of all waiting for its syncfs */
-		if (size >= WRITEBACK_MIN)
-			sync_file_range(h->d.fd, 0, (off_t)size,
-					SYNC_FILE_RANGE_WRITE);
 		unlink_other_data(dfd, h->name);
 		rc = wstore__durable_commit(&h->d, h->name, h->key);
 		if (rc < 0)
