@@ -178,6 +178,8 @@ static int master_of(const char *key)
  * would grow a buffer of its own and copy the value out of it).  The
  * value's length, or -1.
  */
+static __thread char resp_err[64]; /* the last answer resp_get refused */
+
 static int64_t resp_get(redisContext *c, const char *key, char *buf, size_t cap)
 {
 	char req[1200], line[64], crlf[2];
@@ -197,6 +199,8 @@ static int64_t resp_get(redisContext *c, const char *key, char *buf, size_t cap)
 			break;
 	}
 	line[got] = '\0';
+	snprintf(resp_err, sizeof(resp_err), "%s", line);
+	resp_err[strcspn(resp_err, "\r\n")] = '\0';
 	if (line[0] != '$' || (len = atoll(line + 1)) < 0 ||
 	    (uint64_t)len > cap)
 		return -1;
@@ -215,6 +219,44 @@ static int64_t resp_get(redisContext *c, const char *key, char *buf, size_t cap)
 		got += (size_t)r;
 	}
 	return len;
+}
+
+/*
+ * resp_get on the master of key's slot (conn[m], connected on first use),
+ * or, when that master answers MOVED (the slot moved since CLUSTER SLOTS,
+ * e.g. after a failover), on the node it names, once.
+ */
+static int64_t cluster_get(redisContext **conn, int m, const char *key,
+			   char *buf, size_t cap)
+{
+	char host[64];
+	int port;
+	int64_t n;
+	redisContext *c;
+
+	if (!conn[m])
+		conn[m] = redisConnect(g.masters[m].host, g.masters[m].port);
+	if (!conn[m] || conn[m]->err)
+		return -1;
+	n = resp_get(conn[m], key, buf, cap);
+	/* a failover under way: asked again for up to 60 s, as wstore's
+	 * cluster client does */
+	for (int i = 0; n < 0 && i < 600 &&
+			(!strncmp(resp_err, "-CLUSTERDOWN", 12) ||
+			 !strncmp(resp_err, "-TRYAGAIN", 9) ||
+			 !strncmp(resp_err, "-LOADING", 8));
+	     i++) {
+		usleep(100000);
+		n = resp_get(conn[m], key, buf, cap);
+	}
+	if (n >= 0 ||
+	    sscanf(resp_err, "-MOVED %*d %63[^:]:%d", host, &port) != 2)
+		return n;
+	c = redisConnect(host, port);
+	n = c && !c->err ? resp_get(c, key, buf, cap) : -1;
+	if (c)
+		redisFree(c);
+	return n;
 }
 
 /* ---- the work -------------------------------------------------------------
@@ -270,13 +312,9 @@ static void *redis_worker(void *arg)
 			fail(i, "no master for its slot");
 			break;
 		}
-		if (!conn[m])
-			conn[m] = redisConnect(g.masters[m].host,
-					       g.masters[m].port);
-		if (!conn[m] || conn[m]->err ||
-		    resp_get(conn[m], g.c[i].key, buf, g.maxlen) !=
-			    (int64_t)g.c[i].len)
-			fail(i, "GET failed");
+		if (cluster_get(conn, m, g.c[i].key, buf, g.maxlen) !=
+		    (int64_t)g.c[i].len)
+			fail(i, resp_err[0] ? resp_err : "GET failed");
 		else if (hash_write(&g.c[i], buf, md) != 0)
 			fail(i, "cannot write");
 	}
@@ -286,6 +324,27 @@ static void *redis_worker(void *arg)
 	EVP_MD_CTX_free(md);
 	free(buf);
 	return NULL;
+}
+
+/*
+ * get_into, tried again as wstore's backend does on a loaded machine: a
+ * read slower than the master's lease (-707), a value being written
+ * (-703), a failed transfer or master RPC (-800, -900, -901), for up to
+ * 30 s with a growing pause.
+ */
+static int64_t mc_get(const char *key, char *buf, size_t cap)
+{
+	int64_t n = -1;
+	double t0 = mcc_now();
+
+	for (int i = 0; mcc_now() - t0 < 30; i++) {
+		n = g.mc.get_into(g.mc.h, key, buf, cap);
+		if (n != -707 && n != -703 && n != -800 && n != -900 &&
+		    n != -901)
+			break;
+		usleep((useconds_t)(i < 10 ? 50000 * (i + 1) : 500000));
+	}
+	return n;
 }
 
 static void *mooncake_worker(void *arg)
@@ -303,10 +362,13 @@ static void *mooncake_worker(void *arg)
 		return NULL;
 	}
 	while (next_chunk(&i)) {
-		int64_t n = g.mc.get_into(g.mc.h, g.c[i].key, buf, cap);
+		int64_t n = mc_get(g.c[i].key, buf, cap);
+		char why[64];
 
+		snprintf(why, sizeof(why), "get_into failed (%lld)",
+			 (long long)n);
 		if (n != (int64_t)g.c[i].len)
-			fail(i, "get_into failed");
+			fail(i, why);
 		else if (hash_write(&g.c[i], buf, md) != 0)
 			fail(i, "cannot write");
 	}
@@ -464,19 +526,16 @@ static int send_chunk(int fd, size_t i, redisContext **conn)
 		int m = master_of(c->key);
 		char *b = malloc(g.maxlen ? g.maxlen : 1);
 
-		if (m >= 0 && !conn[m])
-			conn[m] = redisConnect(g.masters[m].host,
-					       g.masters[m].port);
-		if (b && m >= 0 && conn[m] && !conn[m]->err &&
-		    resp_get(conn[m], c->key, b, g.maxlen) == (int64_t)c->len)
+		if (b && m >= 0 &&
+		    cluster_get(conn, m, c->key, b, g.maxlen) ==
+			    (int64_t)c->len)
 			rc = send_all(fd, b, c->len);
 		free(b);
 	} else {
 		size_t cap = (g.maxlen + HUGE - 1) / HUGE * HUGE;
 		char *b = take_buf();
 
-		if (b &&
-		    g.mc.get_into(g.mc.h, c->key, b, cap) == (int64_t)c->len)
+		if (b && mc_get(c->key, b, cap) == (int64_t)c->len)
 			rc = send_all(fd, b, c->len);
 		if (b)
 			give_buf(b);

@@ -124,19 +124,25 @@ def floor_table(rows):
         return ""
     head = ["| what | MiB/s | floor MiB/s | ratio | raw GET sum MiB/s |",
             "|---|---|---|---|---|"]
+    # the latest run's (a rerun's lines follow the older ones)
     load = next((rest.split("load average at start: ", 1)[1].split(";")[0]
-                 for name, _, rest in rows
+                 for name, _, rest in reversed(rows)
                  if name in ("bed", "rerun") and "load average at start" in rest),
                 "?")
     return ("\n".join(head + out) + "\n\nLoad average at the start of "
-            f"the run: {load} (2 cores, shared with other jobs).\n")
+            f"the latest run: {load} (2 cores, shared with other jobs; the "
+            "`rerun` lines below give each run's start and end).\n")
 
 
 def row(what, pull, floor, raw):
     pm = pull.get("mibs") if pull else None
     fm = floor.get("mibs")
     ratio = ""
-    if pm and fm and float(fm) > 0:
+    if floor.get("ok") not in (None, floor.get("nodes"),
+                               floor.get("clients")):
+        # a floor that did not complete everywhere is no floor
+        fm = f"failed ({floor.get('ok')} of {floor.get('nodes') or floor.get('clients')} ok)"
+    elif pm and fm and float(fm) > 0:
         ratio = f"{float(pm) / float(fm):.2f}"
     ok = ""
     if pull and pull.get("ok") not in (None, pull.get("nodes"),
@@ -167,7 +173,7 @@ def size_sections(res, plotdir):
             int(mib) % 1024 == 0 else f"{mib} MiB"
         tag = os.path.basename(path)[len("results-"):-len(".txt")]
         when = next((rest.split(" on ", 1)[1].split(";")[0]
-                     for name, _, rest in rows
+                     for name, _, rest in reversed(rows)
                      if name in ("bed", "rerun") and " on " in rest), "?")
         sec = [f"### The pulls at {size} ({when})\n"]
         ft = floor_table(rows)

@@ -692,12 +692,19 @@ int lease_open(struct wmount *m, struct entry *e)
 	pthread_mutex_lock(&e->llock);
 	if (e->nopen == 0) {
 		rc = wstore_lease_take(&e->lease, m->s, e->id, "mount");
-		/* a store we may only read (a read-only mount) is served
-		 * without leases: nobody deletes through it */
-		if (rc == -EROFS || rc == -EACCES || rc == -EPERM)
+		/* a read-only file system (a read-only bind mount of the
+		 * store, as on inference nodes) is served without leases:
+		 * nothing can be written there, by anyone through it.  A
+		 * store we lack the permission to write (another user's
+		 * files) is not: a delete by its owner would not see us */
+		if (rc == -EROFS)
 			rc = 0;
+		else if (rc == -EACCES || rc == -EPERM)
+			mlog(m, LOG_ERR,
+			     "refusing to serve '%s' without a read lease: %s",
+			     e->id, wstore_last_error());
 		took = rc == 0;
-		if (rc < 0)
+		if (rc < 0 && rc != -EACCES && rc != -EPERM)
 			mlog(m, LOG_ERR, "%s", wstore_last_error());
 	}
 	if (rc == 0)

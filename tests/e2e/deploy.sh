@@ -556,7 +556,6 @@ dpkg_part() {
 		check "serve as wstore on root's store starts" false
 	fi
 	kill -TERM "$serve_pid" 2>/dev/null; wait_exit 60 "$serve_pid"; serve_pid=
-	rm -rf "$RS"
 	if [ -c /dev/fuse ] && [ -x /usr/libexec/wstore/wstore-mount ]; then
 		UM=$(mktemp -d /tmp/wstore-deploy-mnt.XXXXXX); chmod 755 "$UM"
 		# Debian makes /dev/fuse 0666 (udev); a container may have it
@@ -575,12 +574,31 @@ dpkg_part() {
 		check "... a file reads back, by root (--allow-other)" cmp "$UM/d1/config.json" "$SRCW/config.json"
 		umount "$UM" 2>/dev/null || fusermount3 -u -z "$UM" 2>/dev/null
 		wait_exit 30 "$mount_pid"
+		# root's store: the mount as wstore cannot lease, so it does not
+		# read (EIO), and logs why
+		setpriv --reuid=wstore --regid=wstore --init-groups \
+			--inh-caps=+sys_admin --ambient-caps=+sys_admin \
+			--bounding-set=-all,+sys_admin \
+			env -i /usr/bin/wstore --store "$RS" mount --foreground \
+			--allow-other "$UM" > "$T/unit-mount2.log" 2>&1 &
+		mount_pid=$!
+		if wait_for 30 test -d "$UM/r1"; then
+			check "the mount as wstore of root's store: a file does not read" \
+				sh -c "! cat '$UM/r1/config.json' >/dev/null 2>&1"
+			check "... and the mount logs why" grep -q \
+				"refusing to serve 'r1' without a read lease" "$T/unit-mount2.log"
+		else
+			check "the mount as wstore of root's store mounts" false
+		fi
+		umount "$UM" 2>/dev/null || fusermount3 -u -z "$UM" 2>/dev/null
+		wait_exit 30 "$mount_pid"
 		chmod "$fuse_mode" /dev/fuse; fuse_mode=
 		rmdir "$UM" 2>/dev/null; UM=
 	else
 		tap_skip "wstore-mount@.service's command as wstore" "no /dev/fuse or no mount daemon"
 		tap_skip "... a file reads back" "no /dev/fuse or no mount daemon"
 	fi
+	rm -rf "$RS"
 	check_exit "the operator deletes as wstore" 0 \
 		runuser -u wstore -- env -i /usr/bin/wstore model delete d1
 	check_exit "... and gc as wstore" 0 ue /usr/bin/wstore --quiet gc
