@@ -375,6 +375,22 @@ static int add_marks(json_t *hub, wstore_store *s, const char *id)
 	return rc;
 }
 
+/* Does a record's "hub" member name the import state names (endpoint,
+ * repository, commit), with its files? */
+static int same_hub(const json_t *hub, const json_t *state)
+{
+	static const char *const keys[] = { "endpoint", "repo", "commit" };
+
+	if (!json_is_object(hub) ||
+	    !json_is_object(json_object_get(hub, "files")))
+		return 0;
+	for (size_t i = 0; i < sizeof(keys) / sizeof(*keys); i++)
+		if (!json_equal(json_object_get(hub, keys[i]),
+				json_object_get(state, keys[i])))
+			return 0;
+	return 1;
+}
+
 /* *out: the intent record's "hub" member of a killed import of this same
  * commit, endpoint and chunk size into id (a new reference), or NULL
  * (none, another import's, or corrupt).  0, or the error of a record that
@@ -392,16 +408,9 @@ static int same_import(json_t **out, wstore_store *s, const wstore__hub *h,
 	if (rc < 0)
 		return 0;
 	hub = json_object_get(j, "hub");
-	if (!json_is_object(hub) ||
+	if (!same_hub(hub, h->state) ||
 	    json_integer_value(json_object_get(j, "chunk_size")) !=
-		    (json_int_t)chunk_size ||
-	    !json_equal(json_object_get(hub, "endpoint"),
-			json_object_get(h->state, "endpoint")) ||
-	    !json_equal(json_object_get(hub, "repo"),
-			json_object_get(h->state, "repo")) ||
-	    !json_equal(json_object_get(hub, "commit"),
-			json_object_get(h->state, "commit")) ||
-	    !json_is_object(json_object_get(hub, "files")))
+		    (json_int_t)chunk_size)
 		hub = NULL;
 	json_incref(hub);
 	json_decref(j);

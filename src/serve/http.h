@@ -86,8 +86,8 @@ struct wserve_tls {
 int wtls_load(struct wserve_tls *t, const struct wserve_options *o);
 void wtls_free(struct wserve_tls *t);
 
-/* The connection slots (slots.c): the idle connection open the longest
- * gives way to a new one when all are taken. */
+/* The connection slots (slots.c): the connection idle the longest gives
+ * way when the last slot is taken. */
 struct wslot;
 struct wslots {
 	pthread_mutex_t mu;
@@ -98,18 +98,17 @@ struct wslots {
 
 void wslots_init(struct wslots *s, unsigned max);
 void wslots_destroy(struct wslots *s);
-/* libmicrohttpd's own limit for max slots: above it, so that sockets
- * being shut down never refuse a new client. */
-unsigned wslots_mhd_limit(unsigned max);
 /* A connection started on socket fd: its slot (NULL: out of memory, not
- * tracked), removed when it closes. */
+ * tracked), removed when it closes.  When it takes the last free slot,
+ * the connection idle the longest (for half a second at least) is shut
+ * down. */
 void *wslots_add(struct wslots *s, int fd);
 void wslots_remove(struct wslots *s, void *slot);
 /* Its request's headers are in (busy 1), or it is done (0: idle). */
 void wslots_busy(struct wslots *s, void *slot, int busy);
-/* A new connection: 1 take it (shutting the idle one open the longest
- * down when all max are taken), 0 refuse it (all busy). */
-int wslots_admit(struct wslots *s);
+/* Called 4 times a second: while no slot is free, the connection idle
+ * the longest is shut down. */
+void wslots_sweep(struct wslots *s);
 
 struct wserve {
 	wstore_store *store;

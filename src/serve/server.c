@@ -32,10 +32,11 @@
  * max_per_client connections, and a connection silent for header_timeout
  * seconds before its headers are in is closed (on_request raises the
  * timeout to BODY_TIMEOUT once they are, on_completed lowers it again for
- * the next request of a kept-alive connection).  When all max_connections
- * are open, a new client is taken and the connection idle the longest
- * (no request under way) is closed for it (slots.c), so idle sockets from
- * any number of addresses never keep a new client out.
+ * the next request of a kept-alive connection).  When a connection takes
+ * the last of max_connections, the connection idle the longest (no
+ * request under way) is closed (slots.c), so idle sockets from any number
+ * of addresses never keep a new client out; when every connection has a
+ * request under way, new clients wait in the listen backlog.
  *
  * Shutdown: the main thread waits for SIGTERM, SIGINT or SIGHUP (blocked
  * in every thread), then stops accepting (MHD_quiesce_daemon) and closes
@@ -417,18 +418,6 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **sctx,
 	}
 }
 
-/* A new client: taken, an idle connection shut down for it when the
- * slots are full (slots.c). */
-static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr,
-				 socklen_t addrlen)
-{
-	struct wserve *sv = cls;
-
-	(void)addr;
-	(void)addrlen;
-	return wslots_admit(&sv->slots) ? MHD_YES : MHD_NO;
-}
-
 /* ---- listening ------------------------------------------------------------
  */
 
@@ -565,13 +554,13 @@ static struct MHD_Daemon *start_daemon(struct wserve *sv, int fd)
 	 * library's default logger (it says so at every start) */
 	wslots_init(&sv->slots, max);
 	return MHD_start_daemon(
-		flags, 0, on_accept, sv, on_request, sv,
+		flags, 0, NULL, NULL, on_request, sv,
 		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, sv,
 		MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_UNESCAPE_CALLBACK,
 		no_unescape, NULL, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
 		sv, MHD_OPTION_NOTIFY_CONNECTION, on_connection, sv,
-		/* max is kept by on_accept (slots.c) */
-		MHD_OPTION_CONNECTION_LIMIT, wslots_mhd_limit(max),
+		/* the last slot taken frees one (slots.c) */
+		MHD_OPTION_CONNECTION_LIMIT, max,
 		MHD_OPTION_PER_IP_CONNECTION_LIMIT, per,
 		/* until its headers are in, a connection has header_timeout
 		 * seconds of silence; then BODY_TIMEOUT (on_request) */
@@ -581,18 +570,23 @@ static struct MHD_Daemon *start_daemon(struct wserve *sv, int fd)
 
 /* Wait for SIGTERM, SIGINT or SIGHUP (a closed terminal), sweeping the
  * resolution cache every second meanwhile (an idle checkpoint's lease
- * ends about cache_seconds after its last request). */
+ * ends about cache_seconds after its last request), and the connection
+ * slots every quarter of a second (slots.c: a slot freed when all are
+ * taken and one is idle). */
 static void wait_for_stop(struct wserve *sv, const sigset_t *sigs)
 {
-	struct timespec tick = { 1, 0 };
+	struct timespec tick = { 0, 250000000 };
 	int sig;
 
-	for (;;) {
+	for (unsigned n = 1;; n++) {
 		sig = sigtimedwait(sigs, NULL, &tick);
 		if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP)
 			return;
 		if (sig < 0 && errno != EAGAIN && errno != EINTR)
 			return;
+		wslots_sweep(&sv->slots);
+		if (n % 4)
+			continue;
 		wcache_sweep(sv->cache);
 		wmirror_sweep(sv->mirror);
 	}
@@ -654,8 +648,14 @@ int wserve_run(wstore_store *store, const struct wserve_options *o)
 	fprintf(stderr, "wstore serve: listening on %s://%s (store: %s)\n",
 		sv.tls.on ? "https" : "http", shown,
 		wstore_backend_name(store));
-	if (o->upstream)
-		fprintf(stderr, "wstore serve: mirror of %s\n", o->upstream);
+	if (o->upstream) {
+		char *up = NULL;
+
+		/* never a password of the upstream's URL in the log */
+		wstore_url_redact(&up, o->upstream);
+		fprintf(stderr, "wstore serve: mirror of %s\n", up ? up : "?");
+		free(up);
+	}
 	wstore_notify("READY=1"); /* a Type=notify unit: listening now */
 	wait_for_stop(&sv, &sigs);
 	fprintf(stderr, "wstore serve: stopping: finishing %d request(s)\n",

@@ -8,20 +8,26 @@
  * new client out until their header timeout, however many addresses they
  * come from.  Here every connection is tracked from its start to its
  * close, marked busy while a request is being served (its headers are
- * in) and idle otherwise.  When a new connection comes and max are open,
- * the idle one open the longest is shut down (shutdown(2) on its socket:
- * its thread sees the end and closes it) and the new one taken; when
- * every connection is busy the new one is refused.  libmicrohttpd's own
- * limit is set above max (wslots_mhd_limit) so that a connection being
- * shut down never counts against a new one.
+ * in) and idle otherwise.  When a new connection takes the last free
+ * slot, and again at every sweep (4 a second) while none is free, the
+ * connection idle the longest is shut down if it has been idle for
+ * IDLE_MIN_S (shutdown(2) on its socket: its thread sees the end and
+ * closes it), so that a slot is free again for the next client as long
+ * as any connection is idle; a client that has just connected and not yet
+ * sent its request is not taken for an idle one.  When
+ * every connection is busy, libmicrohttpd stops accepting and new
+ * clients wait in the listen backlog until a request is done.
  *
- * One mutex; the list is walked only when the slots are full.
+ * One mutex; the list is walked only when the last slot is taken.
  */
 #include <stdlib.h>
 #include <sys/socket.h>
 
 #include "../common/clock.h"
 #include "http.h"
+
+/* idle this long before it may be shut down for another client */
+#define IDLE_MIN_S 0.5
 
 struct wslot {
 	struct wslot *prev, *next;
@@ -45,9 +51,24 @@ void wslots_destroy(struct wslots *s)
 	pthread_mutex_destroy(&s->mu);
 }
 
-unsigned wslots_mhd_limit(unsigned max)
+/* With mu held, when no slot is free: shut the connection idle the
+ * longest down, if it has been idle for IDLE_MIN_S. */
+static void evict_idle(struct wslots *s)
 {
-	return max > 0xffffu ? 0x1ffffu : 2 * max;
+	struct wslot *oldest = NULL;
+
+	if (s->open - s->closing < s->max)
+		return;
+	for (struct wslot *e = s->head; e; e = e->next)
+		if (!e->busy && !e->closing &&
+		    (!oldest || e->since < oldest->since))
+			oldest = e;
+	if (!oldest || wclock_mono_s() - oldest->since < IDLE_MIN_S)
+		return;
+	oldest->closing = 1;
+	s->closing++;
+	shutdown(oldest->fd, SHUT_RDWR);
+	atomic_fetch_add(&s->evicted, 1);
 }
 
 void *wslots_add(struct wslots *s, int fd)
@@ -64,6 +85,8 @@ void *wslots_add(struct wslots *s, int fd)
 		s->head->prev = e;
 	s->head = e;
 	s->open++;
+	/* the last slot taken: free one for the next client */
+	evict_idle(s);
 	pthread_mutex_unlock(&s->mu);
 	return e;
 }
@@ -101,26 +124,9 @@ void wslots_busy(struct wslots *s, void *slot, int busy)
 	pthread_mutex_unlock(&s->mu);
 }
 
-int wslots_admit(struct wslots *s)
+void wslots_sweep(struct wslots *s)
 {
-	struct wslot *oldest = NULL;
-	int ok = 1;
-
 	pthread_mutex_lock(&s->mu);
-	if (s->open - s->closing >= s->max) {
-		for (struct wslot *e = s->head; e; e = e->next)
-			if (!e->busy && !e->closing &&
-			    (!oldest || e->since < oldest->since))
-				oldest = e;
-		if (oldest) {
-			oldest->closing = 1;
-			s->closing++;
-			shutdown(oldest->fd, SHUT_RDWR);
-			atomic_fetch_add(&s->evicted, 1);
-		} else {
-			ok = 0;
-		}
-	}
+	evict_idle(s);
 	pthread_mutex_unlock(&s->mu);
-	return ok;
 }

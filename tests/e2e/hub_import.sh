@@ -449,6 +449,18 @@ if printf '%s' "$OUT" | grep -Eq 'pw123|s3cret'; then tap_not_ok "... prints no 
 else tap_ok "... prints no password"; fi
 check_grep "... the URL with ***" 'store=redis://\*\*\*@127.0.0.1:1/0' "$OUT"
 
+# a mirror of that endpoint: its log names the upstream without them
+if serve_start credmirror "$T/store-credmirror" --upstream "$UF"; then
+	check_grep "serve --upstream with user:password: the log names it with ***" \
+		"mirror of http://\\*\\*\\*@127.0.0.1:$FP" "$(cat "$SERVE_LOG")"
+	check_grep "... a name imported through it" '"sha"' \
+		"$(curl -sf --max-time 60 "$SERVE_URL/api/models/org/fake/revision/main")"
+	if grep -qs s3cret "$SERVE_LOG" || grep -rqs s3cret "$T/store-credmirror"; then
+		tap_not_ok "... the password in neither its log nor its store" "$(grep -s s3cret "$SERVE_LOG" | head -3)"
+	else tap_ok "... the password in neither its log nor its store"; fi
+	serve_stop
+fi
+
 # a filtered import, then a full one: the full one fetches the rest
 fresh filter
 check_exit "import --include config.json" 0 fake --include config.json
