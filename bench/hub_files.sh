@@ -11,15 +11,19 @@
 #   BENCH_HUB_FILES_RUNS   runs per figure, the best kept (default 3)
 set -u
 BUILD=${1:-build}
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(dirname "$HERE")
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$(cd "$BUILD" && pwd) || exit 1
 W="$BUILD/wstore"
 RUNS=${BENCH_HUB_FILES_RUNS:-3}
 T=$(mktemp -d "${TMPDIR:-/tmp}/wstore-bench-hubfiles-XXXXXX")
-FPID=
+# the fake Hub is started by tests/lib/fakehub.sh, which wants the
+# suites' $HERE and tests/lib/tap.sh's wait_for and tap_not_ok
+HERE="$ROOT/tests"
+TAP_SUITE=hub_files
+. "$ROOT/tests/lib/tap.sh"
+. "$ROOT/tests/lib/fakehub.sh"
 cleanup() {
-	[ -n "$FPID" ] && kill "$FPID" 2>/dev/null && wait "$FPID" 2>/dev/null
+	fakehub_stop 2>/dev/null
 	rm -rf "$T"
 }
 trap cleanup EXIT
@@ -34,16 +38,9 @@ cpu() {
 		printf 'file %d\n' $i > "$T/src$1/f$i.txt"
 		i=$((i + 1))
 	done
-	printf '{}\n' > "$T/ctl"
-	rm -f "$T/ports"
-	python3 "$ROOT/tests/tools/fakehub.py" "$T/src$1" "$T/ctl" /dev/null \
-		"$T/ports" 2>/dev/null &
-	FPID=$!
-	i=0
-	while [ ! -s "$T/ports" ] && [ $i -lt 600 ]; do
-		sleep 0.05; i=$((i + 1))
-	done
-	read -r port _ < "$T/ports" || exit 1
+	rm -f "$T/fakeports"
+	fakehub_start "$T/src$1" >&2 || exit 1
+	port=$FP
 	best=
 	r=0
 	while [ $r -lt "$RUNS" ]; do
@@ -58,9 +55,7 @@ print("%.3f" % (u.ru_utime + u.ru_stime))' "$W" --store "$T/store" model import 
 		best=$(python3 -c 'import sys; a = sys.argv[1:]; print(min(float(x) for x in a if x))' "$s" ${best:-})
 		r=$((r + 1))
 	done
-	kill "$FPID" 2>/dev/null
-	wait "$FPID" 2>/dev/null
-	FPID=
+	fakehub_stop
 	echo "$best"
 }
 a=$(cpu 200)
