@@ -75,6 +75,11 @@ const char *cli_closest_option(const char *word, const struct option *opts);
  * opts or a global one is close to the unknown one; EXIT_USAGE. */
 int cli_bad_option(int ch, char **argv, const char *cmd,
 		   const struct option *opts);
+/* --reflink's value into o->reflink: auto, never and, where always is
+ * non-zero, always; 0, or EXIT_USAGE after a one-line error naming what
+ * (e.g. "for copy"; "" for import's own). */
+int cli_parse_reflink(wstore_import_options *o, const char *arg,
+		      const char *what, int always);
 int cmd_mount(struct cli *c, int argc, char **argv);
 int cmd_umount(struct cli *c, int argc, char **argv);
 int cmd_serve(struct cli *c, int argc, char **argv);

@@ -37,21 +37,16 @@ static int parse(wstore_import_options *o, const char **id, const char **to,
 
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		if (ch == 't')
+		if (ch == 't') {
 			*to = optarg;
-		else if (ch == 'R' && !strcmp(optarg, "auto"))
-			o->reflink = WSTORE_REFLINK_AUTO;
-		else if (ch == 'R' && !strcmp(optarg, "never"))
-			o->reflink = WSTORE_REFLINK_NEVER;
-		else if (ch == 'R')
-			return wfront_usage_error(
-				"invalid --reflink '%s' for copy: auto or "
-				"never",
-				optarg);
-		else if (ch == 'h')
+		} else if (ch == 'R') {
+			if (cli_parse_reflink(o, optarg, "for copy", 0))
+				return EXIT_USAGE;
+		} else if (ch == 'h') {
 			return cli_print_help(help), -1;
-		else
+		} else {
 			return cli_bad_option(ch, argv, "model copy", opts);
+		}
 	}
 	if (optind + 1 != argc)
 		return wfront_usage_error(

@@ -193,17 +193,8 @@ static int parse(struct cli *c, wstore_import_options *o, struct import_args *a,
 				rc = EXIT_USAGE;
 			break;
 		case 'R':
-			if (!strcmp(optarg, "auto"))
-				o->reflink = WSTORE_REFLINK_AUTO;
-			else if (!strcmp(optarg, "always"))
-				o->reflink = WSTORE_REFLINK_ALWAYS;
-			else if (!strcmp(optarg, "never"))
-				o->reflink = WSTORE_REFLINK_NEVER;
-			else
-				rc = wfront_usage_error(
-					"invalid --reflink '%s': auto, always "
-					"or never",
-					optarg);
+			if (cli_parse_reflink(o, optarg, "", 1))
+				rc = EXIT_USAGE;
 			break;
 		case 'h':
 			cli_print_help(help);

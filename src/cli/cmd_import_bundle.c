@@ -44,15 +44,9 @@ static int parse(wstore_import_options *o, const char **file, int argc,
 	while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		if (ch == 'b') {
 			*file = optarg;
-		} else if (ch == 'R' && !strcmp(optarg, "auto")) {
-			o->reflink = WSTORE_REFLINK_AUTO;
-		} else if (ch == 'R' && !strcmp(optarg, "never")) {
-			o->reflink = WSTORE_REFLINK_NEVER;
 		} else if (ch == 'R') {
-			return wfront_usage_error(
-				"invalid --reflink '%s' for --bundle: auto or "
-				"never",
-				optarg);
+			if (cli_parse_reflink(o, optarg, "for --bundle", 0))
+				return EXIT_USAGE;
 		} else if (ch == 'h') {
 			return cli_print_help(help), -1;
 		} else {

@@ -578,3 +578,20 @@ int cli_import_report(struct cli *c, wstore_store *s, const char *id,
 	wstore_manifest_free(m);
 	return EXIT_OK;
 }
+
+int cli_parse_reflink(wstore_import_options *o, const char *arg,
+		      const char *what, int always)
+{
+	if (!strcmp(arg, "auto"))
+		o->reflink = WSTORE_REFLINK_AUTO;
+	else if (always && !strcmp(arg, "always"))
+		o->reflink = WSTORE_REFLINK_ALWAYS;
+	else if (!strcmp(arg, "never"))
+		o->reflink = WSTORE_REFLINK_NEVER;
+	else
+		return wfront_usage_error("invalid --reflink '%s'%s%s: %s", arg,
+					  *what ? " " : "", what,
+					  always ? "auto, always or never"
+						 : "auto or never");
+	return 0;
+}

@@ -149,31 +149,6 @@ static int export_entries(struct exporter *e, wstore_store *s,
 	return rc;
 }
 
-/* The directory of output (fd) and its last segment in *base. */
-static int out_dir(const char *output, const char **base)
-{
-	const char *slash = strrchr(output, '/');
-	char *dir;
-	int fd;
-
-	*base = slash ? slash + 1 : output;
-	if (!**base)
-		return wstore__err(WSTORE_EINVAL,
-				   "output '%s' names a directory, not a file",
-				   output);
-	dir = !slash		? strdup(".")
-	      : slash == output ? strdup("/")
-				: strndup(output, (size_t)(slash - output));
-	if (!dir)
-		return -ENOMEM;
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		fd = wstore__errc(-errno, "cannot open the directory of '%s'",
-				  output);
-	free(dir);
-	return fd;
-}
-
 /* Export m (its lease held) to e->fd or, with output, a durable file. */
 static int export_to(struct exporter *e, wstore_store *s,
 		     const wstore_manifest *m, const char *output)
@@ -184,7 +159,7 @@ static int export_to(struct exporter *e, wstore_store *s,
 
 	if (!output)
 		return export_entries(e, s, m);
-	if ((dfd = out_dir(output, &base)) < 0)
+	if ((dfd = wstore__open_out_dir(output, &base)) < 0)
 		return dfd;
 	rc = wstore__check_target(dfd, base, output);
 	if (rc == 0)

@@ -256,3 +256,30 @@ int wstore__tmp_is_stale(const char *name)
 {
 	return wstore__tmp_writer_state(name, 0) == WSTORE__TMP_DEAD;
 }
+
+int wstore__open_out_dir(const char *output, const char **base)
+{
+	const char *slash = strrchr(output, '/');
+	char *dir;
+	int fd;
+
+	*base = slash ? slash + 1 : output;
+	if (!**base)
+		return wstore__err(WSTORE_EINVAL,
+				   "output '%s' names a directory, not a file",
+				   output);
+	if (!slash)
+		dir = strdup(".");
+	else if (slash == output)
+		dir = strdup("/");
+	else
+		dir = strndup(output, (size_t)(slash - output));
+	if (!dir)
+		return -ENOMEM;
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		fd = wstore__errc(-errno, "cannot open the directory of '%s'",
+				  output);
+	free(dir);
+	return fd;
+}

@@ -35,6 +35,12 @@ int wstore__durable_open(wstore__durable *d, int dirfd, mode_t mode,
  */
 int wstore__check_target(int dirfd, const char *name, const char *what);
 
+/* Open the directory of output, a path of the caller's own (symlinks in
+ * it are followed), and point *base at output's last component, which
+ * must not be empty; the descriptor, or a negative code with the error
+ * set.  The caller closes it. */
+int wstore__open_out_dir(const char *output, const char **base);
+
 /* Whether name is a temp file of this module left by a process that is
  * provably gone (wstore__tmp_writer_state says WSTORE__TMP_DEAD; also the
  * older ".<name>.wstore-tmp-<pid>" form, by its pid). */

@@ -351,35 +351,6 @@ int wstore__fetch_whole(wstore_store *s, wstore_checkpoint *ck,
 	return 1;
 }
 
-/* Open the directory of output (the caller's own path: symlinks in it are
- * followed) and point *base at output's last component. */
-static int open_out_dir(const char *output, const char **base)
-{
-	const char *slash = strrchr(output, '/');
-	char *dir;
-	int fd;
-
-	*base = slash ? slash + 1 : output;
-	if (!**base)
-		return wstore__err(WSTORE_EINVAL,
-				   "output '%s' names a directory, not a file",
-				   output);
-	if (!slash)
-		dir = strdup(".");
-	else if (slash == output)
-		dir = strdup("/");
-	else
-		dir = strndup(output, (size_t)(slash - output));
-	if (!dir)
-		return -ENOMEM;
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		fd = wstore__errc(-errno, "cannot open the directory of '%s'",
-				  output);
-	free(dir);
-	return fd;
-}
-
 /* Between chunks: a materialize ends within a chunk of wstore_interrupt
  * (SIGINT, SIGTERM in the CLI), its temp file removed. */
 static int stop_on_interrupt(uint64_t n, void *ctx)
@@ -410,7 +381,7 @@ static int materialize(wstore_checkpoint *ck, wstore_store *s,
 	void *buf = NULL;
 	int dfd, rfd = -1, rc;
 
-	if ((dfd = open_out_dir(output, &base)) < 0)
+	if ((dfd = wstore__open_out_dir(output, &base)) < 0)
 		return dfd;
 	rc = wstore__check_target(dfd, base, output);
 	if (rc == 0 && !(buf = wstore__store_buf_alloc(s, cap)))
