@@ -214,6 +214,22 @@ check "... verify passes" ws model verify redir
 # (gone, so that the next import fetches every file rather than reuse them)
 ws model delete redir > /dev/null 2>&1
 
+# a redirect that never ends: refused after hub_max_redirects hops, with
+# no retry of the loop and nothing READY
+fakehub_ctl '{"redirect_loop": true}'
+t0=$(date +%s)
+check_exit "LFS files redirected to themselves: error" 1 \
+	env WSTORE_HUB_MAX_REDIRECTS=3 "$W" --store "$DOWN" model import \
+	--from-hub org/fake --endpoint "$F" --chunk-size 512KiB \
+	--checkpoint-id rloop --retries 1
+check_grep "... naming the key" "hub_max_redirects" "$OUT"
+check_one_line "... in one line" "$OUT"
+hops=$(grep -c "^hub GET .*$SHARD" "$LOG")
+if [ "$hops" -ge 4 ] && [ "$hops" -le 16 ]; then
+	tap_ok "... the loop was followed 3 hops a try ($hops GETs)"
+else tap_not_ok "... the loop was followed 3 hops a try" "$hops GETs"; fi
+no_ready rloop "... no READY checkpoint"
+
 fakehub_ctl '{"slow": ["z.bin"]}'
 t0=$(date +%s)
 check_exit "a stalled transfer: error" 1 fake --checkpoint-id slow \

@@ -24,6 +24,7 @@ counts below start over whenever its content changes:
   r429         {PATH: N}  the first N requests answer 429, Retry-After: 1
   r500         {PATH: N}  the first N requests answer 500
   redirect     true: LFS files are sent by a 302 to the CDN listener
+  redirect_loop true: LFS files answer a 302 to their own URL, for ever
   hold         [PATH...]  these files are never answered (the request
                           waits until the client goes away)
   slow         [PATH...]  these files send 1 byte, then stall
@@ -214,6 +215,8 @@ class Hub(BaseHTTPRequestHandler):
                 self.wfile.write(b"x" * (1 << 20))
                 time.sleep(1)
             return
+        if c.get("redirect_loop") and rel.endswith(".safetensors"):
+            return self.reply(302, b"", [("Location", self.path)])
         if (c.get("redirect") and rel.endswith(".safetensors")
                 and self.server_name == "hub"):
             return self.reply(302, b"", [("Location", "http://127.0.0.1:%d%s"
