@@ -382,7 +382,8 @@ leased() { [ -n "$(ls "$S/weight/leases/models/$1" 2>/dev/null)" ]; }
 race_reader() {
 	name=$1; where=$2; shift 2
 	ws model import --checkpoint-id race --model-id M --source "$SRC" --chunk-size 8K >/dev/null
-	WSTORE_FAULTS=delay=100 "$W" --store "fault+$S" "$@" >"$T/race.out" 2>&1 &
+	WSTORE_FAULTS=delay=${RACE_DELAY:-100} "$W" --store "fault+$S" "$@" \
+		>"$T/race.out" 2>&1 &
 	pid=$!
 	wait_for 20 leased race || tap_not_ok "$name takes a read lease"
 	[ "$where" = - ] || wait_for 30 has_temp "$where"
@@ -401,8 +402,13 @@ race_reader() {
 	fi
 }
 race_reader verify - model verify race --jobs 1
+# a materialize of a file kept whole makes few store calls once its temp
+# file shows (about 5: 0.5 s at 100 ms each), less than two delete
+# processes take on a loaded machine; 500 ms each leave them 2.5 s
+RACE_DELAY=500
 race_reader materialize "$T" model materialize-file race --path model-00001-of-00002.safetensors \
 	--output "$T/race.bin"
+RACE_DELAY=100
 check "materialize wrote nothing" test ! -e "$T/race.bin"
 check "materialize left no temp file" test -z "$(find "$T" -maxdepth 1 -name '.wstore-tmp-*')"
 if [ "$PULL_KILLS" != 0 ]; then
