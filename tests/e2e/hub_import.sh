@@ -214,6 +214,15 @@ check "... verify passes" ws model verify redir
 # (gone, so that the next import fetches every file rather than reuse them)
 ws model delete redir > /dev/null 2>&1
 
+# an https:// endpoint on a port that speaks plain HTTP: one line with a
+# hint, not OpenSSL's own words alone
+check_exit "https:// to a plain HTTP port: error" 1 env -u CURL_CA_BUNDLE \
+	"$W" --store "$DOWN" model import --from-hub org/fake \
+	--endpoint "https://127.0.0.1:$FP" --checkpoint-id tlsmix --retries 1
+check_grep "... hinting at http://" "does not speak TLS there: an http:// endpoint" "$OUT"
+check_one_line "... in one line" "$OUT"
+no_ready tlsmix "... no READY checkpoint"
+
 # a redirect that never ends: refused after hub_max_redirects hops, with
 # no retry of the loop and nothing READY
 fakehub_ctl '{"redirect_loop": true}'

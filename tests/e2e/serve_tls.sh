@@ -168,6 +168,9 @@ check_exit "hub import with CURL_CA_BUNDLE: imported" 0 hubi env \
 	CURL_CA_BUNDLE="$CA" "$W" --store "$T/hs3" model import \
 	--from-hub org/tiny --endpoint "$URL" --token-file "$T/tok"
 check "... verify passes" "$W" --store "$T/hs3" model verify "org/tiny@$SHA"
+check_exit "hub import with SSL_CERT_FILE: imported" 0 hubi env \
+	SSL_CERT_FILE="$CA" "$W" --store "$T/hs5" model import \
+	--from-hub org/tiny --endpoint "$URL" --token-file "$T/tok"
 check_exit "hub import, http:// to the TLS port: error" 1 hubi "$W" --store "$T/hs4" \
 	model import --from-hub org/tiny --endpoint "http://127.0.0.1:$port" --retries 1
 check_grep "... hinting at https://" "an https:// endpoint\\?" "$OUT"
