@@ -92,7 +92,7 @@ check_exit "invalid import id refused before connecting" 1 ws --master-server-ad
 	model import --checkpoint-id ../x --model-id M --source "$SRC"
 check_grep "import says the id is invalid" "invalid checkpoint id '\.\./x'" "$OUT"
 check_exit "bad protocol refused" 1 ws --protocol udp model list
-check_grep "names the protocol" "invalid protocol 'udp'" "$OUT"
+check_grep "names the protocol" "key 'protocol' must be 'tcp' or 'rdma', got 'udp'" "$OUT"
 check_one_line "bad protocol is one line" "$OUT"
 check_exit "gc on a store that cannot list keys" 1 ws admin gc
 check_grep "gc says it cannot list" "cannot list" "$OUT"
