@@ -530,6 +530,8 @@ static uint64_t ext_distinct(struct extents *x)
 {
 	uint64_t total = 0, end = 0;
 
+	if (!x->n)
+		return 0; /* x->v may be NULL: qsort's first argument may not */
 	qsort(x->v, x->n, sizeof(*x->v), ext_cmp);
 	for (size_t i = 0; i < x->n; i++) {
 		uint64_t s = x->v[i].phys, e = s + x->v[i].len;
