@@ -156,9 +156,9 @@ static int file_url(char **url, wstore__endpoint *ep,
 {
 	const char *slash = strchr(o->repo, '/');
 	char org[128];
-	int rc = wstore__endpoint_parse(
-		ep, o->endpoint && *o->endpoint ? o->endpoint
-						: WSTORE__HUB_DEFAULT);
+	int rc = wstore__endpoint_parse(ep, o->endpoint && *o->endpoint
+						    ? o->endpoint
+						    : WSTORE__HUB_DEFAULT);
 
 	if (rc < 0)
 		return rc;

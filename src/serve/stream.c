@@ -93,8 +93,7 @@ void wfflight_put(struct wfflight *ff)
 	free(ff);
 }
 
-static int ff_cancel(uint64_t done, uint64_t total, const char *path,
-		     void *ctx)
+static int ff_cancel(uint64_t done, uint64_t total, const char *path, void *ctx)
 {
 	const struct wfflight *ff = ctx;
 
@@ -169,8 +168,7 @@ static int ff_copy(struct wfflight *ff, const struct wfflight_spec *s)
 	snprintf(ff->sha256, sizeof(ff->sha256), "%s",
 		 f->sha256 ? f->sha256 : "");
 	ff->size = f->size;
-	ff->file = (wstore_hub_file){ ff->path, ff->size, ff->oid,
-				      ff->sha256 };
+	ff->file = (wstore_hub_file){ ff->path, ff->size, ff->oid, ff->sha256 };
 	ff->ho = (wstore_hub_options)WSTORE_HUB_OPTIONS_INIT;
 	ff->ho.endpoint = ff->endpoint;
 	ff->ho.token = ff->token;
@@ -264,8 +262,8 @@ static int readable(const struct wfflight *ff, uint64_t off, uint64_t end,
 	*limit = 0;
 	if (off >= end) /* nothing to read: ready once verified */
 		return ff->done ? 0 : 1;
-	*limit = ff->done ? end : (ff->written < end - 1 ? ff->written
-							  : end - 1);
+	*limit = ff->done ? end
+			  : (ff->written < end - 1 ? ff->written : end - 1);
 	return off < *limit ? 0 : 1;
 }
 
@@ -288,8 +286,8 @@ int wfflight_wait(struct wfflight *ff, uint64_t off, uint64_t end,
 		if (atomic_load(ff->stopping) || now >= until || now >= stall)
 			break;
 		if (until - now < 1.0)
-			dl = wclock_deadline_in((uint64_t)((until - now) * 1000) +
-						1);
+			dl = wclock_deadline_in(
+				(uint64_t)((until - now) * 1000) + 1);
 		wclock_cond_wait_until(&ff->cv, &ff->mu, &dl);
 	}
 	if (rc < 0)
