@@ -19,6 +19,7 @@ TAP_SUITE=serve-stream
 . "$(dirname "$0")/../lib/suite.sh"
 . "$HERE/lib/serve.sh"
 . "$HERE/lib/fakehub.sh"
+. "$HERE/lib/hubclients.sh"
 suite_cleanup() {
 	serve_stop_all
 	fakehub_stop
@@ -174,6 +175,20 @@ check_grep "... with the upstream's commit" 'X-Repo-Commit: 0123456789abcdef' "$
 check_grep "... the snapshot is not READY meanwhile" '^0$' \
 	"$("$W" --store "$T/m4" model list --json | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')"
 check_grep "... one upstream GET of the verified file" '^1$' "$(fakehub_gets config.json)"
+# the real client, one file of the partly mirrored snapshot (HEAD, then
+# GET: it never waits for the rest of the model)
+if PP=$(hub_pythonpath 1.28.0); then
+	out=$(PYTHONPATH=$PP HF_ENDPOINT=$M HF_HUB_DISABLE_TELEMETRY=1 \
+		timeout 120 /usr/bin/python3 -m huggingface_hub.cli.hf \
+		download org/fake config.json --cache-dir "$T/hfcache" 2>&1 |
+		tail -1 | sed 's/^ *path: *//')
+	if [ -f "$out" ] && cmp -s "$out" "$FSRC/config.json"; then
+		tap_ok "... hf download of that file through the mirror meanwhile"
+	else tap_not_ok "... hf download of that file through the mirror meanwhile" "$out"; fi
+else
+	tap_skip "hf download of one file of a partly mirrored snapshot" \
+		"huggingface_hub 1.28.0 is not unpacked in $HFHUB"
+fi
 kill "$B" 2>/dev/null
 wait "$B" 2>/dev/null
 serve_stop
