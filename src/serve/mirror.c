@@ -60,6 +60,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 #include "http.h"
 
 #define FLIGHTS_MAX 64
@@ -705,6 +707,9 @@ static void *flight_run(void *arg)
 	struct wfflight **ff;
 	size_t n;
 
+	/* its OpenSSL state freed before it is counted out (the server may
+	 * exit right after) */
+	OPENSSL_thread_stop();
 	pthread_mutex_lock(&m->mu);
 	f->rc = rc;
 	f->done = 1;

@@ -29,6 +29,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "http.h"
 
 /* readers are woken when this many bytes more are in */
@@ -149,6 +151,10 @@ static void *ff_run(void *arg)
 	pthread_mutex_unlock(&ff->mu);
 	if (rc < 0)
 		fprintf(stderr, "wstore serve: %s\n", ff->msg);
+	/* the thread's OpenSSL state (libcurl's, the hashes') freed now:
+	 * once on_end has counted the thread out the server may exit
+	 * before the thread's own exit would free it */
+	OPENSSL_thread_stop();
 	ff->on_end(ff->end_ctx, ff, rc);
 	wfflight_put(ff);
 	return NULL;
