@@ -159,8 +159,9 @@ lane_local() {
 		run_suite hub-import sh "$HERE/e2e/hub_import.sh"
 		run_suite serve-mirror sh "$HERE/e2e/serve_mirror.sh"
 		run_suite serve-mirror-refs sh "$HERE/e2e/serve_mirror_refs.sh"
+		run_suite serve-stream sh "$HERE/e2e/serve_stream.sh"
 	else
-		for s in serve serve-hub serve-guard serve-tls hub-import serve-mirror serve-mirror-refs; do
+		for s in serve serve-hub serve-guard serve-tls hub-import serve-mirror serve-mirror-refs serve-stream; do
 			wanted $s && not_run $s "not built (meson setup -Dserve=disabled or no libmicrohttpd)"
 		done
 	fi

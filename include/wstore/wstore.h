@@ -694,6 +694,21 @@ int wstore_import_from(wstore_store *store, const wstore_import_options *opts,
 /* ---- import from a Hub (hub.c) ------------------------------------------ */
 
 /*
+ * A file of a Hub's listing, as wstore_hub_options' callbacks get it
+ * (strings valid during the call) and wstore_hub_fetch_file takes it.
+ */
+typedef struct wstore_hub_file {
+	const char *path;
+	uint64_t size;
+	/* the git blob SHA-1 (40 hex) of the file, or of its LFS pointer
+	 * for an LFS file */
+	const char *oid;
+	/* an LFS file's SHA-256 (64 hex); "" or NULL for a file kept in
+	 * git */
+	const char *sha256;
+} wstore_hub_file;
+
+/*
  * Where and what wstore_import_hub fetches.  Strings are the caller's,
  * read during the call only.
  */
@@ -735,8 +750,26 @@ typedef struct wstore_hub_options {
 	/* PEM file of the CAs an https server must chain to; NULL:
 	 * $CURL_CA_BUNDLE, else the system's */
 	const char *tls_ca_file;
+	/* version 3: a caller that fetches the files itself (a mirror that
+	 * streams each to its clients as it arrives).  Both may be NULL;
+	 * ctx is passed to both. */
+	/* Once the listing is in, before any file is fetched: the commit
+	 * and the n files to import, sorted by path (valid during the call
+	 * only).  Non-zero stops the import with that code. */
+	int (*on_list)(void *ctx, const char *commit, size_t n,
+		       const struct wstore_hub_file *files);
+	/* For each file to fetch (after a file the store holds with the
+	 * same bytes was looked for): 1 to have the library fetch it; 0
+	 * with *out_fd open on the file's bytes (size of them, read with
+	 * pread from offset 0, closed by the library), which are hashed
+	 * and checked against the listing as fetched bytes are (a
+	 * mismatch is WSTORE_EVERIFY); a negative code fails the import
+	 * with it.  Called from the import's threads, several at once. */
+	int (*open_file)(void *ctx, const struct wstore_hub_file *file,
+			 int *out_fd);
+	void *ctx;
 } wstore_hub_options;
-#define WSTORE_HUB_OPTIONS_VERSION 2
+#define WSTORE_HUB_OPTIONS_VERSION 3
 #define WSTORE_HUB_OPTIONS_INIT                                                \
 	{                                                                      \
 		WSTORE_HUB_OPTIONS_VERSION                                     \
@@ -782,6 +815,29 @@ typedef struct wstore_hub_options {
 int wstore_import_hub(char **out_id, wstore_store *store,
 		      const wstore_import_options *opts,
 		      const wstore_hub_options *hub);
+
+/* Bytes of a body, in order, each once: 0, or non-zero to stop. */
+typedef int (*wstore_hub_sink)(void *ctx, const void *data, size_t n);
+
+/*
+ * GET file of hub->repo at commit (40 hex) from hub->endpoint, on its
+ * own (no store, no checkpoint): its bytes go to sink as they arrive,
+ * in order and each once (a cut transfer is resumed where it stopped,
+ * as wstore_import_hub does, with hub's token, limits and retries), and
+ * once all file->size of them are in they are checked against the
+ * listing's hash: file->sha256 when given, else the git blob id
+ * file->oid.  0 only when they match; WSTORE_EVERIFY (the last error
+ * names the file and both hashes) when they do not, after every byte
+ * went to sink: a caller that passed them on must take them back (a
+ * mirror cuts its clients' transfers).  cancel (may be NULL) is asked
+ * about once a second while the server is silent, non-zero stops
+ * (WSTORE_ECANCELED); a sink returning non-zero stops with its code.
+ * Memory: libcurl's buffers, whatever the size.  Errors otherwise as
+ * wstore_import_hub's.
+ */
+int wstore_hub_fetch_file(const wstore_hub_options *hub, const char *commit,
+			  const wstore_hub_file *file, wstore_hub_sink sink,
+			  wstore_progress_fn cancel, void *ctx);
 
 /*
  * The limits and the CA file of cfg's hub_* keys into o (strings owned by

@@ -572,6 +572,77 @@ class Store(_Handle):
         prog.check(rc)
         return cid
 
+    def export(self, id, output, progress=None):
+        """Write READY checkpoint ``id`` as a bundle (one tar stream: its
+        manifest, then every file; see ``wstore model export``) to
+        ``output``: a path (written as a temp file next to it and renamed
+        into place once complete), or an open binary file object or file
+        descriptor (a pipe, a socket; written as it goes, not closed).
+        Every file is checked against the manifest as it is read (Corrupt
+        naming the file).  ``progress(done, total, path)`` may return True
+        to cancel."""
+        fd, path = -1, None
+        if isinstance(output, int):
+            fd = output
+        elif hasattr(output, "fileno"):
+            output.flush()
+            fd = output.fileno()
+        else:
+            path = os.fsencode(output)
+        prog = _Progress(progress)
+        opts = _native.ExportOptions(version=_native.EXPORT_OPTIONS_VERSION,
+                                     progress=prog.c)
+        prog.check(_fn("wstore_export")(self._handle(), _b(id), fd, path,
+                                        byref(opts)))
+
+    def import_bundle(self, bundle, progress=None):
+        """Import a bundle (as ``wstore model import --bundle``) and return
+        its checkpoint id: ``bundle`` is a path, or an open binary file
+        object or file descriptor read from its current position.  The
+        checkpoint keeps the bundle's ids, revision and commit id; a
+        truncated, tampered or hostile bundle raises InvalidArgument and
+        leaves nothing READY.  Raises Exists if the id is READY here."""
+        if isinstance(bundle, int) or hasattr(bundle, "fileno"):
+            return self._import_bundle_fd(
+                bundle if isinstance(bundle, int) else bundle.fileno(),
+                progress)
+        fd = os.open(bundle, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            return self._import_bundle_fd(fd, progress)
+        finally:
+            os.close(fd)
+
+    def _import_bundle_fd(self, fd, progress):
+        prog = _Progress(progress)
+        opts = _native.ImportOptions(version=_native.IMPORT_OPTIONS_VERSION,
+                                     progress=prog.c)
+        out = c_void_p()
+        rc = _fn("wstore_import_bundle")(byref(out), self._handle(), fd,
+                                         byref(opts))
+        cid = None
+        if out.value:
+            cid = _dec(ctypes.string_at(out.value))
+            _native.libc.free(out)
+        prog.check(rc)
+        return cid
+
+    def copy(self, id, to, progress=None):
+        """Copy READY checkpoint ``id`` to another store, ``to`` (a Store,
+        or a store URL opened with this process's configuration), as
+        ``wstore model copy`` does: streaming, every file checked, the
+        same ids and commit id.  A copy already there with the same commit
+        is left as it is; one interrupted and run again finishes."""
+        dst = to if isinstance(to, Store) else Store(to)
+        try:
+            prog = _Progress(progress)
+            opts = _native.ImportOptions(
+                version=_native.IMPORT_OPTIONS_VERSION, progress=prog.c)
+            prog.check(_fn("wstore_copy")(dst._handle(), self._handle(),
+                                          _b(id), byref(opts)))
+        finally:
+            if dst is not to:
+                dst.close()
+
     def _derive_id(self, model_id, revision):
         out = c_void_p()
         _check(_fn("wstore_checkpoint_id_derive")(

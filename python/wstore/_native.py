@@ -148,6 +148,11 @@ class PullOptions(Structure):
                 ("progress", PROGRESS_FN), ("progress_ctx", c_void_p)]
 
 
+class ExportOptions(Structure):
+    _fields_ = [("version", c_uint), ("progress", PROGRESS_FN),
+                ("progress_ctx", c_void_p)]
+
+
 class DeleteOptions(Structure):
     _fields_ = [("version", c_uint), ("force", c_int), ("wait_ms", c_int64),
                 ("progress", PROGRESS_FN), ("progress_ctx", c_void_p)]
@@ -161,6 +166,7 @@ IMPORT_OPTIONS_VERSION = 3
 HUB_OPTIONS_VERSION = 2
 VERIFY_OPTIONS_VERSION = 1
 PULL_OPTIONS_VERSION = 1
+EXPORT_OPTIONS_VERSION = 1
 
 # ---- prototypes -------------------------------------------------------------
 
@@ -219,6 +225,12 @@ _PROTOS = {
     "wstore_pin": (c_int, [_P, c_char_p, c_int]),
     "wstore_verify": (c_int, [_P, c_char_p, POINTER(VerifyOptions)]),
     "wstore_pull": (c_int, [_P, c_char_p, c_char_p, POINTER(PullOptions)]),
+    # bundles and copies between stores
+    "wstore_export": (c_int, [_P, c_char_p, c_int, c_char_p,
+                              POINTER(ExportOptions)]),
+    "wstore_import_bundle": (c_int, [_PP, _P, c_int,
+                                     POINTER(ImportOptions)]),
+    "wstore_copy": (c_int, [_P, _P, c_char_p, POINTER(ImportOptions)]),
     # read API
     "wstore_checkpoint_open": (c_int, [_PP, _P, c_char_p]),
     "wstore_checkpoint_manifest": (c_void_p, [_P]),

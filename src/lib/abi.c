@@ -102,8 +102,10 @@ int wstore__delete_opts(wstore_delete_options *dst,
 
 int wstore__hub_opts(wstore_hub_options *dst, const wstore_hub_options *src)
 {
-	/* version 2 added the limits and tls_ca_file */
+	/* version 2 added the limits and tls_ca_file, 3 on_list,
+	 * open_file and ctx */
 	OPTS_IN(dst, src, wstore_hub_options, "hub options",
 		UPTO(wstore_hub_options, reserved),
-		UPTO(wstore_hub_options, tls_ca_file));
+		UPTO(wstore_hub_options, tls_ca_file),
+		UPTO(wstore_hub_options, ctx));
 }

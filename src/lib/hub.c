@@ -19,6 +19,11 @@
  * import of the same commit into the same id keeps those files' chunks
  * (each checked to be there, at its size, and the file's bytes hashed
  * again against the recorded SHA-256) and fetches the rest.
+ *
+ * A caller that fetches files itself (a mirror streaming them to its
+ * clients) is told the listing (on_list) and asked for its copy of each
+ * file before the file is fetched (open_file, hubrun.c); the copy's
+ * bytes are hashed and checked as fetched bytes are.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -726,6 +731,28 @@ static int list_and_name(wstore__hub *h, wstore_import_options *oc)
 	return h->state ? 0 : -ENOMEM;
 }
 
+/* The caller's on_list: the commit and the files to import. */
+static int tell_list(const wstore__hub *h)
+{
+	wstore_hub_file *fs = calloc(h->n ? h->n : 1, sizeof(*fs));
+	int rc;
+
+	if (!fs)
+		return -ENOMEM;
+	for (size_t i = 0; i < h->n; i++)
+		fs[i] = (wstore_hub_file){ h->files[i].path, h->files[i].size,
+					   h->files[i].oid,
+					   h->files[i].sha256 };
+	rc = h->o.on_list(h->o.ctx, h->commit, h->n, fs);
+	free(fs);
+	if (rc != 0)
+		return wstore__err(rc < 0 ? rc : WSTORE_ECANCELED,
+				   "the caller stopped the import of '%s' at "
+				   "%s",
+				   h->o.repo, h->commit);
+	return 0;
+}
+
 static int run(char **out_id, wstore_store *s, wstore_import_options *oc,
 	       wstore__hub *h)
 {
@@ -733,6 +760,8 @@ static int run(char **out_id, wstore_store *s, wstore_import_options *oc,
 	char *id = NULL, *uri = NULL;
 	int rc = list_and_name(h, oc);
 
+	if (rc == 0 && h->o.on_list)
+		rc = tell_list(h);
 	if (rc < 0)
 		goto out;
 	if ((rc = pick_id(&id, s, oc, h)) < 0)

@@ -46,6 +46,8 @@
 #define CONNECT_RETRIES 2u
 /* during a transfer, the stop callback is asked at most this often */
 #define STOP_ASK_MS 100
+/* bytes libcurl receives at a time (CURLOPT_BUFFERSIZE) */
+#define RECV_BUFFER (512L << 10)
 
 struct wstore__http {
 	CURL *curl;
@@ -221,6 +223,10 @@ int wstore__http_new(wstore__http **out, const wstore_hub_options *o,
 	h->stop = stop;
 	h->stop_ctx = stop_ctx;
 	set_limits(h);
+	/* a file's bytes in pieces of up to this, not libcurl's 16 KiB:
+	 * a 64th of the receive calls, sink calls (hashing, a mirror's
+	 * spool writes and wakeups) and polls; the buffer is per handle */
+	curl_easy_setopt(h->curl, CURLOPT_BUFFERSIZE, RECV_BUFFER);
 	curl_easy_setopt(h->curl, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h->curl, CURLOPT_XFERINFOFUNCTION, on_xfer);
 	curl_easy_setopt(h->curl, CURLOPT_XFERINFODATA, h);

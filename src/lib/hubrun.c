@@ -40,6 +40,8 @@
 #define PROGRESS_EVERY ((uint64_t)1 << 20)
 /* the workers' chunk buffers together: fewer files at once beyond it */
 #define BUFFERS_MAX ((uint64_t)1 << 30)
+/* reads of a caller's copy (open_file) */
+#define CALLER_BLOCK ((size_t)1 << 20)
 
 /* One file on its way in. */
 struct in {
@@ -274,15 +276,88 @@ static int reused_bytes(uint64_t n, void *ctx)
 	return progress(ctx, n, 0);
 }
 
+/* A file kept in git: its blob id is sha1("blob <size>\0" + bytes). */
+static int sha1_begin(struct in *in)
+{
+	const wstore__hub_file *f = &in->h->files[in->idx];
+	char head[64];
+	int hn;
+
+	if (f->sha256[0])
+		return 0;
+	hn = snprintf(head, sizeof(head), "blob %" PRIu64, f->size);
+	if (!EVP_DigestInit_ex(in->sha1, EVP_sha1(), NULL) ||
+	    !EVP_DigestUpdate(in->sha1, head, (size_t)hn + 1))
+		return wstore__err(-ENOMEM, "SHA-1 failed");
+	return 0;
+}
+
+/* The bytes of fd (the caller's copy) through the sink, size of them. */
+static int read_fd(struct in *in, int fd)
+{
+	const wstore__hub_file *f = &in->h->files[in->idx];
+	size_t cap = f->size < CALLER_BLOCK ? (size_t)f->size : CALLER_BLOCK;
+	char *buf = malloc(cap ? cap : 1);
+	uint64_t off = 0;
+	int rc = buf ? 0 : -ENOMEM;
+
+	while (rc == 0 && off < f->size) {
+		size_t want =
+			f->size - off < cap ? (size_t)(f->size - off) : cap;
+		ssize_t got = pread(fd, buf, want, (off_t)off);
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			rc = wstore__errc(got < 0 ? -errno : WSTORE_EVERIFY,
+					  "file '%s': the caller's copy "
+					  "ends at %" PRIu64 " of %" PRIu64
+					  " bytes",
+					  f->path, off, f->size);
+		else
+			rc = receive(in, buf, (size_t)got);
+		off += got > 0 ? (uint64_t)got : 0;
+	}
+	free(buf);
+	return rc;
+}
+
+/* The caller's own copy of file in->idx (wstore_hub_options.open_file):
+ * 1 when it has none (fetch it), 0 once its bytes are stored, checked
+ * and recorded, or an error. */
+static int from_caller(struct in *in)
+{
+	const wstore__hub_file *f = &in->h->files[in->idx];
+	wstore_hub_file pf = { f->path, f->size, f->oid, f->sha256 };
+	int fd = -1, rc = in->h->o.open_file(in->h->o.ctx, &pf, &fd);
+
+	if (rc > 0)
+		return 1;
+	if (rc < 0)
+		return wstore__err(rc, "file '%s': the caller's copy: %s",
+				   f->path, wstore_strerror(rc));
+	if (fd < 0)
+		return wstore__err(WSTORE_EINVAL,
+				   "file '%s': the caller gave no copy",
+				   f->path);
+	rc = sha1_begin(in);
+	if (rc == 0)
+		rc = read_fd(in, fd);
+	close(fd);
+	if (rc == 0)
+		rc = check_and_record(in, "the caller's copy");
+	return rc;
+}
+
 static int fetch_one(struct in *in, wstore__http *http)
 {
 	const wstore__hub_file *f = &in->h->files[in->idx];
 	const char *segs[] = { in->h->org, in->h->name, "resolve",
 			       in->h->commit, NULL };
 	char *url = NULL;
-	char head[64], got256[65];
+	char got256[65];
 	uint64_t off = 0;
-	int rc = 0, hn;
+	int rc = 0;
 
 	in->fill = in->c = in->pos = 0;
 	wstore__sha256_reset(in->sha256);
@@ -305,14 +380,15 @@ static int fetch_one(struct in *in, wstore__http *http)
 			rc = progress(in, 0, 1);
 		goto out;
 	}
-	rc = wstore__hub_url(&url, &in->h->ep, segs, f->path, NULL);
-	if (rc == 0 && !f->sha256[0]) {
-		/* git's blob id: sha1("blob <size>\0" + bytes) */
-		hn = snprintf(head, sizeof(head), "blob %" PRIu64, f->size);
-		if (!EVP_DigestInit_ex(in->sha1, EVP_sha1(), NULL) ||
-		    !EVP_DigestUpdate(in->sha1, head, (size_t)hn + 1))
-			rc = wstore__err(-ENOMEM, "SHA-1 failed");
+	/* the caller's copy (a mirror's, fetched for its clients) */
+	if (in->h->o.open_file && f->size > 0 && (rc = from_caller(in)) <= 0) {
+		if (rc == 0)
+			rc = progress(in, 0, 1);
+		goto out;
 	}
+	rc = wstore__hub_url(&url, &in->h->ep, segs, f->path, NULL);
+	if (rc == 0)
+		rc = sha1_begin(in);
 	if (rc == 0)
 		rc = wstore__http_fetch(http, url, f->size, &off, receive, in);
 	if (rc == 0)

@@ -286,6 +286,18 @@ static int resolve(char **id, int *known, struct wcache *c, const char *repo,
 	return rc;
 }
 
+int wcache_has(struct wcache *c, const char *repo, const char *rev)
+{
+	int has = 0;
+
+	pthread_mutex_lock(&c->mu);
+	for (struct wname *n = c->names; n && !has; n = n->next)
+		has = !strcmp(n->repo, repo) && same(n->rev, rev) &&
+		      n->expires > wclock_mono_s() && !n->k->dead;
+	pthread_mutex_unlock(&c->mu);
+	return has;
+}
+
 int wcache_get(struct wck **out, int *known, struct wcache *c, const char *repo,
 	       const char *rev)
 {

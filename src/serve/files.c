@@ -398,6 +398,184 @@ static enum MHD_Result raw_pointer(struct MHD_Connection *c, struct wreq *r,
 	return wreply(c, r, MHD_HTTP_OK, resp);
 }
 
+/* ---- a file on its way from the upstream (stream.c) ------------------- */
+
+struct sbody {
+	struct wreq *r;
+	struct wfflight *ff;
+	uint64_t start, end; /* file bytes [start, end) */
+};
+
+static ssize_t sbody_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct sbody *b = cls;
+	uint64_t off = b->start + pos;
+	char err[512];
+	ssize_t n;
+
+	if (off >= b->end)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	n = wfflight_read(b->ff, buf, max, off, b->end, err, sizeof(err));
+	if (n < 0) {
+		/* cut before its Content-Length: the client sees a broken
+		 * transfer, never a whole file of unverified bytes */
+		atomic_store(&b->r->failed, 1);
+		fprintf(stderr, "wstore serve: transfer of '%s' cut: %s\n",
+			wfflight_file(b->ff)->path, err);
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	}
+	atomic_fetch_add(&b->r->bytes, (uint64_t)n);
+	return n;
+}
+
+static void sbody_free(void *cls)
+{
+	struct sbody *b = cls;
+
+	wfflight_put(b->ff);
+	wreq_unref(b->r);
+	free(b);
+}
+
+/* The Hub's headers of a file the upstream listed. */
+static void stream_headers(struct MHD_Response *resp, const wstore_hub_file *f,
+			   const char *commit)
+{
+	int lfs = f->sha256 && *f->sha256;
+	char etag[80], sz[24];
+
+	snprintf(etag, sizeof(etag), "\"%s\"", lfs ? f->sha256 : f->oid);
+	MHD_add_response_header(resp, "ETag", etag);
+	if (lfs) {
+		snprintf(sz, sizeof(sz), "%" PRIu64, f->size);
+		MHD_add_response_header(resp, "X-Linked-Etag", etag);
+		MHD_add_response_header(resp, "X-Linked-Size", sz);
+	}
+	MHD_add_response_header(resp, "X-Repo-Commit", commit);
+	MHD_add_response_header(resp, "Accept-Ranges", "bytes");
+	MHD_add_response_header(resp, "Content-Type",
+				"application/octet-stream");
+}
+
+/* The body of [a, a+len) of ff, once its first byte is there (a GET
+ * waits at most the mirror's wait: 503 after it, 502 when the bytes
+ * failed); takes ff over. */
+static enum MHD_Result stream_body(struct MHD_Connection *c, struct wreq *r,
+				   struct wfflight *ff, uint64_t a,
+				   uint64_t len, int head,
+				   struct MHD_Response **out)
+{
+	struct sbody *b;
+	char err[512];
+	size_t block = FD_BLOCK;
+	int rc = head ? 0
+		      : wfflight_wait(ff, a, a + len,
+				      wmirror_wait_s(r->sv->mirror), err,
+				      sizeof(err));
+
+	*out = NULL;
+	if (rc < 0) {
+		wfflight_put(ff);
+		return wreply_error(c, r,
+				    rc == WSTORE_EBUSY || rc == WSTORE_ECANCELED
+					    ? MHD_HTTP_SERVICE_UNAVAILABLE
+					    : MHD_HTTP_BAD_GATEWAY,
+				    NULL, err);
+	}
+	if (!(b = calloc(1, sizeof(*b)))) {
+		wfflight_put(ff);
+		return MHD_NO;
+	}
+	*b = (struct sbody){ r, ff, a, a + len };
+	atomic_fetch_add(&r->refs, 1);
+	if (block > len && len)
+		block = (size_t)len;
+	*out = MHD_create_response_from_callback(len, block ? block : 1,
+						 sbody_read, b, sbody_free);
+	if (!*out) {
+		sbody_free(b);
+		return MHD_NO;
+	}
+	return MHD_YES;
+}
+
+/* GET or HEAD of a file on its way from the upstream (takes ff over). */
+static enum MHD_Result stream_reply(struct MHD_Connection *c, struct wreq *r,
+				    struct wfflight *ff, int head)
+{
+	const wstore_hub_file *f = wfflight_file(ff);
+	const char *range =
+		MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Range");
+	struct MHD_Response *resp = NULL;
+	uint64_t size = f->size, a = 0, b = 0;
+	int rg = wparse_range(range, size, &a, &b);
+	enum MHD_Result ret;
+	char cr[80];
+
+	if (rg < 0) {
+		resp = MHD_create_response_from_buffer(0, NULL,
+						       MHD_RESPMEM_PERSISTENT);
+		snprintf(cr, sizeof(cr), "bytes */%" PRIu64, size);
+		if (resp) {
+			stream_headers(resp, f, wfflight_commit(ff));
+			MHD_add_response_header(resp, "Content-Range", cr);
+		}
+		wfflight_put(ff);
+		return wreply(c, r, MHD_HTTP_RANGE_NOT_SATISFIABLE, resp);
+	}
+	if (rg == 0) {
+		a = 0;
+		b = size ? size - 1 : 0;
+	}
+	/* ff stays alive with the response: f is its */
+	ret = stream_body(c, r, ff, a, size ? b - a + 1 : 0, head, &resp);
+	if (!resp)
+		return ret;
+	stream_headers(resp, f, wfflight_commit(ff));
+	if (rg > 0) {
+		snprintf(cr, sizeof(cr),
+			 "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, a, b, size);
+		MHD_add_response_header(resp, "Content-Range", cr);
+	} else if (range && size == 0) {
+		MHD_add_response_header(resp, "Content-Range", "bytes */0");
+	}
+	if (!head)
+		wmirror_streamed(r->sv->mirror);
+	return wreply(c, r, rg > 0 ? MHD_HTTP_PARTIAL_CONTENT : MHD_HTTP_OK,
+		      resp);
+}
+
+/* A file of a mirrored name the store cannot answer yet: streamed as it
+ * comes (1: not the mirror's to stream, serve it from the store). */
+static int try_stream(struct MHD_Connection *c, struct wreq *r,
+		      const struct wtarget *t, int head, enum MHD_Result *ret)
+{
+	struct wfflight *ff = NULL;
+	int rc;
+
+	if (!r->sv->mirror || !wutf8_valid(t->repo) ||
+	    (t->rev && !wutf8_valid(t->rev)) ||
+	    wcache_has(r->sv->cache, t->repo, t->rev))
+		return 1;
+	wmirror_error_clear();
+	rc = wmirror_stream(&ff, r->sv->mirror, t->repo, t->rev, t->path);
+	r->mirror = wmirror_outcome();
+	if (rc == 0)
+		*ret = stream_reply(c, r, ff, head);
+	else if (rc == 2)
+		*ret = wreply_error(c, r, MHD_HTTP_NOT_FOUND, "EntryNotFound",
+				    "no such file in the repository");
+	else if (rc == WSTORE_EBUSY)
+		*ret = wreply_error(c, r, MHD_HTTP_SERVICE_UNAVAILABLE, NULL,
+				    wmirror_error());
+	else if (rc == WSTORE_EVERIFY)
+		*ret = wreply_error(c, r, MHD_HTTP_BAD_GATEWAY, NULL,
+				    wmirror_error());
+	else
+		return 1; /* the usual path answers the rest */
+	return 0;
+}
+
 enum MHD_Result wfiles_resolve(struct MHD_Connection *c, struct wreq *r,
 			       const struct wtarget *t, int raw)
 {
@@ -416,6 +594,8 @@ enum MHD_Result wfiles_resolve(struct MHD_Connection *c, struct wreq *r,
 	if (wstore_validate_path(t->path) < 0)
 		return wreply_error(c, r, MHD_HTTP_NOT_FOUND, "EntryNotFound",
 				    wstore_last_error());
+	if (!raw && try_stream(c, r, t, head, &ret) == 0)
+		return ret;
 	if (!(k = wopen_target(c, r, t, &ret)))
 		return ret;
 	m = wstore_checkpoint_manifest(k->ck);

@@ -189,6 +189,8 @@ void wcache_free(struct wcache *c);
  */
 int wcache_get(struct wck **out, int *known, struct wcache *c, const char *repo,
 	       const char *rev);
+/* 1 when (repo, rev) names a checkpoint the cache keeps resolved. */
+int wcache_has(struct wcache *c, const char *repo, const char *rev);
 /* Give back a reference (NULL is fine); the last one closes it. */
 void wck_put(struct wcache *c, struct wck *k);
 /* A read of k failed (deleted, replaced, unreachable): no new request
@@ -203,6 +205,7 @@ void wcache_set_mirror(struct wcache *c, struct wmirror *m);
 /* ---- mirror.c ---------------------------------------------------------- */
 
 struct wmirror;
+struct wfflight; /* stream.c */
 /* The mirror of o->upstream into s; a request waits for a fetch at most
  * header_timeout seconds. */
 struct wmirror *wmirror_new(const struct wserve_options *o, wstore_store *s,
@@ -231,15 +234,72 @@ void wmirror_sweep(struct wmirror *m);
 const char *wmirror_error(void);
 void wmirror_error_clear(void);
 /* How this thread's last name was answered: "hit", "fetch" (waited for
- * the upstream), "refresh" (served while the upstream is asked again), or
- * NULL (not through the mirror). */
+ * the upstream), "refresh" (served while the upstream is asked again),
+ * "stream" (a file served as it comes from the upstream), or NULL (not
+ * through the mirror). */
 const char *wmirror_outcome(void);
 /* 1 when repo is a Hub repository id: ORG/NAME, each part 1 to 96 of
  * [A-Za-z0-9._-], not starting or ending with '.' or '-', no ".." or
  * "--". */
 int wmirror_repo_canonical(const char *repo);
+/*
+ * A file of a name the mirror serves that the store cannot answer yet:
+ * 1 when it is not the mirror's to stream (not a mirrored name, or the
+ * store holds its checkpoint: serve it from there); 2 when the upstream
+ * lists no such file at that commit; 0 with *out a reference to the
+ * file's flight (wfflight_put it), started unless one runs; the wait
+ * for the upstream's listing is at most the header timeout, then
+ * WSTORE_EBUSY (503); other errors with wmirror_error() saying why.
+ */
+int wmirror_stream(struct wfflight **out, struct wmirror *m, const char *repo,
+		   const char *rev, const char *path);
+/* How long a request waits for the upstream (seconds). */
+double wmirror_wait_s(const struct wmirror *m);
+/* A response streamed (counted in /metrics; outcome "stream"). */
+void wmirror_streamed(struct wmirror *m);
 /* The mirror's /metrics lines (malloc'ed), NULL without one. */
 char *wmirror_metrics_text(struct wmirror *m);
+
+/* ---- stream.c ---------------------------------------------------------- */
+
+/* One file of an upstream commit fetched on its own, spooled to disk and
+ * read by every client that asks meanwhile (a file flight). */
+struct wfflight;
+struct wfflight_spec {
+	const char *endpoint, *token, *repo, *commit;
+	const wstore_hub_file *file; /* copied */
+	const atomic_int *stopping;  /* the server stops: cancel */
+	atomic_uint_fast64_t *bytes; /* upstream bytes, counted */
+	/* called by the flight's thread when the fetch ended (rc 0: the
+	 * bytes verified), before it drops its reference */
+	void (*on_end)(void *ctx, struct wfflight *ff, int rc);
+	void *ctx;
+};
+/* Start fetching in a thread of its own: a flight holding one reference
+ * for the caller, or NULL with *err. */
+struct wfflight *wfflight_start(const struct wfflight_spec *s, int *err);
+void wfflight_ref(struct wfflight *ff);
+/* Drop a reference (NULL is fine); the last closes the spool. */
+void wfflight_put(struct wfflight *ff);
+const wstore_hub_file *wfflight_file(const struct wfflight *ff);
+const char *wfflight_commit(const struct wfflight *ff);
+/* 1 when the fetch ended, with *rc its outcome (0 verified). */
+int wfflight_done(struct wfflight *ff, int *rc);
+/* Wait for the fetch to end (it ends within about a second once the
+ * server stops): 0 with *out_fd a new descriptor of the verified spool,
+ * or its error. */
+int wfflight_wait_done(int *out_fd, struct wfflight *ff);
+/* Wait at most wait_s (and as long as bytes come) until byte off of a
+ * response ending before end can be read (the last one only once the
+ * file is verified; off >= end: once verified): 0, WSTORE_EBUSY after
+ * the wait, or the fetch's error; err says why. */
+int wfflight_wait(struct wfflight *ff, uint64_t off, uint64_t end,
+		  double wait_s, char *err, size_t errlen);
+/* Up to max bytes from off for a response ending before end, waiting
+ * while bytes come (at most a minute without one): their count, or a
+ * negative code with err saying why (the response is to be cut). */
+ssize_t wfflight_read(struct wfflight *ff, char *buf, size_t max, uint64_t off,
+		      uint64_t end, char *err, size_t errlen);
 
 /* ---- api.c ------------------------------------------------------------- */
 

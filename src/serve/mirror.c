@@ -22,6 +22,22 @@
  * connection slots for longer than a client that has not sent its
  * headers may.  At most FLIGHTS_MAX run at once.
  *
+ * Stream-through: a flight imports the whole snapshot with
+ * wstore_import_hub, but takes the listing from it (on_list) and hands
+ * it each file's bytes itself (open_file): every file comes through a
+ * file flight (stream.c), one upstream GET spooled to disk, which
+ * clients asking for that file meanwhile read as it arrives
+ * (wmirror_stream, files.c).  So a cold file waits for the listing and
+ * its own first bytes, never for the rest of the model; the import
+ * re-hashes each spool as it stores it, and the snapshot is READY once
+ * all are in.  A file failing its hash cuts its readers (stream.c),
+ * dooms the flight (the import is canceled through its progress
+ * callback and open_file) and the next request starts afresh.  The file
+ * flights of a flight stay (with their spools) until its import ends,
+ * so a file verified before the snapshot is READY is served from its
+ * spool; then from the store.  At most FILE_FLIGHTS_MAX file flights
+ * fetch at once: a client beyond gets 503, the import waits for a place.
+ *
  * Names: a repository goes upstream only when it is a Hub repository id
  * (ORG/NAME, each part [A-Za-z0-9._-], as the Hub allows) and matches an
  * --upstream-allow pattern (fnmatch; none given: every one).  The name
@@ -44,23 +60,45 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 #include "http.h"
 
 #define FLIGHTS_MAX 64
+/* files fetched from the upstream at once (stream.c) */
+#define FILE_FLIGHTS_MAX 16
 #define REFS_MAX 4096
 #define BUCKETS 256
 #define REF_IDLE_S 3600.0
 /* Hub repository ids: each part at most this long */
 #define NAME_PART_MAX 96
 
+/* A file the upstream lists (a copy of the import's on_list). */
+struct fent {
+	char *path;
+	uint64_t size;
+	char oid[41], sha256[65];
+};
+
 struct flight {
 	struct flight *next;
 	char *repo, *rev; /* rev: a branch, tag or 40-hex commit */
-	int refs;	  /* the thread, and each waiter */
+	int refs;	  /* the thread, each waiter and each file flight */
 	int done, rc, linked;
 	char *id; /* the checkpoint, when rc is 0 */
 	char msg[512];
 	struct wmirror *m;
+	/* once the upstream listed the commit (on_list): its files, sorted
+	 * by path, and the flight of each file fetched (NULL: none yet, or
+	 * it failed); dropped when the import ends */
+	int listed;
+	char commit[WSTORE_COMMIT_LEN + 1];
+	size_t nfiles;
+	struct fent *files;
+	struct wfflight **ff;
+	/* a file failed: the import is canceled, the file's error */
+	int doomed;
+	char doom_msg[512];
 };
 
 /* What the mirror knows of a branch or tag. */
@@ -81,8 +119,9 @@ struct wmirror {
 	double wait_s, refresh_s;
 	struct flight *flights[BUCKETS];
 	struct ref *refs[BUCKETS];
-	unsigned nflights, nrefs, threads;
+	unsigned nflights, nrefs, threads, nfiles_running;
 	atomic_uint_fast64_t hits, misses, fetches, failures, bytes, busy;
+	atomic_uint_fast64_t file_fetches, file_failures, streamed;
 	atomic_uint_fast64_t refresh_same, refresh_moved, refresh_failed;
 	atomic_uint_fast64_t upstream_requests;
 	atomic_int stopping;
@@ -322,25 +361,203 @@ void wmirror_hit(struct wmirror *m)
 /* ---- flights -------------------------------------------------------------
  */
 
-/* progress of an import: the bytes it took from the upstream; the server
- * stopping cancels it */
+/* progress of an import or a question: the server stopping, or a file
+ * of the flight failing its hash, cancels it (the bytes taken from the
+ * upstream are counted by the file flights) */
 struct upstream_bytes {
 	uint64_t last;
 	struct wmirror *m;
+	struct flight *f;
 };
 
 static int on_progress(uint64_t done, uint64_t total, const char *path,
 		       void *ctx)
 {
 	struct upstream_bytes *t = ctx;
+	int doomed = 0;
 
+	(void)done;
 	(void)total;
 	(void)path;
-	if (done > t->last) {
-		atomic_fetch_add(&t->m->bytes, done - t->last);
-		t->last = done;
+	if (t->f) {
+		pthread_mutex_lock(&t->m->mu);
+		doomed = t->f->doomed;
+		pthread_mutex_unlock(&t->m->mu);
 	}
-	return atomic_load(&t->m->stopping);
+	return atomic_load(&t->m->stopping) || doomed;
+}
+
+/* ---- file flights (stream.c) ---------------------------------------------
+ */
+
+static int cmp_fent(const void *key, const void *e)
+{
+	return strcmp(key, ((const struct fent *)e)->path);
+}
+
+/* The index of path in f's listing, or -1; m->mu held. */
+static ptrdiff_t fent_find(const struct flight *f, const char *path)
+{
+	const struct fent *e;
+
+	if (!f->files)
+		return -1;
+	e = bsearch(path, f->files, f->nfiles, sizeof(*f->files), cmp_fent);
+	return e ? e - f->files : -1;
+}
+
+static void flight_put(struct flight *f);
+
+/* A file flight of f ended (its thread): a failure dooms the import of
+ * f (canceled; the next request starts afresh) and leaves the file's
+ * place empty. */
+static void file_ended(void *ctx, struct wfflight *ff, int rc)
+{
+	struct flight *f = ctx;
+	struct wmirror *m = f->m;
+	struct wfflight *drop = NULL;
+	ptrdiff_t i;
+
+	pthread_mutex_lock(&m->mu);
+	m->nfiles_running--;
+	m->threads--;
+	if (rc < 0) {
+		atomic_fetch_add(&m->file_failures, 1);
+		if (!f->doomed)
+			snprintf(f->doom_msg, sizeof(f->doom_msg),
+				 "upstream: %s", wstore_last_error());
+		f->doomed = 1;
+		i = fent_find(f, wfflight_file(ff)->path);
+		if (i >= 0 && f->ff && f->ff[i] == ff) {
+			drop = ff;
+			f->ff[i] = NULL;
+		}
+	}
+	pthread_cond_broadcast(&m->cv);
+	flight_put(f);
+	pthread_mutex_unlock(&m->mu);
+	wfflight_put(drop);
+}
+
+/* Start the flight of file i of f; m->mu held.  0, or an error. */
+static int file_start(struct flight *f, size_t i)
+{
+	struct wmirror *m = f->m;
+	const struct fent *e = &f->files[i];
+	wstore_hub_file hf = { e->path, e->size, e->oid, e->sha256 };
+	struct wfflight_spec sp = { m->o->upstream,
+				    m->o->upstream_token,
+				    f->repo,
+				    f->commit,
+				    &hf,
+				    &m->stopping,
+				    &m->bytes,
+				    file_ended,
+				    f };
+	int err = 0;
+
+	if (!(f->ff[i] = wfflight_start(&sp, &err)))
+		return err;
+	f->refs++;
+	m->nfiles_running++;
+	m->threads++;
+	atomic_fetch_add(&m->file_fetches, 1);
+	return 0;
+}
+
+/* The import's listing (wstore_hub_options.on_list): kept for the
+ * requests that stream a file meanwhile. */
+static int on_list(void *ctx, const char *commit, size_t n,
+		   const wstore_hub_file *files)
+{
+	struct flight *f = ctx;
+	struct fent *fs = calloc(n ? n : 1, sizeof(*fs));
+	struct wfflight **ff = calloc(n ? n : 1, sizeof(*ff));
+	size_t k = 0;
+
+	for (; fs && ff && k < n; k++) {
+		if (!(fs[k].path = strdup(files[k].path)))
+			break;
+		fs[k].size = files[k].size;
+		snprintf(fs[k].oid, sizeof(fs[k].oid), "%s", files[k].oid);
+		snprintf(fs[k].sha256, sizeof(fs[k].sha256), "%s",
+			 files[k].sha256 ? files[k].sha256 : "");
+	}
+	if (!fs || !ff || k < n) {
+		for (size_t j = 0; fs && j < k; j++)
+			free(fs[j].path);
+		free(fs);
+		free(ff);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&f->m->mu);
+	snprintf(f->commit, sizeof(f->commit), "%s", commit);
+	f->files = fs;
+	f->ff = ff;
+	f->nfiles = n;
+	f->listed = 1;
+	pthread_cond_broadcast(&f->m->cv);
+	pthread_mutex_unlock(&f->m->mu);
+	return 0;
+}
+
+/* The flight of file i of f, started when there is none (waiting for a
+ * free place, as long as the import is not canceled); m->mu held. */
+static struct wfflight *file_join(struct flight *f, size_t i, int *rc)
+{
+	struct wmirror *m = f->m;
+
+	while (!f->ff[i]) {
+		struct timespec dl = wclock_deadline_in(1000);
+
+		if (atomic_load(&m->stopping) || f->doomed) {
+			*rc = WSTORE_ECANCELED;
+			return NULL;
+		}
+		if (m->nfiles_running < FILE_FLIGHTS_MAX) {
+			if ((*rc = file_start(f, i)) < 0)
+				return NULL;
+			break;
+		}
+		wclock_cond_wait_until(&m->cv, &m->mu, &dl);
+	}
+	wfflight_ref(f->ff[i]);
+	return f->ff[i];
+}
+
+/* The import asks for a file (wstore_hub_options.open_file): the
+ * verified spool of its flight, which clients may be reading. */
+static int open_file(void *ctx, const wstore_hub_file *file, int *out_fd)
+{
+	struct flight *f = ctx;
+	struct wmirror *m = f->m;
+	struct wfflight *ff = NULL;
+	char err[512];
+	ptrdiff_t i;
+	int rc = 1;
+
+	pthread_mutex_lock(&m->mu);
+	if ((i = fent_find(f, file->path)) >= 0)
+		ff = file_join(f, (size_t)i, &rc);
+	pthread_mutex_unlock(&m->mu);
+	if (!ff)
+		return rc;
+	while ((rc = wfflight_wait(ff, file->size, file->size, 1.0, err,
+				   sizeof(err))) == WSTORE_EBUSY) {
+		int doomed;
+
+		pthread_mutex_lock(&m->mu);
+		doomed = f->doomed;
+		pthread_mutex_unlock(&m->mu);
+		if (doomed || atomic_load(&m->stopping)) {
+			rc = WSTORE_ECANCELED;
+			break;
+		}
+	}
+	if (rc == 0)
+		rc = wfflight_wait_done(out_fd, ff);
+	wfflight_put(ff);
+	return rc;
 }
 
 static void hub_options(wstore_hub_options *ho, const struct wmirror *m,
@@ -357,13 +574,19 @@ static int import_commit(struct flight *f, const char *commit)
 {
 	wstore_import_options io = WSTORE_IMPORT_OPTIONS_INIT;
 	wstore_hub_options ho = WSTORE_HUB_OPTIONS_INIT;
-	struct upstream_bytes t = { 0, f->m };
+	struct upstream_bytes t = { 0, f->m, NULL };
 	int rc;
 
+	t.f = f;
 	io.model_id = f->repo;
 	io.progress = on_progress;
 	io.progress_ctx = &t;
 	hub_options(&ho, f->m, f->repo, commit);
+	/* every file through a file flight: clients asking for it
+	 * meanwhile read the same transfer (wmirror_stream) */
+	ho.on_list = on_list;
+	ho.open_file = open_file;
+	ho.ctx = f;
 	atomic_fetch_add(&f->m->fetches, 1);
 	rc = wstore_import_hub(&f->id, f->m->s, &io, &ho);
 	if (rc < 0) {
@@ -380,7 +603,7 @@ static int import_commit(struct flight *f, const char *commit)
 static int ask_upstream(struct flight *f, char commit[WSTORE_COMMIT_LEN + 1])
 {
 	wstore_hub_options ho = WSTORE_HUB_OPTIONS_INIT;
-	struct upstream_bytes t = { 0, f->m };
+	struct upstream_bytes t = { 0, f->m, NULL };
 	int rc;
 
 	hub_options(&ho, f->m, f->repo, f->rev);
@@ -443,10 +666,23 @@ static int flight_work(struct flight *f)
 
 static void flight_free(struct flight *f)
 {
+	for (size_t i = 0; f->files && i < f->nfiles; i++) {
+		free(f->files[i].path);
+		wfflight_put(f->ff[i]);
+	}
+	free(f->files);
+	free(f->ff);
 	free(f->repo);
 	free(f->rev);
 	free(f->id);
 	free(f);
+}
+
+/* Drop a reference to f; m->mu held. */
+static void flight_put(struct flight *f)
+{
+	if (--f->refs == 0)
+		flight_free(f);
 }
 
 static void unlink_flight(struct wmirror *m, struct flight *f)
@@ -468,16 +704,34 @@ static void *flight_run(void *arg)
 	struct wmirror *m = f->m;
 	int rc = flight_work(f);
 
+	struct wfflight **ff;
+	size_t n;
+
+	/* its OpenSSL state freed before it is counted out (the server may
+	 * exit right after) */
+	OPENSSL_thread_stop();
 	pthread_mutex_lock(&m->mu);
 	f->rc = rc;
 	f->done = 1;
 	/* the next request after this one starts afresh */
 	unlink_flight(m, f);
 	m->threads--;
-	if (--f->refs == 0)
-		flight_free(f);
+	/* the files' spools go with their last reader: the store has them
+	 * now, or the import failed */
+	ff = f->ff;
+	n = f->nfiles;
+	f->ff = NULL;
+	for (size_t i = 0; f->files && i < n; i++)
+		free(f->files[i].path);
+	free(f->files);
+	f->files = NULL;
+	f->nfiles = 0;
+	flight_put(f);
 	pthread_cond_broadcast(&m->cv);
 	pthread_mutex_unlock(&m->mu);
+	for (size_t i = 0; ff && i < n; i++)
+		wfflight_put(ff[i]);
+	free(ff);
 	return NULL;
 }
 
@@ -493,6 +747,12 @@ static struct flight *flight_get(struct wmirror *m, const char *repo,
 	for (f = m->flights[b]; f; f = f->next)
 		if (!strcmp(f->repo, repo) && !strcmp(f->rev, rev))
 			return f;
+	/* a branch's flight that the upstream told this commit: one
+	 * import of a commit however it is asked for */
+	for (unsigned k = 0; is_commit(rev) && k < BUCKETS; k++)
+		for (f = m->flights[k]; f; f = f->next)
+			if (!strcmp(f->repo, repo) && !strcmp(f->commit, rev))
+				return f;
 	*err = WSTORE_EBUSY;
 	if (atomic_load(&m->stopping)) {
 		snprintf(mirror_error, sizeof(mirror_error),
@@ -571,8 +831,7 @@ static int join_flight(char **out_id, struct wmirror *m, const char *repo,
 	} else {
 		snprintf(mirror_error, sizeof(mirror_error), "%s", f->msg);
 	}
-	if (--f->refs == 0)
-		flight_free(f);
+	flight_put(f);
 	pthread_mutex_unlock(&m->mu);
 	return rc;
 }
@@ -682,6 +941,132 @@ int wmirror_get(char **out_id, struct wmirror *m, const char *repo,
 			    : by_ref(out_id, m, repo, r);
 }
 
+/* ---- stream-through ------------------------------------------------------
+ */
+
+/* 1 when the store holds what (repo, rev) names for the mirror (the
+ * commit, or the branch's known commit): served from there.  Marks
+ * nothing (by_ref decides on refreshes). */
+static int in_store(struct wmirror *m, const char *repo, const char *rev)
+{
+	char commit[WSTORE_COMMIT_LEN + 1] = "";
+	char *id = NULL;
+	int64_t asked = 0;
+	int known = 0, rc;
+	struct ref *r;
+
+	if (is_commit(rev)) {
+		memcpy(commit, rev, sizeof(commit));
+	} else {
+		pthread_mutex_lock(&m->mu);
+		if ((r = ref_get(m, repo, rev, 0)))
+			memcpy(commit, r->commit, sizeof(commit));
+		pthread_mutex_unlock(&m->mu);
+		if (!commit[0] && wstore_ref_read(commit, sizeof(commit),
+						  &asked, m->s, repo, rev) < 0)
+			commit[0] = '\0';
+	}
+	if (!commit[0])
+		return 0;
+	rc = wstore_resolve(&id, &known, m->s, repo, commit);
+	free(id);
+	/* an error of the store: the usual path answers it */
+	return rc != WSTORE_ENOTFOUND;
+}
+
+/* Wait for f's listing (or its end) at most wait_s; m->mu held.  0 with
+ * the listing, 1 when f ended well (the store has it), or an error with
+ * mirror_error set. */
+static int wait_listing(struct wmirror *m, struct flight *f)
+{
+	struct timespec dl = wclock_deadline_in((uint64_t)(m->wait_s * 1000));
+
+	while (!f->listed && !f->done && !atomic_load(&m->stopping) &&
+	       wclock_cond_wait_until(&m->cv, &m->mu, &dl) != ETIMEDOUT)
+		;
+	if (f->done && f->rc == 0)
+		return 1;
+	if (f->done || f->doomed) {
+		snprintf(mirror_error, sizeof(mirror_error), "%s",
+			 f->done ? f->msg : f->doom_msg);
+		return f->done ? f->rc : WSTORE_EVERIFY;
+	}
+	if (!f->listed) {
+		snprintf(mirror_error, sizeof(mirror_error),
+			 atomic_load(&m->stopping)
+				 ? "the server is stopping"
+				 : "the upstream listing of '%s' at '%s' is "
+				   "still on its way: retry",
+			 f->repo, f->rev);
+		return WSTORE_EBUSY;
+	}
+	return 0;
+}
+
+/* The flight of path in f, started unless one runs; m->mu held. */
+static int stream_of(struct wfflight **out, struct wmirror *m, struct flight *f,
+		     const char *path)
+{
+	ptrdiff_t i = fent_find(f, path);
+	int rc;
+
+	if (i < 0)
+		return 2;
+	if (!f->ff[i] && m->nfiles_running >= FILE_FLIGHTS_MAX) {
+		atomic_fetch_add(&m->busy, 1);
+		snprintf(mirror_error, sizeof(mirror_error),
+			 "%d files are on their way from the upstream "
+			 "already: retry",
+			 FILE_FLIGHTS_MAX);
+		return WSTORE_EBUSY;
+	}
+	if (!f->ff[i] && (rc = file_start(f, (size_t)i)) < 0) {
+		snprintf(mirror_error, sizeof(mirror_error),
+			 "cannot fetch '%s' from the upstream: %s", path,
+			 strerror(-rc));
+		return rc;
+	}
+	wfflight_ref(f->ff[i]);
+	*out = f->ff[i];
+	return 0;
+}
+
+int wmirror_stream(struct wfflight **out, struct wmirror *m, const char *repo,
+		   const char *rev, const char *path)
+{
+	const char *r = rev && *rev && strcmp(rev, "HEAD") ? rev : "main";
+	struct flight *f;
+	int rc = 0;
+
+	*out = NULL;
+	if (!m || !allowed(m, repo) || !rev_ok(r) || in_store(m, repo, r))
+		return 1;
+	pthread_mutex_lock(&m->mu);
+	if (!(f = flight_get(m, repo, r, &rc))) {
+		pthread_mutex_unlock(&m->mu);
+		return rc;
+	}
+	f->refs++;
+	if ((rc = wait_listing(m, f)) == 0)
+		rc = stream_of(out, m, f, path);
+	flight_put(f);
+	pthread_mutex_unlock(&m->mu);
+	if (rc == 0 || rc == WSTORE_EBUSY)
+		atomic_fetch_add(&m->misses, 1);
+	mirror_outcome = rc == 0 ? "stream" : "fetch";
+	return rc;
+}
+
+double wmirror_wait_s(const struct wmirror *m)
+{
+	return m->wait_s;
+}
+
+void wmirror_streamed(struct wmirror *m)
+{
+	atomic_fetch_add(&m->streamed, 1);
+}
+
 /* ---- /metrics ------------------------------------------------------------
  */
 
@@ -712,6 +1097,18 @@ char *wmirror_metrics_text(struct wmirror *m)
 		  &m->busy },
 		{ "upstream_bytes_total", "File bytes taken from the upstream.",
 		  &m->bytes },
+		{ "upstream_file_fetches_total",
+		  "Files fetched from the upstream on their own (one GET "
+		  "however many clients read it).",
+		  &m->file_fetches },
+		{ "upstream_file_failures_total",
+		  "File fetches that failed (their hash, or the upstream): "
+		  "every client reading them was cut.",
+		  &m->file_failures },
+		{ "mirror_streamed_total",
+		  "Responses served while their file was still coming from "
+		  "the upstream.",
+		  &m->streamed },
 		{ "upstream_ref_requests_total",
 		  "Questions to the upstream about the commit of a branch or "
 		  "tag.",

@@ -122,13 +122,22 @@ else tap_ok "... none asked of the upstream"; fi
 printf '{"corrupt": ["model-00001-of-00002.safetensors"]}\n' > "$CTL"
 serve_start bad "$T/mirror2" --upstream "$F" --cache-seconds 0 \
 	--no-access-log || { tap_done; exit 1; }
+# (streamed as it comes: a 502 when the hash failed before the first
+# byte went out, else a transfer cut short; serve-stream cuts one for
+# certain)
 code=$(curl -s -o "$T/got" -w '%{http_code}' \
 	"$SERVE_URL/org/fake/resolve/main/model-00001-of-00002.safetensors")
-check_grep "upstream sends wrong bytes: the client gets 502" '^502$' "$code"
+crc=$?
+if [ "$code" = 502 ] || [ "$crc" != 0 ]; then
+	tap_ok "upstream sends wrong bytes: the client gets 502 or a broken transfer"
+else tap_not_ok "upstream sends wrong bytes: the client gets 502 or a broken transfer" \
+	"HTTP $code, curl exit $crc"; fi
 if cmp -s "$T/got" "$FSRC/model-00001-of-00002.safetensors"; then
 	tap_not_ok "... and not the file"
 else tap_ok "... and not the file"; fi
-check_grep "... the error names the hash mismatch" "hash to" "$(cat "$T/got")"
+if wait_for 10 grep -q "hash to" "$SERVE_LOG"; then
+	tap_ok "... the server's log names the hash mismatch"
+else tap_not_ok "... the server's log names the hash mismatch" "$(tail -3 "$SERVE_LOG")"; fi
 printf '{}\n' > "$CTL"
 
 # stopping the server while an import from the upstream waits on it (a

@@ -209,7 +209,8 @@ serve_start held "$T/m4" --upstream "$F" --header-timeout 2 \
 	--no-access-log || { tap_done; exit 1; }
 pids=""
 for i in 1 2 3 4; do
-	curl -s -D "$T/held$i.h" -o /dev/null "$SERVE_URL/org/fake/resolve/main/config.json" &
+	# the held file itself: any other streams on its own (serve-stream)
+	curl -s -D "$T/held$i.h" -o /dev/null "$SERVE_URL/org/fake/resolve/main/sub/c.txt" &
 	pids="$pids $!"
 done
 wait_for 10 grep -q 'resolve/[0-9a-f]*/sub/c.txt' "$LOG"

@@ -14,7 +14,8 @@ chunks, then checks:
       tensor memory, across chunk boundaries;
   (d) errors: NotFound naming the id, a corrupt chunk making verify raise
       VerifyError naming the file, and 4 concurrent reader threads;
-  (e) a checkpoint replaced under an open handle raises Changed.
+  (e) a checkpoint replaced under an open handle raises Changed;
+  (f) import_hub, and export / import_bundle / copy between stores.
 Needs torch and numpy (Debian: python3-torch python3-numpy); without them
 it fails.  Environment: BUILD (holds wstore), WSTORE_LIBRARY, PYTHONPATH
 with python/.  Prints "python: N passed, N failed, N skipped" (a check
@@ -701,6 +702,63 @@ def test_import_hub(st):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def test_travel(st):
+    """export / import_bundle / copy: a bundle to a path and through a
+    pipe into a second store, equal and with the same commit id; a
+    truncated bundle refused with nothing READY; a copy to a store URL,
+    run twice."""
+    d = tempfile.mkdtemp(prefix="wstore-py-travel-")
+    try:
+        other = wstore.Store(os.path.join(d, "other"))
+        path = os.path.join(d, "b.tar")
+        got = []
+        st.export(ID, path, progress=lambda n, t, p: got.append(n) and False)
+        check("export to a path writes a bundle",
+              os.path.getsize(path) > 0 and not [
+                  f for f in os.listdir(d) if f.startswith(".")])
+        check("... with progress", len(got) > 0)
+        cid = other.import_bundle(path)
+        check("import_bundle of the path returns the id", cid == ID, cid)
+        other.verify(ID)
+        ok("... and it verifies")
+        with st.open(ID) as a, other.open(ID) as b:
+            check("... with the same files, sizes and hashes",
+                  a.manifest["files"] == b.manifest["files"])
+        raises("import_bundle of a READY id raises Exists", wstore.Exists,
+               lambda: other.import_bundle(path))
+        other.delete(ID)
+        r, w = os.pipe()
+        t = threading.Thread(target=lambda: (st.export(ID, w), os.close(w)))
+        t.start()
+        try:
+            with os.fdopen(r, "rb") as fh:
+                check("export into a pipe, import_bundle of the file object",
+                      other.import_bundle(fh) == ID)
+        finally:
+            t.join(60)
+        other.verify(ID)
+        ok("... and it verifies")
+        other.delete(ID)
+        cut = os.path.join(d, "cut.tar")
+        with open(path, "rb") as fi, open(cut, "wb") as fo:
+            fo.write(fi.read(os.path.getsize(path) // 2))
+        raises("import_bundle of a truncated bundle raises InvalidArgument",
+               wstore.InvalidArgument, lambda: other.import_bundle(cut),
+               "bundle")
+        check("... and leaves nothing READY", ID not in other.list())
+        other.close()
+        url = os.path.join(d, "third")
+        st.copy(ID, url)
+        st.copy(ID, url)
+        with wstore.Store(url) as third:
+            third.verify(ID)
+            ok("copy to a store URL, run twice, verifies there")
+        raises("copy of a missing id raises NotFound", wstore.NotFound,
+               lambda: st.copy("pyt-nope", url), "pyt-nope")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def main():
     try:
         orig, sd = make_checkpoint()
@@ -720,7 +778,8 @@ def main():
              lambda: test_pread(st),
              lambda: test_replaced(st),
              lambda: test_errors_and_threads(st),
-             lambda: test_import_hub(st)]
+             lambda: test_import_hub(st),
+             lambda: test_travel(st)]
     for t in tests:
         try:
             t()

@@ -40,6 +40,14 @@ counts below start over whenever its content changes:
                "other": it links its second page on the CDN's port;
                "pages": one file per page, each linking the next
   extra        [ENTRY...] entries added to the tree listing as they are
+  first_delay  {PATH: S}  these files wait S seconds (after their headers)
+                          before their first byte
+  rate         {PATH: B}  these files are sent at B bytes a second
+
+Files over 8 MiB are read from disk as they are sent (never whole into
+memory), and their hashes are kept while their size and mtime stay.
+The time each file's first byte was written goes to LOG.first as
+"PATH SECONDS" (time.time()).
 """
 import hashlib
 import json
@@ -95,17 +103,36 @@ def files(d=DIR):
     return sorted(out)
 
 
+BIG = 8 << 20
+HASHES = {}
+
+
+def hashes(full):
+    """(sha256, git blob sha1) of the file, kept while it is unchanged."""
+    st = os.stat(full)
+    key = (full, st.st_size, st.st_mtime_ns)
+    if key not in HASHES:
+        h256, h1 = hashlib.sha256(), hashlib.sha1(b"blob %d\0" % st.st_size)
+        with open(full, "rb") as f:
+            for b in iter(lambda: f.read(1 << 20), b""):
+                h256.update(b)
+                h1.update(b)
+        HASHES[key] = (h256.hexdigest(), h1.hexdigest())
+    return HASHES[key]
+
+
 def entry(path, d=DIR):
-    data = open(os.path.join(d, path), "rb").read()
-    e = {"type": "file", "path": path, "size": len(data)}
+    full = os.path.join(d, path)
+    size = os.path.getsize(full)
+    sha, blob = hashes(full)
+    e = {"type": "file", "path": path, "size": size}
     if path.endswith(".safetensors"):
-        sha = hashlib.sha256(data).hexdigest()
         ptr = ("version https://git-lfs.github.com/spec/v1\noid sha256:%s\n"
-               "size %d\n" % (sha, len(data))).encode()
+               "size %d\n" % (sha, size)).encode()
         e["oid"] = hashlib.sha1(b"blob %d\0" % len(ptr) + ptr).hexdigest()
-        e["lfs"] = {"oid": sha, "size": len(data), "pointerSize": len(ptr)}
+        e["lfs"] = {"oid": sha, "size": size, "pointerSize": len(ptr)}
     else:
-        e["oid"] = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+        e["oid"] = blob
     return e
 
 
@@ -221,7 +248,10 @@ class Hub(BaseHTTPRequestHandler):
                 and self.server_name == "hub"):
             return self.reply(302, b"", [("Location", "http://127.0.0.1:%d%s"
                                           % (CDN_PORT[0], self.path))])
-        data = bytearray(open(os.path.join(d, rel), "rb").read())
+        full = os.path.join(d, rel)
+        if os.path.getsize(full) > BIG:
+            return self.send_big(c, rel, full)
+        data = bytearray(open(full, "rb").read())
         if rel in c.get("corrupt", []) and data:
             data[len(data) // 2] ^= 0xFF
         start = 0
@@ -250,7 +280,53 @@ class Hub(BaseHTTPRequestHandler):
             self.wfile.flush()
             self.close_connection = True
             return
-        self.wfile.write(body)
+        self.paced(c, rel, body)
+
+    def first_byte(self, c, rel):
+        """Wait first_delay, then note when the first byte goes out."""
+        time.sleep(c.get("first_delay", {}).get(rel, 0))
+        with LOCK, open(LOG + ".first", "a") as f:
+            f.write("%s %.6f\n" % (rel, time.time()))
+
+    def paced(self, c, rel, body, first=True):
+        """body at the file's rate (all at once without one)."""
+        if first:
+            self.first_byte(c, rel)
+        rate = c.get("rate", {}).get(rel)
+        if not rate:
+            self.wfile.write(body)
+            return
+        piece = max(1, min(len(body), rate // 10))
+        for i in range(0, len(body), piece):
+            t = time.time()
+            self.wfile.write(body[i:i + piece])
+            self.wfile.flush()
+            time.sleep(max(0, piece / rate - (time.time() - t)))
+
+    def send_big(self, c, rel, full):
+        """A large file from disk in pieces (Range: bytes=N- too)."""
+        size = os.path.getsize(full)
+        start = 0
+        rng = self.headers.get("Range")
+        if rng and rng.startswith("bytes=") and rng.endswith("-"):
+            start = int(rng[6:-1])
+        self.send_response(206 if start else 200)
+        if start:
+            self.send_header("Content-Range", "bytes %d-%d/%d" %
+                             (start, size - 1, size))
+        self.send_header("Content-Length", str(size - start))
+        self.end_headers()
+        flip = size // 2 if rel in c.get("corrupt", []) else -1
+        with open(full, "rb") as f:
+            f.seek(start)
+            pos, first = start, True
+            while pos < size:
+                b = bytearray(f.read(1 << 20))
+                if pos <= flip < pos + len(b):
+                    b[flip - pos] ^= 0xFF
+                self.paced(c, rel, bytes(b), first)
+                first = False
+                pos += len(b)
 
 
 class Cdn(Hub):
