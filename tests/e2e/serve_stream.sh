@@ -172,6 +172,12 @@ if cmp -s "$T/cfg1" "$FSRC/config.json" && cmp -s "$T/cfg2" "$FSRC/config.json";
 	tap_ok "partly mirrored: a verified file served while another still streams"
 else tap_not_ok "partly mirrored: a verified file served while another still streams"; fi
 check_grep "... with the upstream's commit" 'X-Repo-Commit: 0123456789abcdef' "$(cat "$T/cfg2.h")"
+info=$(curl -s "$M/api/models/org/fake/revision/main" | /usr/bin/python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+print(j["sha"], " ".join(s["rfilename"] for s in j["siblings"]))' 2>&1)
+check_grep "... its model info from the upstream's listing meanwhile (commit, every file)" \
+	'^0123456789abcdef0123456789abcdef01234567 big.safetensors config.json mid.safetensors$' "$info"
 check_grep "... the snapshot is not READY meanwhile" '^0$' \
 	"$("$W" --store "$T/m4" model list --json | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')"
 check_grep "... one upstream GET of the verified file" '^1$' "$(fakehub_gets config.json)"
