@@ -24,6 +24,8 @@
 #   BENCH_SERVE_SIZE           checkpoint bytes (default 1 GiB, 4 shards)
 #   BENCH_SERVE_RUNS           runs per figure (default 3)
 #   BENCH_SERVE_LOAD_SECONDS   length of the load run (0 = none)
+#   BENCH_SERVE_ONLY           run one part: file (nginx and the file
+#                              store), redis or mooncake (default: all)
 set -u
 BUILD=${1:-build}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -79,6 +81,7 @@ src = os.path.join(tmp, "src")
 w = os.path.join(E["BENCH_BUILD"], "wstore")
 nruns = int(E.get("BENCH_SERVE_RUNS", "3"))
 load_s = int(E.get("BENCH_SERVE_LOAD_SECONDS", "30"))
+only = E.get("BENCH_SERVE_ONLY", "")
 files = sorted(os.path.basename(f) for f in glob.glob(src + "/*"))
 sizes = {f: os.path.getsize(os.path.join(src, f)) for f in files}
 total = sum(sizes.values())
@@ -220,7 +223,7 @@ print(f"checkpoint: {total / 2**30:.2f} GiB in {len(files)} files, "
       f"{os.cpu_count()} cores, curl over loopback")
 
 ng = {}
-if os.path.exists(E["BENCH_NGINX"]):
+if only in ("", "file") and os.path.exists(E["BENCH_NGINX"]):
     p, base = start_nginx()
     for k in (1, 4):
         ng[k] = rate([f"{base}/{f}" for f in files], k)
@@ -229,34 +232,35 @@ if os.path.exists(E["BENCH_NGINX"]):
     p.terminate()
     p.wait()
 
-store = os.path.join(tmp, "store")
-subprocess.run([w, "--store", store, "--quiet", "model", "import",
-                "--checkpoint-id", "b", "--model-id", "bench/M",
-                "--source", src], env=env, check=True)
-p, base = start_serve(store)
-for k in (1, 4):
-    r = rate([f"{base}/bench/M/resolve/main/{f}" for f in files], k)
-    rows.append((f"serve (file), {k} client{'s' if k > 1 else ''}", r,
-                 "nginx" if k in ng else "", r / ng[k] if k in ng else None,
-                 peak_rss(p.pid), 0.8))
 loadrow = None
-if load_s > 0:
-    n, bad, r, t = load(f"{base}/bench/M/resolve/main", load_s)
-    loadrow = (n, bad, r, t, peak_rss(p.pid))
-p.terminate()
-p.wait()
-p, base = start_serve(store, ["--mmap"])
-for k in (1, 4):
-    r = rate([f"{base}/bench/M/resolve/main/{f}" for f in files], k)
-    rows.append((f"serve (file, --mmap), {k} client{'s' if k > 1 else ''}",
-                 r, "nginx" if k in ng else "",
-                 r / ng[k] if k in ng else None, peak_rss(p.pid), 0.8))
-p.terminate()
-p.wait()
+if only in ("", "file"):
+    store = os.path.join(tmp, "store")
+    subprocess.run([w, "--store", store, "--quiet", "model", "import",
+                    "--checkpoint-id", "b", "--model-id", "bench/M",
+                    "--source", src], env=env, check=True)
+    p, base = start_serve(store)
+    for k in (1, 4):
+        r = rate([f"{base}/bench/M/resolve/main/{f}" for f in files], k)
+        rows.append((f"serve (file), {k} client{'s' if k > 1 else ''}", r,
+                     "nginx" if k in ng else "", r / ng[k] if k in ng else None,
+                     peak_rss(p.pid), 0.8))
+    if load_s > 0:
+        n, bad, r, t = load(f"{base}/bench/M/resolve/main", load_s)
+        loadrow = (n, bad, r, t, peak_rss(p.pid))
+    p.terminate()
+    p.wait()
+    p, base = start_serve(store, ["--mmap"])
+    for k in (1, 4):
+        r = rate([f"{base}/bench/M/resolve/main/{f}" for f in files], k)
+        rows.append((f"serve (file, --mmap), {k} client{'s' if k > 1 else ''}",
+                     r, "nginx" if k in ng else "",
+                     r / ng[k] if k in ng else None, peak_rss(p.pid), 0.8))
+    p.terminate()
+    p.wait()
 
 port = E.get("WSTORE_TEST_REDIS_PORT")
 raw = os.path.join(tmp, "redis_raw")
-if port:
+if port and only in ("", "redis"):
     url = f"redis://127.0.0.1:{port}"
     subprocess.run([w, "--store", url, "--quiet", "model", "import",
                     "--checkpoint-id", "b", "--model-id", "bench/M",
@@ -286,7 +290,7 @@ if port:
     p.terminate()
     p.wait()
 
-if E.get("WSTORE_MASTER_SERVER_ADDR"):
+if E.get("WSTORE_MASTER_SERVER_ADDR") and only in ("", "mooncake"):
     # Mooncake: next to raw get_into of the same bytes (bench/mooncake_raw)
     mraw = os.path.join(tmp, "mooncake_raw")
     count = max(1, round(total / (64 << 20)))

@@ -106,6 +106,21 @@ const char *wstore_file_path(const wstore_file *f);
 int wstore_file_pread(wstore_file *f, void *buf, size_t len, uint64_t off,
 		      size_t *out_n);
 /*
+ * Memory for reads of ck's files, for a caller that keeps buffers for
+ * many reads (a server's block buffers): at least size bytes, or NULL out
+ * of memory.  On a store that moves data without a copy from memory it
+ * knows (Mooncake: memory registered with its transfer engine), a
+ * wstore_file_pread of whole chunks into such a buffer lands there
+ * directly, with no bounce buffer and no copy; elsewhere it is plain
+ * memory, 2 MiB aligned with huge pages when size is 2 MiB or more (its
+ * first touch costs a page fault per 2 MiB, not per 4 KiB).  Free it
+ * with wstore_read_buf_free on the same checkpoint, before
+ * wstore_checkpoint_free.  Thread-safe.  (WSTORE_1)
+ */
+void *wstore_read_buf_alloc(wstore_checkpoint *ck, size_t size);
+/* Free a buffer of wstore_read_buf_alloc(ck, ...); NULL is ignored. */
+void wstore_read_buf_free(wstore_checkpoint *ck, void *buf);
+/*
  * Zero-copy access for stores whose chunks are local files (the embedded
  * file store): for the chunk holding byte off of f, *out_fd gets a
  * read-only O_CLOEXEC file descriptor (owned by the caller, who closes

@@ -741,6 +741,16 @@ int wstore_file_pread(wstore_file *f, void *buf, size_t len, uint64_t off,
 	return 0;
 }
 
+void *wstore_read_buf_alloc(wstore_checkpoint *ck, size_t size)
+{
+	return wstore__store_buf_alloc(ck->s, size ? size : 1);
+}
+
+void wstore_read_buf_free(wstore_checkpoint *ck, void *buf)
+{
+	wstore__store_buf_free(ck->s, buf);
+}
+
 /*
  * The chunk's value opened as a range of a local file (open_range): the
  * chunk's own file (offset 0, its size the chunk's), or the data file of

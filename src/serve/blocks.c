@@ -12,43 +12,72 @@
  * one per open checkpoint), the others wait for that read and copy from
  * the buffer.
  *
- * Bounds: at most WBLOCKS_KEEP blocks are kept once nobody reads them,
- * and at most WBLOCKS_IDLE_BYTES of them and of spare buffers (two 64
- * MiB chunks of Mooncake), the least recently used going first; blocks being
- * read or copied are never dropped, so there are at most that many more than
- * the requests in flight.  A failed read is handed to its waiters and never
- * kept: the next request asks the store again.  Blocks are of one open
- * checkpoint (one import, read through its handle), so a block never mixes
- * imports; a checkpoint found dead (deleted or replaced) is read from the store
- * again by every request, whose read then fails (files.c).
+ * Which blocks are kept: every response reading through here has a cursor
+ * (struct wcursor: its file, the next byte it sends, its end), so a block
+ * that some response has yet to reach is known to be wanted.  Clients of
+ * one checkpoint drift apart by a block or two (the one in front waits
+ * for the store, those behind copy what it read), and a block dropped
+ * while one of them still needs it is read from the store again, which
+ * each 64 MiB chunk of Mooncake costs as much as a whole client.  So:
+ *  - blocks nobody reads and nobody wants go first, the least recently
+ *    used first: at most WBLOCKS_LOOSE_BYTES of them and of spare buffers
+ *    are kept (one 64 MiB chunk of Mooncake), for a request coming late;
+ *  - blocks nobody reads at the moment but some cursor wants are kept up
+ *    to WBLOCKS_IDLE_BYTES (four 64 MiB chunks of Mooncake; with the
+ *    others, WBLOCKS_KEEP blocks at most), the least recently used
+ *    dropped past that;
+ *  - blocks being read or copied are never dropped, so there are at most
+ *    that many more than the requests in flight.
+ * A failed read is handed to its waiters and never kept: the next request
+ * asks the store again.  Blocks are of one open checkpoint (one import,
+ * read through its handle), so a block never mixes imports; a checkpoint
+ * found dead (deleted or replaced) is read from the store again by every
+ * request, whose read then fails (files.c).
  *
- * Read-ahead: a request that read a block also has the next block of its
- * file read for it, by a thread of the checkpoint's (struct wblocks), so
- * that the store is read while the block before is being sent: one
- * client alone otherwise waits for each whole block (a 64 MiB chunk on
- * Mooncake) between two sends.  The block read ahead is an ordinary
- * block being read (state 0): requests that want it wait for it, as for
- * another request's read.  At most WBLOCKS_AHEAD blocks are queued or
- * being read ahead; more are not asked for.  The thread reads through a
- * file handle of its own, opened on the checkpoint (which outlives
- * wblocks_free, where the thread is stopped and joined).
+ * Readers: the store is read by up to WBLOCKS_READERS threads of the
+ * checkpoint's (struct wblocks), started when first needed; a request
+ * that wants a block nobody has read queues it first in line and waits
+ * for it (see reader_thread for why requests do not read themselves).
+ * Each reader reads through a file handle of its own, opened on the
+ * checkpoint (which outlives wblocks_free, where the readers are stopped
+ * and joined); should no reader start, the request reads the block
+ * itself.  Read-ahead: a request that wants a block also has the next
+ * block of its file queued (last in line), so that the store is read
+ * while the block before is being sent: one client alone otherwise waits
+ * for each whole block (a 64 MiB chunk on Mooncake) between two sends.
+ * The block read ahead is an ordinary block being read (state 0):
+ * requests that want it wait for it, as for another request's.  At most
+ * WBLOCKS_AHEAD blocks are queued or being read ahead; more are not asked
+ * for.
  *
- * Buffers: the buffers of dropped blocks are kept for the next blocks
- * (WBLOCKS_SPARE of them): a fresh buffer of a block's size (64 MiB on
- * Mooncake) costs a page fault per page on its first fill, which profiles
- * of serve in front of Mooncake showed at about a tenth of its CPU.
+ * Buffers: memory for the store's reads (wstore_read_buf_alloc: on
+ * Mooncake registered with its transfer engine, so that a chunk lands in
+ * the block with no bounce buffer and no copy; elsewhere huge pages),
+ * reused: a new block takes a spare buffer (WBLOCKS_SPARE are kept), else
+ * that of the least recently used block nobody wants, else a new one.  A
+ * fresh 64 MiB buffer costs a page fault per page on its first fill: with
+ * a new buffer for every block, profiles of serve in front of Mooncake
+ * showed a quarter of its CPU in those faults, and the bounce copy as
+ * much again (docs/performance.md).
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "http.h"
 
-#define WBLOCKS_KEEP 4
+#define WBLOCKS_KEEP 16
 #define WBLOCKS_AHEAD 2
+#define WBLOCKS_READERS 2
+#define WBLOCKS_NICE 10
 #define WBLOCKS_SPARE 2
-/* bound on the bytes of blocks nobody reads and of spare buffers */
-#define WBLOCKS_IDLE_BYTES ((size_t)128 << 20)
+/* bound on the bytes of blocks nobody reads or wants, and spare buffers */
+#define WBLOCKS_LOOSE_BYTES ((size_t)64 << 20)
+/* bound on the bytes of all the blocks nobody reads, and spare buffers */
+#define WBLOCKS_IDLE_BYTES ((size_t)256 << 20)
 
 struct wblock {
 	struct wblock *next;
@@ -59,8 +88,17 @@ struct wblock {
 	size_t cap;  /* of buf */
 	int state;   /* 0 being read, 1 read, < 0 the read's error */
 	char *error; /* its message, for the waiters */
-	int refs;    /* requests reading or copying it */
+	int refs;    /* requests reading or copying it; a queued block 1 more */
 	uint64_t used;
+	struct wblock *qnext; /* in the readers' queue */
+	int ahead;	      /* read ahead, not for a waiting request */
+};
+
+/* A response reading a file through the blocks. */
+struct wcursor {
+	struct wcursor *next;
+	char *path;
+	uint64_t pos, end; /* the next byte it reads; its end */
 };
 
 struct wblocks {
@@ -69,14 +107,15 @@ struct wblocks {
 	struct wblock *list;
 	size_t n;
 	uint64_t tick;
-	int dead; /* the checkpoint was deleted or replaced */
-	/* read-ahead */
-	wstore_checkpoint *ck;		     /* NULL: none */
-	struct wblock *ahead[WBLOCKS_AHEAD]; /* queued, each with a ref */
-	size_t nahead, busy;		     /* queued; being read */
+	int dead;		 /* the checkpoint was deleted or replaced */
+	wstore_checkpoint *ck;	 /* the blocks' */
+	struct wcursor *cursors; /* of the responses reading */
+	/* the readers: blocks to read, those requests wait for first */
+	struct wblock *qhead, *qtail;
+	size_t nahead; /* blocks read ahead, queued or being read */
 	pthread_cond_t work;
-	pthread_t thread;
-	int started, stop;
+	pthread_t reader[WBLOCKS_READERS];
+	int nreaders, idle, stop;
 	/* buffers of dropped blocks, for the next ones */
 	char *spare[WBLOCKS_SPARE];
 	size_t spare_cap[WBLOCKS_SPARE], nspare;
@@ -95,10 +134,10 @@ struct wblocks *wblocks_new(wstore_checkpoint *ck)
 	return bs;
 }
 
-static void block_free(struct wblock *b)
+static void block_free(struct wblocks *bs, struct wblock *b)
 {
 	free(b->path);
-	free(b->buf);
+	wstore_read_buf_free(bs->ck, b->buf);
 	free(b->error);
 	free(b);
 }
@@ -107,21 +146,21 @@ void wblocks_free(struct wblocks *bs)
 {
 	if (!bs)
 		return;
-	if (bs->started) {
-		pthread_mutex_lock(&bs->mu);
-		bs->stop = 1;
-		pthread_cond_broadcast(&bs->work);
-		pthread_mutex_unlock(&bs->mu);
-		pthread_join(bs->thread, NULL);
-	}
+	pthread_mutex_lock(&bs->mu);
+	bs->stop = 1;
+	pthread_cond_broadcast(&bs->work);
+	pthread_mutex_unlock(&bs->mu);
+	for (int i = 0; i < bs->nreaders; i++)
+		pthread_join(bs->reader[i], NULL);
 	while (bs->list) {
 		struct wblock *b = bs->list;
 
 		bs->list = b->next;
-		block_free(b);
+		block_free(bs, b);
 	}
 	while (bs->nspare)
-		free(bs->spare[--bs->nspare]);
+		wstore_read_buf_free(bs->ck, bs->spare[--bs->nspare]);
+	/* cursors are freed by their responses, which hold the checkpoint */
 	pthread_cond_destroy(&bs->work);
 	pthread_cond_destroy(&bs->cv);
 	pthread_mutex_destroy(&bs->mu);
@@ -135,6 +174,49 @@ void wblocks_kill(struct wblocks *bs)
 	pthread_mutex_lock(&bs->mu);
 	bs->dead = 1;
 	pthread_mutex_unlock(&bs->mu);
+}
+
+struct wcursor *wblocks_cursor_new(struct wblocks *bs, const char *path,
+				   uint64_t start, uint64_t end)
+{
+	struct wcursor *c = calloc(1, sizeof(*c));
+
+	if (!c || !(c->path = strdup(path))) {
+		free(c);
+		return NULL;
+	}
+	c->pos = start;
+	c->end = end;
+	pthread_mutex_lock(&bs->mu);
+	c->next = bs->cursors;
+	bs->cursors = c;
+	pthread_mutex_unlock(&bs->mu);
+	return c;
+}
+
+void wblocks_cursor_free(struct wblocks *bs, struct wcursor *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&bs->mu);
+	for (struct wcursor **p = &bs->cursors; *p; p = &(*p)->next)
+		if (*p == c) {
+			*p = c->next;
+			break;
+		}
+	pthread_mutex_unlock(&bs->mu);
+	free(c->path);
+	free(c);
+}
+
+/* Whether a response has yet to read some of block b (bs->mu held). */
+static int wanted(const struct wblocks *bs, const struct wblock *b)
+{
+	for (const struct wcursor *c = bs->cursors; c; c = c->next)
+		if (c->pos < b->off + b->len && c->end > b->off &&
+		    !strcmp(c->path, b->path))
+			return 1;
+	return 0;
 }
 
 /* Unlink b (bs->mu held). */
@@ -156,40 +238,52 @@ static void drop(struct wblocks *bs, struct wblock *b, struct wblock **gone)
 	*gone = b;
 }
 
-/* Drop failed blocks nobody waits for, and blocks nobody reads beyond
- * WBLOCKS_KEEP, the least recently used first; bs->mu held. */
-/* Bytes of the blocks nobody reads and of the spare buffers (bs->mu
- * held). */
-static size_t idle_bytes(const struct wblocks *bs)
+/* Bytes of the spare buffers, and of the blocks nobody reads (loose: and
+ * nobody wants); bs->mu held. */
+static size_t idle_bytes(const struct wblocks *bs, int loose)
 {
 	size_t sum = 0;
 
 	for (const struct wblock *b = bs->list; b; b = b->next)
-		if (b->refs == 0)
-			sum += b->len;
+		if (b->refs == 0 && (!loose || !wanted(bs, b)))
+			sum += b->cap;
 	for (size_t i = 0; i < bs->nspare; i++)
 		sum += bs->spare_cap[i];
 	return sum;
 }
 
+/* The least recently used block nobody reads (loose: nor wants), with a
+ * buffer of at least need bytes; NULL if none (bs->mu held). */
+static struct wblock *oldest_idle(const struct wblocks *bs, int loose,
+				  size_t need)
+{
+	struct wblock *old = NULL;
+
+	for (struct wblock *b = bs->list; b; b = b->next)
+		if (b->refs == 0 && b->cap >= need &&
+		    (!old || b->used < old->used) && (!loose || !wanted(bs, b)))
+			old = b;
+	return old;
+}
+
+/* Drop failed blocks nobody waits for, then blocks nobody reads past the
+ * bounds (see the top of the file); bs->mu held. */
 static void trim(struct wblocks *bs, struct wblock **gone)
 {
-	struct wblock *b, *next, *old;
+	struct wblock *b, *next;
 
 	for (b = bs->list; b; b = next) {
 		next = b->next;
 		if (b->refs == 0 && b->state < 0)
 			drop(bs, b, gone);
 	}
-	while (bs->n > WBLOCKS_KEEP || idle_bytes(bs) > WBLOCKS_IDLE_BYTES) {
-		old = NULL;
-		for (b = bs->list; b; b = b->next)
-			if (b->refs == 0 && (!old || b->used < old->used))
-				old = b;
-		if (!old)
-			return;
-		drop(bs, old, gone);
-	}
+	while (idle_bytes(bs, 1) > WBLOCKS_LOOSE_BYTES &&
+	       (b = oldest_idle(bs, 1, 0)))
+		drop(bs, b, gone);
+	while ((bs->n > WBLOCKS_KEEP ||
+		idle_bytes(bs, 0) > WBLOCKS_IDLE_BYTES) &&
+	       (b = oldest_idle(bs, 0, 0)))
+		drop(bs, b, gone);
 }
 
 /* Free the dropped blocks, their buffers kept as spares while there is
@@ -202,20 +296,22 @@ static void free_gone(struct wblocks *bs, struct wblock *gone)
 		gone = b->next;
 		pthread_mutex_lock(&bs->mu);
 		if (b->buf && bs->nspare < WBLOCKS_SPARE &&
-		    idle_bytes(bs) + b->cap <= WBLOCKS_IDLE_BYTES) {
+		    idle_bytes(bs, 1) + b->cap <= WBLOCKS_LOOSE_BYTES) {
 			bs->spare[bs->nspare] = b->buf;
 			bs->spare_cap[bs->nspare++] = b->cap;
 			b->buf = NULL;
 		}
 		pthread_mutex_unlock(&bs->mu);
-		block_free(b);
+		block_free(bs, b);
 	}
 }
 
-/* A buffer for b: a spare big enough, else a new one. */
+/* A buffer for b: a spare big enough, else that of the least recently
+ * used block nobody reads or wants, else a new one. */
 static char *take_buffer(struct wblocks *bs, struct wblock *b)
 {
 	size_t need = b->len ? b->len : 1;
+	struct wblock *old;
 	char *buf = NULL;
 
 	pthread_mutex_lock(&bs->mu);
@@ -227,8 +323,17 @@ static char *take_buffer(struct wblocks *bs, struct wblock *b)
 			bs->spare_cap[i] = bs->spare_cap[bs->nspare];
 			break;
 		}
+	if (!buf && (old = oldest_idle(bs, 1, need)) && old->state >= 0) {
+		unlink_block(bs, old);
+		buf = old->buf;
+		b->cap = old->cap;
+		old->buf = NULL;
+		pthread_mutex_unlock(&bs->mu);
+		block_free(bs, old);
+		return buf;
+	}
 	pthread_mutex_unlock(&bs->mu);
-	if (!buf && (buf = malloc(need)))
+	if (!buf && (buf = wstore_read_buf_alloc(bs->ck, need)))
 		b->cap = need;
 	return buf;
 }
@@ -287,40 +392,66 @@ static struct wblock *add(struct wblocks *bs, const char *path, uint64_t start,
 	return b;
 }
 
-/* The read-ahead thread: reads the queued blocks in turn, through a file
- * handle of its own (kept while the blocks are of one file). */
-static void *ahead_thread(void *arg)
+/* A reader's read of b, through *f (a file handle of its own, kept
+ * while the blocks are of one file); bs->mu not held. */
+static void reader_fill(struct wblocks *bs, struct wblock *b, wstore_file **f)
+{
+	if (*f && strcmp(wstore_file_path(*f), b->path) != 0) {
+		wstore_file_free(*f);
+		*f = NULL;
+	}
+	if (*f || wstore_file_open(f, bs->ck, b->path) == 0) {
+		fill(bs, b, *f);
+		return;
+	}
+	pthread_mutex_lock(&bs->mu);
+	b->error = strdup(wstore_last_error());
+	b->state = -EIO;
+	pthread_cond_broadcast(&bs->cv);
+	pthread_mutex_unlock(&bs->mu);
+}
+
+/* The next queued block, taken off the queue (bs->mu held). */
+static struct wblock *dequeue(struct wblocks *bs)
+{
+	struct wblock *b = bs->qhead;
+
+	if (b && !(bs->qhead = b->qnext))
+		bs->qtail = NULL;
+	return b;
+}
+
+/*
+ * A reader: reads the queued blocks in turn.  Mooncake's get_into waits
+ * for its transfer by polling (clock_gettime and a mutex in a loop: a
+ * core busy for as long as a chunk is in flight, while its transfer
+ * engine's own thread does the receiving).  So the store is read by
+ * these threads only, never by the threads that send to the clients,
+ * which wait for a block on a condition variable, and at a lower priority
+ * (WBLOCKS_NICE, a thread's own nice value on Linux): the poll gets the
+ * CPU that sending leaves over (docs/performance.md).
+ */
+static void *reader_thread(void *arg)
 {
 	struct wblocks *bs = arg;
 	wstore_file *f = NULL;
 	struct wblock *b, *gone = NULL;
 
+	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), WBLOCKS_NICE);
 	pthread_mutex_lock(&bs->mu);
 	for (;;) {
-		while (!bs->stop && bs->nahead == 0)
+		while (!bs->stop && !bs->qhead) {
+			bs->idle++;
 			pthread_cond_wait(&bs->work, &bs->mu);
+			bs->idle--;
+		}
 		if (bs->stop)
 			break;
-		b = bs->ahead[0];
-		memmove(bs->ahead, bs->ahead + 1,
-			--bs->nahead * sizeof(*bs->ahead));
-		bs->busy++;
+		b = dequeue(bs);
 		pthread_mutex_unlock(&bs->mu);
-		if (f && strcmp(wstore_file_path(f), b->path) != 0) {
-			wstore_file_free(f);
-			f = NULL;
-		}
-		if (f || wstore_file_open(&f, bs->ck, b->path) == 0) {
-			fill(bs, b, f);
-		} else {
-			pthread_mutex_lock(&bs->mu);
-			b->error = strdup(wstore_last_error());
-			b->state = -EIO;
-			pthread_cond_broadcast(&bs->cv);
-			pthread_mutex_unlock(&bs->mu);
-		}
+		reader_fill(bs, b, &f);
 		pthread_mutex_lock(&bs->mu);
-		bs->busy--;
+		bs->nahead -= b->ahead;
 		b->refs--;
 		trim(bs, &gone);
 		pthread_mutex_unlock(&bs->mu);
@@ -329,9 +460,9 @@ static void *ahead_thread(void *arg)
 		pthread_mutex_lock(&bs->mu);
 	}
 	/* blocks still queued: failed for their waiters, then let go */
-	while (bs->nahead) {
-		b = bs->ahead[--bs->nahead];
+	while ((b = dequeue(bs))) {
 		b->state = -ECANCELED;
+		bs->nahead -= b->ahead;
 		b->refs--;
 	}
 	pthread_cond_broadcast(&bs->cv);
@@ -340,31 +471,58 @@ static void *ahead_thread(void *arg)
 	return NULL;
 }
 
+/* Queue b (being read, state 0) for the readers, first if a request
+ * waits for it, starting a reader if none is idle; 0 if there is no
+ * reader at all (bs->mu held). */
+static int enqueue(struct wblocks *bs, struct wblock *b)
+{
+	if (bs->idle == 0 && bs->nreaders < WBLOCKS_READERS &&
+	    pthread_create(&bs->reader[bs->nreaders], NULL, reader_thread,
+			   bs) == 0)
+		bs->nreaders++;
+	if (bs->nreaders == 0)
+		return 0;
+	b->refs++;
+	if (!b->ahead) {
+		b->qnext = bs->qhead;
+		bs->qhead = b;
+		if (!bs->qtail)
+			bs->qtail = b;
+	} else {
+		if (bs->qtail)
+			bs->qtail->qnext = b;
+		else
+			bs->qhead = b;
+		bs->qtail = b;
+		bs->nahead++;
+	}
+	pthread_cond_signal(&bs->work);
+	return 1;
+}
+
 /* Have the block of path at start read ahead, unless it is kept or being
- * read, past the end, or the queue is full (bs->mu held). */
+ * read, past the end, or WBLOCKS_AHEAD are read ahead already (bs->mu
+ * held). */
 static void read_ahead(struct wblocks *bs, const char *path, uint64_t start,
 		       uint64_t size, uint64_t bsize)
 {
 	struct wblock *b;
 
-	if (!bs->ck || bs->dead || start >= size ||
-	    bs->nahead + bs->busy >= WBLOCKS_AHEAD || find(bs, path, start))
+	if (bs->dead || bs->stop || start >= size ||
+	    bs->nahead >= WBLOCKS_AHEAD || find(bs, path, start))
 		return;
-	if (!bs->started) {
-		if (pthread_create(&bs->thread, NULL, ahead_thread, bs) != 0)
-			return;
-		bs->started = 1;
-	}
 	if (!(b = add(bs, path, start, size, bsize)))
 		return;
 	b->used = ++bs->tick; /* as recent as the block that asked for it */
-	bs->ahead[bs->nahead++] = b;
-	pthread_cond_signal(&bs->work);
+	b->ahead = 1;
+	b->refs = 0; /* no request reads it yet: the queue's ref only */
+	if (!enqueue(bs, b))
+		b->state = -EAGAIN; /* no reader: dropped by trim */
 }
 
-int wblocks_read(struct wblocks *bs, wstore_file *f, uint64_t bsize,
-		 uint64_t off, char *dst, size_t want, size_t *out_n,
-		 int *out_shared, char *err, size_t errlen)
+int wblocks_read(struct wblocks *bs, struct wcursor *cur, wstore_file *f,
+		 uint64_t bsize, uint64_t off, char *dst, size_t want,
+		 size_t *out_n, int *out_shared, char *err, size_t errlen)
 {
 	const char *path = wstore_file_path(f);
 	uint64_t size = wstore_file_size(f), start = off - off % bsize;
@@ -375,6 +533,8 @@ int wblocks_read(struct wblocks *bs, wstore_file *f, uint64_t bsize,
 	*out_n = 0;
 	*out_shared = 0;
 	pthread_mutex_lock(&bs->mu);
+	if (cur)
+		cur->pos = off;
 	if ((b = find(bs, path, start))) {
 		b->refs++;
 		*out_shared = 1;
@@ -382,11 +542,17 @@ int wblocks_read(struct wblocks *bs, wstore_file *f, uint64_t bsize,
 		while (b->state == 0)
 			pthread_cond_wait(&bs->cv, &bs->mu);
 	} else if ((b = add(bs, path, start, size, bsize))) {
-		read_ahead(bs, path, start + bsize, size, bsize);
-		pthread_mutex_unlock(&bs->mu);
-		/* the store is read without the lock held */
-		fill(bs, b, f);
-		pthread_mutex_lock(&bs->mu);
+		if (enqueue(bs, b)) {
+			read_ahead(bs, path, start + bsize, size, bsize);
+			while (b->state == 0)
+				pthread_cond_wait(&bs->cv, &bs->mu);
+		} else {
+			/* no reader could start: read here, without the
+			 * lock held */
+			pthread_mutex_unlock(&bs->mu);
+			fill(bs, b, f);
+			pthread_mutex_lock(&bs->mu);
+		}
 	} else {
 		pthread_mutex_unlock(&bs->mu);
 		snprintf(err, errlen, "out of memory");
@@ -407,6 +573,8 @@ int wblocks_read(struct wblocks *bs, wstore_file *f, uint64_t bsize,
 		*out_n = n;
 	}
 	pthread_mutex_lock(&bs->mu);
+	if (cur)
+		cur->pos = off + n;
 	b->refs--;
 	trim(bs, &gone);
 	pthread_mutex_unlock(&bs->mu);

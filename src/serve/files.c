@@ -52,6 +52,7 @@ struct body {
 	uint64_t fd_lo, fd_hi, fd_base;
 	int no_fd;
 	uint64_t block; /* the callback's block size: single-flight blocks */
+	struct wcursor *cur; /* this response's, in the blocks */
 };
 
 /* A read failed mid-body: the response is cut (its Content-Length never
@@ -131,8 +132,12 @@ static ssize_t body_read(void *cls, uint64_t pos, char *buf, size_t max)
 		char err[512];
 		int shared = 0;
 
-		rc = wblocks_read(b->k->blocks, b->f, b->block, off, buf, want,
-				  &n, &shared, err, sizeof(err));
+		if (!b->cur)
+			b->cur = wblocks_cursor_new(b->k->blocks,
+						    wstore_file_path(b->f), off,
+						    b->end);
+		rc = wblocks_read(b->k->blocks, b->cur, b->f, b->block, off,
+				  buf, want, &n, &shared, err, sizeof(err));
 		if (rc < 0 || n == 0) {
 			body_fail(b, rc < 0 ? err : "file shrank");
 			return MHD_CONTENT_READER_END_WITH_ERROR;
@@ -158,6 +163,8 @@ static void body_free(void *cls)
 
 	if (b->fd >= 0)
 		close(b->fd);
+	if (b->cur)
+		wblocks_cursor_free(b->k->blocks, b->cur);
 	wstore_file_free(b->f);
 	wck_put(b->r->sv->cache, b->k);
 	wreq_unref(b->r);

@@ -56,21 +56,28 @@ struct wck {
 
 /* Single flight for blocks of a store without files (blocks.c). */
 struct wblocks;
-/* ck: the checkpoint the blocks are of, for reading ahead (NULL: no
- * read-ahead); it must outlive wblocks_free. */
+/* ck: the checkpoint the blocks are of (for reading ahead, and the
+ * blocks' buffers: wstore_read_buf_alloc); it must outlive wblocks_free. */
 struct wblocks *wblocks_new(wstore_checkpoint *ck);
 void wblocks_free(struct wblocks *bs);
 /* The checkpoint is dead (deleted or replaced): no block read before is
  * handed out again, every request reads the store (and fails). */
 void wblocks_kill(struct wblocks *bs);
+/* A response reading [start, end) of path through bs, so that the blocks
+ * it has yet to reach are kept for it (NULL out of memory: reads work
+ * without); freed with wblocks_cursor_free before bs is. */
+struct wcursor;
+struct wcursor *wblocks_cursor_new(struct wblocks *bs, const char *path,
+				   uint64_t start, uint64_t end);
+void wblocks_cursor_free(struct wblocks *bs, struct wcursor *c);
 /* want bytes (at most to the end of its block) of f at off, where blocks
- * are bsize bytes: from the read another request is making of the
- * block, else read from the store here; *out_shared 1 when another
- * request's read served it.  0 with *out_n bytes in dst, or a negative
- * code with its message in err. */
-int wblocks_read(struct wblocks *bs, wstore_file *f, uint64_t bsize,
-		 uint64_t off, char *dst, size_t want, size_t *out_n,
-		 int *out_shared, char *err, size_t errlen);
+ * are bsize bytes, for the response of cursor cur (may be NULL): from the
+ * read another request is making of the block, else read from the store
+ * here; *out_shared 1 when another request's read served it.  0 with
+ * *out_n bytes in dst, or a negative code with its message in err. */
+int wblocks_read(struct wblocks *bs, struct wcursor *cur, wstore_file *f,
+		 uint64_t bsize, uint64_t off, char *dst, size_t want,
+		 size_t *out_n, int *out_shared, char *err, size_t errlen);
 
 /* HTTPS material, read and checked before listening (tls.c). */
 struct wserve_tls {

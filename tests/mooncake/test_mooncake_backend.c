@@ -29,11 +29,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "backends/helpers.h"
+#include "backends/mooncake.h"
 #include "config.h"
 #include "digest.h"
 #include "error.h"
@@ -42,6 +44,7 @@
 #include "store.h"
 #include "../lib/check.h"
 #include "../lib/child.h"
+#include "wstore/read.h"
 
 CHECK_COUNTERS;
 static const char *build_dir = "build";
@@ -526,6 +529,114 @@ static void test_shared_store(void)
 	b->free(b);
 }
 
+/* The largest buffer in the backend's pool of registered bounce buffers. */
+static size_t pool_max(wstore_store *s)
+{
+	struct mc_backend *b = (struct mc_backend *)wstore_store_backend(s);
+	size_t max = 0;
+
+	pthread_mutex_lock(&b->lock);
+	for (struct mc_buf *x = b->idle; x; x = x->next)
+		if (x->cap > max)
+			max = x->cap;
+	pthread_mutex_unlock(&b->lock);
+	return max;
+}
+
+/* A store on the library under test, with a checkpoint "rb" of one 6 MiB
+ * file in 4 MiB chunks imported. */
+static wstore_store *store_with_rb(void)
+{
+	wstore_import_options o = WSTORE_IMPORT_OPTIONS_INIT;
+	wstore_store *s = NULL;
+	wstore_config *cfg;
+	char *dir, *path;
+	FILE *f;
+	int rc;
+
+	if (asprintf(&dir, "%s/rbsrc", tmp_root) < 0 || mkdir(dir, 0755) ||
+	    asprintf(&path, "%s/w.bin", dir) < 0 || !(f = fopen(path, "w")))
+		abort();
+	for (int i = 0; i < (6 << 20) / 4; i++)
+		fwrite(&i, 4, 1, f);
+	fclose(f);
+	free(path);
+	if (wstore_config_new(&cfg) != 0)
+		abort();
+	rc = wstore_config_load_env(cfg);
+	if (rc == 0)
+		rc = wstore_config_set(cfg, "store", "mooncake");
+	if (rc == 0)
+		rc = wstore_config_set(cfg, "mooncake_library",
+				       real ? getenv("WSTORE_MOONCAKE_LIBRARY")
+					    : lib_path("libmooncake_store.so"));
+	if (rc == 0 && !real)
+		rc = wstore_config_set(cfg, "master_server_addr", fake_master);
+	if (rc == 0)
+		rc = wstore_open(&s, cfg);
+	wstore_config_free(cfg);
+	o.checkpoint_id = "rb";
+	o.model_id = "test/rb";
+	o.source = dir;
+	o.chunk_size = 4 << 20;
+	if (rc == 0)
+		rc = wstore_import(s, &o);
+	CHECK_EQ(rc, 0);
+	free(dir);
+	if (rc != 0 && s) {
+		wstore_free(s);
+		s = NULL;
+	}
+	return s;
+}
+
+/* wstore_read_buf_alloc: a whole chunk read into it lands there, with no
+ * bounce buffer (none of the pool's grows to a chunk); a read into plain
+ * memory goes through one (so that this test can tell). */
+static void test_read_buf(void)
+{
+	wstore_checkpoint *ck = NULL;
+	wstore_file *f = NULL;
+	wstore_store *s;
+	char *plain = malloc(4 << 20), *reg = NULL;
+	size_t n = 0;
+	int ok = 1;
+
+	fresh_store("10000");
+	if (!plain || !(s = store_with_rb())) {
+		free(plain);
+		return;
+	}
+	CHECK_EQ(wstore_checkpoint_open(&ck, s, "rb"), 0);
+	if (ck)
+		CHECK_EQ(wstore_file_open(&f, ck, "w.bin"), 0);
+	if (f)
+		reg = wstore_read_buf_alloc(ck, 4 << 20);
+	CHECK(reg != NULL);
+	if (reg) {
+		CHECK_EQ(wstore_file_pread(f, reg, 4 << 20, 4 << 20, &n), 0);
+		CHECK_EQ(n, 2 << 20);
+		CHECK(pool_max(s) < (2u << 20));
+		CHECK_EQ(wstore_file_pread(f, reg, 4 << 20, 0, &n), 0);
+		CHECK_EQ(n, 4 << 20);
+		for (int i = 0; ok && i < (4 << 20) / 4; i++)
+			ok = ((int *)(void *)reg)[i] == i;
+		CHECK(ok);
+		CHECK(pool_max(s) < (4u << 20));
+		CHECK_EQ(wstore_file_pread(f, plain, 4 << 20, 0, &n), 0);
+		CHECK(memcmp(plain, reg, 4 << 20) == 0);
+		CHECK(pool_max(s) >= (4u << 20));
+	}
+	wstore_read_buf_free(ck, reg);
+	wstore_read_buf_free(ck, NULL);
+	wstore_file_free(f);
+	wstore_checkpoint_free(ck);
+	if (real)
+		wstore_delete(s, "rb");
+	wstore_free(s);
+	free(plain);
+}
+
 /* ---- the stand-in itself, called directly ------------------------------ */
 
 struct rcfg {
@@ -656,6 +767,7 @@ int main(int argc, char **argv)
 		{ "bad_options", test_bad_options },
 		{ "bad_master_addr", test_bad_master_addr },
 		{ "not_a_master", test_not_a_master },
+		{ "read_buf", test_read_buf },
 	};
 	/* what only the stand-in can do, or what hangs a real client */
 	static const char *const standin_only[] = {
