@@ -100,7 +100,7 @@ serve_stop
 
 # ---- a Range request while the file streams --------------------------------
 fakehub_ctl '{"rate": {"mid.safetensors": 4194304}}'
-serve_start range "$T/m2" --upstream "$F" --cache-seconds 0 \
+serve_start range "$T/m2" --upstream "$F" --cache-seconds 0 --header-timeout 30 \
 	--no-access-log || { tap_done; exit 1; }
 curl -s -o "$T/whole" "$SERVE_URL/org/fake/resolve/main/mid.safetensors" &
 W1=$!
@@ -124,8 +124,8 @@ check_grep "... all from one upstream GET" '^1$' "$(fakehub_gets mid.safetensors
 serve_stop
 
 # ---- bytes that fail their hash --------------------------------------------
-fakehub_ctl '{"corrupt": ["mid.safetensors"], "rate": {"mid.safetensors": 8388608}}'
-serve_start corrupt "$T/m3" --upstream "$F" --cache-seconds 0 \
+fakehub_ctl '{"corrupt": ["mid.safetensors"], "rate": {"mid.safetensors": 4194304}}'
+serve_start corrupt "$T/m3" --upstream "$F" --cache-seconds 0 --header-timeout 30 \
 	--no-access-log || { tap_done; exit 1; }
 M=$SERVE_URL
 pids=""
@@ -160,7 +160,7 @@ serve_stop
 
 # ---- a snapshot partly mirrored --------------------------------------------
 fakehub_ctl '{"slow": ["big.safetensors"]}'
-serve_start partial "$T/m4" --upstream "$F" --cache-seconds 0 \
+serve_start partial "$T/m4" --upstream "$F" --cache-seconds 0 --header-timeout 30 \
 	--no-access-log || { tap_done; exit 1; }
 M=$SERVE_URL
 curl -s -o /dev/null --max-time 60 "$M/org/fake/resolve/main/big.safetensors" &
