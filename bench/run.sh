@@ -24,7 +24,6 @@ BUILD=${1:-build}
 [ "${BENCH_ONLY:-}" = serve ] && exec sh "$(dirname "$0")/serve.sh" "$BUILD"
 [ "${BENCH_ONLY:-}" = hub ] && exec sh "$(dirname "$0")/hub.sh" "$BUILD"
 [ "${BENCH_ONLY:-}" = hub_files ] && exec sh "$(dirname "$0")/hub_files.sh" "$BUILD"
-sh "$(dirname "$0")/mirror_stream.sh" "$BUILD"
 [ "${BENCH_ONLY:-}" = mirror_stream ] && exec sh "$(dirname "$0")/mirror_stream.sh" "$BUILD"
 [ "${BENCH_ONLY:-}" = mooncake ] && exec sh "$(dirname "$0")/mooncake.sh" "$BUILD"
 [ "${BENCH_ONLY:-}" = reflink ] && exec python3 "$(dirname "$0")/reflink.py" "$BUILD"

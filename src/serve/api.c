@@ -147,12 +147,82 @@ static json_t *dir_entry(const char *path, size_t len, const char *commit,
 	return e;
 }
 
+/* The model info of a partly mirrored snapshot, from the upstream's
+ * listing (its files stream as they are asked for: files.c). */
+static enum MHD_Result listed_info(struct MHD_Connection *c, struct wreq *r,
+				   const struct wtarget *t, struct wlisting *l)
+{
+	const char *slash = strchr(t->repo, '/');
+	json_t *j, *sib = json_array();
+	uint64_t total = 0;
+	char now[32];
+
+	iso_time(now, (int64_t)time(NULL));
+	for (size_t i = 0; sib && i < l->n; i++) {
+		const struct wlisting_file *f = &l->files[i];
+		char digits[24];
+		json_t *e = json_pack("{s:s, s:I, s:s}", "rfilename", f->path,
+				      "size", (json_int_t)f->size, "blobId",
+				      f->oid);
+
+		total += f->size;
+		/* the pointer: 125 bytes and the digits of the size */
+		if (e && f->sha256[0])
+			json_object_set_new(
+				e, "lfs",
+				json_pack("{s:I, s:s, s:i}", "size",
+					  (json_int_t)f->size, "sha256",
+					  f->sha256, "pointerSize",
+					  125 + snprintf(digits, sizeof(digits),
+							 "%" PRIu64, f->size)));
+		json_array_append_new(sib, e);
+	}
+	j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:b, s:b, "
+		      "s:i, s:i, s:[s], s:o, s:I}",
+		      "_id", l->commit, "id", t->repo, "modelId", t->repo,
+		      "sha", l->commit, "lastModified", now, "createdAt", now,
+		      "private", 0, "disabled", 0, "gated", 0, "downloads", 0,
+		      "likes", 0, "tags", "wstore", "siblings", sib,
+		      "usedStorage", (json_int_t)total);
+	if (j && slash)
+		json_object_set_new(
+			j, "author",
+			json_stringn(t->repo, (size_t)(slash - t->repo)));
+	wlisting_free(l);
+	return wreply_json(c, r, MHD_HTTP_OK, j);
+}
+
+/* A mirrored name the store cannot answer yet: its info from the
+ * upstream's listing (1: not the mirror's, ask the store). */
+static int try_listed(struct MHD_Connection *c, struct wreq *r,
+		      const struct wtarget *t, enum MHD_Result *ret)
+{
+	struct wlisting *l = NULL;
+	int rc;
+
+	if (!r->sv->mirror || !wutf8_valid(t->repo) ||
+	    (t->rev && !wutf8_valid(t->rev)) ||
+	    wcache_has(r->sv->cache, t->repo, t->rev))
+		return 1;
+	wmirror_error_clear();
+	rc = wmirror_listing(&l, r->sv->mirror, t->repo, t->rev);
+	r->mirror = wmirror_outcome();
+	if (rc == 0)
+		*ret = listed_info(c, r, t, l);
+	else if (rc == WSTORE_EBUSY)
+		*ret = wreply_error(c, r, MHD_HTTP_SERVICE_UNAVAILABLE, NULL,
+				    wmirror_error());
+	else
+		return 1; /* the usual path answers the rest */
+	return 0;
+}
+
 enum MHD_Result wapi_info(struct MHD_Connection *c, struct wreq *r,
 			  const struct wtarget *t)
 {
 	char made[32], upd[32], oid[41];
 	enum MHD_Result ret = MHD_NO;
-	struct wck *k = wopen_target(c, r, t, &ret);
+	struct wck *k;
 	const char *commit;
 	const wstore_manifest *m;
 	const char *slash = strchr(t->repo, '/');
@@ -160,7 +230,9 @@ enum MHD_Result wapi_info(struct MHD_Connection *c, struct wreq *r,
 	size_t n;
 	int err = 0;
 
-	if (!k)
+	if (try_listed(c, r, t, &ret) == 0)
+		return ret;
+	if (!(k = wopen_target(c, r, t, &ret)))
 		return ret;
 	commit = k->commit;
 	m = wstore_checkpoint_manifest(k->ck);

@@ -253,6 +253,22 @@ int wmirror_repo_canonical(const char *repo);
  */
 int wmirror_stream(struct wfflight **out, struct wmirror *m, const char *repo,
 		   const char *rev, const char *path);
+/* What the upstream listed at a commit the mirror is importing. */
+struct wlisting {
+	char commit[WSTORE_COMMIT_LEN + 1];
+	size_t n;
+	struct wlisting_file {
+		char *path;
+		uint64_t size;
+		char oid[41], sha256[65]; /* sha256 "": not an LFS file */
+	} * files;			  /* n, sorted by path */
+};
+/* The listing of a name the mirror serves that the store cannot answer
+ * yet, for the model info of a partly mirrored snapshot: returns as
+ * wmirror_stream does (never 2), with *out (wlisting_free it). */
+int wmirror_listing(struct wlisting **out, struct wmirror *m, const char *repo,
+		    const char *rev);
+void wlisting_free(struct wlisting *l);
 /* How long a request waits for the upstream (seconds). */
 double wmirror_wait_s(const struct wmirror *m);
 /* A response streamed (counted in /metrics; outcome "stream"). */

@@ -1057,6 +1057,68 @@ int wmirror_stream(struct wfflight **out, struct wmirror *m, const char *repo,
 	return rc;
 }
 
+/* A copy of f's listing; m->mu held.  0, or -ENOMEM. */
+static int copy_listing(struct wlisting **out, const struct flight *f)
+{
+	struct wlisting *l = calloc(1, sizeof(*l));
+
+	if (!l || !(l->files = calloc(f->nfiles ? f->nfiles : 1,
+				      sizeof(*l->files)))) {
+		free(l);
+		return -ENOMEM;
+	}
+	memcpy(l->commit, f->commit, sizeof(l->commit));
+	for (; l->n < f->nfiles; l->n++) {
+		struct wlisting_file *d = &l->files[l->n];
+		const struct fent *e = &f->files[l->n];
+
+		if (!(d->path = strdup(e->path))) {
+			wlisting_free(l);
+			return -ENOMEM;
+		}
+		d->size = e->size;
+		memcpy(d->oid, e->oid, sizeof(d->oid));
+		memcpy(d->sha256, e->sha256, sizeof(d->sha256));
+	}
+	*out = l;
+	return 0;
+}
+
+int wmirror_listing(struct wlisting **out, struct wmirror *m, const char *repo,
+		    const char *rev)
+{
+	const char *r = rev && *rev && strcmp(rev, "HEAD") ? rev : "main";
+	struct flight *f;
+	int rc = 0;
+
+	*out = NULL;
+	if (!m || !allowed(m, repo) || !rev_ok(r) || in_store(m, repo, r))
+		return 1;
+	pthread_mutex_lock(&m->mu);
+	if (!(f = flight_get(m, repo, r, &rc))) {
+		pthread_mutex_unlock(&m->mu);
+		return rc;
+	}
+	f->refs++;
+	if ((rc = wait_listing(m, f)) == 0)
+		rc = copy_listing(out, f);
+	flight_put(f);
+	pthread_mutex_unlock(&m->mu);
+	if (rc == 0 || rc == WSTORE_EBUSY)
+		atomic_fetch_add(&m->misses, 1);
+	mirror_outcome = rc == 0 ? "stream" : "fetch";
+	return rc;
+}
+
+void wlisting_free(struct wlisting *l)
+{
+	for (size_t i = 0; l && i < l->n; i++)
+		free(l->files[i].path);
+	if (l)
+		free(l->files);
+	free(l);
+}
+
 double wmirror_wait_s(const struct wmirror *m)
 {
 	return m->wait_s;

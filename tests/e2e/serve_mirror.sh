@@ -85,7 +85,13 @@ check_grep "/metrics: one import from the upstream" \
 	'^wstore_serve_mirror_fetches_total 1$' "$met"
 check_grep "/metrics: upstream bytes counted" \
 	'^wstore_serve_upstream_bytes_total [1-9][0-9]{6,}$' "$met"
-check_grep "/metrics: hits counted" '^wstore_serve_mirror_hits_total [1-9]' "$met"
+check_grep "/metrics: files streamed while the import ran" \
+	'^wstore_serve_mirror_streamed_total [1-9]' "$met"
+# once the import is READY the store answers
+wait_for 60 sh -c "'$W' --store '$T/mirror' model list --json 2>/dev/null | grep -q READY"
+curl -sf -o /dev/null "$M/org/fake/resolve/main/sub/c.txt"
+check_grep "/metrics: hits counted" '^wstore_serve_mirror_hits_total [1-9]' \
+	"$(curl -sf "$M/metrics")"
 check_grep "/metrics: misses counted" '^wstore_serve_mirror_misses_total [1-9]' "$met"
 
 : > "$LOG"

@@ -100,7 +100,7 @@ serve_stop
 
 # ---- a Range request while the file streams --------------------------------
 fakehub_ctl '{"rate": {"mid.safetensors": 4194304}}'
-serve_start range "$T/m2" --upstream "$F" --cache-seconds 0 \
+serve_start range "$T/m2" --upstream "$F" --cache-seconds 0 --header-timeout 30 \
 	--no-access-log || { tap_done; exit 1; }
 curl -s -o "$T/whole" "$SERVE_URL/org/fake/resolve/main/mid.safetensors" &
 W1=$!
@@ -124,8 +124,8 @@ check_grep "... all from one upstream GET" '^1$' "$(fakehub_gets mid.safetensors
 serve_stop
 
 # ---- bytes that fail their hash --------------------------------------------
-fakehub_ctl '{"corrupt": ["mid.safetensors"], "rate": {"mid.safetensors": 8388608}}'
-serve_start corrupt "$T/m3" --upstream "$F" --cache-seconds 0 \
+fakehub_ctl '{"corrupt": ["mid.safetensors"], "rate": {"mid.safetensors": 4194304}}'
+serve_start corrupt "$T/m3" --upstream "$F" --cache-seconds 0 --header-timeout 30 \
 	--no-access-log || { tap_done; exit 1; }
 M=$SERVE_URL
 pids=""
@@ -160,7 +160,7 @@ serve_stop
 
 # ---- a snapshot partly mirrored --------------------------------------------
 fakehub_ctl '{"slow": ["big.safetensors"]}'
-serve_start partial "$T/m4" --upstream "$F" --cache-seconds 0 \
+serve_start partial "$T/m4" --upstream "$F" --cache-seconds 0 --header-timeout 30 \
 	--no-access-log || { tap_done; exit 1; }
 M=$SERVE_URL
 curl -s -o /dev/null --max-time 60 "$M/org/fake/resolve/main/big.safetensors" &
@@ -172,6 +172,12 @@ if cmp -s "$T/cfg1" "$FSRC/config.json" && cmp -s "$T/cfg2" "$FSRC/config.json";
 	tap_ok "partly mirrored: a verified file served while another still streams"
 else tap_not_ok "partly mirrored: a verified file served while another still streams"; fi
 check_grep "... with the upstream's commit" 'X-Repo-Commit: 0123456789abcdef' "$(cat "$T/cfg2.h")"
+info=$(curl -s "$M/api/models/org/fake/revision/main" | /usr/bin/python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+print(j["sha"], " ".join(s["rfilename"] for s in j["siblings"]))' 2>&1)
+check_grep "... its model info from the upstream's listing meanwhile (commit, every file)" \
+	'^0123456789abcdef0123456789abcdef01234567 big.safetensors config.json mid.safetensors$' "$info"
 check_grep "... the snapshot is not READY meanwhile" '^0$' \
 	"$("$W" --store "$T/m4" model list --json | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')"
 check_grep "... one upstream GET of the verified file" '^1$' "$(fakehub_gets config.json)"

@@ -60,6 +60,7 @@ CHECK_COUNTERS;
 	X(test_pull_not_ready) \
 	X(test_resolve) \
 	X(test_hubrefs) \
+	X(test_hubfile) \
 	X(test_core_index_nomem) \
 	X(test_core_reported_sizes) \
 	X(test_core_source_fifo) \

@@ -96,3 +96,58 @@ void test_hubrefs(void)
 	}
 	wstore_free(s);
 }
+
+static int count_bytes(void *ctx, const void *data, size_t n)
+{
+	(void)data;
+	*(size_t *)ctx += n;
+	return 0;
+}
+
+/* wstore_hub_fetch_file (hubfile.c) without a server: what it refuses
+ * before any request, and an empty file checked against its hash (no
+ * request either: nothing to fetch). */
+void test_hubfile(void)
+{
+	wstore_hub_options o = WSTORE_HUB_OPTIONS_INIT;
+	/* git's blob id of no bytes */
+	wstore_hub_file f = { "config.json", 0,
+			      "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391", "" };
+	size_t got = 0;
+
+	o.endpoint = "http://127.0.0.1:9";
+	o.repo = "org/m";
+	CHECK_EQ_INT(wstore_hub_fetch_file(&o, ca, &f, count_bytes, NULL, &got),
+		     0);
+	CHECK(got == 0);
+	f.oid = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5392";
+	CHECK_EQ_INT(wstore_hub_fetch_file(&o, ca, &f, count_bytes, NULL, &got),
+		     WSTORE_EVERIFY);
+	CHECK(strstr(wstore_last_error(), "config.json") != NULL);
+	CHECK_EQ_INT(
+		wstore_hub_fetch_file(NULL, ca, &f, count_bytes, NULL, &got),
+		WSTORE_EINVAL);
+	CHECK_EQ_INT(
+		wstore_hub_fetch_file(&o, "abc", &f, count_bytes, NULL, &got),
+		WSTORE_EINVAL);
+	f.path = "../x";
+	CHECK_EQ_INT(wstore_hub_fetch_file(&o, ca, &f, count_bytes, NULL, &got),
+		     WSTORE_EINVAL);
+	f.path = "config.json";
+	f.oid = "not hex";
+	CHECK_EQ_INT(wstore_hub_fetch_file(&o, ca, &f, count_bytes, NULL, &got),
+		     WSTORE_EINVAL);
+	f.oid = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391";
+	f.size = 2000;
+	o.max_file_size = 1000;
+	CHECK_EQ_INT(wstore_hub_fetch_file(&o, ca, &f, count_bytes, NULL, &got),
+		     WSTORE_EINVAL);
+	CHECK(strstr(wstore_last_error(), "hub_max_file_size") != NULL);
+	o.repo = "org/../m";
+	CHECK_EQ_INT(wstore_hub_fetch_file(&o, ca, &f, count_bytes, NULL, &got),
+		     WSTORE_EINVAL);
+	o.repo = "org/m";
+	o.version = 99;
+	CHECK_EQ_INT(wstore_hub_fetch_file(&o, ca, &f, count_bytes, NULL, &got),
+		     WSTORE_EINVAL);
+}
