@@ -10,8 +10,11 @@
 #  - a file whose bytes fail their listed SHA-256: every client's
 #    transfer cut short of its Content-Length, nothing kept, the next
 #    request fetches it again (and gets it right);
-#  - a snapshot partly mirrored serves a verified file while another is
-#    still on its way; /metrics and the access log say "stream".
+#  - `hf download` (huggingface_hub 1.28) of a cold model through the
+#    mirror: every file exact, one upstream GET each;
+#  - a snapshot partly mirrored serves a verified file (also to `hf
+#    download`) and its model info while another file is still on its
+#    way; /metrics and the access log say "stream".
 #   BUILD  the build directory holding wstore
 #   WSTORE_TEST_STREAM_MB  size of the large file (default 256; the
 #          issue's figure is 1024, which takes a minute more here)
@@ -157,6 +160,30 @@ if cmp -s "$T/again" "$FSRC/mid.safetensors"; then
 else tap_not_ok "... the next request fetches it again, right this time"; fi
 check_grep "... with a new upstream GET" '^1$' "$(fakehub_gets mid.safetensors)"
 serve_stop
+
+# ---- the real client on a cold mirror: the whole snapshot -------------------
+if PP=$(hub_pythonpath 1.28.0); then
+	fakehub_ctl '{"rate": {"mid.safetensors": 8388608}}'
+	serve_start hfdl "$T/m5" --upstream "$F" --cache-seconds 0 \
+		--header-timeout 30 --no-access-log || { tap_done; exit 1; }
+	out=$(PYTHONPATH=$PP HF_ENDPOINT=$SERVE_URL HF_HUB_DISABLE_TELEMETRY=1 \
+		timeout 300 /usr/bin/python3 -m huggingface_hub.cli.hf \
+		download org/fake --cache-dir "$T/hfcache5" 2>&1 |
+		tail -1 | sed 's/^ *path: *//')
+	bad=""
+	for f in config.json big.safetensors mid.safetensors; do
+		cmp -s "$out/$f" "$FSRC/$f" || bad="$bad $f"
+		[ "$(fakehub_gets "$f")" = 1 ] || bad="$bad $f:$(fakehub_gets "$f")GETs"
+	done
+	if [ -z "$bad" ]; then
+		tap_ok "hf download of a cold model through the mirror: every file exact, one upstream GET each"
+	else tap_not_ok "hf download of a cold model through the mirror: every file exact, one upstream GET each" \
+		"$out:$bad"; fi
+	serve_stop
+else
+	tap_skip "hf download of a cold model through the mirror" \
+		"huggingface_hub 1.28.0 is not unpacked in $HFHUB"
+fi
 
 # ---- a snapshot partly mirrored --------------------------------------------
 fakehub_ctl '{"slow": ["big.safetensors"]}'
