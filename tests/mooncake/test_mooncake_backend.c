@@ -529,6 +529,38 @@ static void test_shared_store(void)
 	b->free(b);
 }
 
+/* A get into a registered buffer (no get_size first): the value, its
+ * size; a value larger than the buffer is WSTORE_ERANGE naming its size;
+ * a missing key WSTORE_ENOTFOUND. */
+static void test_lent_get(void)
+{
+	char big[100];
+	wstore_backend *b;
+	size_t n = 0;
+	char *lent;
+
+	fresh_store("10000");
+	if (!(b = open_standin()))
+		return;
+	memset(big, 'x', sizeof(big));
+	CHECK_EQ(b->put(b, "lg/big", big, sizeof(big)), 0);
+	CHECK_EQ(put_str(b, "lg/small", "abc"), 0);
+	lent = b->buf_alloc(b, 64);
+	CHECK(lent != NULL);
+	if (lent) {
+		CHECK_EQ(b->get(b, "lg/small", lent, 64, &n), 0);
+		CHECK_EQ(n, 3);
+		CHECK(memcmp(lent, "abc", 3) == 0);
+		CHECK_EQ(b->get(b, "lg/big", lent, 64, &n), WSTORE_ERANGE);
+		CHECK_EQ(n, 100);
+		CHECK(strstr(wstore_last_error(), "holds 100 bytes") != NULL);
+		CHECK_EQ(b->get(b, "lg/missing", lent, 64, &n),
+			 WSTORE_ENOTFOUND);
+		b->buf_free(b, lent);
+	}
+	b->free(b);
+}
+
 /* The largest buffer in the backend's pool of registered bounce buffers. */
 static size_t pool_max(wstore_store *s)
 {
@@ -768,6 +800,7 @@ int main(int argc, char **argv)
 		{ "bad_master_addr", test_bad_master_addr },
 		{ "not_a_master", test_not_a_master },
 		{ "read_buf", test_read_buf },
+		{ "lent_get", test_lent_get },
 	};
 	/* what only the stand-in can do, or what hangs a real client */
 	static const char *const standin_only[] = {

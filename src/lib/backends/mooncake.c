@@ -235,25 +235,33 @@ static int mc_put(wstore_backend *wb, const char *key, const void *data,
  * may be replaced (forced remove + put) between get_size and get_into, so
  * the size get_into returns is the one that counts; a value that grew past
  * the registered buffer (-600) is retried with its new size, a failed
- * transfer or master RPC until r's time is up.
+ * transfer or master RPC until r's time is up.  A buffer of buf_alloc's
+ * (a pull's or a server's chunk buffer) is read into at once, without
+ * get_size first: get_into returns the size, and the master is asked one
+ * RPC fewer a chunk; get_size comes in only after a failure (-600 for a
+ * value larger than the buffer, -703 for one being written).
  */
 static int get_one(struct mc_backend *b, const char *key, void *buf, size_t cap,
 		   size_t *out_len, struct mc_retry *r)
 {
+	int lent = mc_is_lent(b, buf, cap);
 	struct mc_buf *x;
-	int64_t size, n;
+	int64_t size = 0, n;
 	int rc;
 
+	*out_len = 0;
 	for (int attempt = 0;;) {
-		size = size_of(b, key, r);
-		if (size < 0)
-			return mc_fail(b, size, "read", key);
-		*out_len = (size_t)size;
-		if ((uint64_t)size > cap)
-			break;
-		if (size == 0)
-			return 0;
-		if (mc_is_lent(b, buf, cap)) {
+		if (!lent || attempt > 0) {
+			size = size_of(b, key, r);
+			if (size < 0)
+				return mc_fail(b, size, "read", key);
+			*out_len = (size_t)size;
+			if ((uint64_t)size > cap)
+				break;
+			if (size == 0)
+				return 0;
+		}
+		if (lent) {
 			/* registered already: Mooncake writes it in place */
 			n = b->api.get_into(b->h, key, buf, cap);
 		} else {
