@@ -123,6 +123,14 @@ struct wblocks {
 	size_t spare_cap[WBLOCKS_SPARE], nspare;
 };
 
+/* blocks read from the store, by every checkpoint's readers (metrics) */
+static atomic_uint_fast64_t block_reads;
+
+uint64_t wblocks_reads_total(void)
+{
+	return (uint64_t)atomic_load(&block_reads);
+}
+
 struct wblocks *wblocks_new(wstore_checkpoint *ck)
 {
 	struct wblocks *bs = calloc(1, sizeof(*bs));
@@ -348,8 +356,10 @@ static void fill(struct wblocks *bs, struct wblock *b, wstore_file *f)
 	int rc;
 
 	rc = (b->buf = take_buffer(bs, b)) ? 0 : -ENOMEM;
-	if (rc == 0)
+	if (rc == 0) {
+		atomic_fetch_add(&block_reads, 1);
 		rc = wstore_file_pread(f, b->buf, b->len, b->off, &n);
+	}
 	if (rc == 0 && n != b->len)
 		rc = WSTORE_ECORRUPT;
 	pthread_mutex_lock(&bs->mu);

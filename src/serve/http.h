@@ -60,6 +60,9 @@ struct wblocks;
  * blocks' buffers: wstore_read_buf_alloc); it must outlive wblocks_free. */
 struct wblocks *wblocks_new(wstore_checkpoint *ck);
 void wblocks_free(struct wblocks *bs);
+/* Blocks read from the store so far, read ahead or for a request, by the
+ * blocks of every checkpoint of the process. */
+uint64_t wblocks_reads_total(void);
 /* The checkpoint is dead (deleted or replaced): no block read before is
  * handed out again, every request reads the store (and fails). */
 void wblocks_kill(struct wblocks *bs);

@@ -143,6 +143,11 @@ enum MHD_Result wmetrics_reply(struct MHD_Connection *c, struct wreq *r)
 	  "# TYPE wstore_serve_shared_reads_total counter\n"
 	  "wstore_serve_shared_reads_total %" PRIuFAST64 "\n",
 	  atomic_load(&m->shared_reads));
+	P("# HELP wstore_serve_block_reads_total Blocks read from a store "
+	  "that does not hand out files, read ahead or for a response.\n"
+	  "# TYPE wstore_serve_block_reads_total counter\n"
+	  "wstore_serve_block_reads_total %" PRIu64 "\n",
+	  wblocks_reads_total());
 	P("# HELP wstore_serve_connections Open client connections.\n"
 	  "# TYPE wstore_serve_connections gauge\n"
 	  "wstore_serve_connections %d\n",

@@ -316,6 +316,11 @@ sr=$(echo "$M" | awk '$1 == "wstore_serve_store_reads_total" {print $2}')
 shr=$(echo "$M" | awk '$1 == "wstore_serve_shared_reads_total" {print $2}')
 check "single flight: blocks read once for several clients (store reads ${sr:-?}, shared ${shr:-?}, 256 wanted)" \
 	test "${shr:-0}" -gt 0 -a "${sr:-256}" -lt 256 -a "$((${sr:-0} + ${shr:-0}))" -ge 256
+# every read of the store, read ahead or not: blocks are kept while a
+# client has yet to reach them, so the 32 blocks are read about once each
+br=$(echo "$M" | awk '$1 == "wstore_serve_block_reads_total" {print $2}')
+check "single flight: the store read at most twice per block (${br:-?} reads of 32 blocks)" \
+	test "${br:-0}" -ge 32 -a "${br:-999}" -le 64
 serve_stop
 
 # ---- Redis backend ---------------------------------------------------------------
