@@ -301,6 +301,8 @@ void wfflight_ref(struct wfflight *ff);
 /* Drop a reference (NULL is fine); the last closes the spool. */
 void wfflight_put(struct wfflight *ff);
 const wstore_hub_file *wfflight_file(const struct wfflight *ff);
+/* why a flight that ended failed (its log line), once it has ended */
+const char *wfflight_msg(const struct wfflight *ff);
 const char *wfflight_commit(const struct wfflight *ff);
 /* 1 when the fetch ended, with *rc its outcome (0 verified). */
 int wfflight_done(struct wfflight *ff, int *rc);

@@ -424,8 +424,8 @@ static void file_ended(void *ctx, struct wfflight *ff, int rc)
 	if (rc < 0) {
 		atomic_fetch_add(&m->file_failures, 1);
 		if (!f->doomed)
-			snprintf(f->doom_msg, sizeof(f->doom_msg),
-				 "upstream: %s", wstore_last_error());
+			snprintf(f->doom_msg, sizeof(f->doom_msg), "%s",
+				 wfflight_msg(ff));
 		f->doomed = 1;
 		i = fent_find(f, wfflight_file(ff)->path);
 		if (i >= 0 && f->ff && f->ff[i] == ff) {

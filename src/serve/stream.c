@@ -46,6 +46,10 @@ struct wfflight {
 	uint64_t size, written, signaled;
 	int done, rc; /* rc: 0 verified, else the fetch's error */
 	char msg[512];
+	/* the spool's write error, named in msg rather than the fetch's
+	 * "the caller stopped the transfer" (a full disk is not the
+	 * upstream's fault); only the fetch thread writes it */
+	char spool_err[256];
 	/* what is fetched: copies */
 	wstore_hub_options ho;
 	char *endpoint, *token, *repo, *path;
@@ -57,14 +61,19 @@ struct wfflight {
 	void *end_ctx;
 };
 
-static int spool_open(void)
+static const char *spool_dir(void)
 {
 	const char *dir = getenv("TMPDIR");
+
+	return dir && *dir ? dir : "/var/tmp";
+}
+
+static int spool_open(void)
+{
+	const char *dir = spool_dir();
 	char tmpl[4096];
 	int fd;
 
-	if (!dir || !*dir)
-		dir = "/var/tmp";
 	fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 	if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR))
 		return fd;
@@ -118,8 +127,14 @@ static int ff_sink(void *ctx, const void *data, size_t n)
 
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w <= 0)
-			return w < 0 ? -errno : -EIO;
+		if (w <= 0) {
+			int e = w < 0 ? errno : EIO;
+
+			snprintf(ff->spool_err, sizeof(ff->spool_err),
+				 "cannot write the spool of '%s' (in %s): %s",
+				 ff->path, spool_dir(), strerror(e));
+			return -e;
+		}
 		p += w;
 		at += (uint64_t)w;
 		left -= (size_t)w;
@@ -142,7 +157,9 @@ static void *ff_run(void *arg)
 				       ff_cancel, ff);
 
 	pthread_mutex_lock(&ff->mu);
-	if (rc < 0)
+	if (rc < 0 && ff->spool_err[0])
+		snprintf(ff->msg, sizeof(ff->msg), "%s", ff->spool_err);
+	else if (rc < 0)
 		snprintf(ff->msg, sizeof(ff->msg), "upstream: %s",
 			 wstore_last_error());
 	ff->rc = rc;
@@ -220,6 +237,11 @@ struct wfflight *wfflight_start(const struct wfflight_spec *s, int *err)
 const wstore_hub_file *wfflight_file(const struct wfflight *ff)
 {
 	return &ff->file;
+}
+
+const char *wfflight_msg(const struct wfflight *ff)
+{
+	return ff->msg; /* set before done, never after */
 }
 
 const char *wfflight_commit(const struct wfflight *ff)
