@@ -211,11 +211,21 @@ fi
 # master itself and its storage node carry on (stopping the master would
 # make it drop the node: --client_ttl=3 here).  The pull retries failed
 # RPCs for up to WSTORE_MOONCAKE_TRANSFER_WAIT_MS (30 s) and completes.
-pxport=$(_mc_port 41)
-python3 "$HERE/fleet/proxy.py" 127.0.0.1 "$pxport" 127.0.0.1 \
-	"${WSTORE_MASTER_SERVER_ADDR##*:}" 0 0 > "$T/px.log" 2>&1 &
-pxpid=$!
-check "master cut: the forwarder listens" wait_for 10 grep -q listening "$T/px.log"
+# The forwarder's port is a random candidate: one another process holds
+# makes the forwarder exit, and the next candidate is tried.
+pxpid=
+for try in 1 2 3 4 5; do
+	pxport=$(_mc_port $((40 + try)))
+	python3 "$HERE/fleet/proxy.py" 127.0.0.1 "$pxport" 127.0.0.1 \
+		"${WSTORE_MASTER_SERVER_ADDR##*:}" 0 0 > "$T/px.log" 2>&1 &
+	pxpid=$!
+	wait_for 10 sh -c "grep -q listening '$T/px.log' || ! kill -0 $pxpid"
+	grep -q listening "$T/px.log" && break
+	kill "$pxpid" 2>/dev/null
+	wait "$pxpid" 2>/dev/null
+	pxpid=
+done
+check "master cut: the forwarder listens (port $pxport, try $try)" test -n "$pxpid"
 WSTORE_MASTER_SERVER_ADDR=127.0.0.1:$pxport WSTORE_COMMAND_TIMEOUT_MS=3000 \
 	WSTORE_FAULTS=delay=300 \
 	"$W" --store fault+mooncake model pull k2 --dest "$T/mp" --jobs 1 \
