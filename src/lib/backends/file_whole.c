@@ -182,17 +182,14 @@ static int open_regular(int dfd, const char *name, uint64_t *size)
 }
 
 /* A chunk key's value: the range of the data file, else chunks/<i>. */
-static int open_chunk(file_backend *fb, const char *key, size_t dir_len,
-		      uint64_t idx, fs_value *v)
+/* One look for chunk idx: in the data file, else as a chunk file. */
+static int open_chunk_once(int phfd, const char *dir, const char *cname,
+			   uint64_t idx, fs_value *v, int *out_fd)
 {
-	char name[FS_DATA_NAME_MAX], dir[PATH_MAX];
+	char name[FS_DATA_NAME_MAX];
 	uint64_t cs = 0, size = 0;
-	int phfd = open_ph_dir(fb, key, dir_len), rc, fd = -1, sub;
+	int rc = fs_find_data(phfd, dir, name, &cs), fd = -1, sub;
 
-	if (phfd < 0)
-		return fs_os_error(fb, -phfd, "read", key);
-	snprintf(dir, sizeof(dir), "%.*s", (int)dir_len, key);
-	rc = fs_find_data(phfd, dir, name, &cs);
 	if (rc == 0) {
 		fd = open_regular(phfd, name, &size);
 		if (fd >= 0 && fs_chunk_range(cs, size, idx, &v->off, &v->len))
@@ -204,7 +201,7 @@ static int open_chunk(file_backend *fb, const char *key, size_t dir_len,
 		sub = wstore__nofollow_subdir(phfd, "chunks");
 		rc = sub < 0 ? -errno : 0;
 		if (sub >= 0) {
-			fd = open_regular(sub, key + dir_len + 8, &size);
+			fd = open_regular(sub, cname, &size);
 			rc = fd < 0 ? fd : 0;
 			close(sub);
 		}
@@ -212,6 +209,26 @@ static int open_chunk(file_backend *fb, const char *key, size_t dir_len,
 		v->len = size;
 		v->whole = 1;
 	}
+	*out_fd = fd;
+	return rc;
+}
+
+static int open_chunk(file_backend *fb, const char *key, size_t dir_len,
+		      uint64_t idx, fs_value *v)
+{
+	char dir[PATH_MAX];
+	int phfd = open_ph_dir(fb, key, dir_len), rc, fd = -1;
+
+	if (phfd < 0)
+		return fs_os_error(fb, -phfd, "read", key);
+	snprintf(dir, sizeof(dir), "%.*s", (int)dir_len, key);
+	rc = open_chunk_once(phfd, dir, key + dir_len + 8, idx, v, &fd);
+	/* no data file, and then no chunk file either: a migration
+	 * (file_migrate.c) may have published the data file and removed
+	 * the chunk files between the two looks; it publishes first, so
+	 * a second look finds the chunk in one layout or the other */
+	if (rc == -ENOENT && fd < 0)
+		rc = open_chunk_once(phfd, dir, key + dir_len + 8, idx, v, &fd);
 	close(phfd);
 	if (rc < 0 && fd >= 0)
 		close(fd);
