@@ -225,8 +225,13 @@ if [ -z "$bad" ] && [ "$n503" -ge 2 ]; then
 	tap_ok "a failing read: 503 with Retry-After ($n503 times) or the newest checkpoint, never another"
 else tap_not_ok "a failing read while resolving" "bad:$bad; 503s: $n503"; fi
 
-# a read failing mid-body: the transfer is cut, never full length
-export WSTORE_FAULTS="failop=get:8"
+# a read failing mid-body: the transfer is cut, never full length.  Gets
+# 8 to 15 fail: one failing get alone may be a read-ahead nobody waits
+# for yet, which serve drops and reads again (blocks.c), so whether the
+# transfer is cut would depend on the threads' timing; eight in a row
+# reach a block the download waits for (two readers, a bounded
+# read-ahead), and the gets after them succeed for the request after.
+export WSTORE_FAULTS="failop=get:8,failop=get:9,failop=get:10,failop=get:11,failop=get:12,failop=get:13,failop=get:14,failop=get:15"
 serve_start cut "fault+$STORE" || { tap_done; exit 1; }
 unset WSTORE_FAULTS
 curl -s -o "$T/cut" "$SERVE_URL/org/g/resolve/main/$BIG"
@@ -236,7 +241,15 @@ if [ "$rc" = 18 ] && [ "$sz" -lt "$(stat -c %s "$SRC/$BIG")" ]; then
 	tap_ok "a read failing mid-body: the transfer is cut (curl exit 18, $sz bytes)"
 else tap_not_ok "a read failing mid-body" "curl exit $rc, $sz bytes"; fi
 check_grep "... logged as incomplete" 'resolve/main/.* 200 [0-9]+ .*incomplete' "$(cat "$SERVE_LOG")"
-check "... and the server serves on" cmp "$T/new.json" "$(curl -sf "$SERVE_URL/org/g/resolve/main/config.json" -o "$T/c" && echo "$T/c")"
+# the gets left of the eight failing ones fail a request or two first
+served_on() {
+	for _i in 1 2 3 4 5 6 7 8 9 10; do
+		curl -sf "$SERVE_URL/org/g/resolve/main/config.json" -o "$T/c" &&
+			cmp -s "$T/new.json" "$T/c" && return 0
+	done
+	return 1
+}
+check "... and the server serves on (within 10 requests)" served_on
 serve_stop
 
 # ---- a Redis server stopped (SIGSTOP) while serve is in use --------------------
