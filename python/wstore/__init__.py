@@ -209,6 +209,17 @@ def _strv(items):
     return ctypes.cast(arr, ctypes.POINTER(c_char_p)), arr
 
 
+def _take_string(out):
+    """The malloc'ed C string a call left in ``out`` (a c_void_p), freed;
+    None when it left none."""
+    if not out.value:
+        return None
+    try:
+        return _dec(ctypes.string_at(out.value))
+    finally:
+        _native.libc.free(out)
+
+
 class _Progress:
     """Wraps fn(done, total, path) -> truthy to cancel as a C callback; an
     exception raised by fn cancels the operation and is re-raised."""
@@ -565,10 +576,7 @@ class Store(_Handle):
         out = c_void_p()
         rc = _fn("wstore_import_hub")(byref(out), self._handle(), byref(io),
                                       byref(ho))
-        cid = None
-        if out.value:
-            cid = _dec(ctypes.string_at(out.value))
-            _native.libc.free(out)
+        cid = _take_string(out)
         prog.check(rc)
         return cid
 
@@ -619,10 +627,7 @@ class Store(_Handle):
         out = c_void_p()
         rc = _fn("wstore_import_bundle")(byref(out), self._handle(), fd,
                                          byref(opts))
-        cid = None
-        if out.value:
-            cid = _dec(ctypes.string_at(out.value))
-            _native.libc.free(out)
+        cid = _take_string(out)
         prog.check(rc)
         return cid
 
