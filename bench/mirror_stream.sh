@@ -8,13 +8,14 @@
 # of BENCH_MIRROR_RUNS (after one warm-up of the upstream):
 #   upstream   one curl of the file from the upstream itself, to /dev/null
 #   floor      the file from the upstream through SHA-256 as it arrives
-#              (build/wstore-sha256-get: libcurl and libcrypto, as the
-#              mirror's receive; bench/sha256_get.c says why not
-#              `curl | openssl dgst`): the least a cold mirror must do
-#              (take the bytes, hash them all before the last goes out);
-#              SHA-256 of one stream runs on one core, so this is the
-#              ceiling of a cold mirror where hashing is slower than the
-#              transfer (the hash is checked against the upstream's)
+#              (build/wstore-sha256-get: libcurl as the mirror's receive,
+#              libcrypto's SHA-256 on a second thread fed by a pipe, i.e.
+#              `curl | sha256` without the tools' small reads;
+#              bench/sha256_get.c): the least a cold mirror must do (take
+#              the bytes, hash them all before the last goes out).
+#              SHA-256 of one stream runs on one core, so where it is
+#              slower than the transfer this is the cold mirror's ceiling
+#              (the hash is checked against the upstream's)
 #   cold       a new mirror over an empty store, the same curl through it
 #              (the mirror fetches the file from the upstream as the
 #              client reads it; its import of the snapshot runs beside)
