@@ -8,13 +8,15 @@
 # of BENCH_MIRROR_RUNS (after one warm-up of the upstream):
 #   upstream   one curl of the file from the upstream itself, to /dev/null
 #   floor      the file from the upstream through SHA-256 as it arrives
-#              (build/wstore-sha256-get: libcurl and libcrypto, as the
-#              mirror's receive; bench/sha256_get.c says why not
-#              `curl | openssl dgst`): the least a cold mirror must do
-#              (take the bytes, hash them all before the last goes out);
-#              SHA-256 of one stream runs on one core, so this is the
-#              ceiling of a cold mirror where hashing is slower than the
-#              transfer (the hash is checked against the upstream's)
+#              (build/wstore-sha256-get: libcurl as the mirror's receive,
+#              libcrypto's SHA-256 on a second thread fed by a pipe, i.e.
+#              `curl | sha256` without the tools' small reads, and with
+#              --inline in the receiving thread; the best of both runs,
+#              bench/sha256_get.c): the least a cold mirror must do (take
+#              the bytes, hash them all before the last goes out).
+#              SHA-256 of one stream runs on one core, so where it is
+#              slower than the transfer this is the cold mirror's ceiling
+#              (the hash is checked against the upstream's)
 #   cold       a new mirror over an empty store, the same curl through it
 #              (the mirror fetches the file from the upstream as the
 #              client reads it; its import of the snapshot runs beside)
@@ -85,10 +87,11 @@ get() {
 	echo "$s $f"
 }
 
-# floor: seconds of one curl of the file from the upstream through SHA-256
+# floor [--inline]: seconds of one GET of the file from the upstream
+# through SHA-256
 floor() {
 	_t0=$(date +%s.%N)
-	_h=$("$BUILD/wstore-sha256-get" "$UP/org/bench/resolve/main/$FILE")
+	_h=$("$BUILD/wstore-sha256-get" "$@" "$UP/org/bench/resolve/main/$FILE")
 	_t1=$(date +%s.%N)
 	[ "${_h%% *}" = "$SHA" ] ||
 		{ echo "bench/mirror_stream.sh: floor hashed '$_h', not $SHA" >&2; exit 1; }
@@ -111,7 +114,7 @@ SHA=$(curl -sfI "$UP/org/bench/resolve/main/$FILE" | tr -d '\r"' |
 get "$UP" >/dev/null
 best() { sort -n -k"$1" | head -1 | cut -d' ' -f"$1"; }
 for _ in $(seq "$RUNS"); do get "$UP"; done > "$T/up.runs"
-for _ in $(seq "$RUNS"); do floor; done > "$T/floor.runs"
+for _ in $(seq "$RUNS"); do floor; floor --inline; done > "$T/floor.runs"
 for _ in $(seq "$RUNS"); do cold; done > "$T/cold.runs"
 awk -v b="$BYTES" -v us="$(best 1 < "$T/up.runs")" -v uf="$(best 2 < "$T/up.runs")" \
 	-v fs="$(best 1 < "$T/floor.runs")" \
