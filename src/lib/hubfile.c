@@ -9,7 +9,11 @@
  *
  * The bytes are trusted by no one until the end: the sink gets them
  * before they are checked, and the caller learns only from the return
- * code whether they were the file.  The HTTP client is the import's
+ * code whether they were the file.  A file larger than a few MiB is
+ * hashed on a thread of its own behind the receive (hashpipe.c), so the
+ * hash's time (SHA-256 is slower than loopback) overlaps the transfer's
+ * instead of adding to it; the return still waits for the last byte's
+ * hash.  The HTTP client is the import's
  * (hubfetch.c): the same token rules, redirects, limits and retries.
  */
 #include <errno.h>
@@ -23,6 +27,7 @@
 #include "abi.h"
 #include "digest.h"
 #include "error.h"
+#include "hashpipe.h"
 #include "hubfetch.h"
 #include "hubtrust.h"
 #include "names.h"
@@ -34,8 +39,21 @@ struct one {
 	void *ctx;
 	wstore__sha256 *sha256; /* an LFS file's */
 	EVP_MD_CTX *sha1;	/* a git file's blob id */
+	/* a large file's hash, on a thread of its own (hashpipe.c) */
+	wstore__hashpipe *pipe;
 	uint64_t got;
 };
+
+static int up_sha256(void *h, const void *data, size_t n)
+{
+	wstore__sha256_update(h, data, n);
+	return 0;
+}
+
+static int up_sha1(void *h, const void *data, size_t n)
+{
+	return EVP_DigestUpdate(h, data, n) ? 0 : -ENOMEM;
+}
 
 static int one_stop(void *ctx)
 {
@@ -49,10 +67,13 @@ static int one_sink(void *ctx, const void *data, size_t n)
 	struct one *o = ctx;
 	int rc;
 
-	if (o->sha256)
-		wstore__sha256_update(o->sha256, data, n);
-	else if (!EVP_DigestUpdate(o->sha1, data, n))
-		return wstore__err(-ENOMEM, "SHA-1 failed");
+	if (o->pipe)
+		rc = wstore__hashpipe_put(o->pipe, data, n);
+	else
+		rc = o->sha256 ? up_sha256(o->sha256, data, n)
+			       : up_sha1(o->sha1, data, n);
+	if (rc < 0)
+		return wstore__err(rc, "hashing the file failed");
 	o->got += n;
 	if ((rc = o->sink(o->ctx, data, n)) != 0)
 		return wstore__err(rc < 0 ? rc : WSTORE_ECANCELED,
@@ -71,6 +92,26 @@ static void hex(char *out, const unsigned char *d, size_t n)
 	out[2 * n] = '\0';
 }
 
+/* The hash the file is checked against, made. */
+static int one_hash(struct one *o, const wstore_hub_file *f)
+{
+	char head[64];
+	int hn;
+
+	if (f->sha256 && *f->sha256) {
+		if (!(o->sha256 = wstore__sha256_new()))
+			return -ENOMEM;
+		return 0;
+	}
+	/* git's blob id: sha1("blob <size>\0" + bytes) */
+	hn = snprintf(head, sizeof(head), "blob %" PRIu64, f->size);
+	if (!(o->sha1 = EVP_MD_CTX_new()) ||
+	    !EVP_DigestInit_ex(o->sha1, EVP_sha1(), NULL) ||
+	    !EVP_DigestUpdate(o->sha1, head, (size_t)hn + 1))
+		return wstore__err(-ENOMEM, "SHA-1 failed");
+	return 0;
+}
+
 /* The bytes received against the listing's hash. */
 static int one_check(struct one *o, const wstore_hub_file *f, const char *url)
 {
@@ -78,6 +119,8 @@ static int one_check(struct one *o, const wstore_hub_file *f, const char *url)
 	unsigned dn = 0;
 	char got[65];
 
+	if (o->pipe && wstore__hashpipe_finish(o->pipe) < 0)
+		return wstore__err(-ENOMEM, "hashing the file failed");
 	if (o->sha256) {
 		wstore__sha256_hex(o->sha256, got);
 		if (strcmp(got, f->sha256))
@@ -99,24 +142,17 @@ static int one_check(struct one *o, const wstore_hub_file *f, const char *url)
 	return 0;
 }
 
-/* The hash the file is checked against, started. */
+/* The hash the file is checked against, started: on a thread of its own
+ * for a file larger than the pipe's ring (inline when no thread can be
+ * had: slower, as right). */
 static int one_begin(struct one *o, const wstore_hub_file *f)
 {
-	char head[64];
-	int hn;
+	int rc = one_hash(o, f);
 
-	if (f->sha256 && *f->sha256) {
-		if (!(o->sha256 = wstore__sha256_new()))
-			return -ENOMEM;
-		return 0;
-	}
-	/* git's blob id: sha1("blob <size>\0" + bytes) */
-	hn = snprintf(head, sizeof(head), "blob %" PRIu64, f->size);
-	if (!(o->sha1 = EVP_MD_CTX_new()) ||
-	    !EVP_DigestInit_ex(o->sha1, EVP_sha1(), NULL) ||
-	    !EVP_DigestUpdate(o->sha1, head, (size_t)hn + 1))
-		return wstore__err(-ENOMEM, "SHA-1 failed");
-	return 0;
+	if (rc == 0 && f->size >= HASHPIPE_RING)
+		o->pipe = o->sha256 ? wstore__hashpipe_new(up_sha256, o->sha256)
+				    : wstore__hashpipe_new(up_sha1, o->sha1);
+	return rc;
 }
 
 static int check_args(const wstore_hub_options *o, const char *commit,
@@ -175,7 +211,7 @@ int wstore_hub_fetch_file(const wstore_hub_options *hub, const char *commit,
 			  const wstore_hub_file *file, wstore_hub_sink sink,
 			  wstore_progress_fn cancel, void *ctx)
 {
-	struct one one = { sink, cancel, ctx, NULL, NULL, 0 };
+	struct one one = { sink, cancel, ctx, NULL, NULL, NULL, 0 };
 	wstore__endpoint ep = { 0 };
 	wstore__http *http = NULL;
 	wstore_hub_options o;
@@ -201,6 +237,7 @@ int wstore_hub_fetch_file(const wstore_hub_options *hub, const char *commit,
 		rc = one_check(&one, file, url);
 	wstore__http_free(http);
 	wstore__endpoint_free(&ep);
+	wstore__hashpipe_free(one.pipe); /* before the hashes it feeds */
 	wstore__sha256_free(one.sha256);
 	EVP_MD_CTX_free(one.sha1);
 	free(url);

@@ -147,6 +147,15 @@ static json_t *dir_entry(const char *path, size_t len, const char *commit,
 	return e;
 }
 
+/* The LFS pointer's size of a listed file: 125 bytes and the digits of
+ * its size. */
+static int listed_pointer_size(const struct wlisting_file *f)
+{
+	char digits[24];
+
+	return 125 + snprintf(digits, sizeof(digits), "%" PRIu64, f->size);
+}
+
 /* The model info of a partly mirrored snapshot, from the upstream's
  * listing (its files stream as they are asked for: files.c). */
 static enum MHD_Result listed_info(struct MHD_Connection *c, struct wreq *r,
@@ -160,21 +169,18 @@ static enum MHD_Result listed_info(struct MHD_Connection *c, struct wreq *r,
 	iso_time(now, (int64_t)time(NULL));
 	for (size_t i = 0; sib && i < l->n; i++) {
 		const struct wlisting_file *f = &l->files[i];
-		char digits[24];
 		json_t *e = json_pack("{s:s, s:I, s:s}", "rfilename", f->path,
 				      "size", (json_int_t)f->size, "blobId",
 				      f->oid);
 
 		total += f->size;
-		/* the pointer: 125 bytes and the digits of the size */
 		if (e && f->sha256[0])
-			json_object_set_new(
-				e, "lfs",
-				json_pack("{s:I, s:s, s:i}", "size",
-					  (json_int_t)f->size, "sha256",
-					  f->sha256, "pointerSize",
-					  125 + snprintf(digits, sizeof(digits),
-							 "%" PRIu64, f->size)));
+			json_object_set_new(e, "lfs",
+					    json_pack("{s:I, s:s, s:i}", "size",
+						      (json_int_t)f->size,
+						      "sha256", f->sha256,
+						      "pointerSize",
+						      listed_pointer_size(f)));
 		json_array_append_new(sib, e);
 	}
 	j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:b, s:b, "
@@ -192,27 +198,27 @@ static enum MHD_Result listed_info(struct MHD_Connection *c, struct wreq *r,
 	return wreply_json(c, r, MHD_HTTP_OK, j);
 }
 
-/* A mirrored name the store cannot answer yet: its info from the
- * upstream's listing (1: not the mirror's, ask the store). */
+/* A mirrored name the store cannot answer yet: the upstream's listing.
+ * 0 with *out (wlisting_free it), or with *out NULL and the error
+ * answered in *ret; 1: not the mirror's, ask the store. */
 static int try_listed(struct MHD_Connection *c, struct wreq *r,
-		      const struct wtarget *t, enum MHD_Result *ret)
+		      const struct wtarget *t, struct wlisting **out,
+		      enum MHD_Result *ret)
 {
-	struct wlisting *l = NULL;
 	int rc;
 
+	*out = NULL;
 	if (!r->sv->mirror || !wutf8_valid(t->repo) ||
 	    (t->rev && !wutf8_valid(t->rev)) ||
 	    wcache_has(r->sv->cache, t->repo, t->rev))
 		return 1;
 	wmirror_error_clear();
-	rc = wmirror_listing(&l, r->sv->mirror, t->repo, t->rev);
+	rc = wmirror_listing(out, r->sv->mirror, t->repo, t->rev);
 	r->mirror = wmirror_outcome();
-	if (rc == 0)
-		*ret = listed_info(c, r, t, l);
-	else if (rc == WSTORE_EBUSY)
+	if (rc == WSTORE_EBUSY)
 		*ret = wreply_error(c, r, MHD_HTTP_SERVICE_UNAVAILABLE, NULL,
 				    wmirror_error());
-	else
+	else if (rc != 0)
 		return 1; /* the usual path answers the rest */
 	return 0;
 }
@@ -230,8 +236,10 @@ enum MHD_Result wapi_info(struct MHD_Connection *c, struct wreq *r,
 	size_t n;
 	int err = 0;
 
-	if (try_listed(c, r, t, &ret) == 0)
-		return ret;
+	struct wlisting *l;
+
+	if (try_listed(c, r, t, &l, &ret) == 0)
+		return l ? listed_info(c, r, t, l) : ret;
 	if (!(k = wopen_target(c, r, t, &ret)))
 		return ret;
 	commit = k->commit;
@@ -346,29 +354,121 @@ static int has_dir(const wstore_manifest *m, const char *dir)
 	return 0;
 }
 
+/* ---- a partly mirrored snapshot: tree and paths-info from the
+ * upstream's listing (its files stream as they are asked for) ---------- */
+
+static json_t *listed_file_entry(const struct wlisting_file *f,
+				 const json_t *lc)
+{
+	json_t *e =
+		json_pack("{s:s, s:s, s:I, s:s}", "type", "file", "oid", f->oid,
+			  "size", (json_int_t)f->size, "path", f->path);
+
+	if (e && f->sha256[0])
+		json_object_set_new(
+			e, "lfs",
+			json_pack("{s:s, s:I, s:i}", "oid", f->sha256, "size",
+				  (json_int_t)f->size, "pointerSize",
+				  listed_pointer_size(f)));
+	if (e && lc)
+		json_object_set(e, "lastCommit", (json_t *)lc);
+	return e;
+}
+
+static json_t *listed_last_commit(const struct wlisting *l)
+{
+	char now[32];
+
+	iso_time(now, (int64_t)time(NULL));
+	return json_pack("{s:s, s:s, s:s}", "id", l->commit, "title",
+			 "wstore import", "date", now);
+}
+
+/* Is dir a prefix directory of some listed file? */
+static int listed_has_dir(const struct wlisting *l, const char *dir)
+{
+	size_t dl = strlen(dir);
+
+	for (size_t i = 0; i < l->n; i++)
+		if (!strncmp(l->files[i].path, dir, dl) &&
+		    l->files[i].path[dl] == '/')
+			return 1;
+	return 0;
+}
+
+/* The listed file at path, or NULL. */
+static const struct wlisting_file *listed_find(const struct wlisting *l,
+					       const char *path)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (!strcmp(l->files[i].path, path))
+			return &l->files[i];
+	return NULL;
+}
+
+/* The tree under dir ("" = the root) of a listing (sorted by path, as
+ * add_dirs needs); takes l over. */
+static enum MHD_Result listed_tree(struct MHD_Connection *c, struct wreq *r,
+				   struct wlisting *l, const char *dir)
+{
+	size_t dl = strlen(dir), plen = dl ? dl + 1 : 0;
+	int recursive = wquery_true(c, "recursive");
+	json_t *out, *lc = NULL;
+	char *last = NULL;
+
+	if (dl && !listed_has_dir(l, dir)) {
+		wlisting_free(l);
+		return wreply_error(c, r, MHD_HTTP_NOT_FOUND, "EntryNotFound",
+				    "no such directory in the repository");
+	}
+	if (wquery_true(c, "expand"))
+		lc = listed_last_commit(l);
+	out = json_array();
+	for (size_t i = 0; out && i < l->n; i++) {
+		const char *p = l->files[i].path;
+
+		if (dl && (strncmp(p, dir, dl) || p[dl] != '/'))
+			continue;
+		add_dirs(out, p, plen, recursive ? (size_t)-1 : 1, &last,
+			 l->commit, lc);
+		if (recursive || !strchr(p + plen, '/'))
+			json_array_append_new(
+				out, listed_file_entry(&l->files[i], lc));
+	}
+	free(last);
+	json_decref(lc);
+	wlisting_free(l);
+	return wreply_json(c, r, MHD_HTTP_OK, out);
+}
+
 enum MHD_Result wapi_tree(struct MHD_Connection *c, struct wreq *r,
 			  const struct wtarget *t)
 {
-	char *dir;
+	char *dir = strdup(t->path ? t->path : "");
 	enum MHD_Result ret = MHD_NO;
-	struct wck *k = wopen_target(c, r, t, &ret);
+	struct wlisting *l;
+	struct wck *k;
 	const char *commit;
 	const wstore_manifest *m;
 	json_t *lc = NULL, *out;
 	size_t dl;
 	int err;
 
-	if (!k)
-		return ret;
-	commit = k->commit;
-	m = wstore_checkpoint_manifest(k->ck);
-	dir = strdup(t->path ? t->path : "");
-	if (!dir) {
-		wck_put(r->sv->cache, k);
+	if (!dir)
 		return MHD_NO;
-	}
 	for (dl = strlen(dir); dl && dir[dl - 1] == '/'; dl--)
 		dir[dl - 1] = '\0';
+	if (try_listed(c, r, t, &l, &ret) == 0) {
+		ret = l ? listed_tree(c, r, l, dir) : ret;
+		free(dir);
+		return ret;
+	}
+	if (!(k = wopen_target(c, r, t, &ret))) {
+		free(dir);
+		return ret;
+	}
+	commit = k->commit;
+	m = wstore_checkpoint_manifest(k->ck);
 	if (dl && !has_dir(m, dir)) {
 		ret = wreply_error(c, r, MHD_HTTP_NOT_FOUND, "EntryNotFound",
 				   "no such directory in the repository");
@@ -438,18 +538,55 @@ static json_t *parse_paths(const struct wreq *r, int *expand)
 	return paths;
 }
 
+/* paths-info from a listing; takes l over. */
+static enum MHD_Result listed_paths_info(struct MHD_Connection *c,
+					 struct wreq *r, struct wlisting *l)
+{
+	int expand;
+	json_t *paths = parse_paths(r, &expand), *out, *lc = NULL, *v;
+	size_t i;
+
+	if (json_array_size(paths) > PATHS_MAX) {
+		json_decref(paths);
+		wlisting_free(l);
+		return wreply_error(c, r, MHD_HTTP_BAD_REQUEST, NULL,
+				    "too many paths: at most 1000 per request");
+	}
+	out = json_array();
+	if (expand)
+		lc = listed_last_commit(l);
+	json_array_foreach(paths, i, v)
+	{
+		const char *p = json_string_value(v);
+		const struct wlisting_file *f = listed_find(l, p);
+
+		if (f)
+			json_array_append_new(out, listed_file_entry(f, lc));
+		else if (*p && listed_has_dir(l, p))
+			json_array_append_new(
+				out, dir_entry(p, strlen(p), l->commit, lc));
+	}
+	json_decref(lc);
+	json_decref(paths);
+	wlisting_free(l);
+	return wreply_json(c, r, MHD_HTTP_OK, out);
+}
+
 enum MHD_Result wapi_paths_info(struct MHD_Connection *c, struct wreq *r,
 				const struct wtarget *t)
 {
 	enum MHD_Result ret = MHD_NO;
-	struct wck *k = wopen_target(c, r, t, &ret);
+	struct wlisting *l;
+	struct wck *k;
 	const char *commit;
 	const wstore_manifest *m;
 	json_t *paths, *out, *lc = NULL, *v;
 	int expand, err = 0;
 	size_t i;
 
-	if (!k)
+	if (try_listed(c, r, t, &l, &ret) == 0)
+		return l ? listed_paths_info(c, r, l) : ret;
+	if (!(k = wopen_target(c, r, t, &ret)))
 		return ret;
 	commit = k->commit;
 	m = wstore_checkpoint_manifest(k->ck);

@@ -576,6 +576,70 @@ static int try_stream(struct MHD_Connection *c, struct wreq *r,
 	return 0;
 }
 
+/* The raw pointer of a listed LFS file; takes l over. */
+static enum MHD_Result listed_pointer(struct MHD_Connection *c, struct wreq *r,
+				      struct wlisting *l,
+				      const struct wlisting_file *lf)
+{
+	wstore_file_info fi = { .path = lf->path,
+				.sha256 = lf->sha256,
+				.size = lf->size };
+	char ptr[256], etag[48];
+	size_t n = wlfs_pointer(ptr, sizeof(ptr), &fi);
+	struct MHD_Response *resp =
+		MHD_create_response_from_buffer(n, ptr, MHD_RESPMEM_MUST_COPY);
+
+	if (resp) {
+		snprintf(etag, sizeof(etag), "\"%s\"", lf->oid);
+		MHD_add_response_header(resp, "ETag", etag);
+		MHD_add_response_header(resp, "X-Repo-Commit", l->commit);
+		MHD_add_response_header(resp, "Content-Type",
+					"text/plain; charset=utf-8");
+		r->whole_len = n;
+	}
+	wlisting_free(l);
+	return wreply(c, r, MHD_HTTP_OK, resp);
+}
+
+/* raw of a mirrored name the store cannot answer yet, from the
+ * upstream's listing: an LFS file's pointer, another file's bytes
+ * streamed (1: not the mirror's, serve it from the store). */
+static int try_raw(struct MHD_Connection *c, struct wreq *r,
+		   const struct wtarget *t, int head, enum MHD_Result *ret)
+{
+	struct wlisting *l = NULL;
+	const struct wlisting_file *lf = NULL;
+	int rc;
+
+	if (!r->sv->mirror || !wutf8_valid(t->repo) ||
+	    (t->rev && !wutf8_valid(t->rev)) ||
+	    wcache_has(r->sv->cache, t->repo, t->rev))
+		return 1;
+	wmirror_error_clear();
+	rc = wmirror_listing(&l, r->sv->mirror, t->repo, t->rev);
+	r->mirror = wmirror_outcome();
+	if (rc == WSTORE_EBUSY) {
+		*ret = wreply_error(c, r, MHD_HTTP_SERVICE_UNAVAILABLE, NULL,
+				    wmirror_error());
+		return 0;
+	}
+	if (rc != 0)
+		return 1; /* the usual path answers the rest */
+	for (size_t i = 0; i < l->n && !lf; i++)
+		if (!strcmp(l->files[i].path, t->path))
+			lf = &l->files[i];
+	if (lf && lf->sha256[0]) {
+		*ret = listed_pointer(c, r, l, lf);
+		return 0;
+	}
+	wlisting_free(l);
+	if (lf)
+		return try_stream(c, r, t, head, ret);
+	*ret = wreply_error(c, r, MHD_HTTP_NOT_FOUND, "EntryNotFound",
+			    "no such file in the repository");
+	return 0;
+}
+
 enum MHD_Result wfiles_resolve(struct MHD_Connection *c, struct wreq *r,
 			       const struct wtarget *t, int raw)
 {
@@ -594,7 +658,8 @@ enum MHD_Result wfiles_resolve(struct MHD_Connection *c, struct wreq *r,
 	if (wstore_validate_path(t->path) < 0)
 		return wreply_error(c, r, MHD_HTTP_NOT_FOUND, "EntryNotFound",
 				    wstore_last_error());
-	if (!raw && try_stream(c, r, t, head, &ret) == 0)
+	if ((raw ? try_raw(c, r, t, head, &ret)
+		 : try_stream(c, r, t, head, &ret)) == 0)
 		return ret;
 	if (!(k = wopen_target(c, r, t, &ret)))
 		return ret;

@@ -150,11 +150,34 @@ static int ff_sink(void *ctx, const void *data, size_t n)
 	return atomic_load(ff->stopping) ? WSTORE_ECANCELED : 0;
 }
 
+/* The spool's blocks, taken for the whole file before its first byte: a
+ * disk too small for the file fails now, before any client has a byte of
+ * it, instead of mid-transfer.  A file system without fallocate (or one
+ * that refuses it for another reason) spools as before and fails, if it
+ * does, at the write. */
+static int ff_reserve(struct wfflight *ff)
+{
+	int e;
+
+	if (ff->size == 0 || fallocate(ff->fd, 0, 0, (off_t)ff->size) == 0)
+		return 0;
+	e = errno;
+	if (e != ENOSPC && e != EDQUOT && e != EFBIG)
+		return 0;
+	snprintf(ff->spool_err, sizeof(ff->spool_err),
+		 "cannot write the spool of '%s' (in %s): %s", ff->path,
+		 spool_dir(), strerror(e));
+	return -e;
+}
+
 static void *ff_run(void *arg)
 {
 	struct wfflight *ff = arg;
-	int rc = wstore_hub_fetch_file(&ff->ho, ff->commit, &ff->file, ff_sink,
-				       ff_cancel, ff);
+	int rc = ff_reserve(ff);
+
+	if (rc == 0)
+		rc = wstore_hub_fetch_file(&ff->ho, ff->commit, &ff->file,
+					   ff_sink, ff_cancel, ff);
 
 	pthread_mutex_lock(&ff->mu);
 	if (rc < 0 && ff->spool_err[0])

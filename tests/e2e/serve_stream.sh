@@ -13,8 +13,9 @@
 #  - `hf download` (huggingface_hub 1.28) of a cold model through the
 #    mirror: every file exact, one upstream GET each;
 #  - a snapshot partly mirrored serves a verified file (also to `hf
-#    download`) and its model info while another file is still on its
-#    way; /metrics and the access log say "stream";
+#    download`), its model info, tree, paths-info and raw (a pointer, a
+#    git file's bytes) while another file is still on its way; /metrics
+#    and the access log say "stream";
 #  - a spool directory that fills up (a 4 MiB tmpfs as TMPDIR; root
 #    only, else a printed skip): the transfer is cut, nothing is kept,
 #    and the log names the spool and the full disk, not the upstream.
@@ -210,6 +211,42 @@ j = json.load(sys.stdin)
 print(j["sha"], " ".join(s["rfilename"] for s in j["siblings"]))' 2>&1)
 check_grep "... its model info from the upstream's listing meanwhile (commit, every file)" \
 	'^0123456789abcdef0123456789abcdef01234567 big.safetensors config.json mid.safetensors$' "$info"
+# tree, paths-info and raw of the partly mirrored snapshot, from the
+# upstream's listing as well (the store has no tree of it yet)
+tree=$(curl -s "$M/api/models/org/fake/tree/main?recursive=true&expand=true" |
+	FSRC="$FSRC" /usr/bin/python3 -c '
+import hashlib, json, os, sys
+def blob(p):
+    d = open(p, "rb").read()
+    return hashlib.sha1(b"blob %d\0" % len(d) + d).hexdigest()
+src = os.environ["FSRC"]
+out = []
+for e in json.load(sys.stdin):
+    f = os.path.join(src, e["path"])
+    lfs = e.get("lfs")
+    ok = e["size"] == os.path.getsize(f) and e["lastCommit"]["id"].startswith("0123456789abcdef")
+    if lfs:
+        ok = ok and lfs["oid"] == hashlib.sha256(open(f, "rb").read()).hexdigest()
+    else:
+        ok = ok and e["oid"] == blob(f)
+    out.append(e["path"] + ("" if ok else ":wrong"))
+print(" ".join(out))' 2>&1)
+check_grep "... its tree from the listing meanwhile (sizes, oids, LFS sha256s, the commit)" \
+	'^big.safetensors config.json mid.safetensors$' "$tree"
+pi=$(curl -s -X POST -H 'Content-Type: application/json' \
+	-d '{"paths": ["config.json", "big.safetensors", "nope.bin"]}' \
+	"$M/api/models/org/fake/paths-info/main" | /usr/bin/python3 -c '
+import json, sys
+print(" ".join("%s:%s" % (e["path"], "lfs" if "lfs" in e else e["type"]) for e in json.load(sys.stdin)))' 2>&1)
+check_grep "... its paths-info from the listing meanwhile" \
+	'^config.json:file big.safetensors:lfs$' "$pi"
+check_grep "... a directory it lacks: 404" '^404$' \
+	"$(curl -s -o /dev/null -w '%{http_code}' "$M/api/models/org/fake/tree/main/nodir")"
+curl -s -o "$T/rawcfg" "$M/org/fake/raw/main/config.json"
+if cmp -s "$T/rawcfg" "$FSRC/config.json"; then tap_ok "... raw of a file kept in git meanwhile: its bytes"
+else tap_not_ok "... raw of a file kept in git meanwhile: its bytes"; fi
+check_grep "... raw of an LFS file meanwhile: its pointer" "oid sha256:$BIG_SHA" \
+	"$(curl -s "$M/org/fake/raw/main/big.safetensors")"
 check_grep "... the snapshot is not READY meanwhile" '^0$' \
 	"$("$W" --store "$T/m4" model list --json | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')"
 check_grep "... one upstream GET of the verified file" '^1$' "$(fakehub_gets config.json)"

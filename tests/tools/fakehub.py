@@ -319,6 +319,11 @@ class Hub(BaseHTTPRequestHandler):
         flip = size // 2 if rel in c.get("corrupt", []) else -1
         with open(full, "rb") as f:
             f.seek(start)
+            if rel in c.get("slow", []):
+                self.wfile.write(f.read(1))
+                self.wfile.flush()
+                time.sleep(3600)
+                return
             pos, first = start, True
             while pos < size:
                 b = bytearray(f.read(1 << 20))

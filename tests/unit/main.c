@@ -17,6 +17,8 @@ CHECK_COUNTERS;
 	X(test_hubtrust_urls) \
 	X(test_hubtrust_origin) \
 	X(test_hubtrust_names) \
+	X(test_hashpipe_same_hash) \
+	X(test_hashpipe_errors) \
 	X(test_names_paths) \
 	X(test_names_keys) \
 	X(test_names_sizes) \
