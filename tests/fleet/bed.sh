@@ -266,9 +266,14 @@ bed_redis_masters() {
 
 # ---- Mooncake in the server namespace ---------------------------------------
 # bed_mooncake: a master (RPC 10.77.0.2:50051, HTTP metadata :8080) and 3
-# storage nodes (:15001..15003, segment $BED_MC_SEGMENT each, "1 GB" unless
+# storage nodes (:18001..18003, segment $BED_MC_SEGMENT each, "1 GB" unless
 # set) on the one server address: Mooncake tells its nodes apart by
-# host:port, so several run on one machine.  $MOONCAKE_HOME (/opt/mooncake).
+# host:port, so several run on one machine.  Their ports lie outside
+# 12000-17000, where every Mooncake process picks its transfer engine's
+# and RPC ports at random: a node told to serve on 15003 found it taken by
+# another node's transfer engine in one run, exited a second after it had
+# mounted its segment, and the master kept handing out that segment until
+# the node's client_ttl ran out (every object put meanwhile lost a replica)  $MOONCAKE_HOME (/opt/mooncake).
 BED_MC_HOME=${MOONCAKE_HOME:-/opt/mooncake}
 BED_MC_MASTER=$BED_SRV_IP:50051
 BED_MC_META=http://$BED_SRV_IP:8080/metadata
@@ -297,7 +302,7 @@ bed_mc_node() {
 	_mounts=$(grep -c "action=mount_segment" "$BED_DIR/mc-master.log")
 	bed_spawn "mc-node$1" "$BED_SRV" env MC_TCP_BIND_ADDRESS="$BED_SRV_IP" \
 		"$BED_MC_HOME/bin/mooncake_client" --host="$BED_SRV_IP" \
-		--port=$((15000 + $1)) --metadata_server="$BED_MC_META" \
+		--port=$((18000 + $1)) --metadata_server="$BED_MC_META" \
 		--master_server_address="$BED_MC_MASTER" --protocol=tcp \
 		--global_segment_size="${BED_MC_SEGMENT:-1 GB}"
 	_mi=0
@@ -307,6 +312,13 @@ bed_mc_node() {
 		[ $_mi -ge 600 ] && { echo "bed.sh: mooncake node $1 mounted nothing in 60 s" >&2; return 1; }
 		sleep 0.1
 	done
+	# mounted, and then serving on its port: a node that cannot bind it
+	# exits after the mount, quietly
+	_bed_srv_port $((18000 + $1)) && kill -0 "$(cat "$BED_DIR/mc-node$1.pid")" || {
+		echo "bed.sh: mooncake node $1 is not serving on :$((18000 + $1))" >&2
+		tail -3 "$BED_DIR/mc-node$1.log" >&2
+		return 1
+	}
 }
 
 bed_mooncake() {

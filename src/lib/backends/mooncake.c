@@ -26,7 +26,7 @@
  *  - a dead storage node fails transfers (-800) until the master drops
  *    it, and a master that is cut off or stalled fails RPCs (-900, -901):
  *    both are retried for up to 30 s ($WSTORE_MOONCAKE_TRANSFER_WAIT_MS,
- *    see transfer_again), so that a 10 s cut does not fail a command;
+ *    see mc_transfer_again), so that a 10 s cut does not fail a command;
  *  - setup retries an unreachable master for ~90 s: a bounded TCP connect
  *    to it comes first (mc_probe_master);
  *  - glog writes to stderr: raised to FATAL after dlopen (mc_logging).
@@ -95,16 +95,6 @@ static int wait_more(struct mc_wait *w)
  * that times out takes command_timeout_ms), and never past
  * wstore_interrupt.
  */
-struct mc_retry {
-	uint64_t start; /* of the first failure; 0 before one */
-	uint64_t step;
-};
-
-#define MC_RETRY                                                               \
-	{                                                                      \
-		0, 50                                                          \
-	}
-
 /* A failure that a retry may get past (see above). */
 static int passing(int64_t rc)
 {
@@ -112,9 +102,7 @@ static int passing(int64_t rc)
 	       rc == MC_RPC_TIMEOUT;
 }
 
-/* After a failed transfer: sleep one step and return 1 to try again, or
- * 0 when the time is up or the caller was interrupted. */
-static int transfer_again(struct mc_backend *b, struct mc_retry *r)
+int mc_transfer_again(struct mc_backend *b, struct mc_retry *r)
 {
 	uint64_t now = wclock_mono_ms() + 1, end, st;
 
@@ -152,7 +140,7 @@ static int64_t size_of(struct mc_backend *b, const char *key,
 		n = b->api.get_size(b->h, key);
 		if (n == MC_REPLICA_NOT_READY && wait_more(&w))
 			continue;
-		if (passing(n) && transfer_again(b, r))
+		if (passing(n) && mc_transfer_again(b, r))
 			continue;
 		return n;
 	}
@@ -198,7 +186,7 @@ static int put_retrying(struct mc_backend *b, const char *key, void *mem,
 			else if (rc == MC_EXISTS && (uint64_t)n == len)
 				rc = 0;
 		}
-		if (!passing(rc) || !transfer_again(b, &r))
+		if (!passing(rc) || !mc_transfer_again(b, &r))
 			return rc;
 	}
 }
@@ -278,7 +266,7 @@ static int get_one(struct mc_backend *b, const char *key, void *buf, size_t cap,
 		     n == MC_LEASE_EXPIRED) &&
 		    attempt++ < 3)
 			continue;
-		if (passing(n) && transfer_again(b, r))
+		if (passing(n) && mc_transfer_again(b, r))
 			continue;
 		if (n < 0)
 			return mc_fail(b, n, "read", key);
@@ -421,7 +409,7 @@ static int mc_remove(wstore_backend *wb, const char *key, int force)
 			return 0;
 		if (rc == MC_REPLICA_NOT_READY)
 			return unstick(b, key, force ? 1 : 0);
-		if (passing(rc) && transfer_again(b, &r))
+		if (passing(rc) && mc_transfer_again(b, &r))
 			continue;
 		if (rc != MC_LEASED || waited >= b->lease_wait_ms)
 			return mc_fail(b, rc, "remove", key);

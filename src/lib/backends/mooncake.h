@@ -94,6 +94,23 @@ struct mc_backend {
  * buf_alloc, buf_free); the constructor sets the rest. */
 void mc_set_ops(struct mc_backend *b);
 
+/* A retry of a failure that may pass (a failed transfer, a master RPC
+ * failed or timed out): see mooncake.c */
+struct mc_retry {
+	uint64_t start; /* of the first failure; 0 before one */
+	uint64_t step;
+};
+
+#define MC_RETRY                                                               \
+	{                                                                      \
+		0, 50                                                          \
+	}
+
+/* After a failure that may pass: sleep one step and return 1 to try
+ * again, or 0 when transfer_wait_ms have passed since the first failure
+ * or the caller was interrupted. */
+int mc_transfer_again(struct mc_backend *b, struct mc_retry *r);
+
 /* ---- mooncake_fail.c ---------------------------------------------------- */
 
 /* Turn a negative Mooncake code from operation what ("read", ...) on key

@@ -59,6 +59,7 @@ static void *mc_mem_alloc(size_t cap)
 static int buf_grow(struct mc_backend *b, struct mc_buf *x, size_t need,
 		    const char *key)
 {
+	struct mc_retry r = MC_RETRY;
 	size_t cap = MC_BUF_MIN;
 	int rc;
 
@@ -76,7 +77,14 @@ static int buf_grow(struct mc_backend *b, struct mc_buf *x, size_t need,
 				    "buffer for '%s'",
 				    cap, key);
 	}
-	rc = b->api.register_buffer(b->h, x->mem, cap);
+	/* registering publishes the buffer on the metadata server (TCP and
+	 * RDMA alike): while that server or the link to it is down it fails,
+	 * with -600 among others, though the buffer is good; so any failure
+	 * is tried again as a failed transfer is (a pull across a 10 s cut
+	 * failed on its first larger chunk without this) */
+	while ((rc = b->api.register_buffer(b->h, x->mem, cap)) != 0 &&
+	       mc_transfer_again(b, &r))
+		;
 	if (rc != 0) {
 		free(x->mem);
 		x->mem = NULL;
