@@ -37,26 +37,14 @@
  * registered buffers is in mooncake_pool.c.  The client's end at exit
  * (taking its name off the metadata server) is in mooncake_exit.c.
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "../../common/clock.h"
 #include "mooncake.h"
 
 /* ---- waiting ----------------------------------------------------------- */
-
-static void sleep_ms(uint64_t ms)
-{
-	struct timespec ts = { (time_t)(ms / 1000),
-			       (long)(ms % 1000) * 1000000 };
-
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
 
 /* A bounded wait with backoff: steps of 10 ms doubling to 1 s. */
 struct mc_wait {
@@ -77,48 +65,18 @@ static int wait_more(struct mc_wait *w)
 		return 0;
 	if (st > w->limit - w->waited)
 		st = w->limit - w->waited;
-	sleep_ms(st);
+	mc_sleep_ms(st);
 	w->waited += st;
 	w->step = w->step * 2 > 1000 ? 1000 : w->step * 2;
 	return 1;
 }
 
-/*
- * A transfer to or from a storage node fails (-800) while that node is
- * dead or stalled, until the master drops it (its client_ttl, 10 s by
- * default): then reads find the surviving replica and puts go to live
- * nodes.  An RPC to the master fails (-900) or times out (-901,
- * command_timeout_ms) while the master or the link to it is down or
- * stalled.  Both pass: a failed call is retried with backoff (50 ms
- * doubling to 1 s) until transfer_wait_ms have passed since the first
- * failure, in wall time (a failing call may itself take a while: an RPC
- * that times out takes command_timeout_ms), and never past
- * wstore_interrupt.
- */
-/* A failure that a retry may get past (see above). */
+/* A failure that a retry may get past (see mc_transfer_again in
+ * mooncake_fail.c). */
 static int passing(int64_t rc)
 {
 	return rc == MC_TRANSFER_FAIL || rc == MC_RPC_FAIL ||
 	       rc == MC_RPC_TIMEOUT;
-}
-
-int mc_transfer_again(struct mc_backend *b, struct mc_retry *r)
-{
-	uint64_t now = wclock_mono_ms() + 1, end, st;
-
-	if (!r->start)
-		r->start = now;
-	end = r->start + b->transfer_wait_ms;
-	for (st = r->step; st > 0 && now < end; now = wclock_mono_ms() + 1) {
-		uint64_t nap = st < 100 ? st : 100;
-
-		if (wstore__interrupted())
-			return 0;
-		sleep_ms(nap < end - now ? nap : end - now);
-		st -= nap;
-	}
-	r->step = r->step * 2 > 1000 ? 1000 : r->step * 2;
-	return now < end && !wstore__interrupted();
 }
 
 /* ---- callbacks --------------------------------------------------------- */
@@ -415,7 +373,7 @@ static int mc_remove(wstore_backend *wb, const char *key, int force)
 			return mc_fail(b, rc, "remove", key);
 		if (step > b->lease_wait_ms - waited)
 			step = b->lease_wait_ms - waited;
-		sleep_ms(step);
+		mc_sleep_ms(step);
 		waited += step;
 		step = step * 2 > 2000 ? 2000 : step * 2;
 	}

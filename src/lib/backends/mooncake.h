@@ -94,8 +94,15 @@ struct mc_backend {
  * buf_alloc, buf_free); the constructor sets the rest. */
 void mc_set_ops(struct mc_backend *b);
 
+/* ---- mooncake_fail.c ---------------------------------------------------- */
+
+/* Turn a negative Mooncake code from operation what ("read", ...) on key
+ * into a wstore code and message; returns the wstore code. */
+int mc_fail(struct mc_backend *b, int64_t rc, const char *what,
+	    const char *key);
+
 /* A retry of a failure that may pass (a failed transfer, a master RPC
- * failed or timed out): see mooncake.c */
+ * failed or timed out): see mooncake_fail.c */
 struct mc_retry {
 	uint64_t start; /* of the first failure; 0 before one */
 	uint64_t step;
@@ -111,12 +118,8 @@ struct mc_retry {
  * or the caller was interrupted. */
 int mc_transfer_again(struct mc_backend *b, struct mc_retry *r);
 
-/* ---- mooncake_fail.c ---------------------------------------------------- */
-
-/* Turn a negative Mooncake code from operation what ("read", ...) on key
- * into a wstore code and message; returns the wstore code. */
-int mc_fail(struct mc_backend *b, int64_t rc, const char *what,
-	    const char *key);
+/* Sleep ms milliseconds (a signal does not cut it short). */
+void mc_sleep_ms(uint64_t ms);
 
 /* ---- mooncake_pool.c ---------------------------------------------------- */
 
