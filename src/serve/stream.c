@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <openssl/crypto.h>
@@ -150,18 +151,33 @@ static int ff_sink(void *ctx, const void *data, size_t n)
 	return atomic_load(ff->stopping) ? WSTORE_ECANCELED : 0;
 }
 
+/* tmpfs's f_type (linux/magic.h) */
+#define SPOOL_TMPFS_MAGIC 0x01021994
+
 /* The spool's blocks, taken for the whole file before its first byte: a
  * disk too small for the file fails now, before any client has a byte of
- * it, instead of mid-transfer.  A file system without fallocate (or one
+ * it, instead of mid-transfer.  On tmpfs the free space is compared
+ * instead (no page is touched).  A file system without fallocate (or one
  * that refuses it for another reason) spools as before and fails, if it
  * does, at the write. */
 static int ff_reserve(struct wfflight *ff)
 {
+	struct statfs sf;
 	int e;
 
-	if (ff->size == 0 || fallocate(ff->fd, 0, 0, (off_t)ff->size) == 0)
+	if (ff->size == 0)
 		return 0;
-	e = errno;
+	/* on tmpfs fallocate allocates and zeroes every page at once: 0.2 s
+	 * for 2 GB here, all of it before the first byte */
+	if (fstatfs(ff->fd, &sf) == 0 && sf.f_type == SPOOL_TMPFS_MAGIC) {
+		if ((uint64_t)sf.f_bavail * (uint64_t)sf.f_bsize >= ff->size)
+			return 0;
+		e = ENOSPC;
+	} else if (fallocate(ff->fd, 0, 0, (off_t)ff->size) == 0) {
+		return 0;
+	} else {
+		e = errno;
+	}
 	if (e != ENOSPC && e != EDQUOT && e != EFBIG)
 		return 0;
 	snprintf(ff->spool_err, sizeof(ff->spool_err),
