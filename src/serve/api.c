@@ -208,9 +208,7 @@ static int try_listed(struct MHD_Connection *c, struct wreq *r,
 	int rc;
 
 	*out = NULL;
-	if (!r->sv->mirror || !wutf8_valid(t->repo) ||
-	    (t->rev && !wutf8_valid(t->rev)) ||
-	    wcache_has(r->sv->cache, t->repo, t->rev))
+	if (!wmirror_cold(r, t))
 		return 1;
 	wmirror_error_clear();
 	rc = wmirror_listing(out, r->sv->mirror, t->repo, t->rev);

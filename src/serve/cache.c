@@ -349,3 +349,10 @@ int wcache_get(struct wck **out, int *known, struct wcache *c, const char *repo,
 	*out = k;
 	return 0;
 }
+
+int wmirror_cold(struct wreq *r, const struct wtarget *t)
+{
+	return r->sv->mirror && wutf8_valid(t->repo) &&
+	       (!t->rev || wutf8_valid(t->rev)) &&
+	       !wcache_has(r->sv->cache, t->repo, t->rev);
+}

@@ -553,9 +553,7 @@ static int try_stream(struct MHD_Connection *c, struct wreq *r,
 	struct wfflight *ff = NULL;
 	int rc;
 
-	if (!r->sv->mirror || !wutf8_valid(t->repo) ||
-	    (t->rev && !wutf8_valid(t->rev)) ||
-	    wcache_has(r->sv->cache, t->repo, t->rev))
+	if (!wmirror_cold(r, t))
 		return 1;
 	wmirror_error_clear();
 	rc = wmirror_stream(&ff, r->sv->mirror, t->repo, t->rev, t->path);
@@ -611,9 +609,7 @@ static int try_raw(struct MHD_Connection *c, struct wreq *r,
 	const struct wlisting_file *lf = NULL;
 	int rc;
 
-	if (!r->sv->mirror || !wutf8_valid(t->repo) ||
-	    (t->rev && !wutf8_valid(t->rev)) ||
-	    wcache_has(r->sv->cache, t->repo, t->rev))
+	if (!wmirror_cold(r, t))
 		return 1;
 	wmirror_error_clear();
 	rc = wmirror_listing(&l, r->sv->mirror, t->repo, t->rev);

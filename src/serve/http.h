@@ -194,6 +194,10 @@ int wcache_get(struct wck **out, int *known, struct wcache *c, const char *repo,
 	       const char *rev);
 /* 1 when (repo, rev) names a checkpoint the cache keeps resolved. */
 int wcache_has(struct wcache *c, const char *repo, const char *rev);
+/* Whether t is a mirrored name the store cannot answer yet: this server
+ * mirrors, t's names are UTF-8, and the cache holds no snapshot for it
+ * (so the upstream's listing or a file flight answers). */
+int wmirror_cold(struct wreq *r, const struct wtarget *t);
 /* Give back a reference (NULL is fine); the last one closes it. */
 void wck_put(struct wcache *c, struct wck *k);
 /* A read of k failed (deleted, replaced, unreachable): no new request
