@@ -259,17 +259,6 @@ static int next_file(wstore__tar_in *t, wstore__tar_entry *e)
 	return 1;
 }
 
-static int is_hex64(const char *s)
-{
-	size_t n = 0;
-
-	for (; s && s[n]; n++)
-		if (!((s[n] >= '0' && s[n] <= '9') ||
-		      (s[n] >= 'a' && s[n] <= 'f')))
-			return 0;
-	return n == 64;
-}
-
 /* What the import needs of a bundle's manifest: READY, one chunk size,
  * counts that fit the sizes, a SHA-256 for every file. */
 static int check_manifest(const wstore__tar_in *t, const wstore_manifest *m,
@@ -283,7 +272,7 @@ static int check_manifest(const wstore__tar_in *t, const wstore_manifest *m,
 		const wstore__file_rec *f = &m->files[i];
 
 		if (!strcmp(f->path, WSTORE_BUNDLE_MANIFEST) ||
-		    !is_hex64(f->sha256))
+		    !wstore__is_hex(f->sha256, 64))
 			return wstore__err(WSTORE_EINVAL,
 					   "%s: its manifest's file '%s' is "
 					   "not one a bundle can hold",

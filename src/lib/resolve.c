@@ -28,15 +28,6 @@
 #include "store.h"
 #include "util.h"
 
-/* A revision that is a Hub commit id (40 lowercase hex digits): what an
- * import from a Hub records. */
-static int hub_commit(const char *rev)
-{
-	size_t n = strspn(rev, "0123456789abcdef");
-
-	return n == 40 && !rev[n];
-}
-
 /* One field of the content text: its bytes and a NUL, so that no two
  * lists of fields run together into the same text. */
 static void feed(wstore__sha256 *h, const char *s)
@@ -54,8 +45,9 @@ int wstore_manifest_commit(char *out, size_t cap, const wstore_manifest *m)
 		return wstore__err(WSTORE_ERANGE,
 				   "a commit id needs %d bytes, got %zu",
 				   WSTORE_COMMIT_LEN + 1, cap);
-	/* imported from a Hub: the upstream's own commit */
-	if (hub_commit(wstore_manifest_revision(m))) {
+	/* imported from a Hub: the upstream's own commit (its id is what
+	 * the import records as the revision) */
+	if (wstore__is_hex(wstore_manifest_revision(m), WSTORE_COMMIT_LEN)) {
 		memcpy(out, wstore_manifest_revision(m), WSTORE_COMMIT_LEN + 1);
 		return 0;
 	}
