@@ -625,27 +625,57 @@ enum MHD_Result wapi_paths_info(struct MHD_Connection *c, struct wreq *r,
 
 /* Add rev -> commit to the refs answer out (a branch, or a pull request
  * for "refs/pr/N"), unless listed already. */
+/* The commit rev names: while the mirror still fetches its snapshot,
+ * the upstream's listing says (so refs of a cold repository answer once
+ * the listing is in, not after the whole snapshot); else the cache.
+ * 0 with out, WSTORE_ENOTFOUND when no such name, or an error. */
+static int ref_commit(char out[WSTORE_COMMIT_LEN + 1], struct wreq *r,
+		      const char *repo, const char *rev)
+{
+	/* only read through t (wmirror_cold takes it const) */
+	struct wtarget t = { (char *)repo, (char *)rev, NULL };
+	struct wlisting *l = NULL;
+	struct wck *k = NULL;
+	int known = 0, rc = 1;
+
+	if (wmirror_cold(r, &t))
+		rc = wmirror_listing(&l, r->sv->mirror, repo, rev);
+	if (rc == 0)
+		memcpy(out, l->commit, WSTORE_COMMIT_LEN + 1);
+	wlisting_free(l);
+	if (rc == 0 || rc == WSTORE_EBUSY)
+		return rc;
+	/* not the mirror's, or its listing failed: the usual path says */
+	if ((rc = wcache_get(&k, &known, r->sv->cache, repo, rev)) < 0)
+		return rc;
+	memcpy(out, k->commit, WSTORE_COMMIT_LEN + 1);
+	wck_put(r->sv->cache, k);
+	return 0;
+}
+
 static int add_ref(json_t *out, struct wreq *r, const char *repo,
 		   const char *rev)
 {
-	int pr = !strncmp(rev, "refs/pr/", 8), known = 0, rc;
+	int pr = !strncmp(rev, "refs/pr/", 8), rc;
 	json_t *list = json_object_get(out, pr ? "pullRequests" : "branches");
-	char ref[300];
-	struct wck *k = NULL;
+	char ref[300], commit[WSTORE_COMMIT_LEN + 1];
 	size_t i;
 	json_t *v;
 
-	json_array_foreach(
-		list, i,
-		v) if (!strcmp(json_string_value(json_object_get(v, "name")),
-			       rev)) return 0;
-	if ((rc = wcache_get(&k, &known, r->sv->cache, repo, rev)) < 0)
+	json_array_foreach(list, i, v)
+	{
+		const char *name =
+			json_string_value(json_object_get(v, "name"));
+
+		if (!strcmp(name, rev))
+			return 0;
+	}
+	if ((rc = ref_commit(commit, r, repo, rev)) < 0)
 		return rc == WSTORE_ENOTFOUND ? 0 : rc;
 	snprintf(ref, sizeof(ref), "%s%s", pr ? "" : "refs/heads/", rev);
 	json_array_append_new(list,
 			      json_pack("{s:s, s:s, s:s}", "name", rev, "ref",
-					ref, "targetCommit", k->commit));
-	wck_put(r->sv->cache, k);
+					ref, "targetCommit", commit));
 	return 0;
 }
 
@@ -665,13 +695,6 @@ static int mirror_refs(json_t *out, struct wreq *r, const char *repo)
 	return rc;
 }
 
-/* A revision that is a Hub commit id: a mirror's import, not a ref. */
-static int is_commit_rev(const char *rev)
-{
-	return strlen(rev) == WSTORE_COMMIT_LEN &&
-	       strspn(rev, "0123456789abcdef") == WSTORE_COMMIT_LEN;
-}
-
 enum MHD_Result wapi_refs(struct MHD_Connection *c, struct wreq *r,
 			  const struct wtarget *t)
 {
@@ -680,7 +703,10 @@ enum MHD_Result wapi_refs(struct MHD_Connection *c, struct wreq *r,
 	char **ids = NULL;
 	size_t n = 0;
 	int mirror = r->sv->mirror && wmirror_repo_canonical(t->repo);
-	int rc = mirror && out ? mirror_refs(out, r, t->repo) : 0;
+	int rc;
+
+	wmirror_error_clear();
+	rc = mirror && out ? mirror_refs(out, r, t->repo) : 0;
 
 	if (rc == 0)
 		rc = wstore_list_model(&ids, &n, r->sv->store, t->repo);
@@ -697,14 +723,18 @@ enum MHD_Result wapi_refs(struct MHD_Connection *c, struct wreq *r,
 		}
 		if (rc == 0 && !strcmp(wstore_manifest_status(m), "READY") &&
 		    !strcmp(wstore_manifest_model_id(m), t->repo) &&
-		    !(mirror && is_commit_rev(wstore_manifest_revision(m))))
+		    !(mirror && wparse_is_commit(wstore_manifest_revision(m))))
 			rc = add_ref(out, r, t->repo,
 				     wstore_manifest_revision(m));
 		wstore_manifest_free(m);
 	}
 	wstore_strings_free(ids);
+	r->mirror = wmirror_outcome();
 	if (rc < 0) {
 		json_decref(out);
+		if (wmirror_error()[0]) /* the mirror's wait or upstream */
+			return wreply_error(c, r, MHD_HTTP_SERVICE_UNAVAILABLE,
+					    NULL, wmirror_error());
 		return store_failed(c, r, rc);
 	}
 	if (out && !json_array_size(json_object_get(out, "branches")) &&

@@ -160,12 +160,6 @@ static unsigned bucket(const char *repo, const char *rev)
 	return h % BUCKETS;
 }
 
-static int is_commit(const char *rev)
-{
-	return strlen(rev) == WSTORE_COMMIT_LEN &&
-	       strspn(rev, "0123456789abcdef") == WSTORE_COMMIT_LEN;
-}
-
 /* ---- names ---------------------------------------------------------------
  */
 
@@ -650,7 +644,7 @@ static int flight_work(struct flight *f)
 	char commit[WSTORE_COMMIT_LEN + 1];
 	int known = 0, rc = 0;
 
-	if (is_commit(f->rev))
+	if (wparse_is_commit(f->rev))
 		memcpy(commit, f->rev, sizeof(commit));
 	else if ((rc = ask_upstream(f, commit)) < 0)
 		return rc;
@@ -659,7 +653,7 @@ static int flight_work(struct flight *f)
 		rc = import_commit(f, commit);
 	else if (rc < 0)
 		snprintf(f->msg, sizeof(f->msg), "%s", wstore_last_error());
-	if (rc == 0 && !is_commit(f->rev))
+	if (rc == 0 && !wparse_is_commit(f->rev))
 		record(f, commit);
 	return rc;
 }
@@ -749,7 +743,7 @@ static struct flight *flight_get(struct wmirror *m, const char *repo,
 			return f;
 	/* a branch's flight that the upstream told this commit: one
 	 * import of a commit however it is asked for */
-	for (unsigned k = 0; is_commit(rev) && k < BUCKETS; k++)
+	for (unsigned k = 0; wparse_is_commit(rev) && k < BUCKETS; k++)
 		for (f = m->flights[k]; f; f = f->next)
 			if (!strcmp(f->repo, repo) && !strcmp(f->commit, rev))
 				return f;
@@ -937,8 +931,8 @@ int wmirror_get(char **out_id, struct wmirror *m, const char *repo,
 	 * upstream's */
 	if (!allowed(m, repo) || !rev_ok(r))
 		return 1;
-	return is_commit(r) ? by_commit(out_id, m, repo, r)
-			    : by_ref(out_id, m, repo, r);
+	return wparse_is_commit(r) ? by_commit(out_id, m, repo, r)
+				   : by_ref(out_id, m, repo, r);
 }
 
 /* ---- stream-through ------------------------------------------------------
@@ -955,7 +949,7 @@ static int in_store(struct wmirror *m, const char *repo, const char *rev)
 	int known = 0, rc;
 	struct ref *r;
 
-	if (is_commit(rev)) {
+	if (wparse_is_commit(rev)) {
 		memcpy(commit, rev, sizeof(commit));
 	} else {
 		pthread_mutex_lock(&m->mu);

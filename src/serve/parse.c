@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <wstore/wstore.h>
+
 #include "parse.h"
 
 static int hexval(char ch)
@@ -234,6 +236,13 @@ static size_t utf8_seq(const unsigned char *s, size_t n, unsigned *cp)
 		return 0;
 	*cp = c;
 	return len;
+}
+
+int wparse_is_commit(const char *rev)
+{
+	size_t n = strspn(rev, "0123456789abcdef");
+
+	return n == WSTORE_COMMIT_LEN && !rev[n];
 }
 
 int wutf8_valid(const char *s)

@@ -53,6 +53,10 @@ char *wurl_decode(const char *s, size_t n);
  */
 int wparse_range(const char *h, uint64_t size, uint64_t *a, uint64_t *b);
 
+/* 1 when rev is a Hub commit id (40 lower-case hex digits): a mirror's
+ * import, not a ref. */
+int wparse_is_commit(const char *rev);
+
 /* 1 when s is well-formed UTF-8 (no overlong forms, no surrogates). */
 int wutf8_valid(const char *s);
 

@@ -10,7 +10,8 @@
 # last commit; a new commit changing one file fetches that file alone;
 # --upstream-allow is matched on the canonical name; a
 # request waiting for the upstream gets 503 with Retry-After after the
-# header timeout, and the server keeps answering others.
+# header timeout, and the server keeps answering others; refs of a
+# repository not mirrored yet come from the upstream's listing.
 #   BUILD  the build directory holding wstore
 TAP_SUITE=serve-mirror-refs
 . "$(dirname "$0")/../lib/suite.sh"
@@ -228,5 +229,21 @@ check_grep "... and the server stops at once (the fetch is canceled)" '^0$' "$SE
 el=$(($(date +%s) - t0))
 if [ "$el" -le 10 ]; then tap_ok "... within 10 s ($el s)"
 else tap_not_ok "... within 10 s" "$el s"; fi
+
+# ---- refs of a cold repository: from the listing --------------------------------
+# the upstream still holds sub/c.txt, so the snapshot is not READY; refs
+# names main's commit once the listing is in, as the model info does
+serve_start coldrefs "$T/m5" --upstream "$F" --header-timeout 5 \
+	--cache-seconds 0 --no-access-log || { tap_done; exit 1; }
+code=$(curl -s --max-time 20 -o "$T/coldrefs.json" -w '%{http_code}' \
+	"$SERVE_URL/api/models/org/fake/refs")
+check_grep "refs of a cold repository (a file held upstream): 200" '^200$' "$code"
+check_grep "... main at the upstream's commit, from the listing" "^main=$CB\$" \
+	"$(python3 -c '
+import json, sys
+print(" ".join(sorted("%s=%s" % (b["name"], b["targetCommit"]) for b in json.load(open(sys.argv[1]))["branches"])))' "$T/coldrefs.json")"
+check_grep "... while the snapshot is still fetched (the held file not in)" '^503$' \
+	"$(curl -s --max-time 20 -o /dev/null -w '%{http_code}' "$SERVE_URL/org/fake/resolve/main/sub/c.txt")"
+serve_stop
 
 tap_done
