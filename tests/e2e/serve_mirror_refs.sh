@@ -244,6 +244,20 @@ import json, sys
 print(" ".join(sorted("%s=%s" % (b["name"], b["targetCommit"]) for b in json.load(open(sys.argv[1]))["branches"])))' "$T/coldrefs.json")"
 check_grep "... while the snapshot is still fetched (the held file not in)" '^503$' \
 	"$(curl -s --max-time 20 -o /dev/null -w '%{http_code}' "$SERVE_URL/org/fake/resolve/main/sub/c.txt")"
+# the Hub's own client (HfApi.list_repo_refs), as a fleet's tooling asks
+if _pp=$(hub_pythonpath 1.28.0); then
+	got=$(PYTHONPATH=$_pp HF_HUB_DISABLE_TELEMETRY=1 HF_HOME="$T/hfhome" \
+		timeout 60 /usr/bin/python3 -c '
+import sys
+from huggingface_hub import HfApi
+refs = HfApi(endpoint=sys.argv[1]).list_repo_refs("org/fake")
+print(" ".join(sorted("%s=%s" % (b.name, b.target_commit) for b in refs.branches)))' \
+		"$SERVE_URL" 2>&1)
+	check_grep "... huggingface_hub 1.28.0 list_repo_refs: main at the upstream's commit" \
+		"^main=$CB\$" "$got"
+else
+	tap_skip "... huggingface_hub list_repo_refs" "huggingface_hub 1.28.0 is not unpacked in $HFHUB"
+fi
 serve_stop
 
 tap_done
