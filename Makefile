@@ -7,7 +7,7 @@ BUILD ?= build
 PREFIX ?= /usr/local
 MESON_OPTS ?=
 
-.PHONY: all deps deps-build demo test test-unit asan tsan install uninstall deb bench fleet fuzz clean format-check format
+.PHONY: all deps deps-build demo test test-unit asan asan-build tsan tsan-build install uninstall deb bench fleet fuzz fuzz-build clean format-check format
 
 all: $(BUILD)/build.ninja
 	ninja -C $(BUILD)
@@ -37,8 +37,12 @@ SUITES ?=
 # the process: a daemon's stderr (the mount's, serve's) is often not shown
 # by its suite, so the reports are printed after the run, and any report
 # fails the target even when no check saw the process fail.
-asan:
+# asan-build, tsan-build: only the builds (CI makes them while the plain
+# suites run)
+asan-build:
 	$(MAKE) BUILD=build-asan MESON_OPTS="-Db_sanitize=address,undefined -Db_lundef=false" all
+
+asan: asan-build
 	rm -f build-asan/sanitizer.*
 	ASAN_OPTIONS=detect_leaks=1:log_path=$(CURDIR)/build-asan/sanitizer \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$(CURDIR)/build-asan/sanitizer \
@@ -47,8 +51,10 @@ asan:
 
 # a data race fails the process that has it (exit 66), so its check fails;
 # tests/tsan.supp: races inside Mooncake's own (uninstrumented) library
-tsan:
+tsan-build:
 	$(MAKE) BUILD=build-tsan MESON_OPTS="-Db_sanitize=thread -Db_lundef=false" all
+
+tsan: tsan-build
 	rm -f build-tsan/sanitizer.*
 	TSAN_OPTIONS=halt_on_error=1:exitcode=66:suppressions=$(CURDIR)/tests/tsan.supp:log_path=$(CURDIR)/build-tsan/sanitizer \
 		sh tests/run.sh build-tsan $(SUITES); \
@@ -99,6 +105,10 @@ fleet: all
 FUZZ_SECONDS ?= 30
 fuzz:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_OUT=build-fuzz sh scripts/fuzz.sh
+
+# only the fuzz targets' build
+fuzz-build:
+	FUZZ_BUILD_ONLY=1 FUZZ_OUT=build-fuzz sh scripts/fuzz.sh
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz build-deb

@@ -7,6 +7,8 @@
 # directory, never into the tree.  Prints executions per target and exits
 # non-zero if any target crashed; the crashing input is kept and named.
 #   FUZZ_SECONDS=N FUZZ_OUT=DIR FUZZ_TARGETS="manifest size" sh scripts/fuzz.sh
+# FUZZ_BUILD_ONLY=1 builds the targets and runs none (CI builds them while
+# the tests run, and runs them later on a machine that is not busy).
 # Needs clang and the libFuzzer runtime (Debian: clang, libclang-rt-14-dev).
 set -u
 cd "$(dirname "$0")/.."
@@ -43,9 +45,17 @@ for t in tests/fuzz/fuzz_*.c; do
 	bin="$OUT/$name"
 	# a target may name sources outside the library it also needs
 	extra=$(sed -n 's|^/\* fuzz-sources: \(.*\) \*/$|\1|p' "$t")
+	# built again when it or a source it is built from is newer
 	# shellcheck disable=SC2086
-	$CC $CFLAGS $SAN -fsanitize=fuzzer "$t" $extra $objs $LIBS -o "$bin" || { status=1; summary="$summary
+	if [ ! -f "$bin" ] || [ -n "$(find "$t" $extra $objs -newer "$bin" | head -1)" ]; then
+		$CC $CFLAGS $SAN -fsanitize=fuzzer "$t" $extra $objs $LIBS -o "$bin" || { status=1; summary="$summary
 $short: does not build"; continue; }
+	fi
+	if [ "${FUZZ_BUILD_ONLY:-0}" = 1 ]; then
+		summary="$summary
+$short: built"
+		continue
+	fi
 	seeds=""
 	for d in "tests/fuzz/corpus/$short" "tests/data/${short}s/good" "tests/data/${short}s/bad" \
 		"tests/data/$short/good" "tests/data/$short/bad"; do
