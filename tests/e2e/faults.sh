@@ -225,16 +225,20 @@ check "forced: tree equals the source, no partial left" \
 ws model delete rs >/dev/null
 
 # ---- the checkpoint lock: a running import keeps delete and import out ----
-WSTORE_FAULTS="delay=30" "$W" --store "fault+$S" model import --checkpoint-id busy \
+# (the import is stopped while the other commands run: on a busy machine
+# it could otherwise end before them; its lock's 60 s TTL outlasts them)
+WSTORE_FAULTS="delay=100" "$W" --store "fault+$S" model import --checkpoint-id busy \
 	--model-id M --source "$SRC" --chunk-size $CS --jobs 1 > "$T/busy.out" 2>&1 &
 pid=$!
 wait_lock busy
+kill -STOP $pid
 check_exit "delete of an id being imported is refused" 1 ws model delete busy
 check_grep "delete says busy and names the owner" "checkpoint 'busy' is busy.*locked by pid $pid" "$OUT"
 check_exit "a second import of the same id is refused" 1 ws model import \
 	--checkpoint-id busy --model-id M --source "$SRC"
 check_grep "second import says busy" "is busy" "$OUT"
 check_one_line "busy error is one line" "$OUT"
+kill -CONT $pid
 wait_exit 300 $pid
 check "the first import still succeeds" grep -q "imported 'busy'" "$T/busy.out"
 check_exit "and verifies" 0 ws model verify busy
