@@ -82,7 +82,9 @@ tap_not_ok() {
 	TAP_FAIL=$((TAP_FAIL + 1))
 	echo "not ok - $TAP_SUITE: $1"
 	shift
-	for line in "$@"; do echo "#   $line"; done
+	# every line of a detail marked, so that run.sh's summary keeps the
+	# whole of it (a command of several lines, then its output)
+	for line in "$@"; do printf '%s\n' "$line" | sed 's/^/#   /'; done
 }
 
 # check NAME CMD...: passes when CMD exits 0

@@ -415,10 +415,17 @@ run("--cluster", "add-node", "127.0.0.1:" + p4, "127.0.0.1:" + p1)
 def myid(p):
     return subprocess.run(cli + ["-p", p, "cluster", "myid"], check=True,
                           capture_output=True, text=True).stdout.strip()
-for _ in range(600):  # until node 4 sees the cluster ok (bounded)
+# until node 4 sees the cluster ok and every node agrees on the four
+# (reshard refuses nodes that do not agree; gossip is slow on a busy
+# machine), bounded
+for _ in range(600):
     out = subprocess.run(cli + ["-p", p4, "cluster", "info"],
                          capture_output=True, text=True).stdout
-    if "cluster_state:ok" in out:
+    chk = subprocess.run(cli + ["--cluster", "check", "127.0.0.1:" + p1],
+                         capture_output=True, text=True)
+    if ("cluster_state:ok" in out and chk.returncode == 0 and
+            "All nodes agree" in chk.stdout and
+            chk.stdout.count("M: ") == 4):
         break
     time.sleep(0.1)
 run("--cluster", "reshard", "127.0.0.1:" + p1, "--cluster-from", myid(p1),
