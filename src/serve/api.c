@@ -623,8 +623,6 @@ enum MHD_Result wapi_paths_info(struct MHD_Connection *c, struct wreq *r,
 	return wreply_json(c, r, MHD_HTTP_OK, out);
 }
 
-/* Add rev -> commit to the refs answer out (a branch, or a pull request
- * for "refs/pr/N"), unless listed already. */
 /* The commit rev names: while the mirror still fetches its snapshot,
  * the upstream's listing says (so refs of a cold repository answer once
  * the listing is in, not after the whole snapshot); else the cache.
@@ -653,6 +651,8 @@ static int ref_commit(char out[WSTORE_COMMIT_LEN + 1], struct wreq *r,
 	return 0;
 }
 
+/* Add rev -> commit to the refs answer out (a branch, or a pull request
+ * for "refs/pr/N"), unless listed already. */
 static int add_ref(json_t *out, struct wreq *r, const char *repo,
 		   const char *rev)
 {
